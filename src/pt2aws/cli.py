@@ -1,0 +1,84 @@
+"""``pt2aws`` command line: ``env``, ``train``, ``run``, ``cleanup``.
+
+Examples::
+
+    pt2aws env --profile full
+    pt2aws train --profile smoke --output_dir runs/x/train     # same flags as python -m pt2aws.train
+    pt2aws run --profile local                                 # what `make run` does
+    pt2aws cleanup --prefix pt2aws- --region us-east-1 --yes   # delete leftover SageMaker resources
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def _env(args) -> int:
+    from pt2aws import env
+
+    report = env.collect(args.profile)
+    print(json.dumps(report, indent=2) if args.json else env.format_report(report))
+    return 0
+
+
+def _cleanup(args) -> int:
+    from pt2aws.aws import list_sagemaker_resources
+    from pt2aws.deploy import delete_resources
+
+    if not args.prefix:
+        print("refusing to clean up without --prefix (e.g. --prefix pt2aws-)", file=sys.stderr)
+        return 2
+    found = list_sagemaker_resources(prefix=args.prefix, region=args.region)
+    names = sorted({n for values in found.values() for n in values})
+    for kind, values in found.items():
+        for name in values:
+            print(f"{kind:16s} {name}")
+    if not names:
+        print(f"nothing starts with {args.prefix!r}")
+        return 0
+    if not args.yes:
+        print("dry run: add --yes to delete these")
+        return 0
+    for name in names:
+        for kind, deleted in delete_resources(name, args.region):
+            print(f"deleted {kind} {deleted}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse ``argv`` and run the chosen command; returns the exit status."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["train"]:
+        from pt2aws import train
+
+        train.main(argv[1:])
+        return 0
+    if argv[:1] == ["run"]:
+        from pt2aws import pipeline
+
+        return pipeline.main(argv[1:])
+    parser = argparse.ArgumentParser(
+        prog="pt2aws", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    p_env = sub.add_parser("env", help="environment report and suggested instance")
+    p_env.add_argument("--profile", default="local", choices=("smoke", "local", "full"))
+    p_env.add_argument("--json", action="store_true", help="print the report as JSON")
+    p_env.set_defaults(func=_env)
+    p_clean = sub.add_parser(
+        "cleanup", help="list (and with --yes delete) SageMaker models/configs/endpoints by prefix"
+    )
+    p_clean.add_argument("--prefix", required=True)
+    p_clean.add_argument("--region", default=None)
+    p_clean.add_argument("--yes", action="store_true", help="really delete (default: dry run)")
+    p_clean.set_defaults(func=_cleanup)
+    sub.add_parser("train", help="fine-tune (flags: python -m pt2aws.train --help)")
+    sub.add_parser("run", help="run notebooks 00-03 into runs/<timestamp> (flags: --profile)")
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

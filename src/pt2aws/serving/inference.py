@@ -1,0 +1,200 @@
+"""SageMaker PyTorch inference handler for a Hugging Face sequence classifier.
+
+The SageMaker PyTorch serving toolkit (TorchServe) imports this file from ``code/`` of
+``model.tar.gz`` and calls ``model_fn`` once, then ``input_fn`` -> ``predict_fn`` -> ``output_fn``
+per request. It needs only torch and transformers (``code/requirements.txt``), not pt2aws.
+
+Request bodies:
+
+* ``application/json``: ``{"inputs": "text"}``, ``{"inputs": ["a", "b"]}``, ``"text"`` or ``["a", "b"]``
+* ``text/csv``: one text per row (a header row named ``text``/``inputs`` is skipped)
+* ``text/plain``: the whole body is one text
+
+Response (``application/json``): a list with one entry per input, in order::
+
+    [{"label": "positive", "score": 0.98}, ...]
+
+Empty or whitespace texts get ``{"label": null, "score": null, "empty": true}`` at their index;
+texts cut to the model's limit carry ``"truncated": true``. Bad requests raise errors that the
+toolkit turns into 4xx responses with the message (415 unsupported type, 406 unsupported
+Accept, 400 bad body, 413 too many texts), never a 500 traceback.
+
+Environment: ``PT2AWS_MAX_BATCH`` (default 64 texts per request), ``PT2AWS_MAX_LENGTH``
+(default: the model's limit, 512 tokens for RoBERTa).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+
+import torch
+
+try:  # inside the SageMaker container (and with the `serve` extra): the toolkit maps it to a 4xx
+    from sagemaker_inference.errors import GenericInferenceToolkitError
+except ImportError:  # plain torch + transformers
+
+    class GenericInferenceToolkitError(Exception):
+        """Same shape as ``sagemaker_inference.errors.GenericInferenceToolkitError``."""
+
+        def __init__(self, status_code, message=None, phrase=None):
+            self.status_code, self.message, self.phrase = (
+                status_code,
+                message or "Invalid Request",
+                phrase,
+            )
+            super().__init__(status_code, self.message, phrase)
+
+
+JSON, CSV, TEXT = "application/json", "text/csv", "text/plain"
+ACCEPTED_CONTENT_TYPES = (JSON, CSV, TEXT)
+MAX_BATCH = int(os.environ.get("PT2AWS_MAX_BATCH", "64"))
+#: RoBERTa's real input limit: its config lists 514 positions, 2 of which are padding offsets.
+MODEL_MAX_TOKENS = 512
+
+
+class UnsupportedMediaTypeError(GenericInferenceToolkitError):
+    """HTTP 415: a request ``Content-Type`` the handler does not read."""
+
+    def __init__(self, message: str):
+        super().__init__(415, message, "Unsupported Media Type")
+
+
+class NotAcceptableError(GenericInferenceToolkitError):
+    """HTTP 406: an ``Accept`` type the handler cannot produce."""
+
+    def __init__(self, message: str):
+        super().__init__(406, message, "Not Acceptable")
+
+
+class BadRequestError(GenericInferenceToolkitError):
+    """HTTP 400: the body cannot be read."""
+
+    def __init__(self, message: str):
+        super().__init__(400, message, "Bad Request")
+
+
+class PayloadTooLargeError(GenericInferenceToolkitError):
+    """HTTP 413: more texts than ``PT2AWS_MAX_BATCH`` in one request."""
+
+    def __init__(self, message: str):
+        super().__init__(413, message, "Payload Too Large")
+
+
+def _media_type(content_type: str | None) -> str:
+    return (content_type or JSON).split(";")[0].strip().lower()
+
+
+def model_fn(model_dir: str, context=None) -> dict:
+    """Load tokenizer and model from ``model_dir`` (the extracted ``model.tar.gz``)."""
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForSequenceClassification.from_pretrained(model_dir).eval()
+    limit = getattr(model.config, "max_position_embeddings", MODEL_MAX_TOKENS)
+    if getattr(model.config, "model_type", "") in ("roberta", "xlm-roberta", "camembert"):
+        limit -= 2  # fairseq position offset
+    max_length = int(
+        os.environ.get(
+            "PT2AWS_MAX_LENGTH", min(limit, tokenizer.model_max_length, MODEL_MAX_TOKENS)
+        )
+    )
+    return {"tokenizer": tokenizer, "model": model, "max_length": max_length}
+
+
+def input_fn(input_data, content_type, context=None) -> list[str]:
+    """Decode a request body into a list of texts.
+
+    Raises:
+        UnsupportedMediaTypeError: (415) content type other than JSON, CSV or plain text.
+        BadRequestError: (400) body not UTF-8, malformed JSON, or JSON of the wrong shape.
+        PayloadTooLargeError: (413) more than ``PT2AWS_MAX_BATCH`` texts.
+    """
+    media = _media_type(content_type)
+    if media not in ACCEPTED_CONTENT_TYPES:
+        raise UnsupportedMediaTypeError(
+            f"content type {content_type!r} is not supported; send one of {', '.join(ACCEPTED_CONTENT_TYPES)}"
+        )
+    if isinstance(input_data, (bytes, bytearray)):
+        try:
+            input_data = bytes(input_data).decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise BadRequestError(
+                f"request body is not valid UTF-8 ({err.reason} at byte {err.start}); encode text as UTF-8"
+            ) from None
+    if media == TEXT:
+        texts = [input_data]
+    elif media == CSV:
+        rows = [row for row in csv.reader(io.StringIO(input_data)) if row]
+        if rows and rows[0][0].strip().lower() in ("text", "inputs"):
+            rows = rows[1:]
+        texts = [",".join(row) for row in rows]
+    else:
+        try:
+            payload = json.loads(input_data)
+        except json.JSONDecodeError as err:
+            raise BadRequestError(
+                f"request body is not valid JSON: {err.msg} at position {err.pos}"
+            ) from None
+        if isinstance(payload, dict):
+            if "inputs" not in payload:
+                raise BadRequestError(
+                    'JSON object must have an "inputs" key: {"inputs": "text"} or {"inputs": ["a", "b"]}'
+                )
+            payload = payload["inputs"]
+        texts = [payload] if isinstance(payload, str) else payload
+        if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+            raise BadRequestError('"inputs" must be a string or a list of strings')
+    if len(texts) > MAX_BATCH:
+        raise PayloadTooLargeError(
+            f"{len(texts)} texts in one request; the limit is {MAX_BATCH} (PT2AWS_MAX_BATCH): split the batch"
+        )
+    return texts
+
+
+def predict_fn(data: list[str], model: dict, context=None) -> list[dict]:
+    """Classify ``data``; one result per text, in input order."""
+    tokenizer, net, max_length = model["tokenizer"], model["model"], model["max_length"]
+    results: list[dict] = [{"label": None, "score": None, "empty": True} for _ in data]
+    index = [i for i, t in enumerate(data) if t.strip()]
+    if not index:
+        return results
+    texts = [data[i] for i in index]
+    full = tokenizer(texts, truncation=False)["input_ids"]
+    enc = tokenizer(
+        texts, truncation=True, max_length=max_length, padding=True, return_tensors="pt"
+    )
+    with torch.inference_mode():
+        probs = net(**enc).logits.float().softmax(-1)
+    scores, ids = probs.max(-1)
+    for k, i in enumerate(index):
+        results[i] = {
+            "label": net.config.id2label[int(ids[k])],
+            "score": round(float(scores[k]), 6),
+        }
+        if len(full[k]) > max_length:
+            results[i]["truncated"] = True
+    return results
+
+
+def output_fn(prediction: list[dict], accept=None, context=None) -> str:
+    """Encode predictions as JSON (default) or CSV (``label,score`` rows).
+
+    Returns a plain string so both the PyTorch and the Hugging Face toolkits send it as is.
+
+    Raises:
+        NotAcceptableError: (406) an ``Accept`` type other than JSON or CSV.
+    """
+    media = _media_type(accept) if accept not in (None, "", "*/*") else JSON
+    if media == JSON:
+        return json.dumps(prediction)
+    if media == CSV:
+        out = io.StringIO()
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(["label", "score"])
+        for p in prediction:
+            writer.writerow([p["label"] or "", "" if p["score"] is None else p["score"]])
+        return out.getvalue()
+    raise NotAcceptableError(f"Accept {accept!r} is not supported; ask for {JSON} or {CSV}")

@@ -1,0 +1,75 @@
+"""Test set-up: nothing leaves the machine (hub offline, fake AWS credentials), shared fixtures."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+os.environ.update(
+    HF_HUB_OFFLINE="1",
+    HF_DATASETS_OFFLINE="1",
+    TRANSFORMERS_OFFLINE="1",
+    TOKENIZERS_PARALLELISM="false",
+    AWS_ACCESS_KEY_ID="testing",
+    AWS_SECRET_ACCESS_KEY="testing",
+    AWS_DEFAULT_REGION="us-east-1",
+    SAGEMAKER_VALIDATE_ROLE="false",
+)
+for _key in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL"):
+    os.environ.pop(_key, None)
+os.environ.setdefault(
+    "TORCHINDUCTOR_CACHE_DIR",
+    str(Path(__file__).resolve().parents[1] / ".pytest_cache" / "inductor"),
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def pytest_collection_modifyitems(config, items):
+    import torch
+
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    has_aws = bool(os.environ.get("PT2AWS_REAL_AWS"))
+    java = shutil.which("java") is not None
+    for item in items:
+        if "gpu" in item.keywords and gpus < 1:
+            item.add_marker(pytest.mark.skip(reason="needs a CUDA GPU"))
+        if "multigpu" in item.keywords and gpus < 2:
+            item.add_marker(pytest.mark.skip(reason="needs 2+ CUDA GPUs"))
+        if "aws" in item.keywords and not has_aws:
+            item.add_marker(
+                pytest.mark.skip(
+                    reason="real AWS is opt-in: set PT2AWS_REAL_AWS=1 with credentials, run -m aws"
+                )
+            )
+        if "serve" in item.keywords and not java:
+            item.add_marker(pytest.mark.skip(reason="needs Java 17 for TorchServe"))
+
+
+@pytest.fixture(scope="session")
+def smoke_train_dir(tmp_path_factory) -> Path:
+    """A smoke-profile training run (tiny RoBERTa, about 10 s), shared by the tests that need a model."""
+    from pt2aws import train
+
+    out = tmp_path_factory.mktemp("smoke") / "train"
+    train.main(
+        [
+            "--profile",
+            "smoke",
+            "--output_dir",
+            str(out),
+            "--max_train_samples",
+            "400",
+            "--num_train_epochs",
+            "2",
+        ]
+    )
+    return out
+
+
+@pytest.fixture(scope="session")
+def smoke_model_dir(smoke_train_dir) -> Path:
+    return smoke_train_dir / "model"

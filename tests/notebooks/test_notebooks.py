@@ -1,0 +1,117 @@
+"""Every notebook, headless through papermill on the smoke profile, and the notebook lint rules."""
+
+from __future__ import annotations
+
+import ast
+import json
+
+import nbformat
+import pytest
+
+from pt2aws.pipeline import NOTEBOOKS, notebooks_dir
+
+NB_DIR = notebooks_dir()
+ALL = sorted(p.name for p in NB_DIR.glob("*.ipynb"))
+
+
+def test_the_four_notebooks_exist_in_order():
+    assert ALL == list(NOTEBOOKS)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_notebook_lint(name):
+    nb = nbformat.read(NB_DIR / name, as_version=4)
+    assert nb.metadata["kernelspec"]["name"] == "python3"
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert not any(c.get("outputs") or c.get("execution_count") for c in code), (
+        "committed with outputs"
+    )
+    tagged = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+    assert len(tagged) == 1, f"{len(tagged)} cells tagged parameters"
+    tree = ast.parse(tagged[0].source)
+    for node in tree.body:
+        assert isinstance(node, ast.Assign) and len(node.targets) == 1, (
+            "parameters cell: assignments only"
+        )
+        ast.literal_eval(node.value)  # raises on non-literals
+        assert node.targets[0].id.isupper(), "parameter names are UPPER_SNAKE"
+    for cell in code:
+        assert (
+            "!pip" not in cell.source
+            and "sys.path" not in cell.source
+            and "%%writefile" not in cell.source
+        )
+
+
+@pytest.fixture(scope="module")
+def executed(tmp_path_factory):
+    """Run 00-03 in order into one run folder with the smoke profile (about a minute)."""
+    import papermill as pm
+
+    run_dir = tmp_path_factory.mktemp("run")
+    params = {"PROFILE": "smoke", "RUN_DIR": str(run_dir)}
+    out = {}
+    for name in NOTEBOOKS:
+        declared = pm.inspect_notebook(str(NB_DIR / name))
+        assert set(params) <= set(declared), (
+            f"{name} lacks parameters {set(params) - set(declared)}"
+        )
+        pm.execute_notebook(
+            str(NB_DIR / name),
+            str(run_dir / name),
+            parameters=params,
+            kernel_name="python3",
+            cwd=str(NB_DIR),
+            progress_bar=False,
+        )
+        out[name] = run_dir / name
+    return run_dir
+
+
+def test_00_writes_env_report(executed):
+    report = json.loads((executed / "env.json").read_text())
+    assert report["profile"] == "smoke"
+    assert report["versions"]["torch"].startswith("2.13.0")
+
+
+def test_01_trains_and_loss_falls(executed):
+    metrics = json.loads((executed / "train" / "metrics.json").read_text())
+    log = [
+        json.loads(line)
+        for line in (executed / "train" / "train_log.jsonl").read_text().splitlines()
+    ]
+    assert 0.0 <= metrics["test_accuracy"] <= 1.0
+    assert log[-1]["loss"] < log[0]["loss"], "training loss did not fall"
+    assert (executed / "plots" / "training.png").stat().st_size > 5_000
+
+
+def test_02_reports_accuracy_and_handler_agrees(executed):
+    metrics = json.loads((executed / "inference" / "metrics.json").read_text())
+    train = json.loads((executed / "train" / "metrics.json").read_text())
+    assert 0.0 <= metrics["accuracy"] <= 1.0
+    assert metrics["accuracy"] == pytest.approx(
+        train["test_accuracy"], abs=1e-9
+    )  # Predictor == training eval
+    assert metrics["handler_agrees"] is True
+    assert sum(map(sum, metrics["confusion_matrix"])) == metrics["num_examples"] == 200
+    assert (executed / "plots" / "confusion_matrix.png").is_file()
+
+
+def test_03_deploys_to_emulator_and_leaves_nothing(executed):
+    result = json.loads((executed / "deploy" / "deploy.json").read_text())
+    assert result["target"] == "emulator"
+    assert result["archive_valid"] is True
+    assert "pytorch-inference-arm64" in result["image_uri"]
+    assert len(result["answer"]) == 2 and {a["label"] for a in result["answer"]} <= {
+        "negative",
+        "positive",
+    }
+    assert sorted(k for k, _ in result["deleted"]) == ["endpoint", "endpoint_config", "model"]
+    assert result["resources_left"] == 0
+
+
+def test_summary_from_executed_run(executed):
+    from pt2aws.records import write_summary
+
+    text = write_summary(executed).read_text()
+    assert "## Fine-tuning (notebook 01)" in text and "## Deployment (notebook 03)" in text

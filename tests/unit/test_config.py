@@ -1,0 +1,28 @@
+import pytest
+
+from pt2aws.config import PROFILES, get_profile
+from pt2aws.train import TrainConfig
+
+
+def test_profiles_have_expected_models():
+    assert get_profile("smoke").model_name_or_path == "tiny-roberta"
+    assert get_profile("local").model_name_or_path == "minilm-l6"
+    assert get_profile("full").model_name_or_path == "FacebookAI/roberta-base"
+    assert set(PROFILES) == {"smoke", "local", "full"}
+
+
+def test_unknown_profile_names_the_choices():
+    with pytest.raises(ValueError, match="smoke, local, full"):
+        get_profile("huge")
+
+
+def test_train_config_takes_profile_defaults_and_keeps_overrides():
+    cfg = TrainConfig(profile="local", learning_rate=1e-4)
+    assert cfg.learning_rate == 1e-4
+    assert cfg.max_length == 64
+    assert cfg.per_device_train_batch_size == 32
+
+
+def test_train_config_rejects_bad_values():
+    with pytest.raises(ValueError, match="gradient_accumulation_steps"):
+        TrainConfig(gradient_accumulation_steps=0)

@@ -1,0 +1,42 @@
+import time
+
+import pytest
+
+from pt2aws.modeling import count_parameters, load_tokenizer_and_model
+
+
+def test_tiny_roberta_tokenizer_is_real_and_roundtrips():
+    texts = [f"the movie number {i} was great and the popcorn was bad" for i in range(200)]
+    tok, model = load_tokenizer_and_model(
+        "tiny-roberta", ["negative", "positive"], train_texts=texts, max_length=32
+    )
+    assert len(tok) > 50, "degenerate vocabulary (transformers 5 silent-failure case)"
+    ids = tok("the movie was great")["input_ids"]
+    assert ids[0] == tok.bos_token_id and ids[-1] == tok.eos_token_id
+    assert tok.decode(ids, skip_special_tokens=True) == "the movie was great"
+    assert model.config.id2label == {0: "negative", 1: "positive"}
+    assert model.config.max_position_embeddings == 34
+    assert 50_000 < count_parameters(model) < 1_000_000
+
+
+def test_minilm_loads_offline_with_new_head():
+    tok, model = load_tokenizer_and_model(
+        "minilm-l6", ["negative", "neutral", "positive"], max_length=64
+    )
+    assert model.config.num_labels == 3
+    assert tok.model_max_length == 64
+    assert 22_000_000 < count_parameters(model) < 23_500_000
+
+
+def test_hub_model_fails_fast_naming_offline_alternative():
+    from pt2aws.hub import HubUnreachableError
+
+    t0 = time.perf_counter()
+    with pytest.raises(HubUnreachableError, match="minilm-l6"):
+        load_tokenizer_and_model("FacebookAI/roberta-base", ["negative", "positive"])
+    assert time.perf_counter() - t0 < 10
+
+
+def test_tiny_roberta_needs_texts():
+    with pytest.raises(ValueError, match="train_texts"):
+        load_tokenizer_and_model("tiny-roberta", ["a", "b"])
