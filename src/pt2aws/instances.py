@@ -292,21 +292,35 @@ class ModelSpec:
                 )
 
     @classmethod
-    def from_config(cls, config, name: str | None = None) -> ModelSpec:
-        """Count the parameters of ``AutoModelForSequenceClassification.from_config(config)``.
+    def from_config(cls, config, name: str | None = None, build: bool = False) -> ModelSpec:
+        """Parameters of ``AutoModelForSequenceClassification.from_config(config)``.
 
-        The model is built on PyTorch's ``meta`` device, so nothing is allocated or downloaded.
+        BERT and RoBERTa configs are counted in closed form (exact; checked against the built
+        model in the tests): embeddings ``(vocab + positions + token types)·h + 2h``, per layer
+        ``4(h² + h) + 2(h·f) + f + h + 4h`` (attention q/k/v/out, FFN, two LayerNorms), head
+        ``h² + h + h·n + n`` (BERT pooler + classifier, or RoBERTa's dense + out_proj). Other
+        configs (or ``build=True``) are counted by building the model on PyTorch's ``meta``
+        device: nothing is allocated or downloaded.
 
         Args:
             config: a ``transformers.PretrainedConfig`` (e.g. ``RobertaConfig()``).
             name: label; default the config's ``_name_or_path`` or ``model_type``.
+            build: count by building the model even for BERT/RoBERTa.
         """
-        import torch
-        from transformers import AutoModelForSequenceClassification
+        if config.model_type in ("bert", "roberta") and not build:
+            h, f, n = config.hidden_size, config.intermediate_size, config.num_labels
+            embeddings = (
+                config.vocab_size + config.max_position_embeddings + config.type_vocab_size
+            ) * h + 2 * h
+            layer = 4 * (h * h + h) + (h * f + f) + (f * h + h) + 4 * h
+            params = embeddings + config.num_hidden_layers * layer + (h * h + h) + (h * n + n)
+        else:
+            import torch
+            from transformers import AutoModelForSequenceClassification
 
-        with torch.device("meta"):
-            model = AutoModelForSequenceClassification.from_config(config)
-        params = sum(p.numel() for p in model.parameters())
+            with torch.device("meta"):
+                model = AutoModelForSequenceClassification.from_config(config)
+            params = sum(p.numel() for p in model.parameters())
         return cls(
             name=name or getattr(config, "_name_or_path", "") or config.model_type,
             parameters=int(params),
@@ -538,7 +552,8 @@ def plan_training(
 
     Tried in order: replicate on every device (single device / DDP); shard over the devices of one
     node (FSDP); shard over ``k`` nodes (FSDP multi-node), first with full activations, then with
-    activation recomputation. The smallest ``k <= max_nodes`` that fits wins.
+    activation recomputation. The smallest ``k <= max_nodes`` that fits wins. Multi-node plans
+    are made only for instances with EFA.
 
     Returns:
         ``{"instance", "nodes", "devices", "strategy", "recompute", "memory_per_device_bytes",
@@ -573,6 +588,8 @@ def plan_training(
         found = result(nodes, shards, strategy, recompute)
         if found:
             return found
+    if not it.efa or not it.accelerator_count:
+        return None  # multi-node sharding needs EFA (NCCL over TCP is far too slow for FSDP)
     spec = model_spec(model)
     state = sum(STATE_BYTES_PER_PARAM[precision].values()) * spec.parameters
     k0 = max(2, math.ceil(state / (cap * n)))
@@ -662,7 +679,8 @@ def rank_training(
 ) -> list[dict]:
     """Instances that fit training, with estimated time and cost, sorted by cost then time.
 
-    time_s = 6 · params · train_tokens · epochs / (nodes · peak_bf16 · MFU);
+    time_s = 6 · params · train_tokens · epochs / (nodes · peak_bf16 · MFU) (8 instead of 6 with
+    activation recomputation, which repeats the forward pass);
     cost_usd = time_s / 3600 · nodes · price_usd_per_hour. Time excludes start-up, data loading
     and evaluation; scaling over nodes is assumed linear.
 
@@ -702,7 +720,9 @@ def rank_training(
         if plan is None:
             continue
         m = mfus[it.kind]
-        time_s = flops / (plan["nodes"] * it.peak_bf16_tflops * 1e12 * m)
+        # full recomputation repeats the forward pass: 8 instead of 6 FLOPs per param and token
+        work = flops * (8 / 6 if plan["recompute"] else 1.0)
+        time_s = work / (plan["nodes"] * it.peak_bf16_tflops * 1e12 * m)
         price = it.price_usd_per_hour
         rows.append(
             {
@@ -978,6 +998,12 @@ def training_table(rec: dict, limit: int | None = None) -> str:
 
 def inference_table(rec: dict) -> str:
     """Markdown table of the inference ranking (cost per 1M requests)."""
+    if not rec["inference"]:
+        need = rec["memory"]["inference_bf16"]["total"] / 1e9
+        return (
+            f"no single-accelerator or CPU instance of the inference list holds the {need:.1f} GB "
+            "of bf16 weights: serve sharded over a multi-GPU instance (out of pt2aws's scope)"
+        )
     lines = [
         "| instance | processor | arch | requests/s | USD/hour | USD per 1M requests | | note |",
         "| --- | --- | --- | ---: | ---: | ---: | --- | --- |",
@@ -993,8 +1019,8 @@ def inference_table(rec: dict) -> str:
     return "\n".join(lines)
 
 
-def format_recommendation(rec: dict, limit: int | None = 12) -> str:
-    """The text that notebook 00 and ``pt2aws recommend`` print."""
+def format_sizing(rec: dict) -> str:
+    """Model, data, memory breakdown and workload class (the head of the recommendation)."""
     m, w, c = rec["model"], rec["workload"], rec["class"]
     mem, inf = rec["memory"]["training_one_device"], rec["memory"]["inference_bf16"]
     gb = 1e9
@@ -1010,6 +1036,14 @@ def format_recommendation(rec: dict, limit: int | None = 12) -> str:
         f"{mem['total'] / gb:.2f} GB",
         f"inference memory (bf16, batch 1): {inf['total'] / gb:.3f} GB",
         f"workload class: {c['class']} ({c['reason']}) -> {c['strategy']}",
+    ]
+    return "\n".join(lines)
+
+
+def format_recommendation(rec: dict, limit: int | None = 12) -> str:
+    """The text that notebook 00 and ``pt2aws recommend`` print."""
+    lines = [
+        format_sizing(rec),
         "",
         "Training: instances that fit, cheapest first (MFU "
         + ", ".join(f"{k} {v:.0%}" for k, v in rec["assumptions"]["mfu"].items())
