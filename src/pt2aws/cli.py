@@ -36,7 +36,7 @@ def _recommend(args) -> int:
     if args.micro_batch:
         workload.micro_batch = args.micro_batch
     workload.precision = args.precision
-    rec = instances.recommend(workload, mfu=args.mfu)
+    rec = instances.recommend(workload, mfu=args.mfu, overhead_s=args.overhead_s)
     plan = None
     if rec["recommended"] and args.aws_target:
         plan = launchplan.plan_for_target(
@@ -115,6 +115,9 @@ def main(argv: list[str] | None = None) -> int:
     p_rec.add_argument("--micro-batch", type=int, default=None, help="sequences per device")
     p_rec.add_argument("--precision", default="mixed", choices=("mixed", "bf16", "fp32"))
     p_rec.add_argument("--mfu", type=float, default=None, help="assumed MFU for all kinds")
+    p_rec.add_argument(
+        "--overhead-s", type=float, default=600.0, help="paid start-up per node, seconds"
+    )
     p_rec.add_argument("--top", type=int, default=None, help="rows of the training table")
     p_rec.add_argument(
         "--aws-target",

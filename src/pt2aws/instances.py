@@ -55,6 +55,9 @@ DEFAULT_INFERENCE_UTILISATION = {"gpu": 0.10, "trainium": 0.10, "inferentia": 0.
 #: Fraction of accelerator memory kept free for the CUDA/Neuron context, allocator fragmentation
 #: and workspaces (our assumption).
 MEMORY_RESERVE = 0.10
+#: Paid start-up per training run and node, seconds: boot, DLC image pull, data and model load
+#: (our assumption; it keeps tiny workloads from favouring the largest instances).
+DEFAULT_OVERHEAD_S = 600.0
 #: Largest number of nodes the ranking will plan for.
 MAX_NODES = 64
 
@@ -676,13 +679,15 @@ def rank_training(
     precision: str = "mixed",
     mfu: dict | float | None = None,
     instances: list[str] | None = None,
+    overhead_s: float = DEFAULT_OVERHEAD_S,
 ) -> list[dict]:
     """Instances that fit training, with estimated time and cost, sorted by cost then time.
 
     time_s = 6 · params · train_tokens · epochs / (nodes · peak_bf16 · MFU) (8 instead of 6 with
     activation recomputation, which repeats the forward pass);
-    cost_usd = time_s / 3600 · nodes · price_usd_per_hour. Time excludes start-up, data loading
-    and evaluation; scaling over nodes is assumed linear.
+    cost_usd = (time_s + overhead_s) / 3600 · nodes · price_usd_per_hour. ``time_s`` is compute
+    only (no start-up, data loading or evaluation); ``overhead_s`` is the paid start-up per node;
+    scaling over nodes is assumed linear.
 
     Args:
         model: anything :func:`model_spec` accepts.
@@ -692,6 +697,7 @@ def rank_training(
         mfu: assumed model FLOPs utilisation: a number for all, or per kind; default
             :data:`DEFAULT_MFU`.
         instances: restrict to these names (default: the whole catalog).
+        overhead_s: paid start-up per node, seconds (default :data:`DEFAULT_OVERHEAD_S`).
 
     Returns:
         Rows with ``instance, kind, accelerators, nodes, strategy, memory_per_device_gb,
@@ -738,7 +744,9 @@ def rank_training(
                 "mfu": m,
                 "time_s": time_s,
                 "price_usd_per_hour": price,
-                "cost_usd": None if price is None else time_s / 3600 * plan["nodes"] * price,
+                "cost_usd": None
+                if price is None
+                else (time_s + overhead_s) / 3600 * plan["nodes"] * price,
                 "verified": it.verified,
                 "note": _notes(it, "training"),
                 "cheapest": False,
@@ -904,7 +912,9 @@ def profile_workload(
 RUNNABLE_KINDS = ("gpu", "cpu")
 
 
-def recommend(workload: Workload, mfu: dict | float | None = None) -> dict:
+def recommend(
+    workload: Workload, mfu: dict | float | None = None, overhead_s: float = DEFAULT_OVERHEAD_S
+) -> dict:
     """Memory breakdown, workload class, training ranking and inference ranking for ``workload``.
 
     Returns:
@@ -924,6 +934,7 @@ def recommend(workload: Workload, mfu: dict | float | None = None) -> dict:
         workload.seq_len,
         workload.precision,
         mfu,
+        overhead_s=overhead_s,
     )
     inference = rank_inference(spec, workload.seq_len)
     pick = lambda rows, key: next((r["instance"] for r in rows if r[key]), None)  # noqa: E731
@@ -961,8 +972,9 @@ def recommend(workload: Workload, mfu: dict | float | None = None) -> dict:
             "mfu": DEFAULT_MFU if mfu is None else mfu,
             "inference_utilisation": DEFAULT_INFERENCE_UTILISATION,
             "memory_reserve": MEMORY_RESERVE,
-            "time": "6 x params x tokens / (nodes x peak bf16 x MFU); excludes start-up, data "
-            "loading, evaluation; linear scaling over nodes",
+            "overhead_s": overhead_s,
+            "time": "6 x params x tokens / (nodes x peak bf16 x MFU), compute only; cost adds "
+            f"{overhead_s:.0f} s of paid start-up per node; linear scaling over nodes",
             "price": "EC2 on-demand us-east-1; SageMaker ml.* costs more",
         },
         "catalog": catalog_meta(),
@@ -1047,7 +1059,8 @@ def format_recommendation(rec: dict, limit: int | None = 12) -> str:
         "",
         "Training: instances that fit, cheapest first (MFU "
         + ", ".join(f"{k} {v:.0%}" for k, v in rec["assumptions"]["mfu"].items())
-        + "; EC2 on-demand us-east-1)",
+        + f"; cost = (time + {rec['assumptions']['overhead_s']:.0f} s start-up) x nodes x EC2 "
+        "on-demand us-east-1)",
         training_table(rec, limit),
         "",
         "Inference: cost per 1M requests (throughput estimated from peak; replace with measured)",
