@@ -85,7 +85,7 @@ def plot_memory_breakdown(rec: dict, path: str | Path | None = None):
             value = values.get(part, 0.0) / 1e9
             ax.bar(col, value, bottom=bottom, color=color, label=part if col == 0 else None)
             bottom += value
-        ax.text(col, bottom, f"{bottom:.2f} GB", ha="center", va="bottom")
+        ax.text(col, bottom, f"{bottom:.3g} GB", ha="center", va="bottom")
     ax.set_xticks(range(len(bars)), list(bars))
     ax.set(ylabel="memory (GB, 1e9 bytes)", title=f"Memory of {rec['model']['name']}")
     ax.legend(fontsize=8)
@@ -123,7 +123,7 @@ def plot_time_vs_cost(rec: dict, path: str | Path | None = None):
     ax.set(
         xscale="log",
         yscale="log",
-        xlabel="estimated training time (hours)",
+        xlabel="estimated training time, compute only (hours)",
         ylabel="estimated cost (USD, EC2 on-demand)",
         title=f"{rec['model']['name']}: time vs cost per instance",
     )
