@@ -15,7 +15,7 @@ Formulas (all stated again where they are used):
 * **Activations** stored for the backward pass, per transformer layer, 16-bit:
   ``s·b·h·(34 + 5·a·s/h)`` bytes (sequence s, micro-batch b, hidden h, heads a); with full
   activation recomputation ``2·s·b·h`` per layer. Korthikanti et al., "Reducing Activation
-  Recomputation in Large Transformer Models", MLSys 2023, section 4 (table 2). fp32 doubles it.
+  Recomputation in Large Transformer Models", MLSys 2023, sections 4.1-4.2 (eq. 1). fp32 doubles it.
 * **Training compute**: ``6 · parameters · tokens`` FLOPs (forward 2, backward 4; Kaplan et al.,
   "Scaling Laws for Neural Language Models", 2020, section 2.1). Time = FLOPs / (peak x MFU);
   the MFU (model FLOPs utilisation) is an assumption, stated in every result.
@@ -451,7 +451,7 @@ def activation_bytes(
 ) -> float:
     """Activation memory kept for the backward pass, bytes, for one device.
 
-    Korthikanti et al. 2023, table 2: per layer ``s·b·h·(34 + 5·a·s/h)`` bytes with 16-bit
+    Korthikanti et al. 2023, sec. 4.1 eq. 1 and sec. 4.2: per layer ``s·b·h·(34 + 5·a·s/h)`` bytes with 16-bit
     activations and no recomputation; ``2·s·b·h`` with full recomputation (only layer inputs kept)
     plus one layer's full activations during its recomputation. fp32 doubles it.
     """
@@ -509,7 +509,7 @@ def training_memory(
         "(ZeRO paper, Rajbhandari et al. 2020, sec. 3.1)",
         "activations": ("2·s·b·h·L + one layer" if recompute else "s·b·h·(34 + 5·a·s/h)·L")
         + f" bytes, s={seq_len} b={micro_batch} h={spec.hidden_size} a={spec.num_heads} "
-        f"L={spec.num_layers} (Korthikanti et al. 2023, table 2)",
+        f"L={spec.num_layers} (Korthikanti et al. 2023, sec. 4.1 eq. 1 and sec. 4.2)",
     }
     return out
 
