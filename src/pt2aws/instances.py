@@ -451,9 +451,9 @@ def activation_bytes(
 ) -> float:
     """Activation memory kept for the backward pass, bytes, for one device.
 
-    Korthikanti et al. 2023, sec. 4.1 eq. 1 and sec. 4.2: per layer ``s·b·h·(34 + 5·a·s/h)`` bytes with 16-bit
-    activations and no recomputation; ``2·s·b·h`` with full recomputation (only layer inputs kept)
-    plus one layer's full activations during its recomputation. fp32 doubles it.
+    Korthikanti et al. 2023, sec. 4.1 eq. 1 and sec. 4.2: per layer ``s·b·h·(34 + 5·a·s/h)``
+    bytes with 16-bit activations and no recomputation; ``2·s·b·h`` with full recomputation (only
+    layer inputs kept) plus one layer's full activations during its recomputation. fp32 doubles it.
     """
     s, b, h, a, L = seq_len, micro_batch, spec.hidden_size, spec.num_heads, spec.num_layers
     per_layer = s * b * h * (34 + 5 * a * s / h)
