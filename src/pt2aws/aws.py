@@ -170,6 +170,37 @@ class Emulator:
         with urllib.request.urlopen(request, timeout=10) as response:
             response.read()
 
+    def seed_public_parameter(self, name: str, value: str) -> None:
+        """Make the emulated SSM answer ``value`` for the AWS-owned public parameter ``name``.
+
+        AWS publishes parameters under ``/aws/service/...`` (e.g. DLAMI IDs) that no account can
+        write (``PutParameter`` answers AccessDenied, in moto too), so the emulator's store is
+        filled directly. moto ships only the Amazon Linux ones.
+        """
+        import datetime
+
+        from moto.ssm.models import Parameter, ssm_backends
+
+        if self._server is None:
+            raise RuntimeError(
+                "start the emulator before seeding parameters (use `with Emulator()`)"
+            )
+        store = ssm_backends[EMULATOR_ACCOUNT][self.region]._parameters
+        store[name].append(
+            Parameter(
+                account_id=EMULATOR_ACCOUNT,
+                name=name,
+                value=value,
+                parameter_type="String",
+                description="seeded by pt2aws.aws.Emulator",
+                allowed_pattern=None,
+                keyid=None,
+                last_modified_date=datetime.datetime.now(datetime.timezone.utc),
+                version=len(store[name]) + 1,
+                data_type="aws:ec2:image" if value.startswith("ami-") else "text",
+            )
+        )
+
     def sagemaker_resources(self) -> dict[str, list[str]]:
         """Names of the models, endpoint configs and endpoints the emulator holds (should be empty)."""
         return list_sagemaker_resources(region=self.region)

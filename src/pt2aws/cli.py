@@ -1,8 +1,10 @@
-"""``pt2aws`` command line: ``env``, ``train``, ``run``, ``cleanup``.
+"""``pt2aws`` command line: ``env``, ``recommend``, ``train``, ``run``, ``cleanup``.
 
 Examples::
 
     pt2aws env --profile full
+    pt2aws recommend --model roberta-base --examples 1000000 --epochs 3   # what notebook 00 prints
+    pt2aws recommend --profile full --aws-target emulator                 # + launch plan, emulated
     pt2aws train --profile smoke --output_dir runs/x/train     # same flags as python -m pt2aws.train
     pt2aws run --profile local                                 # what `make run` does
     pt2aws cleanup --prefix pt2aws- --region us-east-1 --yes   # delete leftover SageMaker resources
@@ -20,6 +22,36 @@ def _env(args) -> int:
 
     report = env.collect(args.profile)
     print(json.dumps(report, indent=2) if args.json else env.format_report(report))
+    return 0
+
+
+def _recommend(args) -> int:
+    from pt2aws import instances, launchplan
+
+    workload = instances.profile_workload(
+        args.profile, train_examples=args.examples, model=args.model, epochs=args.epochs
+    )
+    if args.seq_len:
+        workload.seq_len = args.seq_len
+    if args.micro_batch:
+        workload.micro_batch = args.micro_batch
+    workload.precision = args.precision
+    rec = instances.recommend(workload, mfu=args.mfu, overhead_s=args.overhead_s)
+    plan = None
+    if rec["recommended"] and args.aws_target:
+        plan = launchplan.plan_for_target(
+            rec["recommended"]["instance"],
+            rec["recommended"]["nodes"],
+            target=args.aws_target,
+            region=args.region,
+        )
+    if args.json:
+        print(json.dumps({"recommendation": rec, "launch_plan": plan}, indent=2, default=str))
+        return 0
+    print(instances.format_recommendation(rec, limit=args.top))
+    if plan:
+        print()
+        print(launchplan.format_launch_plan(plan))
     return 0
 
 
@@ -67,6 +99,35 @@ def main(argv: list[str] | None = None) -> int:
     p_env.add_argument("--profile", default="local", choices=("smoke", "local", "full"))
     p_env.add_argument("--json", action="store_true", help="print the report as JSON")
     p_env.set_defaults(func=_env)
+    p_rec = sub.add_parser(
+        "recommend", help="size a workload: memory, class, instances ranked by cost, launch plan"
+    )
+    p_rec.add_argument(
+        "--profile",
+        default="full",
+        choices=("smoke", "local", "full"),
+        help="defaults for model, sequence length, batch and epochs (default full: roberta-base)",
+    )
+    p_rec.add_argument("--model", default=None, help="roberta-base, 70B, 350M, a count (7e9)")
+    p_rec.add_argument("--examples", type=int, default=None, help="training examples")
+    p_rec.add_argument("--epochs", type=float, default=None)
+    p_rec.add_argument("--seq-len", type=int, default=None, help="tokens per example")
+    p_rec.add_argument("--micro-batch", type=int, default=None, help="sequences per device")
+    p_rec.add_argument("--precision", default="mixed", choices=("mixed", "bf16", "fp32"))
+    p_rec.add_argument("--mfu", type=float, default=None, help="assumed MFU for all kinds")
+    p_rec.add_argument(
+        "--overhead-s", type=float, default=600.0, help="paid start-up per node, seconds"
+    )
+    p_rec.add_argument("--top", type=int, default=None, help="rows of the training table")
+    p_rec.add_argument(
+        "--aws-target",
+        default="none",
+        choices=("none", "emulator", "aws"),
+        help="launch plan: none (no AWS call), emulator (local moto), aws (DryRun in your account)",
+    )
+    p_rec.add_argument("--region", default="us-east-1")
+    p_rec.add_argument("--json", action="store_true", help="print JSON")
+    p_rec.set_defaults(func=_recommend)
     p_clean = sub.add_parser(
         "cleanup", help="list (and with --yes delete) SageMaker models/configs/endpoints by prefix"
     )

@@ -63,3 +63,70 @@ def plot_bars(values: dict[str, float], *, ylabel: str, title: str, path: str | 
     ax.tick_params(axis="x", rotation=20)
     fig.tight_layout()
     return _save(fig, path)
+
+
+def plot_memory_breakdown(rec: dict, path: str | Path | None = None):
+    """Stacked bars, GB: training memory on one device (weights, gradients, AdamW, activations)
+    and inference memory (weights, activations), from :func:`pt2aws.instances.recommend`."""
+    import matplotlib.pyplot as plt
+
+    train, infer = rec["memory"]["training_one_device"], rec["memory"]["inference_bf16"]
+    parts = [
+        ("weights", "tab:blue"),
+        ("gradients", "tab:orange"),
+        ("optimizer", "tab:red"),
+        ("activations", "tab:green"),
+    ]
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    bars = {"training\n(one device)": train, "inference\n(bf16, batch 1)": infer}
+    for col, values in enumerate(bars.values()):
+        bottom = 0.0
+        for part, color in parts:
+            value = values.get(part, 0.0) / 1e9
+            ax.bar(col, value, bottom=bottom, color=color, label=part if col == 0 else None)
+            bottom += value
+        ax.text(col, bottom, f"{bottom:.3g} GB", ha="center", va="bottom")
+    ax.set_xticks(range(len(bars)), list(bars))
+    ax.set(ylabel="memory (GB, 1e9 bytes)", title=f"Memory of {rec['model']['name']}")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def plot_time_vs_cost(rec: dict, path: str | Path | None = None):
+    """Estimated training time (hours) vs cost (USD) per instance, log-log; cheapest and fastest
+    marked. Rows without a price are left out."""
+    import matplotlib.pyplot as plt
+
+    rows = [r for r in rec["training"] if r["cost_usd"] is not None]
+    colors = {"gpu": "tab:green", "trainium": "tab:purple", "cpu": "tab:gray"}
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for r in rows:
+        ax.scatter(
+            r["time_s"] / 3600,
+            r["cost_usd"],
+            color=colors.get(r["kind"], "black"),
+            s=80 if (r["cheapest"] or r["fastest"]) else 30,
+            edgecolor="black" if (r["cheapest"] or r["fastest"]) else "none",
+        )
+        tag = " (cheapest)" if r["cheapest"] else " (fastest)" if r["fastest"] else ""
+        label = r["instance"] + (f" x{r['nodes']}" if r["nodes"] > 1 else "") + tag
+        ax.annotate(
+            label,
+            (r["time_s"] / 3600, r["cost_usd"]),
+            fontsize=7,
+            xytext=(3, 3),
+            textcoords="offset points",
+        )
+    for kind, color in colors.items():
+        ax.scatter([], [], color=color, label=kind)
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="estimated training time, compute only (hours)",
+        ylabel="estimated cost (USD, EC2 on-demand)",
+        title=f"{rec['model']['name']}: time vs cost per instance",
+    )
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return _save(fig, path)

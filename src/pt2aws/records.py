@@ -87,6 +87,17 @@ def write_summary(run_dir: str | Path, timings_s: dict[str, float] | None = None
             f"{env.get('accelerator', 'cpu')}; suggested instance: {env.get('suggested_instance')}",
             "",
         ]
+    sizing = (load("recommendation.json") or {}).get("recommendation")
+    if sizing:
+        choice = sizing.get("recommended") or {}
+        lines += [
+            "## Sizing (notebook 00)",
+            f"- {sizing['model']['name']}: {sizing['model']['parameters']:,} parameters; workload "
+            f"class **{sizing['class']['class']}** ({sizing['class']['strategy']})",
+            f"- recommended: {choice.get('nodes', '?')} x `{choice.get('instance')}`; cheapest "
+            f"`{sizing.get('cheapest')}`, fastest `{sizing.get('fastest')}` (estimates)",
+            "",
+        ]
     if train:
         lines += ["## Fine-tuning (notebook 01)", "| metric | value |", "| --- | --- |"]
         for key in (

@@ -72,6 +72,24 @@ def test_00_writes_env_report(executed):
     report = json.loads((executed / "env.json").read_text())
     assert report["profile"] == "smoke"
     assert report["versions"]["torch"].startswith("2.13.0")
+    assert {"cpu", "gpus", "disk", "efa", "where", "notes"} <= set(report)
+    assert report["cpu_only"] == (report["gpu_count"] == 0)
+
+
+def test_00_recommends_an_instance_and_a_launch_plan(executed):
+    saved = json.loads((executed / "recommendation.json").read_text())
+    rec, plan = saved["recommendation"], saved["launch_plan"]
+    # the smoke model (tiny RoBERTa, vocab <= 2000) on 800 examples x 48 tokens x 3 epochs
+    assert 100_000 < rec["model"]["parameters"] < 300_000
+    assert rec["workload"]["train_tokens_per_epoch"] == 800 * 48
+    assert rec["class"]["class"] == "small"
+    rows = rec["training"]
+    assert sum(r["cheapest"] for r in rows) == 1 and sum(r["fastest"] for r in rows) == 1
+    assert rec["recommended"]["instance"] in {r["instance"] for r in rows}
+    assert plan["target"] == "emulator" and plan["ec2"]["dry_run"]["would_succeed"] is True
+    assert plan["ec2"]["ami_id"].startswith("ami-")
+    for name in ("memory_breakdown.png", "time_vs_cost.png"):
+        assert (executed / "plots" / name).stat().st_size > 5_000
 
 
 def test_01_trains_and_loss_falls(executed):

@@ -39,3 +39,22 @@ def test_read_json_hint(tmp_path):
 
     with pytest.raises(FileNotFoundError, match="01_finetune_multi_gpu"):
         records.read_json(tmp_path / "train" / "metrics.json")
+
+
+def test_summary_reports_sizing(tmp_path):
+    records.write_json(
+        tmp_path / "recommendation.json",
+        {
+            "recommendation": {
+                "model": {"name": "roberta-base", "parameters": 124647170},
+                "class": {"class": "small", "strategy": "single device"},
+                "recommended": {"instance": "g6e.xlarge", "nodes": 1},
+                "cheapest": "g6e.xlarge",
+                "fastest": "trn2.48xlarge",
+            }
+        },
+    )
+    text = records.write_summary(tmp_path).read_text()
+    assert "## Sizing (notebook 00)" in text
+    assert "124,647,170 parameters; workload class **small**" in text
+    assert "1 x `g6e.xlarge`" in text

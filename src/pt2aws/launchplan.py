@@ -1,0 +1,395 @@
+"""Launch plan for a chosen instance: DLAMI ID (public SSM parameter), DLC images, EC2 request.
+
+Nothing here starts an instance. :func:`dry_run` sends the EC2 ``RunInstances`` request with
+``DryRun=True``: AWS answers ``DryRunOperation`` when the request (permissions, AMI, type,
+quota) would have succeeded, ``UnauthorizedOperation`` or another error otherwise. Against the
+local emulator (``pt2aws.aws.Emulator``), the same code runs over HTTP with moto.
+
+Sources:
+
+* DLAMI IDs: AWS Deep Learning AMIs developer guide, "Finding the ID of a DLAMI"
+  (docs.aws.amazon.com/dlami/latest/devguide/find-dlami-id.html, read 2026-11-30): parameter
+  ``/aws/service/deeplearning/ami/$architecture/$ami_type/latest/ami-id`` where ``ami_type`` is
+  the DLAMI name without "deep", "learning" and "ami", e.g. "Deep Learning OSS Nvidia Driver AMI
+  GPU PyTorch 2.10 (Amazon Linux 2023)" -> ``oss-nvidia-driver-gpu-pytorch-2.10-amazon-linux-2023``
+  (release notes of that DLAMI, 2026-09; supported on G4dn, G5, G6, G6e, P4, P4de, P5, P5e, P5en).
+* Neuron (Trainium / Inferentia) DLAMI: Neuron DLAMI user guide, "SSM parameters"
+  (awsdocs-neuron.readthedocs-hosted.com, deploy/environments/dlami.html); the exact path below
+  was not in the stored excerpt: check it before relying on it.
+* Amazon Linux 2023 AMIs for CPU instances: public parameters
+  ``/aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-{arm64,x86_64}``.
+* DLC training images: ``sagemaker.core.image_uris.retrieve(..., image_scope="training")``;
+  inference images: :func:`pt2aws.deploy.inference_image_uri`.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from pt2aws import instances as inst
+
+logger = logging.getLogger(__name__)
+
+#: PyTorch version and OS of the GPU DLAMI (newest x86_64 PyTorch DLAMI in the stored release
+#: notes, 2026-09: "Deep Learning OSS Nvidia Driver AMI GPU PyTorch 2.10 (Amazon Linux 2023)").
+DLAMI_PYTORCH_VERSION = "2.10"
+DLAMI_OS = "amazon-linux-2023"
+NEURON_DLAMI_PARAMETER = "/aws/service/neuron/dlami/multi-framework/ubuntu-22.04/latest/image_id"
+AL2023_PARAMETER = "/aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-{arch}"
+#: DLC framework version for SageMaker training/inference images (newest Graviton inference DLC).
+DLC_TORCH_VERSION = "2.6.0"
+DLC_PY_VERSION = "py312"
+
+
+class LaunchPlanError(ValueError):
+    """A launch plan cannot be built; the message names the problem and the fix."""
+
+
+def dlami_parameter(
+    instance_type: str, pytorch_version: str = DLAMI_PYTORCH_VERSION, os_name: str = DLAMI_OS
+) -> str:
+    """The public SSM parameter holding the AMI ID to launch ``instance_type`` with.
+
+    GPU instances: the PyTorch DLAMI; Trainium / Inferentia: the Neuron multi-framework DLAMI;
+    CPU instances: Amazon Linux 2023 (arm64 for Graviton), to run the DLC container on.
+
+    Raises:
+        KeyError: the instance type is not in the catalog.
+    """
+    it = inst.get_instance(instance_type)
+    if it.kind == "gpu":
+        return (
+            "/aws/service/deeplearning/ami/x86_64/"
+            f"oss-nvidia-driver-gpu-pytorch-{pytorch_version}-{os_name}/latest/ami-id"
+        )
+    if it.kind in ("trainium", "inferentia"):
+        return NEURON_DLAMI_PARAMETER
+    return AL2023_PARAMETER.format(arch="arm64" if it.cpu.startswith("Graviton") else "x86_64")
+
+
+def lookup_ami(parameter: str, region: str) -> str:
+    """Read the AMI ID from the public SSM parameter ``parameter`` in ``region``.
+
+    Raises:
+        LaunchPlanError: the parameter does not exist there (wrong version/OS, or region), or
+            the caller lacks ``ssm:GetParameter``.
+    """
+    from botocore.exceptions import ClientError
+
+    from pt2aws.aws import boto_session
+
+    ssm = boto_session(region).client("ssm")
+    try:
+        return ssm.get_parameter(Name=parameter)["Parameter"]["Value"]
+    except ClientError as exc:
+        code = exc.response["Error"]["Code"]
+        if code == "ParameterNotFound":
+            raise LaunchPlanError(
+                f"SSM parameter {parameter} not found in {region}: the DLAMI version or OS in the "
+                "name may be retired; list current ones with `aws ssm get-parameters-by-path "
+                "--path /aws/service/deeplearning/ami/x86_64 --recursive` or pass another "
+                "pytorch_version / os_name"
+            ) from None
+        raise LaunchPlanError(
+            f"reading {parameter} failed ({code}): the caller needs ssm:GetParameter"
+        ) from None
+
+
+def training_image_uri(
+    instance_type: str,
+    region: str,
+    torch_version: str = DLC_TORCH_VERSION,
+    py_version: str = DLC_PY_VERSION,
+) -> str | None:
+    """SageMaker PyTorch training DLC for ``instance_type`` (GPU or CPU image), or None.
+
+    None for Trainium / Inferentia (they need the Neuron ``pytorch-training-neuronx`` images,
+    which pt2aws's training script does not target) and for types SageMaker training rejects.
+    """
+    it = inst.get_instance(instance_type)
+    if it.kind in ("trainium", "inferentia"):
+        return None
+    if not inst.availability(it.name)["sagemaker_training"]:
+        return None
+    from sagemaker.core import image_uris
+
+    return image_uris.retrieve(
+        "pytorch",
+        region,
+        version=torch_version,
+        py_version=py_version,
+        instance_type=f"ml.{it.name}",
+        image_scope="training",
+    )
+
+
+def run_instances_request(
+    instance_type: str,
+    image_id: str,
+    count: int = 1,
+    *,
+    name: str = "pt2aws",
+    key_name: str | None = None,
+    subnet_id: str | None = None,
+    security_group_ids: list[str] | None = None,
+    volume_gb: int = 200,
+    placement_group: str | None = None,
+) -> dict:
+    """Keyword arguments for ``ec2.run_instances`` (without ``DryRun``).
+
+    Multi-node EFA instances get one EFA network interface (needs ``subnet_id`` and security
+    groups that allow all traffic within the group) and a cluster placement group.
+
+    Raises:
+        LaunchPlanError: an instance type EC2 does not know (botocore's enum), count < 1, or a
+            multi-node EFA launch without ``subnet_id``.
+    """
+    bare = instance_type.removeprefix("ml.")
+    if not inst.availability(bare)["ec2"]:
+        raise LaunchPlanError(
+            f"EC2 has no instance type {bare!r} (botocore's InstanceType list); use the EC2 name, "
+            "e.g. p4d.24xlarge (SageMaker adds the ml. prefix)"
+        )
+    if count < 1:
+        raise LaunchPlanError(f"count must be >= 1, got {count}")
+    kind = inst.get_instance(bare).kind if bare in {i.name for i in inst.load_catalog()} else ""
+    root_device = (
+        "/dev/sda1" if kind in ("trainium", "inferentia") else "/dev/xvda"
+    )  # Ubuntu / AL2023
+    request = {
+        "ImageId": image_id,
+        "InstanceType": bare,
+        "MinCount": count,
+        "MaxCount": count,
+        "BlockDeviceMappings": [
+            {
+                "DeviceName": root_device,
+                "Ebs": {"VolumeSize": volume_gb, "VolumeType": "gp3", "DeleteOnTermination": True},
+            }
+        ],
+        "TagSpecifications": [
+            {"ResourceType": "instance", "Tags": [{"Key": "Name", "Value": name}]}
+        ],
+        "MetadataOptions": {"HttpTokens": "required"},
+    }
+    if key_name:
+        request["KeyName"] = key_name
+    efa = bare in {i.name for i in inst.load_catalog() if i.efa}
+    if efa and count > 1:
+        if not subnet_id:
+            raise LaunchPlanError(
+                f"{count} x {bare} with EFA need subnet_id (one subnet, one AZ) and a security "
+                "group allowing all traffic to itself"
+            )
+        request["NetworkInterfaces"] = [
+            {
+                "DeviceIndex": 0,
+                "InterfaceType": "efa",
+                "SubnetId": subnet_id,
+                "Groups": list(security_group_ids or []),
+                "DeleteOnTermination": True,
+            }
+        ]
+        request["Placement"] = {"GroupName": placement_group or f"{name}-cluster"}
+    else:
+        if subnet_id:
+            request["SubnetId"] = subnet_id
+        if security_group_ids:
+            request["SecurityGroupIds"] = list(security_group_ids)
+    return request
+
+
+def dry_run(request: dict, region: str) -> dict:
+    """Send ``request`` to EC2 with ``DryRun=True``; report whether it would have succeeded.
+
+    Returns:
+        ``{"would_succeed": bool, "code": str, "message": str}``; ``code`` is EC2's error code
+        (``DryRunOperation`` means success).
+    """
+    from botocore.exceptions import ClientError
+
+    from pt2aws.aws import boto_session
+
+    ec2 = boto_session(region).client("ec2")
+    try:
+        ec2.run_instances(DryRun=True, **request)
+    except ClientError as exc:
+        err = exc.response["Error"]
+        return {
+            "would_succeed": err["Code"] == "DryRunOperation",
+            "code": err["Code"],
+            "message": err.get("Message", ""),
+        }
+    return {  # a real AWS endpoint never gets here with DryRun=True
+        "would_succeed": False,
+        "code": "NoDryRunAnswer",
+        "message": "the endpoint launched instead of answering DryRunOperation: check and terminate",
+    }
+
+
+def sagemaker_training_settings(
+    instance_type: str, nodes: int, region: str, max_runtime_s: int = 24 * 3600
+) -> dict:
+    """Settings for a SageMaker training job (``sagemaker.train.ModelTrainer``) on ``nodes``.
+
+    Returns:
+        ``{"training_image", "instance_type", "instance_count", "distributed", "volume_size_in_gb",
+        "max_runtime_in_seconds", "available"}``; ``available`` is False (and the image None)
+        where SageMaker training does not offer the type or pt2aws has no image for it.
+    """
+    it = inst.get_instance(instance_type)
+    image = training_image_uri(it.name, region)
+    return {
+        "training_image": image,
+        "instance_type": f"ml.{it.name}",
+        "instance_count": nodes,
+        "distributed": f"Torchrun(), {it.devices} process(es) per node",
+        "volume_size_in_gb": 100,
+        "max_runtime_in_seconds": max_runtime_s,
+        "available": image is not None,
+    }
+
+
+def sagemaker_endpoint_settings(instance_type: str, region: str) -> dict:
+    """Settings for a SageMaker real-time endpoint: image, instance, container environment."""
+    from pt2aws import deploy
+
+    it = inst.get_instance(instance_type)
+    hosting = inst.availability(it.name)["sagemaker_hosting"]
+    image = deploy.inference_image_uri(region, f"ml.{it.name}") if hosting else None
+    return {
+        "image_uri": image,
+        "instance_type": f"ml.{it.name}",
+        "initial_instance_count": 1,
+        "environment": deploy.endpoint_environment(f"ml.{it.name}", it.vcpus),
+        "available": hosting,
+    }
+
+
+def launch_plan(
+    train_instance: str,
+    nodes: int = 1,
+    serve_instance: str = "c7g.xlarge",
+    region: str = "us-east-1",
+    *,
+    resolve_ami: bool = True,
+    dry_run_ec2: bool = True,
+    subnet_id: str | None = None,
+) -> dict:
+    """Everything needed to start training on ``train_instance`` and serve on ``serve_instance``.
+
+    Args:
+        train_instance: EC2 name (``ml.`` prefix accepted) from the catalog.
+        nodes: instances for training.
+        serve_instance: the endpoint instance (default Graviton ``c7g.xlarge``).
+        region: AWS region (the emulator's when one runs).
+        resolve_ami: read the AMI ID from SSM (needs AWS or the emulator); else leave it None.
+        dry_run_ec2: send the RunInstances request with DryRun=True.
+        subnet_id: for multi-node EFA launches.
+
+    Returns:
+        ``{"region", "ec2": {"ssm_parameter", "ami_id", "request", "dry_run"}, "sagemaker_training",
+        "sagemaker_endpoint", "next_steps"}``.
+    """
+    it = inst.get_instance(train_instance)
+    parameter = dlami_parameter(it.name)
+    ami = lookup_ami(parameter, region) if resolve_ami else None
+    request = run_instances_request(
+        it.name,
+        ami or "ami-RESOLVE-FROM-SSM",
+        nodes,
+        name="pt2aws-train",
+        subnet_id=subnet_id or ("subnet-REPLACE" if it.efa and nodes > 1 else None),
+    )
+    checked = dry_run(request, region) if (dry_run_ec2 and ami) else None
+    torchrun = f"torchrun --nproc_per_node {it.devices}"
+    if nodes > 1:
+        torchrun += f" --nnodes {nodes} --rdzv_backend c10d --rdzv_endpoint <first-node-ip>:29500"
+    steps = [
+        f"EC2: launch {nodes} x {it.name} from the AMI in {parameter}, then `git clone` this "
+        f"project, `make setup`, and `{torchrun} -m pt2aws.train --profile full` (notebook 01)",
+        f"SageMaker: ModelTrainer(training_image=..., compute=Compute('ml.{it.name}', "
+        f"instance_count={nodes}), distributed=Torchrun())",
+        f"serve on ml.{serve_instance.removeprefix('ml.')} with notebook 03 (package, validate, deploy)",
+    ]
+    if it.kind in ("trainium", "inferentia"):
+        steps.insert(0, "port training to the AWS Neuron SDK (torch-neuronx) first")
+    return {
+        "region": region,
+        "train_instance": it.name,
+        "nodes": nodes,
+        "ec2": {"ssm_parameter": parameter, "ami_id": ami, "request": request, "dry_run": checked},
+        "sagemaker_training": sagemaker_training_settings(it.name, nodes, region),
+        "sagemaker_endpoint": sagemaker_endpoint_settings(serve_instance, region),
+        "next_steps": steps,
+    }
+
+
+def format_launch_plan(plan: dict) -> str:
+    """Human-readable text of :func:`launch_plan`."""
+    ec2, tr, ep = plan["ec2"], plan["sagemaker_training"], plan["sagemaker_endpoint"]
+    dry = ec2["dry_run"]
+    lines = [
+        f"Launch plan: {plan['nodes']} x {plan['train_instance']} in {plan['region']}",
+        f"  DLAMI: SSM parameter {ec2['ssm_parameter']} -> {ec2['ami_id'] or 'not resolved'}",
+        f"  EC2 run_instances: {ec2['request']['MinCount']} x {ec2['request']['InstanceType']}, "
+        f"{ec2['request']['BlockDeviceMappings'][0]['Ebs']['VolumeSize']} GB gp3"
+        + (
+            ", EFA interface + cluster placement group"
+            if "NetworkInterfaces" in ec2["request"]
+            else ""
+        ),
+        "  dry run: "
+        + (
+            "not sent"
+            if dry is None
+            else f"{'would succeed' if dry['would_succeed'] else 'would FAIL'} ({dry['code']})"
+        ),
+        f"  SageMaker training: {tr['instance_count']} x {tr['instance_type']}, image "
+        f"{tr['training_image'] or 'none (not offered / Neuron)'}; {tr['distributed']}",
+        f"  SageMaker endpoint: {ep['instance_type']}, image {ep['image_uri'] or 'n/a'}",
+        "  endpoint env: " + ", ".join(f"{k}={v}" for k, v in ep["environment"].items()),
+        "next steps:",
+    ]
+    lines += [f"  {i}. {s}" for i, s in enumerate(plan["next_steps"], 1)]
+    return "\n".join(lines)
+
+
+#: AMI ID the emulator answers for the DLAMI parameters (moto knows only Amazon Linux's).
+EMULATOR_PLACEHOLDER_AMI = "ami-0e0e0e0e0e0e0e0e0"
+
+
+def plan_for_target(
+    train_instance: str,
+    nodes: int = 1,
+    serve_instance: str = "c7g.xlarge",
+    target: str = "none",
+    region: str = "us-east-1",
+) -> dict:
+    """:func:`launch_plan` against ``target``: ``none`` (no AWS call), ``emulator`` or ``aws``.
+
+    ``emulator`` starts the local moto server, seeds the DLAMI parameter with
+    :data:`EMULATOR_PLACEHOLDER_AMI` (AWS-owned parameters do not exist in an emulator), looks it
+    up over HTTP and dry-runs the EC2 request; ``aws`` does the same in your account (DryRun:
+    nothing starts; needs ssm:GetParameter and ec2:RunInstances permissions).
+
+    Raises:
+        ValueError: an unknown target.
+    """
+    if target == "none":
+        plan = launch_plan(
+            train_instance, nodes, serve_instance, region, resolve_ami=False, dry_run_ec2=False
+        )
+    elif target in ("emulator", "aws"):
+        from pt2aws.aws import aws_target
+
+        with aws_target(target, region) as emulator:
+            if emulator is not None:
+                emulator.seed_public_parameter(
+                    dlami_parameter(train_instance), EMULATOR_PLACEHOLDER_AMI
+                )
+            plan = launch_plan(train_instance, nodes, serve_instance, region)
+    else:
+        raise ValueError(f"target must be 'none', 'emulator' or 'aws', not {target!r}")
+    plan["target"] = target
+    return plan
