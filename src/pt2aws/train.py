@@ -362,7 +362,19 @@ def init_distributed() -> DistInfo:
     if world_size > 1:
         import torch.distributed as dist
 
-        dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
+        backend = "nccl" if device.type == "cuda" else "gloo"
+        restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+        if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True" and restart != "0":
+            # torchrun shares its rendezvous TCPStore with the workers and does not prefix the
+            # keys per restart, so a restarted group can read the dead group's addresses and
+            # fail in connectFullMesh (pytorch/pytorch#135712). A per-attempt prefix avoids it.
+            store = dist.TCPStore(
+                os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world_size, False
+            )
+            store = dist.PrefixStore(f"pt2aws/attempt_{restart}", store)
+            dist.init_process_group(backend, store=store, rank=rank, world_size=world_size)
+        else:
+            dist.init_process_group(backend=backend)
     return DistInfo(rank=rank, local_rank=local_rank, world_size=world_size, device=device)
 
 
@@ -875,7 +887,14 @@ def train(cfg: TrainConfig, info: DistInfo) -> dict:
         replica_diff = float((prints - prints[0]).abs().max())
     model_state = None
     if fsdp:
-        model_state, _ = _full_state(model, optimizer, fsdp)
+        from torch.distributed.checkpoint.state_dict import (
+            StateDictOptions,
+            get_model_state_dict,
+        )
+
+        model_state = get_model_state_dict(
+            model, options=StateDictOptions(full_state_dict=True, cpu_offload=True)
+        )
 
     metrics: dict = {}
     if info.is_main:
