@@ -147,7 +147,11 @@ def _forward_invocation(url: str, body: bytes, headers) -> tuple[int, dict, byte
         detail = err.read().decode("utf-8", "replace")[:2000]
         message = f"Received client error ({err.code}) from primary with message \"{detail}\""
         payload = {"__type": "ModelError", "message": message, "OriginalStatusCode": err.code}
-        headers = {"Content-Type": "application/json", "x-amzn-ErrorType": "ModelError"}
+        headers = {
+            "Content-Type": "application/json",
+            "x-amzn-ErrorType": "ModelError",
+            "status": 424,  # moto reads the status from this header
+        }
         return 424, headers, json.dumps(payload).encode()
 
 
@@ -302,12 +306,26 @@ class Emulator:
         return found
 
 
-def boto_session(region: str | None = None):
-    """A ``boto3.Session`` for ``region`` (default: the configured one, else ``us-east-1``)."""
-    import boto3
+_LOADER = None
 
-    session = boto3.Session()
-    return boto3.Session(region_name=region or session.region_name or "us-east-1")
+
+def boto_session(region: str | None = None):
+    """A fresh ``boto3.Session`` for ``region`` (default: the configured one, else ``us-east-1``).
+
+    Credentials, region and ``AWS_ENDPOINT_URL`` are read anew for every session; only botocore's
+    data loader is shared, so the service models (SageMaker's is several MB of JSON) are parsed
+    once per process instead of once per client (about 0.5 s each on 2 cores).
+    """
+    global _LOADER
+    import boto3
+    import botocore.session
+
+    core = botocore.session.get_session()
+    if _LOADER is None:
+        _LOADER = core.get_component("data_loader")
+    core.register_component("data_loader", _LOADER)
+    region = region or core.get_config_variable("region") or "us-east-1"
+    return boto3.Session(botocore_session=core, region_name=region)
 
 
 def list_sagemaker_resources(prefix: str = "", region: str | None = None) -> dict[str, list[str]]:

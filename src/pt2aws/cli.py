@@ -24,14 +24,18 @@ def _env(args) -> int:
 
 
 def _cleanup(args) -> int:
-    from pt2aws.aws import list_sagemaker_resources
+    from pt2aws.aws import list_sagemaker_resources, list_scalable_targets
     from pt2aws.deploy import delete_resources
 
     if not args.prefix:
         print("refusing to clean up without --prefix (e.g. --prefix pt2aws-)", file=sys.stderr)
         return 2
     found = list_sagemaker_resources(prefix=args.prefix, region=args.region)
-    names = sorted({n for values in found.values() for n in values})
+    found["scalable_targets"] = list_scalable_targets(prefix=args.prefix, region=args.region)
+    names = sorted(
+        {n for key, values in found.items() if key != "scalable_targets" for n in values}
+        | {r.split("/")[1] for r in found["scalable_targets"]}  # endpoint/<name>/variant/<v>
+    )
     for kind, values in found.items():
         for name in values:
             print(f"{kind:16s} {name}")
@@ -68,7 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     p_env.add_argument("--json", action="store_true", help="print the report as JSON")
     p_env.set_defaults(func=_env)
     p_clean = sub.add_parser(
-        "cleanup", help="list (and with --yes delete) SageMaker models/configs/endpoints by prefix"
+        "cleanup",
+        help="list (and with --yes delete) SageMaker models/configs/endpoints/autoscaling by prefix",
     )
     p_clean.add_argument("--prefix", required=True)
     p_clean.add_argument("--region", default=None)

@@ -712,7 +712,7 @@ def _retrying_client(service: str, region: str, max_attempts: int = 8):
 
     from pt2aws.aws import boto_session
 
-    config = Config(retries={"mode": "standard", "max_attempts": max_attempts})
+    config = Config(retries={"mode": "standard", "total_max_attempts": max_attempts})
     return boto_session(region).client(service, config=config)
 
 

@@ -131,7 +131,7 @@ class EndpointClient:
             from pt2aws.aws import boto_session
 
             config = Config(
-                retries={"mode": "standard", "max_attempts": max_attempts},
+                retries={"mode": "standard", "total_max_attempts": max_attempts},
                 read_timeout=70,  # SageMaker answers or times out within 60 s
             )
             client = boto_session(region).client("sagemaker-runtime", config=config)
