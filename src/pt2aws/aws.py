@@ -145,7 +145,7 @@ def _forward_invocation(url: str, body: bytes, headers) -> tuple[int, dict, byte
             )
     except urllib.error.HTTPError as err:
         detail = err.read().decode("utf-8", "replace")[:2000]
-        message = f"Received client error ({err.code}) from primary with message \"{detail}\""
+        message = f'Received client error ({err.code}) from primary with message "{detail}"'
         payload = {"__type": "ModelError", "message": message, "OriginalStatusCode": err.code}
         headers = {
             "Content-Type": "application/json",

@@ -555,7 +555,9 @@ def validate_archive(path: str | Path, *, smoke_test: bool = True) -> dict:
         raise ArchiveError(f"{path}: not a readable .tar.gz ({err}); rebuild it") from None
     tops = {n.split("/")[0] for n in names}
     if "config.json" not in names:
-        nested = sorted(t for t in tops if t != "code" and any(n.startswith(f"{t}/") for n in names))
+        nested = sorted(
+            t for t in tops if t != "code" and any(n.startswith(f"{t}/") for n in names)
+        )
         hint = (
             f": found {nested[0]}/config.json, the files are nested in a top folder; "
             f"tar from inside it (tar -C {nested[0]} -czf model.tar.gz .)"
@@ -627,7 +629,9 @@ def smoke_test_archive(path: str | Path, texts: list[str] | None = None) -> list
         model = handler.model_fn(tmp)
         data = handler.input_fn(json.dumps({"inputs": texts}).encode(), "application/json")
         out = json.loads(handler.output_fn(handler.predict_fn(data, model), "application/json"))
-        labels = set(json.loads((Path(tmp) / "config.json").read_text()).get("id2label", {}).values())
+        labels = set(
+            json.loads((Path(tmp) / "config.json").read_text()).get("id2label", {}).values()
+        )
     if len(out) != len(texts):
         raise ArchiveError(f"the handler answered {len(out)} predictions for {len(texts)} texts")
     if labels and not {p["label"] for p in out} <= labels:
@@ -1068,7 +1072,11 @@ def deployed_endpoint(
         )
         deployment.created.append(("endpoint_config", name))
         deployment.endpoint = Endpoint.create(
-            endpoint_name=name, endpoint_config_name=name, tags=tag_list, session=session, region=region
+            endpoint_name=name,
+            endpoint_config_name=name,
+            tags=tag_list,
+            session=session,
+            region=region,
         )
         deployment.created.append(("endpoint", name))
         wait_for_endpoint(name, region, timeout_s=wait_timeout_s, poll_s=poll_s, progress=progress)

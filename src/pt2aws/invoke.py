@@ -64,7 +64,9 @@ def chunk_indices(
         PayloadTooLargeError: one text alone does not fit; names its index and size.
     """
     if max_items < 1 or max_payload_bytes < len(_PREFIX) + len(_SUFFIX) + 2:
-        raise ValueError(f"max_items ({max_items}) and max_payload_bytes ({max_payload_bytes}) too small")
+        raise ValueError(
+            f"max_items ({max_items}) and max_payload_bytes ({max_payload_bytes}) too small"
+        )
     chunks: list[list[int]] = []
     current: list[int] = []
     size = len(_PREFIX) + len(_SUFFIX)

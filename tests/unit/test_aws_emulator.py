@@ -182,10 +182,14 @@ def test_failed_create_leaves_nothing(emulator, model_url, operation, created_be
 
 
 def test_autoscaling_is_set_and_removed(emulator, model_url):
-    scaling = deploy.AutoScaling(min_instances=1, max_instances=3, target_invocations_per_instance=500)
+    scaling = deploy.AutoScaling(
+        min_instances=1, max_instances=3, target_invocations_per_instance=500
+    )
     with _deploy(emulator, model_url, "pt2aws-scale", autoscaling=scaling) as d:
         client = boto_session().client("application-autoscaling")
-        (target,) = client.describe_scalable_targets(ServiceNamespace="sagemaker")["ScalableTargets"]
+        (target,) = client.describe_scalable_targets(ServiceNamespace="sagemaker")[
+            "ScalableTargets"
+        ]
         assert (target["ResourceId"], target["MinCapacity"], target["MaxCapacity"]) == (
             "endpoint/pt2aws-scale/variant/AllTraffic",
             1,
@@ -247,10 +251,14 @@ def test_wait_times_out_and_reports_failure(emulator, model_url, monkeypatch):
     backend = models.sagemaker_backends["123456789012"]["us-east-1"]
     backend.endpoints["pt2aws-wait"].endpoint_status = "Creating"
     with pytest.raises(TimeoutError, match="still Creating after"):
-        deploy.wait_for_endpoint("pt2aws-wait", "us-east-1", timeout_s=1.5, poll_s=0.5, progress=False)
+        deploy.wait_for_endpoint(
+            "pt2aws-wait", "us-east-1", timeout_s=1.5, poll_s=0.5, progress=False
+        )
     backend.endpoints["pt2aws-wait"].endpoint_status = "Failed"
     with pytest.raises(deploy.DeploymentError, match="is Failed"):
-        deploy.wait_for_endpoint("pt2aws-wait", "us-east-1", timeout_s=5, poll_s=0.5, progress=False)
+        deploy.wait_for_endpoint(
+            "pt2aws-wait", "us-east-1", timeout_s=5, poll_s=0.5, progress=False
+        )
     assert len(deploy.delete_resources("pt2aws-wait", "us-east-1")) == 3
     assert emulator.sagemaker_resources() == NOTHING
 

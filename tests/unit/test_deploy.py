@@ -314,4 +314,3 @@ def test_autoscaling_config_is_validated():
     with pytest.raises(ValueError, match="min_instances"):
         deploy.AutoScaling(min_instances=3, max_instances=2)
     assert deploy.scalable_resource_id("e") == "endpoint/e/variant/AllTraffic"
-
