@@ -1,10 +1,11 @@
-"""``pt2aws`` command line: ``env``, ``train``, ``run``, ``cleanup``.
+"""``pt2aws`` command line: ``env``, ``train``, ``run``, ``serve``, ``cleanup``.
 
 Examples::
 
     pt2aws env --profile full
     pt2aws train --profile smoke --output_dir runs/x/train     # same flags as python -m pt2aws.train
     pt2aws run --profile local                                 # what `make run` does
+    pt2aws serve runs/x/deploy/model.tar.gz --port 8080       # local SageMaker endpoint (Ctrl-C stops)
     pt2aws cleanup --prefix pt2aws- --region us-east-1 --yes   # delete leftover SageMaker resources
 """
 
@@ -51,6 +52,28 @@ def _cleanup(args) -> int:
     return 0
 
 
+def _serve(args) -> int:
+    import time
+    from pathlib import Path
+
+    from pt2aws.serving.local import LocalEndpoint
+
+    workdir = Path(args.workdir or Path(args.model).resolve().parent / "serve")
+    with LocalEndpoint(args.model, workdir, port=args.port, workers=args.workers) as endpoint:
+        print(f"serving {args.model} at {endpoint.url} (/ping, /invocations); logs in {workdir}")
+        print(
+            f"try: curl -s {endpoint.url}/invocations -H 'Content-Type: application/json' "
+            """-d '{"inputs": ["great phone"]}'"""
+        )
+        print("Ctrl-C stops the server")
+        try:
+            while endpoint.running:
+                time.sleep(1)
+        except KeyboardInterrupt:
+            print("stopping")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Parse ``argv`` and run the chosen command; returns the exit status."""
     argv = sys.argv[1:] if argv is None else argv
@@ -79,6 +102,14 @@ def main(argv: list[str] | None = None) -> int:
     p_clean.add_argument("--region", default=None)
     p_clean.add_argument("--yes", action="store_true", help="really delete (default: dry run)")
     p_clean.set_defaults(func=_cleanup)
+    p_serve = sub.add_parser(
+        "serve", help="serve model.tar.gz (or a model folder) locally with the SageMaker stack"
+    )
+    p_serve.add_argument("model", help="model.tar.gz or a folder written by save_pretrained")
+    p_serve.add_argument("--port", type=int, default=None, help="inference port (default: free)")
+    p_serve.add_argument("--workers", type=int, default=1, help="TorchServe worker processes")
+    p_serve.add_argument("--workdir", default=None, help="logs/config (default: MODEL's dir/serve)")
+    p_serve.set_defaults(func=_serve)
     sub.add_parser("train", help="fine-tune (flags: python -m pt2aws.train --help)")
     sub.add_parser("run", help="run notebooks 00-03 into runs/<timestamp> (flags: --profile)")
     args = parser.parse_args(argv)
