@@ -38,6 +38,7 @@ import os
 import socket
 
 EMULATOR_ACCOUNT = "123456789012"  # moto's default account id
+EMULATOR_REGION = "us-east-1"  # the emulator's default region (any region works)
 EMULATOR_ROLE_ARN = f"arn:aws:iam::{EMULATOR_ACCOUNT}:role/pt2aws-emulator-sagemaker-role"
 _ENV_KEYS = (
     "AWS_ENDPOINT_URL",
@@ -191,7 +192,10 @@ class Emulator:
     """
 
     def __init__(
-        self, region: str = "us-east-1", port: int | None = None, invocations_url: str | None = None
+        self,
+        region: str = EMULATOR_REGION,
+        port: int | None = None,
+        invocations_url: str | None = None,
     ):
         self.region = region
         self.invocations_url = invocations_url
@@ -373,7 +377,9 @@ def aws_target(target: str, region: str | None = None, invocations_url: str | No
         ValueError: a target other than ``emulator`` or ``aws``.
     """
     if target == "emulator":
-        with Emulator(region=region or "us-east-1", invocations_url=invocations_url) as emulator:
+        with Emulator(
+            region=region or EMULATOR_REGION, invocations_url=invocations_url
+        ) as emulator:
             yield emulator
     elif target == "aws":
         yield None

@@ -171,3 +171,39 @@ def format_cost_table(rows: list[dict]) -> str:
     lines += sorted({f"- {r['instance_type']}: price {r['price_source']}" for r in rows})
     lines += sorted({f"- throughput: {r['throughput_basis']}" for r in rows})
     return "\n".join(lines)
+
+
+def measure_throughput(
+    model_dir: str, texts: list[str], *, batch_size: int = 32, repeats: int = 3
+) -> dict:
+    """Inferences per second of the fp32 eager model on this machine (a quick local figure).
+
+    One warm-up pass, then ``repeats`` timed passes over ``texts``; the median is reported.
+    Prefer notebook 02's benchmark (``inference/metrics.json``) when it exists.
+
+    Returns:
+        ``{"throughput_samples_per_second": float, "seconds": [...], "texts": int,
+        "batch_size": int, "vcpus": int, "torch_threads": int}``.
+    """
+    import statistics
+    import time
+
+    import torch
+
+    from pt2aws.inference import Predictor
+
+    predictor = Predictor(model_dir, device="cpu", batch_size=batch_size, variant="eager")
+    predictor.predict(texts[:batch_size])
+    seconds = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        predictor.predict(texts)
+        seconds.append(time.perf_counter() - start)
+    return {
+        "throughput_samples_per_second": len(texts) / statistics.median(seconds),
+        "seconds": seconds,
+        "texts": len(texts),
+        "batch_size": batch_size,
+        "vcpus": os.cpu_count() or 1,
+        "torch_threads": torch.get_num_threads(),
+    }

@@ -98,16 +98,30 @@ def test_02_reports_accuracy_and_handler_agrees(executed):
 
 
 def test_03_deploys_to_emulator_and_leaves_nothing(executed):
+    from pt2aws.serving.local import serve_stack_missing
+
     result = json.loads((executed / "deploy" / "deploy.json").read_text())
     assert result["target"] == "emulator"
     assert result["archive_valid"] is True
-    assert "pytorch-inference-arm64" in result["image_uri"]
-    assert len(result["answer"]) == 2 and {a["label"] for a in result["answer"]} <= {
-        "negative",
-        "positive",
-    }
+    assert result["image_uri"] == (
+        "763104351884.dkr.ecr.us-east-1.amazonaws.com/"
+        "pytorch-inference-arm64:2.6.0-cpu-py312-ubuntu22.04-sagemaker"
+    )
+    assert len(result["answer"]) == 3
+    assert {a["label"] for a in result["answer"]} <= {"negative", "positive"}
+    expected_source = "replayed" if serve_stack_missing() else "local serving stack"
+    assert result["answer_source"].startswith(expected_source)
+    assert result["matches_local"] is True  # endpoint answer == in-process handler answer
     assert sorted(k for k, _ in result["deleted"]) == ["endpoint", "endpoint_config", "model"]
     assert result["resources_left"] == 0
+    rows = {r["instance_type"]: r for r in result["cost_table"]}
+    assert {"ml.c7g.xlarge", "ml.c6i.xlarge"} <= set(rows)
+    assert result["throughput"]["throughput_samples_per_second"] > 0
+    for r in rows.values():  # USD per 1M = USD/h / (inferences/s * 3600) * 1e6
+        assert r["usd_per_1m"] == pytest.approx(
+            r["usd_per_hour"] / (r["throughput_per_s"] * 3600) * 1e6, rel=1e-9
+        )
+    assert "| ml.c7g.xlarge | arm64 |" in (executed / "deploy" / "cost.md").read_text()
 
 
 def test_summary_from_executed_run(executed):
