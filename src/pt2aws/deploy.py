@@ -792,7 +792,8 @@ def disable_autoscaling(endpoint_name: str, region: str) -> list[str]:
     """
     client = _retrying_client("application-autoscaling", region)
     removed = []
-    targets = client.describe_scalable_targets(ServiceNamespace="sagemaker")["ScalableTargets"]
+    pages = client.get_paginator("describe_scalable_targets").paginate(ServiceNamespace="sagemaker")
+    targets = [t for page in pages for t in page["ScalableTargets"]]
     for target in targets:
         resource_id = target["ResourceId"]
         if not resource_id.startswith(f"endpoint/{endpoint_name}/variant/"):
