@@ -101,6 +101,8 @@ def test_02_reports_accuracy_and_handler_agrees(executed):
     # the smoke model scores near 0.5, so a rounding flip is possible: 0.95, not the 0.99 target
     assert all(v["agreement"] >= 0.95 for v in metrics["variants"])
     assert metrics["throughput_samples_per_second"] > 0 and metrics["latency_p50_ms"] > 0
+    assert metrics["runtime"]["env"]["LRU_CACHE_CAPACITY"] == "1024"  # Graviton guide settings
+    assert metrics["auto_variant"]["variant"] in ("bf16", "int8", "eager")
     assert (executed / "plots" / "inference_throughput.png").stat().st_size > 5_000
     if shutil.which("java"):  # the real serving stack answered like the handler, then stopped
         endpoint = metrics["endpoint"]
