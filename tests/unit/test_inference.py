@@ -177,3 +177,34 @@ def test_label_agreement():
     assert label_agreement([0, 1, 1, 0], [0, 1, 0, 0]) == 0.75
     with pytest.raises(ValueError, match="equal length"):
         label_agreement([0, 1], [0])
+
+
+def test_latency_summary_and_table_by_hand():
+    from pt2aws import inference_bench as ib
+
+    s = ib.latency_summary([0.001 * k for k in range(1, 101)])  # 1..100 ms
+    assert s["p50_ms"] == pytest.approx(50.5)
+    assert s["p90_ms"] == pytest.approx(90.1)
+    assert s["p99_ms"] == pytest.approx(99.01)
+    assert s["calls"] == 100
+    with pytest.raises(ValueError):
+        ib.latency_summary([])
+    rows = [
+        {"variant": "hf-pipeline", **s, "samples_per_s": 100.0, "agreement": 1.0},
+        {"variant": "int8", **s, "samples_per_s": 250.0, "agreement": 0.995},
+        {"variant": "local-endpoint", **s, "requests_per_s": 40.0},
+    ]
+    table = ib.format_table(rows).splitlines()
+    assert table[0].startswith("| variant | p50 ms")
+    assert "| int8 | 50.5 | 90.1 | 99.0 | 250.0 | 2.50 | 0.9950 |" in table
+    assert "40.0 req/s" in table[-1]
+
+
+def test_measure_predictor_restores_batch_size(smoke_model_dir):
+    from pt2aws.inference_bench import measure_predictor
+
+    predictor = Predictor(str(smoke_model_dir), batch_size=5)
+    row = measure_predictor(predictor, ["good", "bad"] * 8, ["good", "bad"], repeats=2, warmup=1)
+    assert row["variant"] == "eager" and row["calls"] == 2
+    assert row["samples_per_s"] > 0 and len(row["runs_samples_per_s"]) == 2
+    assert predictor.batch_size == 5

@@ -139,6 +139,18 @@ def test_missing_java_is_reported_before_starting(tmp_path, monkeypatch, smoke_m
         LocalEndpoint(smoke_model_dir, tmp_path / "w").start()
 
 
+def test_port_in_use_fails_with_the_log_tail(smoke_model_dir, tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        ep = LocalEndpoint(smoke_model_dir, tmp_path / "w", port=port, startup_timeout_s=90)
+        with pytest.raises(LocalEndpointError, match="server.log") as err:
+            ep.start()
+    assert "exited with status" in str(err.value)
+    assert not ep.running
+
+
 def test_stop_ends_every_process(endpoint):
     """Last in the module: stop() leaves no launcher, JVM or worker behind, and frees the port."""
     pgid = endpoint._proc.pid

@@ -169,3 +169,16 @@ def test_handler_matches_predictor(smoke_model_dir, model):
     assert [h["label"] for h in via_handler] == [p["label"] for p in via_predictor]
     for h, p in zip(via_handler, via_predictor):
         assert h["score"] == pytest.approx(p["score"], abs=1e-4)
+
+
+def test_unreadable_csv_is_400():
+    huge = "x" * 200_000  # over csv.field_size_limit(): the reader raises csv.Error
+    with pytest.raises(handler.BadRequestError, match="not readable CSV"):
+        handler.input_fn(f'"{huge}"\n'.encode(), "text/csv")
+
+
+def test_warmup_runs_one_prediction(model, monkeypatch):
+    calls = []
+    monkeypatch.setattr(handler, "predict_fn", lambda data, m: calls.append(data))
+    handler.model_warmup_fn("unused", model)
+    assert calls == [["warm up"]]

@@ -145,7 +145,8 @@ def model_fn(model_dir: str, context=None) -> dict:
 
 def model_warmup_fn(model_dir: str, model: dict, context=None) -> None:
     """One prediction at load time (the toolkit calls this after ``model_fn``), so the first
-    client request does not pay for lazy initialisation (measured here: 9 s -> 0.1 s)."""
+    client request does not pay the first forward pass's one-off costs (kernel selection,
+    allocator warm-up)."""
     predict_fn(["warm up"], model)
 
 
@@ -178,7 +179,10 @@ def input_fn(input_data, content_type, context=None) -> list[str]:
     if media == TEXT:
         texts = [input_data]
     elif media == CSV:
-        rows = [row for row in csv.reader(io.StringIO(input_data)) if row]
+        try:
+            rows = [row for row in csv.reader(io.StringIO(input_data)) if row]
+        except csv.Error as err:  # e.g. a field over csv.field_size_limit() (131072 chars)
+            raise BadRequestError(f"request body is not readable CSV: {err}") from None
         if rows and rows[0][0].strip().lower() in ("text", "inputs"):
             rows = rows[1:]
         texts = [",".join(row) for row in rows]

@@ -18,6 +18,7 @@ Needs the ``serve`` extra (``pip install -e ".[serve]"``) and Java 17 on ``PATH`
 
 from __future__ import annotations
 
+import atexit
 import http.client
 import json
 import logging
@@ -30,6 +31,7 @@ import sys
 import tarfile
 import tempfile
 import time
+import weakref
 from pathlib import Path
 
 from pt2aws.serving import HANDLER_PATH
@@ -232,17 +234,19 @@ class LocalEndpoint:
             stderr=subprocess.STDOUT,
             start_new_session=True,  # its own process group: stop() ends the JVM and workers too
         )
+        _RUNNING.add(self)
         logger.info(
             "local endpoint: pid %s, %s, logs in %s", self._proc.pid, self.url, self.workdir
         )
         deadline = t0 + self.startup_timeout_s
         while time.perf_counter() < deadline:
-            if self._proc.poll() is not None:
+            code = self._proc.poll()
+            if code is not None:
                 tail = self.log_tail()
                 self.stop()
                 raise LocalEndpointError(
-                    f"the serving stack exited with status {self._proc.returncode} before "
-                    f"/ping answered\n{tail}"
+                    f"the serving stack exited with status {code} before the model was loaded "
+                    f"(port {self.port} taken? Java too old?)\n{tail}"
                 )
             if self.ping() and self.workers_ready():
                 self.startup_s = time.perf_counter() - t0
@@ -263,6 +267,7 @@ class LocalEndpoint:
         workers), then SIGTERM and after ``timeout_s`` SIGKILL to the whole process group.
         """
         proc, self._proc = self._proc, None
+        _RUNNING.discard(self)
         if proc is not None:
             pgid = proc.pid  # start_new_session: the group id is the launcher's pid
             if proc.poll() is None:
@@ -382,6 +387,17 @@ class LocalEndpoint:
     def __repr__(self) -> str:
         state = "running" if self.running else "stopped"
         return f"LocalEndpoint({str(self.model)!r}, port={self.port}, {state})"
+
+
+#: Endpoints started and not yet stopped: stopped at interpreter exit, so a script or kernel that
+#: ends without stop() leaves no TorchServe behind (a SIGKILLed interpreter still can).
+_RUNNING: weakref.WeakSet[LocalEndpoint] = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_all() -> None:
+    for endpoint in list(_RUNNING):
+        endpoint.stop(timeout_s=5)
 
 
 def _group_alive(pgid: int) -> bool:
