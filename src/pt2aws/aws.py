@@ -24,7 +24,8 @@ server; the product's AWS code path is unchanged):
    With ``Emulator(invocations_url=...)`` it forwards the request body, ``Content-Type`` and
    ``Accept`` to that URL (``POST``; e.g. the local SageMaker serving stack of
    :mod:`pt2aws.serving.local`) and answers with what the model server answered. A non-2xx
-   answer becomes a ``ModelError`` (HTTP 424) naming the original status, as SageMaker does.
+   answer becomes a ``ModelError`` (HTTP 424) naming the original status, as SageMaker does, and
+   an endpoint that does not exist (or was deleted) is a ``ValidationError``, as on AWS.
 5. **Fault injection.** :meth:`Emulator.inject_fault` makes the next call(s) of an operation
    (``CreateModel``, ``CreateEndpointConfig``, ``CreateEndpoint``, ``InvokeEndpoint``) fail with
    a given AWS error code (e.g. ``ThrottlingException``), to test retries and clean-up.
@@ -156,6 +157,18 @@ def _forward_invocation(url: str, body: bytes, headers) -> tuple[int, dict, byte
         return 424, headers, json.dumps(payload).encode()
 
 
+def _check_endpoint_exists(response) -> None:
+    """As SageMaker: invoking an endpoint that does not exist (or was deleted) is a 400."""
+    from moto.core.exceptions import JsonRESTError
+    from moto.sagemaker.models import sagemaker_backends
+
+    name = response.path.split("/")[2] if response.path.count("/") >= 2 else ""
+    if name not in sagemaker_backends[response.current_account][response.region].endpoints:
+        raise JsonRESTError(
+            "ValidationError", f"Endpoint {name} of account {response.current_account} not found."
+        )
+
+
 def _patch_faults_and_forwarding() -> None:
     """Patches 4 and 5 of the module docstring."""
     from moto.sagemaker import responses
@@ -172,6 +185,7 @@ def _patch_faults_and_forwarding() -> None:
         def wrapped(self, _original=original, _operation=operation):
             _raise_injected_fault(_operation)
             if _operation == "InvokeEndpoint" and _FORWARD["url"]:
+                _check_endpoint_exists(self)
                 return _forward_invocation(_FORWARD["url"], self.raw_body, self.headers)
             return _original(self)
 

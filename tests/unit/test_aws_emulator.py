@@ -148,6 +148,13 @@ def test_throttling_is_retried_with_backoff(emulator, model_url, stub):
     assert emulator.sagemaker_resources() == NOTHING
 
 
+def test_invoking_a_deleted_endpoint_fails_like_aws(emulator, model_url):
+    with _deploy(emulator, model_url, "pt2aws-gone") as d:
+        pass
+    with pytest.raises(ClientError, match="Endpoint pt2aws-gone .*not found"):
+        d.predict(["x"])
+
+
 def test_model_server_error_becomes_model_error(emulator, model_url):
     with _deploy(emulator, model_url, "pt2aws-415") as d:
         with pytest.raises(ClientError) as info:
