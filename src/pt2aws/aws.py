@@ -381,6 +381,50 @@ def list_scalable_targets(prefix: str = "", region: str | None = None) -> list[s
 
 
 @contextlib.contextmanager
+def local_model_server(model, workdir, *, attempts: int = 3, env: dict[str, str] | None = None):
+    """Start :class:`pt2aws.serving.local.LocalEndpoint` for the emulator's ``invocations_url``.
+
+    Each attempt takes fresh free ports: the ports are picked before TorchServe binds them, so on
+    a busy machine another process can take one in between ("Address already in use"); that
+    attempt fails and the next one usually succeeds. Stops the server on exit.
+
+    Args:
+        model: ``model.tar.gz`` or a model folder.
+        workdir: folder for the server's files (``workdir``, then ``workdir-retry2`` ...).
+        attempts: starts to try.
+        env: extra server environment (e.g. ``{"PT2AWS_MAX_BATCH": "64"}``).
+
+    Yields:
+        The running endpoint (``.url``, ``.startup_s``).
+
+    Raises:
+        pt2aws.serving.local.LocalEndpointError: every attempt failed (the last error).
+    """
+    from pathlib import Path
+
+    from pt2aws.serving.local import LocalEndpoint, LocalEndpointError
+
+    last = None
+    for attempt in range(1, attempts + 1):
+        folder = Path(workdir) if attempt == 1 else Path(f"{workdir}-retry{attempt}")
+        endpoint = LocalEndpoint(model, folder, env=env)
+        try:
+            endpoint.start()
+        except LocalEndpointError as err:
+            last = err
+            logging.getLogger(__name__).warning(
+                "local model server attempt %d/%d failed: %s", attempt, attempts, str(err)[:300]
+            )
+            continue
+        try:
+            yield endpoint
+        finally:
+            endpoint.stop()
+        return
+    raise last
+
+
+@contextlib.contextmanager
 def aws_target(target: str, region: str | None = None, invocations_url: str | None = None):
     """``with aws_target("emulator") as emulator:`` … (``None`` for ``"aws"``, the real account).
 

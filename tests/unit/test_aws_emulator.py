@@ -295,3 +295,36 @@ def test_emulator_restores_environment():
     with Emulator() as emu:
         assert os.environ["AWS_ENDPOINT_URL"] == emu.url
     assert os.environ.get("AWS_ENDPOINT_URL") == before
+
+
+def test_local_model_server_retries_a_failed_start(monkeypatch, tmp_path):
+    from pt2aws.aws import local_model_server
+    from pt2aws.serving import local
+
+    started, stopped = [], []
+
+    class FlakyEndpoint:
+        def __init__(self, model, workdir, env=None):
+            self.workdir = workdir
+
+        def start(self):
+            started.append(self.workdir)
+            if len(started) == 1:
+                raise local.LocalEndpointError("Failed to bind: Address already in use")
+            return self
+
+        def stop(self):
+            stopped.append(self.workdir)
+
+    monkeypatch.setattr(local, "LocalEndpoint", FlakyEndpoint)
+    with local_model_server("m.tar.gz", tmp_path / "serve") as server:
+        assert server.workdir == tmp_path / "serve-retry2"
+    assert started == [tmp_path / "serve", tmp_path / "serve-retry2"]
+    assert stopped == [tmp_path / "serve-retry2"]
+    started.clear()
+    monkeypatch.setattr(
+        FlakyEndpoint, "start", lambda self: (_ for _ in ()).throw(local.LocalEndpointError("no"))
+    )
+    with pytest.raises(local.LocalEndpointError, match="no"):
+        with local_model_server("m.tar.gz", tmp_path / "s", attempts=2):
+            pass
