@@ -13,13 +13,17 @@ os.environ.update(
     HF_DATASETS_OFFLINE="1",
     TRANSFORMERS_OFFLINE="1",
     TOKENIZERS_PARALLELISM="false",
-    AWS_ACCESS_KEY_ID="testing",
-    AWS_SECRET_ACCESS_KEY="testing",
-    AWS_DEFAULT_REGION="us-east-1",
-    SAGEMAKER_VALIDATE_ROLE="false",
 )
-for _key in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL"):
-    os.environ.pop(_key, None)
+if not os.environ.get("PT2AWS_REAL_AWS"):  # fake credentials unless real AWS is opted into
+    os.environ.update(
+        AWS_ACCESS_KEY_ID="testing",
+        AWS_SECRET_ACCESS_KEY="testing",
+        AWS_DEFAULT_REGION="us-east-1",
+        SAGEMAKER_VALIDATE_ROLE="false",
+    )
+    for _key in ("AWS_PROFILE", "AWS_SESSION_TOKEN"):
+        os.environ.pop(_key, None)
+os.environ.pop("AWS_ENDPOINT_URL", None)
 os.environ.setdefault(
     "TORCHINDUCTOR_CACHE_DIR",
     str(Path(__file__).resolve().parents[1] / ".pytest_cache" / "inductor"),

@@ -16,6 +16,19 @@ moto 5.2.5 needs three small patches, applied when the server starts (documented
    empty-dict values from those three responses, as AWS omits unset members.
 3. **STS in the SageMaker SDK** builds its client with an explicit regional endpoint that bypasses
    ``AWS_ENDPOINT_URL``; the patch points it at the emulator.
+
+Two more patches make the emulator useful for testing what matters (both act only on the moto
+server; the product's AWS code path is unchanged):
+
+4. **InvokeEndpoint forwarding.** moto runs no model: ``InvokeEndpoint`` answers a canned body.
+   With ``Emulator(invocations_url=...)`` it forwards the request body, ``Content-Type`` and
+   ``Accept`` to that URL (``POST``; e.g. the local SageMaker serving stack of
+   :mod:`pt2aws.serving.local`) and answers with what the model server answered. A non-2xx
+   answer becomes a ``ModelError`` (HTTP 424) naming the original status, as SageMaker does, and
+   an endpoint that does not exist (or was deleted) is a ``ValidationError``, as on AWS.
+5. **Fault injection.** :meth:`Emulator.inject_fault` makes the next call(s) of an operation
+   (``CreateModel``, ``CreateEndpointConfig``, ``CreateEndpoint``, ``InvokeEndpoint``) fail with
+   a given AWS error code (e.g. ``ThrottlingException``), to test retries and clean-up.
 """
 
 from __future__ import annotations
@@ -26,6 +39,7 @@ import os
 import socket
 
 EMULATOR_ACCOUNT = "123456789012"  # moto's default account id
+EMULATOR_REGION = "us-east-1"  # the emulator's default region (any region works)
 EMULATOR_ROLE_ARN = f"arn:aws:iam::{EMULATOR_ACCOUNT}:role/pt2aws-emulator-sagemaker-role"
 _ENV_KEYS = (
     "AWS_ENDPOINT_URL",
@@ -37,6 +51,15 @@ _ENV_KEYS = (
     "AWS_PROFILE",
 )
 _PATCHED = False
+#: Per-process state read by the patched moto handlers (one emulator at a time).
+_FAULTS: dict[str, list[tuple[str, str, int]]] = {}
+_FORWARD: dict[str, str | None] = {"url": None}
+_FAULT_OPERATIONS = {
+    "CreateModel": "create_model",
+    "CreateEndpointConfig": "create_endpoint_config",
+    "CreateEndpoint": "create_endpoint",
+    "InvokeEndpoint": "invoke_endpoint",
+}
 
 
 def _free_port() -> int:
@@ -85,7 +108,88 @@ def _patch_moto() -> None:
             return ActionResult(_drop_empty(_original(self).result))
 
         setattr(responses.SageMakerResponse, name, wrapped)
+    _patch_faults_and_forwarding()
     _PATCHED = True
+
+
+def _raise_injected_fault(operation: str) -> None:
+    from moto.core.exceptions import JsonRESTError
+
+    queue = _FAULTS.get(operation)
+    if queue:
+        code, message, status = queue.pop(0)
+        error = JsonRESTError(code, message)
+        error.code = status
+        raise error
+
+
+def _forward_invocation(url: str, body: bytes, headers) -> tuple[int, dict, bytes]:
+    """POST ``body`` to the model server at ``url``; map its answer as SageMaker does."""
+    import json
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(
+        url,
+        data=body,
+        method="POST",
+        headers={
+            "Content-Type": headers.get("Content-Type") or "application/json",
+            "Accept": headers.get("Accept") or "application/json",
+        },
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return (
+                200,
+                {"Content-Type": response.headers.get("Content-Type", "application/json")},
+                response.read(),
+            )
+    except urllib.error.HTTPError as err:
+        detail = err.read().decode("utf-8", "replace")[:2000]
+        message = f'Received client error ({err.code}) from primary with message "{detail}"'
+        payload = {"__type": "ModelError", "message": message, "OriginalStatusCode": err.code}
+        headers = {
+            "Content-Type": "application/json",
+            "x-amzn-ErrorType": "ModelError",
+            "status": 424,  # moto reads the status from this header
+        }
+        return 424, headers, json.dumps(payload).encode()
+
+
+def _check_endpoint_exists(response) -> None:
+    """As SageMaker: invoking an endpoint that does not exist (or was deleted) is a 400."""
+    from moto.core.exceptions import JsonRESTError
+    from moto.sagemaker.models import sagemaker_backends
+
+    name = response.path.split("/")[2] if response.path.count("/") >= 2 else ""
+    if name not in sagemaker_backends[response.current_account][response.region].endpoints:
+        raise JsonRESTError(
+            "ValidationError", f"Endpoint {name} of account {response.current_account} not found."
+        )
+
+
+def _patch_faults_and_forwarding() -> None:
+    """Patches 4 and 5 of the module docstring."""
+    from moto.sagemaker import responses
+    from moto.sagemakerruntime import responses as runtime_responses
+
+    for operation, name in _FAULT_OPERATIONS.items():
+        cls = (
+            runtime_responses.SageMakerRuntimeResponse
+            if operation == "InvokeEndpoint"
+            else responses.SageMakerResponse
+        )
+        original = getattr(cls, name)
+
+        def wrapped(self, _original=original, _operation=operation):
+            _raise_injected_fault(_operation)
+            if _operation == "InvokeEndpoint" and _FORWARD["url"]:
+                _check_endpoint_exists(self)
+                return _forward_invocation(_FORWARD["url"], self.raw_body, self.headers)
+            return _original(self)
+
+        setattr(cls, name, wrapped)
 
 
 class Emulator:
@@ -97,10 +201,18 @@ class Emulator:
     Args:
         region: the emulated region (default ``us-east-1``).
         port: TCP port; default a free one.
+        invocations_url: where ``InvokeEndpoint`` forwards requests (patch 4), e.g.
+            ``LocalEndpoint(...).url + "/invocations"``; ``None`` keeps moto's canned answers.
     """
 
-    def __init__(self, region: str = "us-east-1", port: int | None = None):
+    def __init__(
+        self,
+        region: str = EMULATOR_REGION,
+        port: int | None = None,
+        invocations_url: str | None = None,
+    ):
         self.region = region
+        self.invocations_url = invocations_url
         self.port = port or _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self._server = None
@@ -111,6 +223,8 @@ class Emulator:
         from moto.server import ThreadedMotoServer
 
         _patch_moto()
+        _FAULTS.clear()
+        _FORWARD["url"] = self.invocations_url
         logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one log line per request otherwise
         self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
         self._server.start()
@@ -134,6 +248,8 @@ class Emulator:
         return self
 
     def stop(self) -> None:
+        _FAULTS.clear()
+        _FORWARD["url"] = None
         if self._sts_patch:
             module, original = self._sts_patch
             module.sts_regional_endpoint = original
@@ -151,6 +267,37 @@ class Emulator:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+    def forward_invocations(self, url: str | None) -> None:
+        """Send every later ``InvokeEndpoint`` to ``url`` (``None``: moto's canned answers)."""
+        self.invocations_url = _FORWARD["url"] = url
+
+    def inject_fault(
+        self,
+        operation: str,
+        code: str = "ThrottlingException",
+        message: str = "Rate exceeded (injected by the pt2aws emulator)",
+        status: int = 400,
+        times: int = 1,
+    ) -> None:
+        """Make the next ``times`` calls of ``operation`` fail with the AWS error ``code``.
+
+        Args:
+            operation: one of ``CreateModel``, ``CreateEndpointConfig``, ``CreateEndpoint``,
+                ``InvokeEndpoint``.
+            code: the AWS error code the client sees (``ThrottlingException``, ``ModelError``,
+                ``ValidationException``, ``InternalFailure`` ...).
+            status: HTTP status of the error response (400 for throttling, 424 for ModelError,
+                500 for InternalFailure).
+
+        Raises:
+            ValueError: an operation the emulator cannot fail.
+        """
+        if operation not in _FAULT_OPERATIONS:
+            raise ValueError(
+                f"cannot inject a fault into {operation!r}; choose one of {', '.join(_FAULT_OPERATIONS)}"
+            )
+        _FAULTS.setdefault(operation, []).extend([(code, message, status)] * times)
 
     def queue_endpoint_result(self, body: str, content_type: str = "application/json") -> None:
         """Make the next ``InvokeEndpoint`` answer ``body`` (moto's result queue).
@@ -202,16 +349,32 @@ class Emulator:
         )
 
     def sagemaker_resources(self) -> dict[str, list[str]]:
-        """Names of the models, endpoint configs and endpoints the emulator holds (should be empty)."""
-        return list_sagemaker_resources(region=self.region)
+        """Names of the models, endpoint configs, endpoints and scalable targets the emulator holds."""
+        found = list_sagemaker_resources(region=self.region)
+        found["scalable_targets"] = list_scalable_targets(region=self.region)
+        return found
+
+
+_LOADER = None
 
 
 def boto_session(region: str | None = None):
-    """A ``boto3.Session`` for ``region`` (default: the configured one, else ``us-east-1``)."""
-    import boto3
+    """A fresh ``boto3.Session`` for ``region`` (default: the configured one, else ``us-east-1``).
 
-    session = boto3.Session()
-    return boto3.Session(region_name=region or session.region_name or "us-east-1")
+    Credentials, region and ``AWS_ENDPOINT_URL`` are read anew for every session; only botocore's
+    data loader is shared, so the service models (SageMaker's is several MB of JSON) are parsed
+    once per process instead of once per client (about 0.5 s each on 2 cores).
+    """
+    global _LOADER
+    import boto3
+    import botocore.session
+
+    core = botocore.session.get_session()
+    if _LOADER is None:
+        _LOADER = core.get_component("data_loader")
+    core.register_component("data_loader", _LOADER)
+    region = region or core.get_config_variable("region") or "us-east-1"
+    return boto3.Session(botocore_session=core, region_name=region)
 
 
 def list_sagemaker_resources(prefix: str = "", region: str | None = None) -> dict[str, list[str]]:
@@ -230,15 +393,82 @@ def list_sagemaker_resources(prefix: str = "", region: str | None = None) -> dic
     return found
 
 
+def list_scalable_targets(prefix: str = "", region: str | None = None) -> list[str]:
+    """Application Auto Scaling resource ids of SageMaker variants whose endpoint starts with ``prefix``.
+
+    Returns ids like ``endpoint/<name>/variant/AllTraffic``.
+    """
+    client = boto_session(region).client("application-autoscaling")
+    ids = []
+    for page in client.get_paginator("describe_scalable_targets").paginate(
+        ServiceNamespace="sagemaker"
+    ):
+        ids += [
+            t["ResourceId"]
+            for t in page["ScalableTargets"]
+            if t["ResourceId"].startswith(f"endpoint/{prefix}")
+        ]
+    return ids
+
+
 @contextlib.contextmanager
-def aws_target(target: str, region: str | None = None):
+def local_model_server(model, workdir, *, attempts: int = 3, env: dict[str, str] | None = None):
+    """Start :class:`pt2aws.serving.local.LocalEndpoint` for the emulator's ``invocations_url``.
+
+    Each attempt takes fresh free ports: the ports are picked before TorchServe binds them, so on
+    a busy machine another process can take one in between ("Address already in use"); that
+    attempt fails and the next one usually succeeds. Stops the server on exit.
+
+    Args:
+        model: ``model.tar.gz`` or a model folder.
+        workdir: folder for the server's files (``workdir``, then ``workdir-retry2`` ...).
+        attempts: starts to try.
+        env: extra server environment (e.g. ``{"PT2AWS_MAX_BATCH": "64"}``).
+
+    Yields:
+        The running endpoint (``.url``, ``.startup_s``).
+
+    Raises:
+        pt2aws.serving.local.LocalEndpointError: every attempt failed (the last error).
+    """
+    from pathlib import Path
+
+    from pt2aws.serving.local import LocalEndpoint, LocalEndpointError
+
+    last = None
+    for attempt in range(1, attempts + 1):
+        folder = Path(workdir) if attempt == 1 else Path(f"{workdir}-retry{attempt}")
+        endpoint = LocalEndpoint(model, folder, env=env)
+        try:
+            endpoint.start()
+        except LocalEndpointError as err:
+            last = err
+            logging.getLogger(__name__).warning(
+                "local model server attempt %d/%d failed: %s", attempt, attempts, str(err)[:300]
+            )
+            continue
+        try:
+            yield endpoint
+        finally:
+            endpoint.stop()
+        return
+    raise last
+
+
+@contextlib.contextmanager
+def aws_target(target: str, region: str | None = None, invocations_url: str | None = None):
     """``with aws_target("emulator") as emulator:`` … (``None`` for ``"aws"``, the real account).
+
+    Args:
+        invocations_url: emulator only: forward ``InvokeEndpoint`` there (see :class:`Emulator`).
 
     Raises:
         ValueError: a target other than ``emulator`` or ``aws``.
     """
     if target == "emulator":
-        with Emulator(region=region or "us-east-1") as emulator:
+        with Emulator(
+            region=region or EMULATOR_REGION, invocations_url=invocations_url
+        ) as emulator:
             yield emulator
     elif target == "aws":
         yield None

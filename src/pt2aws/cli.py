@@ -1,4 +1,4 @@
-"""``pt2aws`` command line: ``env``, ``recommend``, ``train``, ``run``, ``cleanup``.
+"""``pt2aws`` command line: ``env``, ``recommend``, ``train``, ``run``, ``serve``, ``cleanup``.
 
 Examples::
 
@@ -7,6 +7,7 @@ Examples::
     pt2aws recommend --profile full --aws-target emulator                 # + launch plan, emulated
     pt2aws train --profile smoke --output_dir runs/x/train     # same flags as python -m pt2aws.train
     pt2aws run --profile local                                 # what `make run` does
+    pt2aws serve runs/x/deploy/model.tar.gz --port 8080       # local SageMaker endpoint (Ctrl-C stops)
     pt2aws cleanup --prefix pt2aws- --region us-east-1 --yes   # delete leftover SageMaker resources
 """
 
@@ -56,14 +57,18 @@ def _recommend(args) -> int:
 
 
 def _cleanup(args) -> int:
-    from pt2aws.aws import list_sagemaker_resources
+    from pt2aws.aws import list_sagemaker_resources, list_scalable_targets
     from pt2aws.deploy import delete_resources
 
     if not args.prefix:
         print("refusing to clean up without --prefix (e.g. --prefix pt2aws-)", file=sys.stderr)
         return 2
     found = list_sagemaker_resources(prefix=args.prefix, region=args.region)
-    names = sorted({n for values in found.values() for n in values})
+    found["scalable_targets"] = list_scalable_targets(prefix=args.prefix, region=args.region)
+    names = sorted(
+        {n for key, values in found.items() if key != "scalable_targets" for n in values}
+        | {r.split("/")[1] for r in found["scalable_targets"]}  # endpoint/<name>/variant/<v>
+    )
     for kind, values in found.items():
         for name in values:
             print(f"{kind:16s} {name}")
@@ -76,6 +81,28 @@ def _cleanup(args) -> int:
     for name in names:
         for kind, deleted in delete_resources(name, args.region):
             print(f"deleted {kind} {deleted}")
+    return 0
+
+
+def _serve(args) -> int:
+    import time
+    from pathlib import Path
+
+    from pt2aws.serving.local import LocalEndpoint
+
+    workdir = Path(args.workdir or Path(args.model).resolve().parent / "serve")
+    with LocalEndpoint(args.model, workdir, port=args.port, workers=args.workers) as endpoint:
+        print(f"serving {args.model} at {endpoint.url} (/ping, /invocations); logs in {workdir}")
+        print(
+            f"try: curl -s {endpoint.url}/invocations -H 'Content-Type: application/json' "
+            """-d '{"inputs": ["great phone"]}'"""
+        )
+        print("Ctrl-C stops the server")
+        try:
+            while endpoint.running:
+                time.sleep(1)
+        except KeyboardInterrupt:
+            print("stopping")
     return 0
 
 
@@ -129,12 +156,21 @@ def main(argv: list[str] | None = None) -> int:
     p_rec.add_argument("--json", action="store_true", help="print JSON")
     p_rec.set_defaults(func=_recommend)
     p_clean = sub.add_parser(
-        "cleanup", help="list (and with --yes delete) SageMaker models/configs/endpoints by prefix"
+        "cleanup",
+        help="list (and with --yes delete) SageMaker models/configs/endpoints/autoscaling by prefix",
     )
     p_clean.add_argument("--prefix", required=True)
     p_clean.add_argument("--region", default=None)
     p_clean.add_argument("--yes", action="store_true", help="really delete (default: dry run)")
     p_clean.set_defaults(func=_cleanup)
+    p_serve = sub.add_parser(
+        "serve", help="serve model.tar.gz (or a model folder) locally with the SageMaker stack"
+    )
+    p_serve.add_argument("model", help="model.tar.gz or a folder written by save_pretrained")
+    p_serve.add_argument("--port", type=int, default=None, help="inference port (default: free)")
+    p_serve.add_argument("--workers", type=int, default=1, help="TorchServe worker processes")
+    p_serve.add_argument("--workdir", default=None, help="logs/config (default: MODEL's dir/serve)")
+    p_serve.set_defaults(func=_serve)
     sub.add_parser("train", help="fine-tune (flags: python -m pt2aws.train --help)")
     sub.add_parser("run", help="run notebooks 00-03 into runs/<timestamp> (flags: --profile)")
     args = parser.parse_args(argv)

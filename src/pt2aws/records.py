@@ -139,8 +139,13 @@ def write_summary(run_dir: str | Path, timings_s: dict[str, float] | None = None
             f"- image: `{deploy.get('image_uri')}`",
             f"- archive: {deploy.get('archive_bytes')} bytes, valid: {deploy.get('archive_valid')}",
             f"- resources left after clean-up: {deploy.get('resources_left')}",
+            f"- answer from: {deploy.get('answer_source')}; "
+            f"matches the local handler: {deploy.get('matches_local')}",
             "",
         ]
+        cost_md = run_dir / "deploy" / "cost.md"
+        if cost_md.is_file():
+            lines += ["### Cost per 1M inferences", cost_md.read_text(), ""]
     if timings_s:
         lines += ["## Timings", "| notebook | seconds |", "| --- | --- |"]
         lines += [f"| {k} | {v:.1f} |" for k, v in timings_s.items()]

@@ -1,4 +1,7 @@
+import os
+
 import pytest
+import torch
 
 from pt2aws.inference import Predictor, classification_metrics
 
@@ -31,3 +34,177 @@ def test_classification_metrics_by_hand():
     # F1(neg) = 2*1*0.5/1.5 = 0.6667, F1(pos) = 2*(2/3)*1/(5/3) = 0.8
     assert m["f1_per_class"]["neg"] == pytest.approx(2 / 3)
     assert m["f1"] == pytest.approx((2 / 3 + 0.8) / 2)
+
+
+# ----------------------------------------------------------------------- variants and runtime
+TEXTS = [
+    "great phone, love the battery",
+    "terrible service, the flight was delayed for hours",
+    "ok",
+    "the worst update ever, it broke everything I use every day",
+    "best purchase this year!!!",
+    "meh",
+] * 4
+
+
+@pytest.fixture(scope="module")
+def eager_probs(smoke_model_dir):
+    return Predictor(str(smoke_model_dir)).predict_proba(TEXTS)
+
+
+@pytest.mark.parametrize(("variant", "tol"), [("int8", 0.02), ("bf16", 0.03)])
+def test_fast_variants_stay_close_to_fp32_eager(smoke_model_dir, eager_probs, variant, tol):
+    fast = Predictor(str(smoke_model_dir), variant=variant)
+    assert fast.variant == variant
+    probs = fast.predict_proba(TEXTS)
+    assert probs.dtype == torch.float32 and probs.shape == eager_probs.shape
+    diff = (probs - eager_probs).abs().max().item()
+    assert diff < tol, f"{variant}: max |dp| {diff:.4f}"
+    # labels agree wherever fp32's own margin exceeds the tolerance
+    confident = (eager_probs.max(-1).values - 0.5).abs() > tol
+    agree = probs.argmax(-1)[confident] == eager_probs.argmax(-1)[confident]
+    assert bool(agree.all())
+
+
+def test_int8_variant_quantizes_every_linear(smoke_model_dir):
+    fast = Predictor(str(smoke_model_dir), variant="int8")
+    from torch.ao.nn.quantized.dynamic import Linear as DynamicInt8Linear
+
+    modules = list(fast.module.modules())
+    assert sum(isinstance(m, DynamicInt8Linear) for m in modules) >= 2 * 6  # 2 layers x 6+
+    assert not any(type(m) is torch.nn.Linear for m in modules)
+
+
+@pytest.mark.slow
+def test_compile_variant_matches_eager(smoke_model_dir, eager_probs):
+    compiled = Predictor(str(smoke_model_dir), variant="compile", batch_size=32)
+    assert type(compiled.model).__name__ == "OptimizedModule"
+    probs = compiled.predict_proba(TEXTS)
+    assert (probs - eager_probs).abs().max().item() < 1e-4
+
+
+def test_variant_errors_are_clear(smoke_model_dir):
+    with pytest.raises(ValueError, match="choose one of"):
+        Predictor(str(smoke_model_dir), variant="fp8")
+    with pytest.raises(ValueError, match="CPU only"):
+        Predictor(str(smoke_model_dir), variant="int8", device="cuda")
+
+
+@pytest.mark.parametrize(
+    ("cpu", "expected"),
+    [
+        ({"model": "x86 AMX", "bf16": True, "amx": True, "graviton": False}, "bf16"),
+        ({"model": "Graviton3", "bf16": True, "amx": False, "graviton": True}, "bf16"),
+        ({"model": "Graviton2", "bf16": False, "amx": False, "graviton": True}, "int8"),
+        ({"model": "old x86", "bf16": False, "amx": False, "graviton": False}, "int8"),
+    ],
+)
+def test_choose_variant_per_cpu(monkeypatch, cpu, expected):
+    from pt2aws import env
+    from pt2aws.inference import choose_variant
+
+    monkeypatch.setattr(env, "cpu_info", lambda: cpu)
+    choice = choose_variant("cpu")
+    assert choice.variant == expected
+    assert cpu["model"] in choice.reason
+
+
+@pytest.mark.parametrize(
+    ("machine", "bf16", "fast_math"),
+    [("aarch64", True, True), ("aarch64", False, False), ("x86_64", True, False)],
+)
+def test_runtime_settings_fast_math_only_on_arm_with_bf16(monkeypatch, machine, bf16, fast_math):
+    import platform
+
+    from pt2aws.inference import runtime_settings
+
+    monkeypatch.setattr(platform, "machine", lambda: machine)
+    cpu = {"bf16": bf16, "graviton": machine == "aarch64"}
+    settings = runtime_settings(num_processes=2, cpu=cpu)
+    assert (settings["env"].get("DNNL_DEFAULT_FPMATH_MODE") == "BF16") is fast_math
+    assert settings["env"]["LRU_CACHE_CAPACITY"] == "1024"
+    assert settings["env"]["THP_MEM_ALLOC_ENABLE"] == "1"
+    vcpus = len(os.sched_getaffinity(0))
+    assert settings["threads"] == max(1, vcpus // 2)
+    assert set(settings["reasons"]) >= set(settings["env"])
+
+
+def test_apply_runtime_settings_keeps_preset_values(monkeypatch):
+    from pt2aws.inference import apply_runtime_settings
+
+    for name in ("LRU_CACHE_CAPACITY", "THP_MEM_ALLOC_ENABLE", "DNNL_DEFAULT_FPMATH_MODE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    threads = torch.get_num_threads()
+    try:
+        record = apply_runtime_settings()
+        assert record["kept"] == {"OMP_NUM_THREADS": "1"}
+        assert record["applied"]["LRU_CACHE_CAPACITY"] == "1024"
+        assert os.environ["THP_MEM_ALLOC_ENABLE"] == "1"
+        assert record["torch_threads"] == 1
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_model_max_tokens_is_the_real_limit():
+    from transformers import BertConfig, RobertaConfig
+
+    from pt2aws.inference import model_max_tokens
+
+    assert model_max_tokens(RobertaConfig(max_position_embeddings=514)) == 512
+    assert model_max_tokens(BertConfig(max_position_embeddings=512)) == 512
+    assert model_max_tokens(BertConfig(max_position_embeddings=2048)) == 512
+
+    class Tok:
+        model_max_length = 128
+
+    assert model_max_tokens(RobertaConfig(max_position_embeddings=514), Tok()) == 128
+
+
+def test_predictor_uses_the_models_limit_and_truncates(smoke_model_dir):
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(smoke_model_dir)
+    predictor = Predictor(str(smoke_model_dir))
+    assert predictor.max_length == min(config.max_position_embeddings - 2, 512, 48)
+    # a text far over the limit is truncated, not an index error in the position embeddings
+    assert len(predictor.predict(["word " * 2000])) == 1
+
+
+def test_label_agreement():
+    from pt2aws.inference import label_agreement
+
+    assert label_agreement([0, 1, 1, 0], [0, 1, 0, 0]) == 0.75
+    with pytest.raises(ValueError, match="equal length"):
+        label_agreement([0, 1], [0])
+
+
+def test_latency_summary_and_table_by_hand():
+    from pt2aws import inference_bench as ib
+
+    s = ib.latency_summary([0.001 * k for k in range(1, 101)])  # 1..100 ms
+    assert s["p50_ms"] == pytest.approx(50.5)
+    assert s["p90_ms"] == pytest.approx(90.1)
+    assert s["p99_ms"] == pytest.approx(99.01)
+    assert s["calls"] == 100
+    with pytest.raises(ValueError):
+        ib.latency_summary([])
+    rows = [
+        {"variant": "hf-pipeline", **s, "samples_per_s": 100.0, "agreement": 1.0},
+        {"variant": "int8", **s, "samples_per_s": 250.0, "agreement": 0.995},
+        {"variant": "local-endpoint", **s, "requests_per_s": 40.0},
+    ]
+    table = ib.format_table(rows).splitlines()
+    assert table[0].startswith("| variant | p50 ms")
+    assert "| int8 | 50.5 | 90.1 | 99.0 | 250.0 | 2.50 | 0.9950 |" in table
+    assert "40.0 req/s" in table[-1]
+
+
+def test_measure_predictor_restores_batch_size(smoke_model_dir):
+    from pt2aws.inference_bench import measure_predictor
+
+    predictor = Predictor(str(smoke_model_dir), batch_size=5)
+    row = measure_predictor(predictor, ["good", "bad"] * 8, ["good", "bad"], repeats=2, warmup=1)
+    assert row["variant"] == "eager" and row["calls"] == 2
+    assert row["samples_per_s"] > 0 and len(row["runs_samples_per_s"]) == 2
+    assert predictor.batch_size == 5

@@ -10,14 +10,21 @@ Request bodies:
 * ``text/csv``: one text per row (a header row named ``text``/``inputs`` is skipped)
 * ``text/plain``: the whole body is one text
 
-Response (``application/json``): a list with one entry per input, in order::
+Bodies may be bytes or str; a ``charset`` parameter other than UTF-8 is honoured
+(``text/plain; charset=latin-1``).
 
-    [{"label": "positive", "score": 0.98}, ...]
+Response, chosen by ``Accept`` (``application/json`` by default, ``text/csv``; lists with
+q-values and wildcards such as ``text/*`` work): one entry per input, in order::
+
+    [{"label": "positive", "score": 0.98}, ...]          # application/json
+    label,score,empty,truncated                          # text/csv
+    positive,0.98,false,false
 
 Empty or whitespace texts get ``{"label": null, "score": null, "empty": true}`` at their index;
-texts cut to the model's limit carry ``"truncated": true``. Bad requests raise errors that the
-toolkit turns into 4xx responses with the message (415 unsupported type, 406 unsupported
-Accept, 400 bad body, 413 too many texts), never a 500 traceback.
+texts cut to the model's limit carry ``"truncated": true``. Bad requests raise the toolkit's
+error type (``GenericInferenceToolkitError``), which it turns into a 4xx response whose body starts
+with the message (415 unsupported type, 406 unsupported Accept, 400 bad body, 413 too many texts);
+the toolkit appends its traceback after that first line. Any other exception would be a 500.
 
 Environment: ``PT2AWS_MAX_BATCH`` (default 64 texts per request), ``PT2AWS_MAX_LENGTH``
 (default: the model's limit, 512 tokens for RoBERTa).
@@ -48,9 +55,21 @@ except ImportError:  # plain torch + transformers
             super().__init__(status_code, self.message, phrase)
 
 
+try:  # the toolkit decodes JSON/CSV bodies itself, before input_fn, and answers bad UTF-8 with a
+    # 500 traceback (sagemaker_inference 1.10.1, transformer.py: `if content_type in UTF8_TYPES:
+    # input_data = input_data.decode("utf-8")`). Emptying that list in place hands the raw bytes
+    # to input_fn, which decodes them and answers bad UTF-8 with a 400 naming the problem.
+    from sagemaker_inference import content_types as _toolkit_content_types
+
+    _toolkit_content_types.UTF8_TYPES[:] = []
+except ImportError:
+    pass
+
+
 JSON, CSV, TEXT = "application/json", "text/csv", "text/plain"
 ACCEPTED_CONTENT_TYPES = (JSON, CSV, TEXT)
-MAX_BATCH = int(os.environ.get("PT2AWS_MAX_BATCH", "64"))
+#: Default limit on texts per request; ``PT2AWS_MAX_BATCH`` overrides it (read per request).
+MAX_BATCH = 64
 #: RoBERTa's real input limit: its config lists 514 positions, 2 of which are padding offsets.
 MODEL_MAX_TOKENS = 512
 
@@ -87,6 +106,26 @@ def _media_type(content_type: str | None) -> str:
     return (content_type or JSON).split(";")[0].strip().lower()
 
 
+def _charset(content_type: str | None) -> str:
+    for param in (content_type or "").split(";")[1:]:
+        key, _, value = param.partition("=")
+        if key.strip().lower() == "charset" and value.strip():
+            return value.strip().strip('"').lower()
+    return "utf-8"
+
+
+def max_batch() -> int:
+    """Texts allowed per request: ``PT2AWS_MAX_BATCH`` from the environment, else 64.
+
+    Raises:
+        ValueError: ``PT2AWS_MAX_BATCH`` is not a positive integer.
+    """
+    raw = os.environ.get("PT2AWS_MAX_BATCH", str(MAX_BATCH))
+    if not raw.strip().isdigit() or int(raw) < 1:
+        raise ValueError(f"PT2AWS_MAX_BATCH={raw!r}: set a positive integer, e.g. 64")
+    return int(raw)
+
+
 def model_fn(model_dir: str, context=None) -> dict:
     """Load tokenizer and model from ``model_dir`` (the extracted ``model.tar.gz``)."""
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
@@ -104,6 +143,13 @@ def model_fn(model_dir: str, context=None) -> dict:
     return {"tokenizer": tokenizer, "model": model, "max_length": max_length}
 
 
+def model_warmup_fn(model_dir: str, model: dict, context=None) -> None:
+    """One prediction at load time (the toolkit calls this after ``model_fn``), so the first
+    client request does not pay the first forward pass's one-off costs (kernel selection,
+    allocator warm-up)."""
+    predict_fn(["warm up"], model)
+
+
 def input_fn(input_data, content_type, context=None) -> list[str]:
     """Decode a request body into a list of texts.
 
@@ -118,16 +164,25 @@ def input_fn(input_data, content_type, context=None) -> list[str]:
             f"content type {content_type!r} is not supported; send one of {', '.join(ACCEPTED_CONTENT_TYPES)}"
         )
     if isinstance(input_data, (bytes, bytearray)):
+        charset = _charset(content_type)
         try:
-            input_data = bytes(input_data).decode("utf-8")
+            input_data = bytes(input_data).decode(charset)
+        except LookupError:
+            raise BadRequestError(
+                f"unknown charset {charset!r} in Content-Type {content_type!r}; send UTF-8"
+            ) from None
         except UnicodeDecodeError as err:
             raise BadRequestError(
-                f"request body is not valid UTF-8 ({err.reason} at byte {err.start}); encode text as UTF-8"
+                f"request body is not valid {'UTF-8' if charset in ('utf-8', 'utf8') else charset} "
+                f"({err.reason} at byte {err.start}); encode text as UTF-8"
             ) from None
     if media == TEXT:
         texts = [input_data]
     elif media == CSV:
-        rows = [row for row in csv.reader(io.StringIO(input_data)) if row]
+        try:
+            rows = [row for row in csv.reader(io.StringIO(input_data)) if row]
+        except csv.Error as err:  # e.g. a field over csv.field_size_limit() (131072 chars)
+            raise BadRequestError(f"request body is not readable CSV: {err}") from None
         if rows and rows[0][0].strip().lower() in ("text", "inputs"):
             rows = rows[1:]
         texts = [",".join(row) for row in rows]
@@ -147,9 +202,10 @@ def input_fn(input_data, content_type, context=None) -> list[str]:
         texts = [payload] if isinstance(payload, str) else payload
         if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
             raise BadRequestError('"inputs" must be a string or a list of strings')
-    if len(texts) > MAX_BATCH:
+    limit = max_batch()
+    if len(texts) > limit:
         raise PayloadTooLargeError(
-            f"{len(texts)} texts in one request; the limit is {MAX_BATCH} (PT2AWS_MAX_BATCH): split the batch"
+            f"{len(texts)} texts in one request; the limit is {limit} (PT2AWS_MAX_BATCH): split the batch"
         )
     return texts
 
@@ -179,22 +235,65 @@ def predict_fn(data: list[str], model: dict, context=None) -> list[dict]:
     return results
 
 
-def output_fn(prediction: list[dict], accept=None, context=None) -> str:
-    """Encode predictions as JSON (default) or CSV (``label,score`` rows).
+def _choose_accept(accept: str | None) -> str:
+    """The response media type for an ``Accept`` header (comma list, q-values, wildcards)."""
+    options = []
+    for pos, part in enumerate((accept or "").split(",")):
+        media, *params = [x.strip() for x in part.split(";")]
+        if not media:
+            continue
+        q = 1.0
+        for param in params:
+            key, _, value = param.partition("=")
+            if key.strip().lower() == "q":
+                try:
+                    q = float(value)
+                except ValueError:
+                    q = 0.0
+        if q > 0:
+            options.append((-q, pos, media.lower()))
+    if not (accept or "").strip():
+        return JSON
+    for _, _, media in sorted(options):
+        if media in (JSON, CSV):
+            return media
+        if media in ("*/*", "application/*"):
+            return JSON
+        if media == "text/*":
+            return CSV
+    raise NotAcceptableError(f"Accept {accept!r} is not supported; ask for {JSON} or {CSV}")
 
-    Returns a plain string so both the PyTorch and the Hugging Face toolkits send it as is.
+
+def output_fn(prediction: list[dict], accept=None, context=None):
+    """Encode predictions as JSON (default) or CSV, chosen by ``accept``.
+
+    CSV has a header ``label,score,empty,truncated`` and one row per input (empty texts: blank
+    label and score, ``empty`` = ``true``).
+
+    Returns:
+        The body as ``str`` when ``accept`` names exactly the type sent (the usual case; both the
+        PyTorch and the Hugging Face toolkits send a string as is); otherwise
+        ``(body, content_type)``, which the PyTorch toolkit uses for the response's
+        ``Content-Type`` (so ``Accept: text/*`` gets ``text/csv``, not ``text/*``).
 
     Raises:
-        NotAcceptableError: (406) an ``Accept`` type other than JSON or CSV.
+        NotAcceptableError: (406) an ``Accept`` that allows neither JSON nor CSV.
     """
-    media = _media_type(accept) if accept not in (None, "", "*/*") else JSON
+    media = _choose_accept(accept)
     if media == JSON:
-        return json.dumps(prediction)
-    if media == CSV:
+        body = json.dumps(prediction)
+    else:
         out = io.StringIO()
         writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(["label", "score"])
+        writer.writerow(["label", "score", "empty", "truncated"])
         for p in prediction:
-            writer.writerow([p["label"] or "", "" if p["score"] is None else p["score"]])
-        return out.getvalue()
-    raise NotAcceptableError(f"Accept {accept!r} is not supported; ask for {JSON} or {CSV}")
+            writer.writerow(
+                [
+                    p["label"] or "",
+                    "" if p["score"] is None else p["score"],
+                    "true" if p.get("empty") else "false",
+                    "true" if p.get("truncated") else "false",
+                ]
+            )
+        body = out.getvalue()
+    return body if (accept or JSON).strip() == media else (body, media)

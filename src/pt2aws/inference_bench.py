@@ -1,0 +1,201 @@
+"""Measure inference speed: predictor variants, the HF pipeline, the local endpoint.
+
+Used by ``benchmarks/inference_speed.py`` (the full comparison) and notebook 02 (a small one).
+All timings are wall-clock ``time.perf_counter`` seconds on whatever else the machine is doing,
+so compare rows measured in the same run only.
+
+Definitions:
+
+* latency at batch 1: one text per call, after ``warmup`` calls; p50/p90/p99 over the calls, ms.
+* throughput at batch 32: all texts in batches of 32, repeated; median samples/s over repeats.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+
+def latency_summary(seconds: Sequence[float]) -> dict:
+    """p50/p90/p99 and mean of per-call latencies.
+
+    Args:
+        seconds: one wall-clock duration per call, in seconds.
+
+    Returns:
+        ``{"p50_ms", "p90_ms", "p99_ms", "mean_ms", "calls"}`` (milliseconds; numpy's linear
+        percentile interpolation).
+
+    Raises:
+        ValueError: no samples.
+    """
+    if len(seconds) == 0:
+        raise ValueError("latency_summary needs at least one timing")
+    ms = np.asarray(seconds, dtype=float) * 1000.0
+    p50, p90, p99 = np.percentile(ms, [50, 90, 99])
+    return {
+        "p50_ms": float(p50),
+        "p90_ms": float(p90),
+        "p99_ms": float(p99),
+        "mean_ms": float(ms.mean()),
+        "calls": int(len(ms)),
+    }
+
+
+def time_calls(fn: Callable[[], object], calls: int, warmup: int = 2) -> list[float]:
+    """Run ``fn`` ``warmup`` times untimed, then ``calls`` times; per-call seconds."""
+    for _ in range(warmup):
+        fn()
+    out = []
+    for _ in range(calls):
+        t0 = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+def throughput(fn: Callable[[], object], n_samples: int, repeats: int = 3) -> dict:
+    """Median samples/s of ``fn`` (which processes ``n_samples``) over ``repeats`` timed runs,
+    after one untimed warm-up run.
+
+    Returns:
+        ``{"samples_per_s": median, "runs_samples_per_s": [...]}``.
+    """
+    fn()
+    rates = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        rates.append(n_samples / (time.perf_counter() - t0))
+    return {"samples_per_s": float(statistics.median(rates)), "runs_samples_per_s": rates}
+
+
+def measure_predictor(
+    predictor,
+    texts: Sequence[str],
+    latency_texts: Sequence[str],
+    *,
+    repeats: int = 3,
+    warmup: int = 2,
+) -> dict:
+    """Batch-1 latency over ``latency_texts`` and batch-32 throughput over ``texts``.
+
+    Args:
+        predictor: a :class:`pt2aws.inference.Predictor` (its ``batch_size`` is set to 32 for the
+            throughput part and restored).
+        texts: texts for the throughput runs.
+        latency_texts: one call per text for the latency percentiles.
+
+    Returns:
+        :func:`latency_summary` keys plus ``samples_per_s`` (batch 32), ``runs_samples_per_s``
+        and ``variant``.
+    """
+    it = iter(list(latency_texts) * (warmup + 1))
+    for _ in range(warmup):
+        predictor.predict_proba([next(it)])
+    lat = []
+    for text in latency_texts:
+        t0 = time.perf_counter()
+        predictor.predict_proba([text])
+        lat.append(time.perf_counter() - t0)
+    batch_size, predictor.batch_size = predictor.batch_size, 32
+    try:
+        thr = throughput(lambda: predictor.predict_proba(texts), len(texts), repeats)
+    finally:
+        predictor.batch_size = batch_size
+    return {"variant": predictor.variant, **latency_summary(lat), **thr}
+
+
+def make_pipeline(model_dir: str, device: int | str = "cpu"):
+    """The Hugging Face reference: ``pipeline("text-classification")`` on the same model."""
+    from transformers import pipeline
+
+    return pipeline("text-classification", model=model_dir, tokenizer=model_dir, device=device)
+
+
+def pipeline_labels(pipe, texts: Sequence[str], max_length: int) -> list[str]:
+    """Top label per text from the HF pipeline, batch 32, truncated to ``max_length`` tokens."""
+    out = pipe(list(texts), batch_size=32, truncation=True, max_length=max_length)
+    return [o["label"] for o in out]
+
+
+def measure_pipeline(
+    pipe,
+    texts: Sequence[str],
+    latency_texts: Sequence[str],
+    *,
+    max_length: int,
+    repeats: int = 3,
+    warmup: int = 2,
+) -> dict:
+    """Same measurements as :func:`measure_predictor` for the HF pipeline (its own batching)."""
+    kw = {"truncation": True, "max_length": max_length}
+    for text in list(latency_texts)[:warmup]:
+        pipe(text, **kw)
+    lat = []
+    for text in latency_texts:
+        t0 = time.perf_counter()
+        pipe(text, **kw)
+        lat.append(time.perf_counter() - t0)
+    thr = throughput(lambda: pipe(list(texts), batch_size=32, **kw), len(texts), repeats)
+    return {"variant": "hf-pipeline", **latency_summary(lat), **thr}
+
+
+def measure_endpoint(endpoint, text: str, calls: int = 50, warmup: int = 3) -> dict:
+    """Request latency and sequential requests/s of a running local endpoint for one text.
+
+    Args:
+        endpoint: a started :class:`pt2aws.serving.local.LocalEndpoint`.
+        text: one short review, sent as ``{"inputs": text}`` (``application/json``).
+
+    Returns:
+        :func:`latency_summary` keys plus ``requests_per_s`` (one client, back to back).
+
+    Raises:
+        RuntimeError: a request did not return HTTP 200.
+    """
+    import json
+
+    body = json.dumps({"inputs": text})
+
+    def call():
+        status, data, _ = endpoint.invoke(body)
+        if status != 200:
+            raise RuntimeError(f"endpoint answered {status}: {data[:200]!r}")
+
+    lat = time_calls(call, calls, warmup)
+    return {
+        "variant": "local-endpoint",
+        **latency_summary(lat),
+        "requests_per_s": float(len(lat) / sum(lat)),
+    }
+
+
+def format_table(rows: Sequence[dict], baseline: str = "hf-pipeline") -> str:
+    """Markdown table of rows from the ``measure_*`` functions, with throughput ratios.
+
+    Columns: variant, p50/p90/p99 ms at batch 1, samples/s at batch 32, ``x <baseline>`` (ratio
+    to the baseline row's samples/s), label agreement with fp32 eager (when a row has it).
+    """
+    base = next((r["samples_per_s"] for r in rows if r["variant"] == baseline), None)
+    lines = [
+        f"| variant | p50 ms | p90 ms | p99 ms | samples/s (batch 32) | x {baseline} | agreement |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        sps = r.get("samples_per_s")
+        ratio = f"{sps / base:.2f}" if sps and base else "-"
+        agree = f"{r['agreement']:.4f}" if r.get("agreement") is not None else "-"
+        sps_s = (
+            f"{sps:.1f}"
+            if sps
+            else (f"{r['requests_per_s']:.1f} req/s" if "requests_per_s" in r else "-")
+        )
+        lines.append(
+            f"| {r['variant']} | {r['p50_ms']:.1f} | {r['p90_ms']:.1f} | {r['p99_ms']:.1f} | "
+            f"{sps_s} | {ratio} | {agree} |"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,106 @@
+"""The invoke client's chunking (pure) and the cost arithmetic."""
+
+import json
+
+import pytest
+
+from pt2aws import cost, invoke
+
+
+def test_chunks_keep_order_and_respect_both_limits():
+    texts = [f"{i}:" + "é" * (i * 37 % 300) for i in range(500)]
+    chunks = invoke.chunk_indices(texts, max_payload_bytes=2_000, max_items=16)
+    assert [i for chunk in chunks for i in chunk] == list(range(500))
+    sizes = [len(invoke.request_body([texts[i] for i in chunk])) for chunk in chunks]
+    assert max(sizes) <= 2_000
+    assert max(len(c) for c in chunks) <= 16
+    # greedy: adding the next text to any chunk would break a limit
+    for chunk, nxt in zip(chunks, chunks[1:]):
+        grown = invoke.request_body([texts[i] for i in chunk + [nxt[0]]])
+        assert len(grown) > 2_000 or len(chunk) == 16
+
+
+def test_size_is_exact_for_utf8():
+    texts = ["naïve ☕", 'quote " and \\ backslash', "日本語"]
+    body = invoke.request_body(texts)
+    assert json.loads(body.decode("utf-8")) == {"inputs": texts}
+    assert "☕".encode() in body
+    assert invoke.chunk_indices(texts, max_payload_bytes=len(body)) == [[0, 1, 2]]
+    assert invoke.chunk_indices(texts, max_payload_bytes=len(body) - 1) != [[0, 1, 2]]
+
+
+def test_one_item_over_the_limit_suggests_async_or_batch():
+    texts = ["ok", "x" * 10_000, "ok"]
+    with pytest.raises(
+        invoke.PayloadTooLargeError,
+        match=r"text #1 is 10,002 bytes.*Asynchronous Inference.*Batch Transform",
+    ):
+        invoke.chunk_indices(texts, max_payload_bytes=5_000)
+
+
+def test_default_limit_is_below_the_realtime_limit():
+    assert invoke.DEFAULT_MAX_PAYLOAD_BYTES < invoke.REALTIME_PAYLOAD_LIMIT_BYTES == 6 * 1024 * 1024
+    with pytest.raises(ValueError, match="exceeds SageMaker's real-time limit"):
+        invoke.EndpointClient("e", max_payload_bytes=7_000_000, client=object())
+    with pytest.raises(TypeError, match="text #1 is int"):
+        invoke.chunk_indices(["a", 1])
+
+
+class FakeRuntime:
+    """Answers each request with its texts reversed in label order, to catch misplaced chunks."""
+
+    def __init__(self):
+        self.bodies = []
+
+    def invoke_endpoint(self, EndpointName, Body, ContentType, Accept):
+        import io
+
+        self.bodies.append(Body)
+        texts = json.loads(Body)["inputs"]
+        return {
+            "Body": io.BytesIO(json.dumps([{"label": t} for t in texts]).encode()),
+            "ContentType": "application/json",
+        }
+
+
+def test_predict_reassembles_in_original_order():
+    fake = FakeRuntime()
+    client = invoke.EndpointClient("e", client=fake, max_items=3)
+    texts = [str(i) for i in range(10)]
+    assert [p["label"] for p in client.predict(texts)] == texts
+    assert [len(json.loads(b)["inputs"]) for b in fake.bodies] == [3, 3, 3, 1]
+    assert client.predict([]) == []
+
+
+def test_cost_per_million_arithmetic():
+    # 0.36 USD/h at 100 inferences/s: 360,000 per hour -> 1 USD per 1M
+    assert cost.cost_per_million(0.36, 100) == pytest.approx(1.0, rel=1e-12)
+    with pytest.raises(ValueError, match="throughput > 0"):
+        cost.cost_per_million(0.2, 0)
+
+
+def test_cost_table_scales_by_vcpus_and_prefers_instance_measurements():
+    rows = cost.cost_table(
+        50.0,
+        measured_vcpus=2,
+        throughput_by_instance={"ml.c8g.xlarge": 400.0},
+        prices={"ml.c7g.xlarge": 0.2},
+    )
+    by = {r["instance_type"]: r for r in rows}
+    assert list(by) == list(cost.DEFAULT_COMPARISON)
+    assert by["ml.c7g.xlarge"]["throughput_per_s"] == 100.0  # 50/s on 2 vCPUs -> 4 vCPUs
+    assert by["ml.c7g.xlarge"]["price_verified"] is True
+    assert by["ml.c7g.xlarge"]["usd_per_1m"] == pytest.approx(0.2 / (100 * 3600) * 1e6)
+    assert by["ml.c8g.xlarge"]["throughput_basis"] == "measured on the instance"
+    assert by["ml.c6i.xlarge"]["arch"] == "x86_64" and by["ml.c7g.xlarge"]["arch"] == "arm64"
+    assert by["ml.c6i.xlarge"]["price_verified"] is False
+    text = cost.format_cost_table(rows)
+    assert "| ml.c7g.xlarge | arm64 | Graviton3 | 4 | 0.2000 | 100.0 | 0.5556 | verified |" in text
+    assert "UNVERIFIED" in text and cost.PRICES_CHECKED_ON in text
+
+
+def test_cost_table_needs_a_price_and_a_throughput():
+    with pytest.raises(ValueError, match="no price for ml.c5.9xlarge"):
+        cost.cost_table(10.0, instances=("ml.c5.9xlarge",))
+    with pytest.raises(ValueError, match="no throughput"):
+        cost.cost_table(None)
