@@ -16,6 +16,10 @@ moto 5.2.5 needs three small patches, applied when the server starts (documented
    empty-dict values from those three responses, as AWS omits unset members.
 3. **STS in the SageMaker SDK** builds its client with an explicit regional endpoint that bypasses
    ``AWS_ENDPOINT_URL``; the patch points it at the emulator.
+4. **IAM SimulatePrincipalPolicy** is not implemented by moto (HTTP 500, retried by botocore with
+   a traceback per try); SDK v3 ``ModelTrainer`` calls it to check that the role may write to the
+   staging bucket. The patch answers ``allowed`` for every requested action and resource, as for
+   a role with the usual ``AmazonSageMakerFullAccess`` policy.
 """
 
 from __future__ import annotations
@@ -85,6 +89,19 @@ def _patch_moto() -> None:
             return ActionResult(_drop_empty(_original(self).result))
 
         setattr(responses.SageMakerResponse, name, wrapped)
+
+    from moto.iam.responses import IamResponse
+
+    def simulate_principal_policy(self):  # patch 4
+        resources = self._get_param("ResourceArns", []) or ["*"]
+        results = [
+            {"EvalActionName": action, "EvalResourceName": resource, "EvalDecision": "allowed"}
+            for action in self._get_param("ActionNames", [])
+            for resource in resources
+        ]
+        return ActionResult({"EvaluationResults": results, "IsTruncated": False})
+
+    IamResponse.simulate_principal_policy = simulate_principal_policy
     _PATCHED = True
 
 
