@@ -99,6 +99,24 @@ def default_variants(*, compile: bool = True, trainer: bool = True) -> list[Vari
     ]
 
 
+def notebook_variants(compile_switch: str = "auto", *, trainer: bool = True) -> list[Variant]:
+    """Variants for notebook 01: ``compile_switch`` ``auto`` keeps the compile variants on CUDA
+    only (on CPU each compiled process spends 25-55 s compiling; stack notes, section 3).
+
+    Raises:
+        ValueError: ``compile_switch`` not ``auto``/``on``/``off``.
+    """
+    if compile_switch not in ("auto", "on", "off"):
+        raise ValueError(f"AB_COMPILE must be auto, on or off, not {compile_switch!r}")
+    if compile_switch == "auto":
+        import torch
+
+        with_compile = torch.cuda.is_available()
+    else:
+        with_compile = compile_switch == "on"
+    return default_variants(compile=with_compile, trainer=trainer)
+
+
 def train_config_fields() -> set[str]:
     """Names of the flags the installed :class:`pt2aws.train.TrainConfig` accepts."""
     from pt2aws.train import TrainConfig
@@ -395,6 +413,8 @@ class BenchSettings:
         max_train_samples: training examples loaded (a multiple of ``batch_size`` at least
             ``max_steps`` batches long avoids an epoch boundary inside the measurement).
         timeout_s: per-run limit, seconds.
+        keep_models: keep each run's saved ``model/`` (default: deleted after reading, as a
+            90 MB MiniLM per run adds up).
     """
 
     model: str = "tiny-roberta"
@@ -409,6 +429,7 @@ class BenchSettings:
     learning_rate: float = 1e-3
     seed: int = 42
     timeout_s: int = 900
+    keep_models: bool = False
     extra_env: dict = field(default_factory=dict)
 
     def train_args(self, variant: Variant, output_dir: Path) -> list[str]:
@@ -515,10 +536,55 @@ def run_variant(
         raise RuntimeError(f"{variant.name} failed (exit {proc.returncode}):\n{tail}")
     if stream is not None:
         print(f"  {variant.name:18s} done in {wall:5.1f} s", file=stream, flush=True)
-    return {
-        **read_run(output_dir, settings.warmup_steps, settings.batch_size),
-        "wall_s": wall,
-    }
+    result = {**read_run(output_dir, settings.warmup_steps, settings.batch_size), "wall_s": wall}
+    if not settings.keep_models:
+        import shutil
+
+        for sub in ("model", "trainer", "checkpoints"):
+            shutil.rmtree(output_dir / sub, ignore_errors=True)
+    return result
+
+
+#: Notebook-scale A/B per profile: (model, steps, warm-up steps, repeats, max_length, lr).
+NOTEBOOK_SCALE = {
+    "smoke": ("tiny-roberta", 8, 3, 1, 48, 1e-3),
+    "local": ("minilm-l6", 30, 5, 2, 64, 5e-5),
+    "full": ("FacebookAI/roberta-base", 60, 15, 3, 128, 2e-5),
+}
+
+
+def notebook_settings(profile: str, *, steps: int = 0, repeats: int = 0) -> BenchSettings:
+    """The A/B settings notebook 01 uses for ``profile`` (see :data:`NOTEBOOK_SCALE`).
+
+    Args:
+        profile: ``smoke`` | ``local`` | ``full``.
+        steps, repeats: overrides; 0 keeps the profile's value.
+
+    Raises:
+        ValueError: unknown profile.
+    """
+    from pt2aws.config import get_profile
+
+    base = get_profile(profile)
+    model, default_steps, warmup, default_repeats, max_length, lr = NOTEBOOK_SCALE[profile]
+    steps = steps or default_steps
+    return BenchSettings(
+        model=model,
+        dataset=base.dataset,
+        max_steps=steps,
+        warmup_steps=min(warmup, max(steps // 3, 1)),
+        batch_size=base.per_device_train_batch_size,
+        max_length=max_length,
+        repeats=repeats or default_repeats,
+        max_train_samples=base.per_device_train_batch_size * steps,
+        max_eval_samples=32,
+        learning_rate=lr,
+    )
+
+
+def speedup_bars(result: dict) -> dict[str, float]:
+    """``{variant: samples/s ÷ baseline samples/s}`` for a bar plot (variants with a result)."""
+    return {r["variant"]: r["vs_baseline"] for r in result["rows"] if r["vs_baseline"]}
 
 
 def run_ab(

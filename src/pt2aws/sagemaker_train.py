@@ -451,6 +451,44 @@ def launch_training_job(
     )
 
 
+def launch_on(
+    target: str, cfg, *, work_dir: str | Path, role_arn: str = "", region: str = "", **kwargs
+) -> dict:
+    """Launch on ``target`` (``"emulator"``: the local moto server; ``"aws"``: your account).
+
+    The notebooks' one call: starts and stops the emulator around the launch when asked, picks
+    the emulator's role, and returns :func:`job_summary` plus ``target``.
+
+    Args:
+        target: ``emulator`` | ``aws``.
+        cfg: the :class:`pt2aws.train.TrainConfig` to run.
+        work_dir: local scratch folder for staged code and data.
+        role_arn: SageMaker execution role (required for ``aws``).
+        region: AWS region; empty = the session's (``us-east-1`` for the emulator).
+        **kwargs: passed to :func:`launch_training_job` (instance type and count, …).
+
+    Raises:
+        ValueError: ``aws`` without ``role_arn``, or an unknown target.
+    """
+    from pt2aws.aws import EMULATOR_ROLE_ARN, aws_target, boto_session
+
+    if target == "aws" and not role_arn:
+        raise ValueError(
+            "AWS_TARGET='aws' needs ROLE_ARN: the ARN of a SageMaker execution role that can read "
+            "and write the bucket (IAM console -> Roles, e.g. arn:aws:iam::<account>:role/...)"
+        )
+    with aws_target(target, region or None) as emulator:
+        region = region or (emulator.region if emulator else boto_session().region_name)
+        job = launch_training_job(
+            cfg,
+            role_arn=role_arn or EMULATOR_ROLE_ARN,
+            work_dir=work_dir,
+            region=region,
+            **kwargs,
+        )
+    return {"target": target, "region": region, **job_summary(job)}
+
+
 def job_summary(job: LaunchedJob) -> dict:
     """A JSON-ready dict of what was launched (for the run folder)."""
     return json.loads(json.dumps(dataclasses.asdict(job)))
