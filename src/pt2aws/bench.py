@@ -33,8 +33,9 @@ Trainer baseline    ``transformers.Trainer``, ``optim="adamw_torch"`` (torch pic
 Trainer recipe      ``Trainer`` with ``torch_compile=True, bf16=True, optim="adamw_torch_fused"``
 ==================  =========================================================================
 
-The Trainer runs see the same examples in the same order as ``pt2aws.train`` (same seeded
-``RandomSampler``), ``average_tokens_across_devices=False`` (transformers 5 otherwise scales the
+The Trainer runs see the same examples in the same order as ``pt2aws.train`` (its seeded
+``epoch_batches``) with the same init and dropout stream, ``average_tokens_across_devices=False``
+(transformers 5 otherwise scales the
 logged loss by the world size) and ``use_cpu=True`` on CPU (required for bf16 there).
 """
 
@@ -254,6 +255,7 @@ def trainer_main(argv: list[str] | None = None) -> dict:
         set_seed,
     )
 
+    from pt2aws import train as train_module
     from pt2aws.data import load_sentiment_data
     from pt2aws.modeling import load_tokenizer_and_model
     from pt2aws.train import parse_args
@@ -268,7 +270,10 @@ def trainer_main(argv: list[str] | None = None) -> dict:
     warmup_steps = getattr(cfg, "benchmark_warmup_steps", warmup_steps)
     if cfg.max_steps <= 0:
         raise ValueError("the Trainer benchmark needs --max_steps > 0")
+    if getattr(cfg, "length_bucketing", False):
+        raise ValueError("HF Trainer has no length bucketing here: drop --length_bucketing")
     cuda = torch.cuda.is_available()
+    device = torch.device("cuda", 0) if cuda else torch.device("cpu")
     set_seed(cfg.seed)
     data = load_sentiment_data(
         cfg.dataset,
@@ -286,6 +291,14 @@ def trainer_main(argv: list[str] | None = None) -> dict:
         train_texts=data.splits["train"]["text"],
         max_length=cfg.max_length,
     )
+    if hasattr(train_module, "choose_sdpa"):
+        train_module.choose_sdpa(model, getattr(cfg, "attn_implementation", "sdpa"))
+    if getattr(cfg, "dropout", None) is not None:
+        for module in model.modules():
+            if isinstance(module, torch.nn.Dropout):
+                module.p = cfg.dropout
+    if cuda and hasattr(train_module, "apply_tf32"):
+        train_module.apply_tf32(train_module.choose_tf32(device, cfg.tf32).enabled)
     train_set = (
         data.splits["train"]
         .map(
@@ -295,6 +308,7 @@ def trainer_main(argv: list[str] | None = None) -> dict:
         )
         .rename_column("label", "labels")
     )
+    lengths = [len(ids) for ids in train_set["input_ids"]]
     on = {"on": True, "off": False}
     compile_on = on.get(cfg.torch_compile, cuda)
     bf16_on = on.get(cfg.bf16, cuda and torch.cuda.is_bf16_supported())
@@ -323,14 +337,19 @@ def trainer_main(argv: list[str] | None = None) -> dict:
         disable_tqdm=True,
         dataloader_num_workers=0,
         ddp_find_unused_parameters=False,
-        # keep our seeded RandomSampler (accelerate would swap in its own seedable sampler)
+        # keep our sampler (accelerate would swap in its own seedable one)
         accelerator_config={"use_seedable_sampler": False},
     )
     counts = {"tokens": [], "padded": [], "samples": []}
     step_times: list[float] = []
 
     class _Timer(TrainerCallback):
+        seeded = False
+
         def on_step_begin(self, args, state, control, **kwargs):
+            if not self.seeded:  # pt2aws.train re-seeds right before its first step
+                torch.manual_seed(cfg.seed)
+                self.seeded = True
             self.t0 = time.perf_counter()
 
         def on_step_end(self, args, state, control, **kwargs):
@@ -338,12 +357,35 @@ def trainer_main(argv: list[str] | None = None) -> dict:
                 torch.cuda.synchronize()
             step_times.append(time.perf_counter() - self.t0)
 
-    seed = cfg.seed
+    class _SameOrder(torch.utils.data.Sampler):
+        """pt2aws.train's example order (``epoch_batches``, 1 process, no bucketing)."""
+
+        def __init__(self):
+            self.epoch = 0
+
+        def set_epoch(self, epoch: int) -> None:
+            self.epoch = epoch
+
+        def __len__(self) -> int:
+            return len(lengths)
+
+        def __iter__(self):
+            for batch in train_module.epoch_batches(
+                lengths,
+                cfg.per_device_train_batch_size,
+                world_size=1,
+                rank=0,
+                seed=cfg.seed,
+                epoch=self.epoch,
+            ):
+                yield from batch
 
     class _SameOrderTrainer(Trainer):
         def _get_train_sampler(self, train_dataset=None):
+            if hasattr(train_module, "epoch_batches"):
+                return _SameOrder()
             dataset = train_dataset if train_dataset is not None else self.train_dataset
-            return RandomSampler(dataset, generator=torch.Generator().manual_seed(seed))
+            return RandomSampler(dataset, generator=torch.Generator().manual_seed(cfg.seed))
 
         def training_step(self, model, inputs, num_items_in_batch=None):
             mask = inputs["attention_mask"]
@@ -352,7 +394,6 @@ def trainer_main(argv: list[str] | None = None) -> dict:
             counts["samples"].append(len(mask))
             return super().training_step(model, inputs, num_items_in_batch)
 
-    rng_state = torch.random.get_rng_state()  # Trainer() re-seeds; keep dropout RNG as ours
     trainer = _SameOrderTrainer(
         model=model,
         args=args,
@@ -360,7 +401,6 @@ def trainer_main(argv: list[str] | None = None) -> dict:
         data_collator=DataCollatorWithPadding(tokenizer, pad_to_multiple_of=8),
         callbacks=[_Timer()],
     )
-    torch.random.set_rng_state(rng_state)
     trainer.train()
     losses = [r["loss"] for r in trainer.state.log_history if "loss" in r and "step" in r]
     steps = len(step_times)
