@@ -34,8 +34,8 @@ Trainer recipe      ``Trainer`` with ``torch_compile=True, bf16=True, optim="ada
 ==================  =========================================================================
 
 The Trainer runs see the same examples in the same order as ``pt2aws.train`` (its seeded
-``epoch_batches``) with the same init and dropout stream, ``average_tokens_across_devices=False``
-(transformers 5 otherwise scales the
+``epoch_batches``) with the same init and dropout stream, so at equal flags their per-step losses
+agree (tested). Also ``average_tokens_across_devices=False`` (transformers 5 otherwise scales the
 logged loss by the world size) and ``use_cpu=True`` on CPU (required for bf16 there).
 """
 
