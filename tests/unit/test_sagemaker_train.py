@@ -154,6 +154,20 @@ def test_job_hyperparameters_parse_back_into_the_same_config(launched):
     assert (hyper["max_steps"], hyper["bf16"], hyper["torch_compile"]) == ("20", "on", "on")
     parsed = parse_args(hyperparameters_to_cli_args(hyper))
     expected = dataclasses.replace(
-        cfg, output_dir="/opt/ml/model", dataset="/opt/ml/input/data/train/data.jsonl"
+        cfg,
+        output_dir="/opt/ml/model",
+        dataset="/opt/ml/input/data/train/data.jsonl",
+        checkpoint_dir="/opt/ml/checkpoints",
+        resume="auto",
     )
     assert parsed == expected
+
+
+def test_job_checkpoints_sync_to_s3_and_stay_out_of_the_model(launched):
+    _, job, described, _, _ = launched
+    hyper = described["HyperParameters"]
+    assert (hyper["checkpoint_dir"], hyper["resume"]) == ("/opt/ml/checkpoints", "auto")
+    assert described["CheckpointConfig"] == {
+        "S3Uri": f"s3://{BUCKET}/pt2aws-train/{job.name}/checkpoints",
+        "LocalPath": "/opt/ml/checkpoints",
+    }
