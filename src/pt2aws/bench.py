@@ -100,15 +100,28 @@ def default_variants(*, compile: bool = True, trainer: bool = True) -> list[Vari
     ]
 
 
-def notebook_variants(compile_switch: str = "auto", *, trainer: bool = True) -> list[Variant]:
+def notebook_variants(
+    compile_switch: str = "auto", *, trainer: bool = True, only: list[str] | tuple = ()
+) -> list[Variant]:
     """Variants for notebook 01: ``compile_switch`` ``auto`` keeps the compile variants on CUDA
     only (on CPU each compiled process spends 25-55 s compiling; stack notes, section 3).
 
+    Args:
+        compile_switch: ``auto`` | ``on`` | ``off``.
+        trainer: include the HF Trainer peers.
+        only: keep just these variant names (empty: all that the switches allow).
+
     Raises:
-        ValueError: ``compile_switch`` not ``auto``/``on``/``off``.
+        ValueError: ``compile_switch`` not ``auto``/``on``/``off``, or an unknown name in ``only``.
     """
     if compile_switch not in ("auto", "on", "off"):
         raise ValueError(f"AB_COMPILE must be auto, on or off, not {compile_switch!r}")
+    names = [v.name for v in default_variants()]
+    unknown = [name for name in only if name not in names]
+    if unknown:
+        raise ValueError(f"unknown A/B variants {unknown}: choose from {names}")
+    if only:
+        return [v for v in default_variants() if v.name in only]
     if compile_switch == "auto":
         import torch
 
