@@ -159,3 +159,4 @@ def test_summary_from_executed_run(executed):
 
     text = write_summary(executed).read_text()
     assert "## Fine-tuning (notebook 01)" in text and "## Deployment (notebook 03)" in text
+    assert "## Training speed A/B (notebook 01;" in text and "| Trainer baseline |" in text
