@@ -83,6 +83,7 @@ CONTAINER_REQUIREMENTS = (
     "datasets",
     "safetensors",
     "scikit-learn",
+    "pandas",
     "accelerate",
     "tqdm",
 )
