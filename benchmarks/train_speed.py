@@ -43,6 +43,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--lr", type=float, default=1e-3, help="learning rate (1e-3: random-init models learn)"
     )
+    parser.add_argument(
+        "--threads", type=int, default=0, help="CPU threads per run (0: pt2aws.train's default)"
+    )
     parser.add_argument("--no-compile", action="store_true", help="skip torch.compile variants")
     parser.add_argument("--no-trainer", action="store_true", help="skip the HF Trainer peers")
     parser.add_argument("--variants", default="", help="comma-separated subset of variant names")
@@ -83,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         max_length=args.max_length,
         repeats=args.repeats,
         learning_rate=args.lr,
+        num_threads=args.threads or None,
     )
     started = time.perf_counter()
 

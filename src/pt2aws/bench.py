@@ -287,6 +287,9 @@ def trainer_main(argv: list[str] | None = None) -> dict:
         raise ValueError("HF Trainer has no length bucketing here: drop --length_bucketing")
     cuda = torch.cuda.is_available()
     device = torch.device("cuda", 0) if cuda else torch.device("cpu")
+    if not cuda:  # the same CPU thread count as pt2aws.train
+        local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+        torch.set_num_threads(cfg.num_threads or max(1, (os.cpu_count() or 1) // local_world))
     set_seed(cfg.seed)
     data = load_sentiment_data(
         cfg.dataset,
@@ -466,6 +469,8 @@ class BenchSettings:
         max_train_samples: training examples loaded (a multiple of ``batch_size`` at least
             ``max_steps`` batches long avoids an epoch boundary inside the measurement).
         timeout_s: per-run limit, seconds.
+        num_threads: CPU threads per run (``None``: ``pt2aws.train``'s default, cores per
+            process); 1 is steadier on a machine shared with other CPU-bound work.
         keep_models: keep each run's saved ``model/`` (default: deleted after reading, as a
             90 MB MiniLM per run adds up).
     """
@@ -482,6 +487,7 @@ class BenchSettings:
     learning_rate: float = 1e-3
     seed: int = 42
     timeout_s: int = 900
+    num_threads: int | None = None
     keep_models: bool = False
     extra_env: dict = field(default_factory=dict)
 
@@ -505,6 +511,7 @@ class BenchSettings:
             "bf16": variant.bf16,
             "torch_compile": variant.torch_compile,
             "fused_adamw": variant.fused_adamw,
+            "num_threads": self.num_threads,
         }
         if "length_bucketing" in fields:
             args["length_bucketing"] = variant.length_bucketing
