@@ -778,11 +778,12 @@ def format_table(result: dict) -> str:
     lines = [
         f"device: {result['device']} | torch {result['torch']} | model {s['model']} | "
         f"batch {s['batch_size']} | max_length {s['max_length']} | {s['max_steps']} steps "
-        f"({s['warmup_steps']} warm-up excluded) | median of {s['repeats']} interleaved repeats",
+        f"({s['warmup_steps']} warm-up excluded) | median of up to {s['repeats']} interleaved "
+        "repeats (n: runs done)",
         "",
         "| variant | samples/s | tokens/s | vs baseline | vs Trainer | warm-up s | peak mem MB "
-        "| final loss | pad frac | compiles | run s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| final loss | pad frac | compiles | run s | n |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in result["rows"]:
         mem = row["peak_memory_bytes"] / 2**20 if row["peak_memory_bytes"] else None
@@ -793,7 +794,7 @@ def format_table(result: dict) -> str:
             f"| {_fmt(row['warmup_s'], '.1f')} | {_fmt(mem, ',.0f')} "
             f"| {_fmt(row['final_loss'], '.4f')} | {_fmt(row['pad_fraction'], '.3f')} "
             f"| {_fmt(row['num_compiles'], 'd') if isinstance(row['num_compiles'], int) else _fmt(row['num_compiles'], '.0f')} "
-            f"| {_fmt(row['wall_s'], '.0f')} |"
+            f"| {_fmt(row['wall_s'], '.0f')} | {row['repeats']} |"
         )
     for name in result.get("skipped", []):
         lines.append(f"\nskipped {name}: the installed pt2aws.train has no --length_bucketing")
