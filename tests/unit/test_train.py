@@ -68,3 +68,20 @@ def test_training_loss_falls_and_model_learns(tmp_path):
     first, last = log[0]["loss"], sum(r["loss"] for r in log[-3:]) / 3
     assert last < first - 0.05, f"loss did not fall: {first:.3f} -> {last:.3f}"
     assert metrics["eval_accuracy"] > 0.6
+
+
+def test_new_flags_on_cpu_and_bad_values_name_the_fix():
+    import pytest
+
+    from pt2aws.train import TrainConfig, choose_fp16, choose_tf32
+
+    cpu = torch.device("cpu")
+    assert choose_tf32(cpu, "auto").enabled is False
+    with pytest.raises(ValueError, match="Ampere"):
+        choose_tf32(cpu, "on")
+    assert choose_fp16(cpu, "auto", choose_bf16(cpu, "auto")).enabled is False
+    with pytest.raises(ValueError, match="torch_compile_mode"):
+        TrainConfig(torch_compile_mode="fastest")
+    with pytest.raises(ValueError, match="--resume"):
+        TrainConfig(resume="no/such/step-000001.pt")
+    assert TrainConfig(output_dir="x/train").checkpoint_dir == "x/train/checkpoints"
