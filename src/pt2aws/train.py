@@ -964,9 +964,11 @@ def main(argv: list[str] | None = None) -> dict:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     cfg = parse_args(argv)
     info = init_distributed()
+    threads = torch.get_num_threads()  # train() sets its own; give an in-process caller theirs back
     try:
         return train(cfg, info)
     finally:
+        torch.set_num_threads(threads)
         if info.world_size > 1:
             import torch.distributed as dist
 

@@ -34,6 +34,8 @@ TINY = [
     "6",
     "--logging_steps",
     "1",
+    "--num_threads",
+    "1",  # 2 threads were 5-10x slower on the shared, loaded 2-core test machine
     "--dropout",
     "0",
 ]
@@ -194,6 +196,8 @@ def two_nodes_fsdp_uneven(tmp_path_factory) -> Path:
         "4",
         "--parallelism",
         "fsdp",
+        "--num_threads",
+        "1",
         "--output_dir",
         str(out),
     ]

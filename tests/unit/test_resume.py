@@ -27,6 +27,8 @@ RUN = [
     "8",
     "--logging_steps",
     "1",
+    "--num_threads",
+    "1",  # 2 threads were 5-10x slower on the shared, loaded 2-core test machine
     "--save_steps",
     "4",
 ]
