@@ -259,6 +259,18 @@ def trainer_main(argv: list[str] | None = None) -> dict:
         The metrics dict.
     """
     import torch
+
+    threads = (
+        torch.get_num_threads()
+    )  # set below like pt2aws.train; restored for in-process callers
+    try:
+        return _trainer_run(list(sys.argv[1:] if argv is None else argv))
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _trainer_run(argv: list[str]) -> dict:
+    import torch
     from torch.utils.data import RandomSampler
     from transformers import (
         DataCollatorWithPadding,
@@ -273,7 +285,6 @@ def trainer_main(argv: list[str] | None = None) -> dict:
     from pt2aws.modeling import load_tokenizer_and_model
     from pt2aws.train import parse_args
 
-    argv = list(sys.argv[1:] if argv is None else argv)
     warmup_steps = 5
     if "--benchmark_warmup_steps" in argv and "benchmark_warmup_steps" not in train_config_fields():
         i = argv.index("--benchmark_warmup_steps")
