@@ -746,8 +746,9 @@ def _median(values):
 def summarize(variants: list[Variant], runs: dict[str, list[dict]]) -> list[dict]:
     """Median of each figure per variant, and the ratios.
 
-    ``vs_baseline`` = samples/s over the ``baseline`` variant's; ``vs_trainer`` = samples/s over
-    the Trainer variant with the same flags (``Variant.peer``).
+    ``vs_baseline`` = samples/s over the ``baseline`` variant's, ``vs_trainer`` = over the Trainer
+    variant with the same flags (``Variant.peer``); both are medians of per-repeat ratios (runs of
+    the same repeat ran minutes apart, so slow drifts in machine load cancel).
     """
     rows = []
     for v in variants:
@@ -770,12 +771,17 @@ def summarize(variants: list[Variant], runs: dict[str, list[dict]]) -> list[dict
         row["peer"] = v.peer
         rows.append(row)
     by_name = {row["variant"]: row for row in rows}
-    base = by_name.get("baseline", {}).get("samples_per_s")
+
+    def paired_ratio(row: dict, other: str | None) -> float | None:
+        # median over repeats of (this run / the other variant's run in the same repeat): runs
+        # of one repeat are minutes apart, so a load change on a shared machine cancels out
+        ref = by_name.get(other or "", {}).get("samples_per_s_all") or []
+        pairs = [a / b for a, b in zip(row["samples_per_s_all"], ref, strict=False) if a and b]
+        return statistics.median(pairs) if pairs else None
+
     for row in rows:
-        sps = row["samples_per_s"]
-        row["vs_baseline"] = sps / base if sps and base else None
-        peer = by_name.get(row["peer"] or "", {}).get("samples_per_s")
-        row["vs_trainer"] = sps / peer if sps and peer else None
+        row["vs_baseline"] = paired_ratio(row, "baseline")
+        row["vs_trainer"] = paired_ratio(row, row["peer"])
     return rows
 
 
@@ -813,7 +819,8 @@ def format_table(result: dict) -> str:
         lines.append(f"\nFAILED {name}: {err.splitlines()[0]}")
     lines.append(
         "\nsamples/s and tokens/s (non-pad tokens) are steady-state, after the warm-up steps; "
-        "warm-up s includes compilation. vs Trainer compares with HF Trainer at the same flags. "
+        "warm-up s includes compilation. vs baseline / vs Trainer (HF Trainer at the same flags) are "
+        "medians of per-repeat ratios. "
         "peak mem: CUDA max allocated on GPU, process peak RSS on CPU. final loss: mean of the "
         f"last {FINAL_LOSS_STEPS} steps."
     )
