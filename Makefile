@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-stamp
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: help setup run test lint format kernel lab clean
+.PHONY: help setup run test lint format kernel lab clean bench
 
 help: ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -30,6 +30,9 @@ run: setup ## run notebooks 00-03 into runs/<UTC timestamp>/ (PROFILE=smoke|loca
 
 test: setup ## unit tests and every notebook headless (smoke profile), offline
 	$(PY) -m pytest
+
+bench: setup ## A/B training speed table on this machine (benchmarks/train_speed.py; not a test)
+	$(PY) benchmarks/train_speed.py
 
 lint: setup ## check only: ruff lint + format, notebooks stripped of outputs
 	$(VENV)/bin/ruff check .

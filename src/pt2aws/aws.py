@@ -5,7 +5,7 @@ client at it through ``AWS_ENDPOINT_URL`` with fake credentials, so the product'
 path runs unchanged over HTTP. It is an emulator: nothing is created in any AWS account, and
 endpoint invocations answer whatever the emulator was told to answer.
 
-moto 5.2.5 needs three small patches, applied when the server starts (documented in
+moto 5.2.5 needs a few small patches, applied when the server starts (documented in
 ``../shared/notes/stack-notes.md``, section 7c):
 
 1. **Instance types.** moto's endpoint-config validator knows only a few x86 types; the patch
@@ -17,7 +17,7 @@ moto 5.2.5 needs three small patches, applied when the server starts (documented
 3. **STS in the SageMaker SDK** builds its client with an explicit regional endpoint that bypasses
    ``AWS_ENDPOINT_URL``; the patch points it at the emulator.
 
-Two more patches make the emulator useful for testing what matters (both act only on the moto
+Three more patches (each acts only on the moto
 server; the product's AWS code path is unchanged):
 
 4. **InvokeEndpoint forwarding.** moto runs no model: ``InvokeEndpoint`` answers a canned body.
@@ -29,6 +29,10 @@ server; the product's AWS code path is unchanged):
 5. **Fault injection.** :meth:`Emulator.inject_fault` makes the next call(s) of an operation
    (``CreateModel``, ``CreateEndpointConfig``, ``CreateEndpoint``, ``InvokeEndpoint``) fail with
    a given AWS error code (e.g. ``ThrottlingException``), to test retries and clean-up.
+6. **IAM SimulatePrincipalPolicy** is not implemented by moto (HTTP 500, retried by botocore with
+   a traceback per try); SDK v3 ``ModelTrainer`` calls it to check that the role may write to the
+   staging bucket. The patch answers ``allowed`` for every requested action and resource, as for
+   a role with the usual ``AmazonSageMakerFullAccess`` policy.
 """
 
 from __future__ import annotations
@@ -109,6 +113,19 @@ def _patch_moto() -> None:
 
         setattr(responses.SageMakerResponse, name, wrapped)
     _patch_faults_and_forwarding()
+
+    from moto.iam.responses import IamResponse
+
+    def simulate_principal_policy(self):  # patch 6
+        resources = self._get_param("ResourceArns", []) or ["*"]
+        results = [
+            {"EvalActionName": action, "EvalResourceName": resource, "EvalDecision": "allowed"}
+            for action in self._get_param("ActionNames", [])
+            for resource in resources
+        ]
+        return ActionResult({"EvaluationResults": results, "IsTruncated": False})
+
+    IamResponse.simulate_principal_policy = simulate_principal_policy
     _PATCHED = True
 
 

@@ -120,6 +120,26 @@ def write_summary(run_dir: str | Path, timings_s: dict[str, float] | None = None
         lines += [f"| flags | {flags} |", ""]
     else:
         lines += ["## Fine-tuning: missing (train/metrics.json not found)", ""]
+    ab = load("ab/ab.json")
+    if ab and ab.get("rows"):
+        lines += [
+            f"## Training speed A/B (notebook 01; {ab.get('device')})",
+            "| variant | samples/s | vs baseline | vs Trainer | final loss |",
+            "| --- | --- | --- | --- | --- |",
+        ]
+        lines += [
+            f"| {r['variant']} | {_fmt(r.get('samples_per_s'), 1)} | {_fmt(r.get('vs_baseline'), 2)} "
+            f"| {_fmt(r.get('vs_trainer'), 2)} | {_fmt(r.get('final_loss'))} |"
+            for r in ab["rows"]
+        ]
+        lines.append("")
+    job = load("train/sagemaker_job.json")
+    if job:
+        lines += [
+            f"- SageMaker training job ({job.get('target')}): `{job.get('name')}` "
+            f"{job.get('status')}, image `{job.get('spec', {}).get('image_uri')}`",
+            "",
+        ]
     if infer:
         lines += [
             "## Local inference (notebook 02)",

