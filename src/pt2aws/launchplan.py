@@ -256,9 +256,7 @@ def sagemaker_endpoint_settings(instance_type: str, region: str) -> dict:
 
     it = inst.get_instance(instance_type)
     hosting = inst.availability(it.name)["sagemaker_hosting"]
-    image = (
-        deploy.inference_image_uri(region, instance_type=f"ml.{it.name}") if hosting else None
-    )
+    image = deploy.inference_image_uri(region, instance_type=f"ml.{it.name}") if hosting else None
     return {
         "image_uri": image,
         "instance_type": f"ml.{it.name}",
