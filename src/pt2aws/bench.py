@@ -281,8 +281,6 @@ def _trainer_run(argv: list[str]) -> dict:
     )
 
     from pt2aws import train as train_module
-    from pt2aws.data import load_sentiment_data
-    from pt2aws.modeling import load_tokenizer_and_model
     from pt2aws.train import parse_args
 
     warmup_steps = 5
@@ -302,28 +300,7 @@ def _trainer_run(argv: list[str]) -> dict:
         local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
         torch.set_num_threads(cfg.num_threads or max(1, (os.cpu_count() or 1) // local_world))
     set_seed(cfg.seed)
-    data = load_sentiment_data(
-        cfg.dataset,
-        config_name=cfg.dataset_config,
-        text_column=cfg.text_column,
-        label_column=cfg.label_column,
-        three_class=cfg.three_class,
-        max_train_samples=cfg.max_train_samples,
-        max_eval_samples=cfg.max_eval_samples,
-        seed=cfg.seed,
-    )
-    tokenizer, model = load_tokenizer_and_model(
-        cfg.model_name_or_path,
-        data.label_names,
-        train_texts=data.splits["train"]["text"],
-        max_length=cfg.max_length,
-    )
-    if hasattr(train_module, "choose_sdpa"):
-        train_module.choose_sdpa(model, getattr(cfg, "attn_implementation", "sdpa"))
-    if getattr(cfg, "dropout", None) is not None:
-        for module in model.modules():
-            if isinstance(module, torch.nn.Dropout):
-                module.p = cfg.dropout
+    data, tokenizer, model, _ = train_module.load_data_and_model(cfg)
     if cuda and hasattr(train_module, "apply_tf32"):
         train_module.apply_tf32(train_module.choose_tf32(device, cfg.tf32).enabled)
     train_set = (
@@ -619,7 +596,7 @@ def run_variant(
 #: Notebook-scale A/B per profile: (model, steps, warm-up steps, repeats, max_length, lr).
 NOTEBOOK_SCALE = {
     "smoke": ("tiny-roberta", 8, 3, 1, 48, 1e-3),
-    "local": ("minilm-l6", 30, 5, 2, 64, 5e-5),
+    "local": ("minilm-l6", 12, 4, 1, 64, 5e-5),
     "full": ("FacebookAI/roberta-base", 60, 15, 3, 128, 2e-5),
 }
 

@@ -571,14 +571,50 @@ def _check_resumable(saved: dict, cfg: TrainConfig, world_size: int, path) -> No
         )
 
 
+def load_data_and_model(cfg: TrainConfig):
+    """The splits, tokenizer and model that ``cfg`` names, prepared as every rank trains them.
+
+    Shared with the HF ``Trainer`` peer in :mod:`pt2aws.bench`, so both start from the same data,
+    weights, attention implementation and dropout.
+
+    Returns:
+        ``(data, tokenizer, model, sdpa_choice)``: a :class:`pt2aws.data.SentimentData`, the
+        tokenizer, the model on CPU, and the :class:`Choice` made for SDPA attention.
+    """
+    from pt2aws.data import load_sentiment_data
+    from pt2aws.modeling import load_tokenizer_and_model
+
+    data = load_sentiment_data(
+        cfg.dataset,
+        config_name=cfg.dataset_config,
+        text_column=cfg.text_column,
+        label_column=cfg.label_column,
+        three_class=cfg.three_class,
+        max_train_samples=cfg.max_train_samples,
+        max_eval_samples=cfg.max_eval_samples,
+        seed=cfg.seed,
+    )
+    tokenizer, model = load_tokenizer_and_model(
+        cfg.model_name_or_path,
+        data.label_names,
+        train_texts=data.splits["train"]["text"],
+        max_length=cfg.max_length,
+    )
+    sdpa = choose_sdpa(model, cfg.attn_implementation)
+    if cfg.dropout is not None:
+        for module in model.modules():
+            if isinstance(module, torch.nn.Dropout):
+                module.p = cfg.dropout
+    return data, tokenizer, model, sdpa
+
+
 def train(cfg: TrainConfig, info: DistInfo) -> dict:
     """Run the fine-tune described by ``cfg`` on this rank; returns the metrics dict (all ranks)."""
     import datasets
     from tqdm.auto import tqdm
     from transformers import DataCollatorWithPadding, get_linear_schedule_with_warmup, set_seed
 
-    from pt2aws.data import load_sentiment_data
-    from pt2aws.modeling import count_parameters, load_tokenizer_and_model
+    from pt2aws.modeling import count_parameters
 
     datasets.disable_progress_bars()
     out_dir = Path(cfg.output_dir)
@@ -604,27 +640,7 @@ def train(cfg: TrainConfig, info: DistInfo) -> dict:
     amp = torch.bfloat16 if flags["bf16"].enabled else None
     amp = torch.float16 if flags["fp16"].enabled else amp
 
-    data = load_sentiment_data(
-        cfg.dataset,
-        config_name=cfg.dataset_config,
-        text_column=cfg.text_column,
-        label_column=cfg.label_column,
-        three_class=cfg.three_class,
-        max_train_samples=cfg.max_train_samples,
-        max_eval_samples=cfg.max_eval_samples,
-        seed=cfg.seed,
-    )
-    tokenizer, model = load_tokenizer_and_model(
-        cfg.model_name_or_path,
-        data.label_names,
-        train_texts=data.splits["train"]["text"],
-        max_length=cfg.max_length,
-    )
-    flags["sdpa"] = choose_sdpa(model, cfg.attn_implementation)
-    if cfg.dropout is not None:
-        for module in model.modules():
-            if isinstance(module, torch.nn.Dropout):
-                module.p = cfg.dropout
+    data, tokenizer, model, flags["sdpa"] = load_data_and_model(cfg)
     if info.is_main:
         print(
             f"device={info.device} world_size={info.world_size} "

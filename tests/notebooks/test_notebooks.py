@@ -36,6 +36,12 @@ def test_notebook_lint(name):
         )
         ast.literal_eval(node.value)  # raises on non-literals
         assert node.targets[0].id.isupper(), "parameter names are UPPER_SNAKE"
+    # papermill silently drops a parameter it cannot parse (e.g. a comment containing '='),
+    # and then only warns when it is overridden: every name must be visible to it.
+    import papermill as pm
+
+    declared = set(pm.inspect_notebook(str(NB_DIR / name)))
+    assert {node.targets[0].id for node in tree.body} == declared
     for cell in code:
         assert (
             "!pip" not in cell.source
