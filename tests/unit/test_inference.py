@@ -95,8 +95,8 @@ def test_variant_errors_are_clear(smoke_model_dir):
     [
         ({"model": "x86 AMX", "bf16": True, "amx": True, "graviton": False}, "bf16"),
         ({"model": "Graviton3", "bf16": True, "amx": False, "graviton": True}, "bf16"),
-        ({"model": "Graviton2", "bf16": False, "amx": False, "graviton": True}, "int8"),
-        ({"model": "old x86", "bf16": False, "amx": False, "graviton": False}, "int8"),
+        ({"model": "Graviton2", "bf16": False, "amx": False, "graviton": True}, "eager"),
+        ({"model": "old x86", "bf16": False, "amx": False, "graviton": False}, "eager"),
     ],
 )
 def test_choose_variant_per_cpu(monkeypatch, cpu, expected):
