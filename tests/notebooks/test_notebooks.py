@@ -10,6 +10,7 @@ import nbformat
 import pytest
 
 from pt2aws.pipeline import NOTEBOOKS, notebooks_dir
+from pt2aws.rundir import RunDir
 
 NB_DIR = notebooks_dir()
 ALL = sorted(p.name for p in NB_DIR.glob("*.ipynb"))
@@ -52,7 +53,7 @@ def test_notebook_lint(name):
 
 @pytest.fixture(scope="module")
 def executed(tmp_path_factory):
-    """Run 00-03 in order into one run folder with the smoke profile (about a minute)."""
+    """Run 00-03 in order into one run folder with the smoke profile (about two minutes)."""
     import papermill as pm
 
     run_dir = tmp_path_factory.mktemp("run")
@@ -82,11 +83,11 @@ def executed(tmp_path_factory):
             progress_bar=False,
         )
         out[name] = run_dir / name
-    return run_dir
+    return RunDir(run_dir)
 
 
 def test_00_writes_env_report(executed):
-    report = json.loads((executed / "env.json").read_text())
+    report = json.loads(executed.env_json.read_text())
     assert report["profile"] == "smoke"
     assert report["versions"]["torch"].startswith("2.13.0")
     assert {"cpu", "gpus", "disk", "efa", "where", "notes"} <= set(report)
@@ -94,7 +95,7 @@ def test_00_writes_env_report(executed):
 
 
 def test_00_recommends_an_instance_and_a_launch_plan(executed):
-    saved = json.loads((executed / "recommendation.json").read_text())
+    saved = json.loads(executed.recommendation_json.read_text())
     rec, plan = saved["recommendation"], saved["launch_plan"]
     # the smoke model (tiny RoBERTa, vocab <= 2000) on 800 examples x 48 tokens x 3 epochs
     assert 100_000 < rec["model"]["parameters"] < 300_000
@@ -106,24 +107,21 @@ def test_00_recommends_an_instance_and_a_launch_plan(executed):
     assert plan["target"] == "emulator" and plan["ec2"]["dry_run"]["would_succeed"] is True
     assert plan["ec2"]["ami_id"].startswith("ami-")
     for name in ("memory_breakdown.png", "time_vs_cost.png"):
-        assert (executed / "plots" / name).stat().st_size > 5_000
+        assert executed.plot(name).stat().st_size > 5_000
 
 
 def test_01_trains_and_loss_falls(executed):
-    metrics = json.loads((executed / "train" / "metrics.json").read_text())
-    log = [
-        json.loads(line)
-        for line in (executed / "train" / "train_log.jsonl").read_text().splitlines()
-    ]
+    metrics = json.loads(executed.train_metrics.read_text())
+    log = executed.read_jsonl(executed.train_log)
     assert 0.0 <= metrics["test_accuracy"] <= 1.0
     assert log[-1]["loss"] < log[0]["loss"], "training loss did not fall"
-    assert (executed / "plots" / "training.png").stat().st_size > 5_000
+    assert executed.plot("training").stat().st_size > 5_000
 
 
 def test_01_ab_measures_each_variant_against_baseline_and_trainer(executed):
     import math
 
-    ab = json.loads((executed / "ab" / "ab.json").read_text())
+    ab = json.loads(executed.ab_json.read_text())
     assert ab["failed"] == {}
     rows = {r["variant"]: r for r in ab["rows"]}
     assert set(rows) == {"baseline", "+fused", "Trainer baseline"}  # AB_VARIANTS
@@ -140,12 +138,12 @@ def test_01_ab_measures_each_variant_against_baseline_and_trainer(executed):
     assert rows["Trainer baseline"]["final_loss"] == pytest.approx(
         rows["baseline"]["final_loss"], abs=1e-4
     )
-    assert not list((executed / "ab").glob("*/*/model")), "A/B runs must not keep their models"
-    assert (executed / "plots" / "ab_speed.png").stat().st_size > 5_000
+    assert not list(executed.ab_dir.glob("*/*/model")), "A/B runs must not keep their models"
+    assert executed.plot("ab_speed").stat().st_size > 5_000
 
 
 def test_01_creates_the_sagemaker_training_job_on_the_emulator(executed):
-    job = json.loads((executed / "train" / "sagemaker_job.json").read_text())
+    job = json.loads(executed.sagemaker_job_json.read_text())
     assert job["target"] == "emulator" and job["status"] == "Completed"
     assert job["spec"]["image_uri"].endswith("/pytorch-training:2.10.0-gpu-py313")
     assert (job["spec"]["instance_type"], job["spec"]["instance_count"]) == ("ml.p4d.24xlarge", 1)
@@ -155,15 +153,15 @@ def test_01_creates_the_sagemaker_training_job_on_the_emulator(executed):
 
 
 def test_02_reports_accuracy_and_handler_agrees(executed):
-    metrics = json.loads((executed / "inference" / "metrics.json").read_text())
-    train = json.loads((executed / "train" / "metrics.json").read_text())
+    metrics = json.loads(executed.inference_metrics.read_text())
+    train = json.loads(executed.train_metrics.read_text())
     assert 0.0 <= metrics["accuracy"] <= 1.0
     assert metrics["accuracy"] == pytest.approx(
         train["test_accuracy"], abs=1e-9
     )  # Predictor == training eval
     assert metrics["handler_agrees"] is True
     assert sum(map(sum, metrics["confusion_matrix"])) == metrics["num_examples"] == 200
-    assert (executed / "plots" / "confusion_matrix.png").is_file()
+    assert executed.plot("confusion_matrix").is_file()
     # fast variants: every one agrees with fp32 on the test texts; keys notebook 03's cost table reads
     assert {v["variant"] for v in metrics["variants"]} >= {"eager", "int8"}
     # the smoke model scores near 0.5, so a rounding flip is possible: 0.95, not the 0.99 target
@@ -171,7 +169,7 @@ def test_02_reports_accuracy_and_handler_agrees(executed):
     assert metrics["throughput_samples_per_second"] > 0 and metrics["latency_p50_ms"] > 0
     assert metrics["runtime"]["env"]["LRU_CACHE_CAPACITY"] == "1024"  # Graviton guide settings
     assert metrics["auto_variant"]["variant"] in ("bf16", "int8", "eager")
-    assert (executed / "plots" / "inference_throughput.png").stat().st_size > 5_000
+    assert executed.plot("inference_throughput").stat().st_size > 5_000
     if shutil.which("java"):  # the real serving stack answered like the handler, then stopped
         endpoint = metrics["endpoint"]
         assert [a["status"] for a in endpoint["answers"]] == [200, 200, 200, 415, 400]
@@ -182,7 +180,7 @@ def test_02_reports_accuracy_and_handler_agrees(executed):
 def test_03_deploys_to_emulator_and_leaves_nothing(executed):
     from pt2aws.serving.local import serve_stack_missing
 
-    result = json.loads((executed / "deploy" / "deploy.json").read_text())
+    result = json.loads(executed.deploy_json.read_text())
     assert result["target"] == "emulator"
     assert result["archive_valid"] is True
     assert result["image_uri"] == (
@@ -203,12 +201,12 @@ def test_03_deploys_to_emulator_and_leaves_nothing(executed):
         assert r["usd_per_1m"] == pytest.approx(
             r["usd_per_hour"] / (r["throughput_per_s"] * 3600) * 1e6, rel=1e-9
         )
-    assert "| ml.c7g.xlarge | arm64 |" in (executed / "deploy" / "cost.md").read_text()
+    assert "| ml.c7g.xlarge | arm64 |" in executed.cost_md.read_text()
 
 
 def test_summary_from_executed_run(executed):
-    from pt2aws.records import write_summary
+    from pt2aws.report import write_summary
 
-    text = write_summary(executed).read_text()
+    text = write_summary(executed.root).read_text()
     assert "## Fine-tuning (notebook 01)" in text and "## Deployment (notebook 03)" in text
     assert "## Training speed A/B (notebook 01;" in text and "| Trainer baseline |" in text

@@ -12,9 +12,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from botocore.exceptions import ClientError
 
-from pt2aws import deploy
-from pt2aws.aws import EMULATOR_ROLE_ARN, Emulator, boto_session, list_scalable_targets
-from pt2aws.invoke import request_body
+from pt2aws.aws import artifact, endpoint, images, session
+from pt2aws.aws.emulator import EMULATOR_ROLE_ARN, Emulator
+from pt2aws.aws.invoke import request_body
+from pt2aws.aws.session import boto_session, list_scalable_targets
 
 NOTHING = {"endpoints": [], "endpoint_configs": [], "models": [], "scalable_targets": []}
 
@@ -73,14 +74,14 @@ def emulator(stub):
 
 @pytest.fixture(scope="module")
 def model_url(emulator, smoke_model_dir, tmp_path_factory):
-    archive = deploy.package(smoke_model_dir, tmp_path_factory.mktemp("emu") / "model.tar.gz")
-    return deploy.upload_model(
-        archive, deploy.default_bucket(emulator.region), "t/model.tar.gz", emulator.region
+    archive = artifact.package(smoke_model_dir, tmp_path_factory.mktemp("emu") / "model.tar.gz")
+    return endpoint.upload_model(
+        archive, session.default_bucket(emulator.region), "t/model.tar.gz", emulator.region
     )
 
 
 def _deploy(emulator, model_url, name, **kwargs):
-    return deploy.deployed_endpoint(
+    return endpoint.deployed_endpoint(
         model_url, role_arn=EMULATOR_ROLE_ARN, region=emulator.region, name=name, **kwargs
     )
 
@@ -179,7 +180,7 @@ def test_invoke_failure_still_cleans_up(emulator, model_url):
 )
 def test_failed_create_leaves_nothing(emulator, model_url, operation, created_before, caplog):
     emulator.inject_fault(operation, "ResourceLimitExceeded", "account quota reached")
-    with caplog.at_level("INFO", logger="pt2aws.deploy"):
+    with caplog.at_level("INFO", logger="pt2aws.aws.endpoint"):
         with pytest.raises(ClientError, match="ResourceLimitExceeded"):
             with _deploy(emulator, model_url, f"pt2aws-fail-{created_before}"):
                 pytest.fail("the body must not run when creation failed")
@@ -189,7 +190,7 @@ def test_failed_create_leaves_nothing(emulator, model_url, operation, created_be
 
 
 def test_autoscaling_is_set_and_removed(emulator, model_url):
-    scaling = deploy.AutoScaling(
+    scaling = endpoint.AutoScaling(
         min_instances=1, max_instances=3, target_invocations_per_instance=500
     )
     with _deploy(emulator, model_url, "pt2aws-scale", autoscaling=scaling) as d:
@@ -218,11 +219,11 @@ def test_autoscaling_is_set_and_removed(emulator, model_url):
 
 
 def test_bad_instance_or_image_fails_before_any_aws_call(emulator, model_url):
-    with pytest.raises(deploy.ImageSelectionError, match="not a SageMaker real-time hosting"):
+    with pytest.raises(images.ImageSelectionError, match="not a SageMaker real-time hosting"):
         with _deploy(emulator, model_url, "pt2aws-t4", instance_type="ml.c99g.xlarge"):
             pass
     x86 = "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-inference:2.6.0-cpu-py312"
-    with pytest.raises(deploy.ImageSelectionError, match="x86_64 but ml.c7g.xlarge"):
+    with pytest.raises(images.ImageSelectionError, match="x86_64 but ml.c7g.xlarge"):
         with _deploy(emulator, model_url, "pt2aws-t5", image_uri=x86):
             pass
     assert emulator.sagemaker_resources() == NOTHING
@@ -258,15 +259,15 @@ def test_wait_times_out_and_reports_failure(emulator, model_url, monkeypatch):
     backend = models.sagemaker_backends["123456789012"]["us-east-1"]
     backend.endpoints["pt2aws-wait"].endpoint_status = "Creating"
     with pytest.raises(TimeoutError, match="still Creating after"):
-        deploy.wait_for_endpoint(
+        endpoint.wait_for_endpoint(
             "pt2aws-wait", "us-east-1", timeout_s=1.5, poll_s=0.5, progress=False
         )
     backend.endpoints["pt2aws-wait"].endpoint_status = "Failed"
-    with pytest.raises(deploy.DeploymentError, match="is Failed"):
-        deploy.wait_for_endpoint(
+    with pytest.raises(endpoint.DeploymentError, match="is Failed"):
+        endpoint.wait_for_endpoint(
             "pt2aws-wait", "us-east-1", timeout_s=5, poll_s=0.5, progress=False
         )
-    assert len(deploy.delete_resources("pt2aws-wait", "us-east-1")) == 3
+    assert len(endpoint.delete_resources("pt2aws-wait", "us-east-1")) == 3
     assert emulator.sagemaker_resources() == NOTHING
 
 
@@ -277,7 +278,7 @@ def test_cli_cleanup_deletes_leftovers(emulator, capsys):
     sm.create_model(
         ModelName="pt2aws-left", ExecutionRoleArn=EMULATOR_ROLE_ARN, PrimaryContainer={"Image": "x"}
     )
-    deploy.enable_autoscaling("pt2aws-left", "us-east-1", deploy.AutoScaling())
+    endpoint.enable_autoscaling("pt2aws-left", "us-east-1", endpoint.AutoScaling())
     assert main(["cleanup", "--prefix", "pt2aws-left"]) == 0
     assert "dry run" in capsys.readouterr().out
     assert emulator.sagemaker_resources()["models"] == ["pt2aws-left"]
@@ -298,7 +299,7 @@ def test_emulator_restores_environment():
 
 
 def test_local_model_server_retries_a_failed_start(monkeypatch, tmp_path):
-    from pt2aws.aws import local_model_server
+    from pt2aws.aws.emulator import local_model_server
     from pt2aws.serving import local
 
     started, stopped = [], []

@@ -6,11 +6,12 @@ import json
 
 import pytest
 
-from pt2aws import bench
+from pt2aws.bench import trainer_peer, training
+from pt2aws.train import loop
 
 
 def test_variants_cover_each_flag_alone_and_together():
-    names = [v.name for v in bench.default_variants()]
+    names = [v.name for v in training.default_variants()]
     assert names == [
         "baseline",
         "+compile",
@@ -21,14 +22,14 @@ def test_variants_cover_each_flag_alone_and_together():
         "Trainer baseline",
         "Trainer recipe",
     ]
-    base = bench.default_variants()[0]
+    base = training.default_variants()[0]
     assert (base.bf16, base.torch_compile, base.fused_adamw) == ("off", "off", "off")
-    quick = bench.default_variants(compile=False, trainer=False)
+    quick = training.default_variants(compile=False, trainer=False)
     assert [v.name for v in quick] == ["baseline", "+bf16", "+fused"]
 
 
 def test_summary_takes_medians_and_ratios():
-    variants = [v for v in bench.default_variants() if not v.length_bucketing]
+    variants = [v for v in training.default_variants() if not v.length_bucketing]
     speeds = {
         "baseline": [10.0, 12.0, 11.0],
         "+compile": [20.0, 22.0, 21.0],
@@ -45,7 +46,7 @@ def test_summary_takes_medians_and_ratios():
         ]
         for name, values in speeds.items()
     }
-    rows = {r["variant"]: r for r in bench.summarize(variants, runs)}
+    rows = {r["variant"]: r for r in training.summarize(variants, runs)}
     assert rows["baseline"]["samples_per_s"] == 11.0
     assert rows["recipe"]["samples_per_s"] == 33.0
     assert rows["recipe"]["vs_baseline"] == pytest.approx(3.0)
@@ -53,9 +54,9 @@ def test_summary_takes_medians_and_ratios():
     assert rows["baseline"]["vs_trainer"] == pytest.approx(1.1)
     assert rows["+bf16"]["vs_trainer"] is None
     assert rows["baseline"]["final_loss"] == 1.5
-    table = bench.format_table(
+    table = training.format_table(
         {
-            "settings": vars(bench.BenchSettings(repeats=3)),
+            "settings": vars(training.BenchSettings(repeats=3)),
             "device": "cpu",
             "torch": "x",
             "rows": list(rows.values()),
@@ -72,7 +73,7 @@ def test_read_run_falls_back_to_the_log(tmp_path):
     log = [{"step": i, "loss": 1.0 / i, "train_time_s": 5.0 + 0.5 * (i - 2)} for i in range(1, 13)]
     log[0]["train_time_s"] = 4.0  # step 1 (compile) took 4 s
     (tmp_path / "train_log.jsonl").write_text("\n".join(json.dumps(r) for r in log))
-    got = bench.read_run(tmp_path, warmup_steps=2, batch_size=8)
+    got = training.read_run(tmp_path, warmup_steps=2, batch_size=8)
     # steps 3..12: 10 steps x 8 samples in 10 x 0.5 s
     assert got["samples_per_s"] == pytest.approx(16.0)
     assert got["warmup_s"] == pytest.approx(5.0)
@@ -81,8 +82,7 @@ def test_read_run_falls_back_to_the_log(tmp_path):
 
 def test_trainer_peer_trains_on_the_same_batches_as_our_loop(tmp_path):
     """Same data order, init and dropout: per-step losses agree, so speed is compared fairly."""
-    from pt2aws import train
-    from pt2aws.records import read_jsonl
+    from pt2aws.rundir import read_jsonl
 
     common = [
         "--profile",
@@ -102,8 +102,8 @@ def test_trainer_peer_trains_on_the_same_batches_as_our_loop(tmp_path):
         "--fused_adamw",
         "off",
     ]
-    train.main([*common, "--output_dir", str(tmp_path / "ours")])
-    metrics = bench.trainer_main([*common, "--output_dir", str(tmp_path / "trainer")])
+    loop.main([*common, "--output_dir", str(tmp_path / "ours")])
+    metrics = trainer_peer.trainer_main([*common, "--output_dir", str(tmp_path / "trainer")])
     ours = [r["loss"] for r in read_jsonl(tmp_path / "ours" / "train_log.jsonl")]
     theirs = [r["loss"] for r in read_jsonl(tmp_path / "trainer" / "train_log.jsonl")]
     assert len(ours) == len(theirs) == 3

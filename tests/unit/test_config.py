@@ -1,7 +1,6 @@
 import pytest
 
-from pt2aws.config import PROFILES, get_profile
-from pt2aws.train import TrainConfig
+from pt2aws.config import PROFILES, TrainConfig, get_profile
 
 
 def test_profiles_have_expected_models():
@@ -26,3 +25,16 @@ def test_train_config_takes_profile_defaults_and_keeps_overrides():
 def test_train_config_rejects_bad_values():
     with pytest.raises(ValueError, match="gradient_accumulation_steps"):
         TrainConfig(gradient_accumulation_steps=0)
+
+
+def test_train_config_round_trips_through_json_and_rejects_unknown_keys(tmp_path):
+    import json
+
+    cfg = TrainConfig(profile="smoke", max_steps=7, length_bucketing=True)
+    path = cfg.to_json(tmp_path / "sub" / "train_config.json")
+    assert TrainConfig.from_json(path) == cfg
+    data = json.loads(path.read_text())
+    assert data["max_length"] == 48 and data["checkpoint_dir"].endswith("checkpoints")
+    path.write_text(json.dumps({**data, "max_stepz": 3}))
+    with pytest.raises(ValueError, match=r"unknown TrainConfig fields \['max_stepz'\]"):
+        TrainConfig.from_json(path)

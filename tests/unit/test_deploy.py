@@ -6,12 +6,13 @@ import tarfile
 
 import pytest
 
-from pt2aws import deploy
+from pt2aws.aws import artifact, endpoint, images
+from pt2aws.sizing import catalog
 
 
 @pytest.fixture(scope="module")
 def archive(smoke_model_dir, tmp_path_factory):
-    return deploy.package(smoke_model_dir, tmp_path_factory.mktemp("pkg") / "model.tar.gz")
+    return artifact.package(smoke_model_dir, tmp_path_factory.mktemp("pkg") / "model.tar.gz")
 
 
 # ----------------------------------------------------------------------------------- artifact
@@ -34,13 +35,13 @@ def test_package_layout_pins_and_determinism(archive, smoke_model_dir, tmp_path)
     saved_with = json.loads((smoke_model_dir / "config.json").read_text())["transformers_version"]
     assert reqs.splitlines()[0] == f"transformers=={saved_with}"
     assert "tokenizers==0.23.3" in reqs and "torch" not in reqs
-    again = deploy.package(smoke_model_dir, tmp_path / "again.tar.gz")
+    again = artifact.package(smoke_model_dir, tmp_path / "again.tar.gz")
     assert again.read_bytes() == archive.read_bytes()
 
 
 def test_requirements_follow_config_not_the_installed_version(smoke_model_dir, tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"transformers_version": "4.57.6"}))
-    assert deploy.requirements_for(tmp_path) == "transformers==4.57.6\n"
+    assert artifact.requirements_for(tmp_path) == "transformers==4.57.6\n"
 
 
 def test_package_dereferences_symlinks_and_refuses_broken_ones(smoke_model_dir, tmp_path):
@@ -48,14 +49,14 @@ def test_package_dereferences_symlinks_and_refuses_broken_ones(smoke_model_dir, 
     model.mkdir()
     for f in smoke_model_dir.iterdir():  # a model folder made of links, like the HF cache
         (model / f.name).symlink_to(f)
-    out = deploy.package(model, tmp_path / "linked.tar.gz")
+    out = artifact.package(model, tmp_path / "linked.tar.gz")
     with tarfile.open(out) as tar:
         weights = tar.getmember("model.safetensors")
         assert weights.isfile()
         assert weights.size == (smoke_model_dir / "model.safetensors").stat().st_size
     (model / "dangling.json").symlink_to(tmp_path / "nowhere.json")
-    with pytest.raises(deploy.ArchiveError, match="dangling.json: broken symlink"):
-        deploy.package(model, tmp_path / "broken.tar.gz")
+    with pytest.raises(artifact.ArchiveError, match="dangling.json: broken symlink"):
+        artifact.package(model, tmp_path / "broken.tar.gz")
 
 
 def test_package_refuses_model_without_tokenizer(smoke_model_dir, tmp_path):
@@ -63,8 +64,8 @@ def test_package_refuses_model_without_tokenizer(smoke_model_dir, tmp_path):
     model.mkdir()
     for name in ("config.json", "model.safetensors"):
         (model / name).write_bytes((smoke_model_dir / name).read_bytes())
-    with pytest.raises(deploy.ArchiveError, match="no tokenizer.*tokenizer.save_pretrained"):
-        deploy.package(model, tmp_path / "x.tar.gz")
+    with pytest.raises(artifact.ArchiveError, match="no tokenizer.*tokenizer.save_pretrained"):
+        artifact.package(model, tmp_path / "x.tar.gz")
 
 
 def test_package_refuses_compiled_weights(smoke_model_dir, tmp_path):
@@ -76,12 +77,12 @@ def test_package_refuses_compiled_weights(smoke_model_dir, tmp_path):
         (model / f.name).write_bytes(f.read_bytes())
     tensors = load_file(str(model / "model.safetensors"))
     save_file({f"_orig_mod.{k}": v for k, v in tensors.items()}, str(model / "model.safetensors"))
-    with pytest.raises(deploy.ArchiveError, match="_orig_mod"):
-        deploy.package(model, tmp_path / "x.tar.gz")
+    with pytest.raises(artifact.ArchiveError, match="_orig_mod"):
+        artifact.package(model, tmp_path / "x.tar.gz")
 
 
 def test_validate_archive_runs_the_handler(archive):
-    result = deploy.validate_archive(archive)
+    result = artifact.validate_archive(archive)
     assert result["bytes"] == archive.stat().st_size > 10_000
     assert result["member_count"] == len(result["members"])
     assert result["requirements"].startswith("transformers==")
@@ -137,19 +138,19 @@ def _without(*names):
     ],
 )
 def test_validate_archive_rejects_bad_layouts(tmp_path, members, message):
-    with pytest.raises(deploy.ArchiveError, match=message):
-        deploy.validate_archive(_tar(tmp_path / "bad.tar.gz", members), smoke_test=False)
+    with pytest.raises(artifact.ArchiveError, match=message):
+        artifact.validate_archive(_tar(tmp_path / "bad.tar.gz", members), smoke_test=False)
 
 
 def test_validate_archive_rejects_non_tarball(tmp_path):
     bad = tmp_path / "model.tar.gz"
     bad.write_bytes(b"not a tarball")
-    with pytest.raises(deploy.ArchiveError, match="not a readable .tar.gz"):
-        deploy.validate_archive(bad)
+    with pytest.raises(artifact.ArchiveError, match="not a readable .tar.gz"):
+        artifact.validate_archive(bad)
 
 
 def test_minimal_good_layout_passes_without_smoke_test(tmp_path):
-    result = deploy.validate_archive(_tar(tmp_path / "ok.tar.gz", GOOD), smoke_test=False)
+    result = artifact.validate_archive(_tar(tmp_path / "ok.tar.gz", GOOD), smoke_test=False)
     assert result["members"] == sorted(GOOD) and result["prediction"] is None
 
 
@@ -176,38 +177,38 @@ IMAGE_TABLE = [
 
 @pytest.mark.parametrize(("region", "torch_version", "instance", "expected"), IMAGE_TABLE)
 def test_inference_image_uri_table(region, torch_version, instance, expected):
-    assert deploy.inference_image_uri(region, torch_version, instance) == expected
+    assert images.inference_image_uri(region, torch_version, instance) == expected
 
 
 def test_every_graviton_family_is_in_the_table():
-    families = {deploy.instance_family(i) for _, _, i, _ in IMAGE_TABLE}
-    assert set(deploy.GRAVITON_FAMILIES) <= families
+    families = {catalog.instance_family(i) for _, _, i, _ in IMAGE_TABLE}
+    assert set(images.hosting_graviton_families()) <= families
 
 
 def test_fallback_matches_the_sdk_where_the_sdk_knows(monkeypatch):
     """Drop 2.6.0 from the SDK: the DLC table must produce the URI the SDK would have."""
     from sagemaker.core import image_uris
 
-    expected = deploy.inference_image_uri("eu-central-2", "2.6.0", "ml.c7g.xlarge")
+    expected = images.inference_image_uri("eu-central-2", "2.6.0", "ml.c7g.xlarge")
 
     def sdk_without_26(framework, region, version=None, **kwargs):
         raise ValueError(f"Unsupported pytorch version: {version}")
 
     monkeypatch.setattr(image_uris, "retrieve", sdk_without_26)
-    assert deploy.inference_image_uri("eu-central-2", "2.6.0", "ml.c7g.xlarge") == expected
+    assert images.inference_image_uri("eu-central-2", "2.6.0", "ml.c7g.xlarge") == expected
 
 
 def test_region_table_agrees_with_the_sdk_registries():
     from sagemaker.core import image_uris
 
     sdk = image_uris.config_for_framework("pytorch")["inference_graviton"]["versions"]["2.6.0"]
-    common = set(sdk["registries"]) & set(deploy.DLC_REGISTRY_ACCOUNTS)
+    common = set(sdk["registries"]) & set(images.DLC_REGISTRY_ACCOUNTS)
     assert len(common) >= 30
-    assert {r: deploy.DLC_REGISTRY_ACCOUNTS[r] for r in common} == {
+    assert {r: images.DLC_REGISTRY_ACCOUNTS[r] for r in common} == {
         r: sdk["registries"][r] for r in common
     }
-    assert deploy.DLC_REGISTRY_ACCOUNTS["us-east-1"] == "763104351884"
-    assert deploy.DLC_REGISTRY_ACCOUNTS["me-south-1"] == "217643126080"
+    assert images.DLC_REGISTRY_ACCOUNTS["us-east-1"] == "763104351884"
+    assert images.DLC_REGISTRY_ACCOUNTS["me-south-1"] == "217643126080"
 
 
 @pytest.mark.parametrize(
@@ -241,8 +242,8 @@ def test_image_errors_name_family_arch_and_versions(args, kwargs, message, monke
         raise AssertionError("an AWS call was made")
 
     monkeypatch.setattr(botocore.client.BaseClient, "_make_api_call", no_aws)
-    with pytest.raises(deploy.ImageSelectionError, match=message):
-        deploy.inference_image_uri(*args, **kwargs)
+    with pytest.raises(images.ImageSelectionError, match=message):
+        images.inference_image_uri(*args, **kwargs)
 
 
 @pytest.mark.parametrize(
@@ -267,8 +268,8 @@ def test_image_errors_name_family_arch_and_versions(args, kwargs, message, monke
     ],
 )
 def test_explicit_image_mismatch_is_refused(image, instance, message):
-    with pytest.raises(deploy.ImageSelectionError, match=message):
-        deploy.check_image_matches_instance(image, instance)
+    with pytest.raises(images.ImageSelectionError, match=message):
+        images.check_image_matches_instance(image, instance)
 
 
 # ----------------------------------------------------------------------------- environment
@@ -284,33 +285,35 @@ def test_explicit_image_mismatch_is_refused(image, instance, message):
     ],
 )
 def test_endpoint_environment(instance, workers, threads, bf16):
-    env = deploy.endpoint_environment(instance)
+    env = endpoint.endpoint_environment(instance)
     assert env["SAGEMAKER_PROGRAM"] == "inference.py"
     assert env["SAGEMAKER_MODEL_SERVER_WORKERS"] == workers
     assert env["OMP_NUM_THREADS"] == threads
     assert env["PT2AWS_MAX_BATCH"] == "64"
     assert (env.get("DNNL_DEFAULT_FPMATH_MODE") == "BF16") is bf16
-    assert ("LRU_CACHE_CAPACITY" in env) is deploy.is_graviton(instance)
+    assert ("LRU_CACHE_CAPACITY" in env) is catalog.is_graviton(instance)
 
 
 def test_instance_vcpus_and_bad_types():
-    assert deploy.instance_vcpus("ml.c7g.medium") == 1
-    assert deploy.instance_vcpus("ml.t2.medium") == 2
-    assert deploy.instance_vcpus("ml.c7g.16xlarge") == 64
-    with pytest.raises(ValueError, match="ml.<family>.<size>"):
-        deploy.is_graviton("c7g.xlarge")
+    assert catalog.instance_vcpus("ml.c7g.medium") == 1
+    assert catalog.instance_vcpus("ml.t2.medium") == 2
+    assert catalog.instance_vcpus("ml.c7g.16xlarge") == 64
+    assert catalog.instance_vcpus("c7g.xlarge") == 4  # the EC2 name works too
+    for malformed in ("c7g", "ml.c7g", "ml.c7g.xlarge.extra", "ml..xlarge"):
+        with pytest.raises(ValueError, match="ml.<family>.<size>"):
+            catalog.is_graviton(malformed)
     with pytest.raises(ValueError, match="pass vcpus= explicitly"):
-        deploy.instance_vcpus("ml.c7g.metal")
+        catalog.instance_vcpus("ml.c7g.metal")
 
 
 def test_resource_name_is_timestamped_and_valid():
-    name = deploy.resource_name("pt2aws-smoke")
+    name = endpoint.resource_name("pt2aws-smoke")
     assert name.startswith("pt2aws-smoke-20") and len(name) == len("pt2aws-smoke-") + 15
     with pytest.raises(ValueError, match="letters, digits and single hyphens"):
-        deploy.resource_name("my_model")
+        endpoint.resource_name("my_model")
 
 
 def test_autoscaling_config_is_validated():
     with pytest.raises(ValueError, match="min_instances"):
-        deploy.AutoScaling(min_instances=3, max_instances=2)
-    assert deploy.scalable_resource_id("e") == "endpoint/e/variant/AllTraffic"
+        endpoint.AutoScaling(min_instances=3, max_instances=2)
+    assert endpoint.scalable_resource_id("e") == "endpoint/e/variant/AllTraffic"

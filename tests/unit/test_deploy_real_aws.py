@@ -9,8 +9,8 @@ import os
 
 import pytest
 
-from pt2aws import deploy
-from pt2aws.aws import boto_session, list_sagemaker_resources, list_scalable_targets
+from pt2aws.aws import artifact, endpoint, session
+from pt2aws.aws.session import boto_session, list_sagemaker_resources, list_scalable_targets
 
 pytestmark = pytest.mark.aws
 
@@ -22,14 +22,14 @@ def test_real_graviton_endpoint_matches_local_predictions(smoke_model_dir, tmp_p
     if not role_arn:
         pytest.skip("set PT2AWS_ROLE_ARN to a SageMaker execution role ARN")
     region = os.environ.get("AWS_REGION") or boto_session().region_name
-    name = deploy.resource_name("pt2aws-test")
-    archive = deploy.package(smoke_model_dir, tmp_path / "model.tar.gz")
-    local = deploy.smoke_test_archive(archive, TEXTS)
-    bucket = deploy.default_bucket(region)
+    name = endpoint.resource_name("pt2aws-test")
+    archive = artifact.package(smoke_model_dir, tmp_path / "model.tar.gz")
+    local = artifact.smoke_test_archive(archive, TEXTS)
+    bucket = session.default_bucket(region)
     key = f"pt2aws-tests/{name}/model.tar.gz"
-    url = deploy.upload_model(archive, bucket, key, region)
+    url = endpoint.upload_model(archive, bucket, key, region)
     try:
-        with deploy.deployed_endpoint(
+        with endpoint.deployed_endpoint(
             url,
             role_arn=role_arn,
             region=region,
@@ -38,9 +38,9 @@ def test_real_graviton_endpoint_matches_local_predictions(smoke_model_dir, tmp_p
             wait_timeout_s=1800,
             progress=True,
             tags={"purpose": "pt2aws-opt-in-test"},
-        ) as endpoint:
-            assert "pytorch-inference-arm64" in endpoint.image_uri
-            answer = endpoint.predict(TEXTS)
+        ) as deployed:
+            assert "pytorch-inference-arm64" in deployed.image_uri
+            answer = deployed.predict(TEXTS)
     finally:
         boto_session(region).client("s3").delete_object(Bucket=bucket, Key=key)
     assert [a["label"] for a in answer] == [p["label"] for p in local]

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from pt2aws import train
-from pt2aws.train import epoch_batches
+from pt2aws.train import loop
+from pt2aws.train.distributed import epoch_batches
 
 TINY = [
     "--profile",
@@ -80,7 +80,7 @@ def _finish(proc: subprocess.Popen, timeout: float) -> str:
 @pytest.fixture(scope="module")
 def one_process_batch8(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("ref") / "train"
-    train.main([*TINY, "--output_dir", str(out), "--per_device_train_batch_size", "8"])
+    loop.main([*TINY, "--output_dir", str(out), "--per_device_train_batch_size", "8"])
     return out
 
 
@@ -115,7 +115,7 @@ def two_process_killed_and_restarted(tmp_path_factory) -> tuple[Path, str]:
 
 
 def test_gradient_accumulation_4x2_equals_batch_8(one_process_batch8, tmp_path):
-    train.main(
+    loop.main(
         [
             *TINY,
             "--output_dir",

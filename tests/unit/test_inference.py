@@ -3,7 +3,8 @@ import os
 import pytest
 import torch
 
-from pt2aws.inference import Predictor, classification_metrics
+from pt2aws.inference.metrics import classification_metrics
+from pt2aws.inference.predictor import Predictor
 
 
 def test_predictor_batches_preserve_input_order(smoke_model_dir):
@@ -101,7 +102,7 @@ def test_variant_errors_are_clear(smoke_model_dir):
 )
 def test_choose_variant_per_cpu(monkeypatch, cpu, expected):
     from pt2aws import env
-    from pt2aws.inference import choose_variant
+    from pt2aws.inference.variants import choose_variant
 
     monkeypatch.setattr(env, "cpu_info", lambda: cpu)
     choice = choose_variant("cpu")
@@ -116,7 +117,7 @@ def test_choose_variant_per_cpu(monkeypatch, cpu, expected):
 def test_runtime_settings_fast_math_only_on_arm_with_bf16(monkeypatch, machine, bf16, fast_math):
     import platform
 
-    from pt2aws.inference import runtime_settings
+    from pt2aws.inference.runtime import runtime_settings
 
     monkeypatch.setattr(platform, "machine", lambda: machine)
     cpu = {"bf16": bf16, "graviton": machine == "aarch64"}
@@ -130,7 +131,7 @@ def test_runtime_settings_fast_math_only_on_arm_with_bf16(monkeypatch, machine, 
 
 
 def test_apply_runtime_settings_keeps_preset_values(monkeypatch):
-    from pt2aws.inference import apply_runtime_settings
+    from pt2aws.inference.runtime import apply_runtime_settings
 
     for name in ("LRU_CACHE_CAPACITY", "THP_MEM_ALLOC_ENABLE", "DNNL_DEFAULT_FPMATH_MODE"):
         monkeypatch.delenv(name, raising=False)
@@ -149,7 +150,7 @@ def test_apply_runtime_settings_keeps_preset_values(monkeypatch):
 def test_model_max_tokens_is_the_real_limit():
     from transformers import BertConfig, RobertaConfig
 
-    from pt2aws.inference import model_max_tokens
+    from pt2aws.inference.predictor import model_max_tokens
 
     assert model_max_tokens(RobertaConfig(max_position_embeddings=514)) == 512
     assert model_max_tokens(BertConfig(max_position_embeddings=512)) == 512
@@ -172,7 +173,7 @@ def test_predictor_uses_the_models_limit_and_truncates(smoke_model_dir):
 
 
 def test_label_agreement():
-    from pt2aws.inference import label_agreement
+    from pt2aws.inference.metrics import label_agreement
 
     assert label_agreement([0, 1, 1, 0], [0, 1, 0, 0]) == 0.75
     with pytest.raises(ValueError, match="equal length"):
@@ -180,28 +181,28 @@ def test_label_agreement():
 
 
 def test_latency_summary_and_table_by_hand():
-    from pt2aws import inference_bench as ib
+    from pt2aws.bench import inference
 
-    s = ib.latency_summary([0.001 * k for k in range(1, 101)])  # 1..100 ms
+    s = inference.latency_summary([0.001 * k for k in range(1, 101)])  # 1..100 ms
     assert s["p50_ms"] == pytest.approx(50.5)
     assert s["p90_ms"] == pytest.approx(90.1)
     assert s["p99_ms"] == pytest.approx(99.01)
     assert s["calls"] == 100
     with pytest.raises(ValueError):
-        ib.latency_summary([])
+        inference.latency_summary([])
     rows = [
         {"variant": "hf-pipeline", **s, "samples_per_s": 100.0, "agreement": 1.0},
         {"variant": "int8", **s, "samples_per_s": 250.0, "agreement": 0.995},
         {"variant": "local-endpoint", **s, "requests_per_s": 40.0},
     ]
-    table = ib.format_table(rows).splitlines()
+    table = inference.format_table(rows).splitlines()
     assert table[0].startswith("| variant | p50 ms")
     assert "| int8 | 50.5 | 90.1 | 99.0 | 250.0 | 2.50 | 0.9950 |" in table
     assert "40.0 req/s" in table[-1]
 
 
 def test_measure_predictor_restores_batch_size(smoke_model_dir):
-    from pt2aws.inference_bench import measure_predictor
+    from pt2aws.bench.inference import measure_predictor
 
     predictor = Predictor(str(smoke_model_dir), batch_size=5)
     row = measure_predictor(predictor, ["good", "bad"] * 8, ["good", "bad"], repeats=2, warmup=1)

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from pt2aws import instances as I
+from pt2aws.sizing import catalog, memory, ranking, tables, workload
 
 # roberta-base, counted by hand from its config.json (vocab 50265, 514 positions, 1 token type,
 # hidden 768, 12 layers, FFN 3072) with the classification head of RobertaForSequenceClassification.
@@ -19,74 +19,77 @@ ROBERTA_BASE = EMBEDDINGS + L * LAYER + HEAD
 
 def test_roberta_base_parameter_count_matches_hand_count():
     assert ROBERTA_BASE == 124_647_170
-    spec = I.model_spec("roberta-base")
+    spec = workload.model_spec("roberta-base")
     assert spec.parameters == ROBERTA_BASE
     assert (spec.hidden_size, spec.num_layers, spec.num_heads) == (768, 12, 12)
     # the closed form equals the model transformers builds (on the meta device)
-    built = I.ModelSpec.from_config(I.roberta_base_config(), build=True)
+    built = workload.ModelSpec.from_config(workload.roberta_base_config(), build=True)
     assert built.parameters == ROBERTA_BASE
     # a transformers config works too, and RobertaConfig() defaults differ only in embeddings
     from transformers import BertConfig, RobertaConfig
 
-    default = I.model_spec(RobertaConfig(num_labels=2))
+    default = workload.model_spec(RobertaConfig(num_labels=2))
     assert default.parameters - ROBERTA_BASE == (512 - 514) * H + (2 - 1) * H
     minilm = BertConfig(
         hidden_size=384, num_hidden_layers=6, num_attention_heads=12, intermediate_size=1536
     )
-    assert I.model_spec(minilm).parameters == I.ModelSpec.from_config(minilm, build=True).parameters
+    assert (
+        workload.model_spec(minilm).parameters
+        == workload.ModelSpec.from_config(minilm, build=True).parameters
+    )
 
 
 def test_training_memory_roberta_base_by_hand():
-    mem = I.training_memory("roberta-base", micro_batch=32, seq_len=128, precision="mixed")
+    mem = memory.training_memory("roberta-base", micro_batch=32, seq_len=128, precision="mixed")
     assert mem["weights"] == 4 * ROBERTA_BASE
     assert mem["gradients"] == 4 * ROBERTA_BASE
     assert mem["optimizer"] == 8 * ROBERTA_BASE  # AdamW m and v in fp32
     # Korthikanti et al.: s*b*h*(34 + 5*a*s/h) per layer = 128*32*768*(34 + 10) = 138,412,032
     assert mem["activations"] == 12 * 128 * 32 * 768 * 44 == 1_660_944_384
     assert mem["total"] == 16 * ROBERTA_BASE + 1_660_944_384
-    pure = I.training_memory("roberta-base", 32, 128, precision="bf16")
+    pure = memory.training_memory("roberta-base", 32, 128, precision="bf16")
     assert pure["weights"] + pure["gradients"] + pure["optimizer"] == 8 * ROBERTA_BASE
-    sharded = I.training_memory("roberta-base", 32, 128, shards=8)
+    sharded = memory.training_memory("roberta-base", 32, 128, shards=8)
     assert sharded["optimizer"] == 8 * ROBERTA_BASE / 8
-    recompute = I.training_memory("roberta-base", 32, 128, recompute=True)
+    recompute = memory.training_memory("roberta-base", 32, 128, recompute=True)
     assert recompute["activations"] == 2 * 128 * 32 * 768 * 12 + 128 * 32 * 768 * 44
 
 
 def test_inference_memory_by_hand():
-    mem = I.inference_memory("roberta-base", batch=1, seq_len=128)
+    mem = memory.inference_memory("roberta-base", batch=1, seq_len=128)
     assert mem["weights"] == 2 * ROBERTA_BASE
     assert mem["activations"] == 128 * 1 * 768 * 44
     assert mem["total"] == 2 * ROBERTA_BASE + 4_325_376
 
 
 def test_roberta_base_fits_one_gpu_and_is_small():
-    plan = I.plan_training("roberta-base", "g5.xlarge", micro_batch=32, seq_len=128)
+    plan = ranking.plan_training("roberta-base", "g5.xlarge", micro_batch=32, seq_len=128)
     assert plan["nodes"] == 1 and plan["strategy"] == "single device"
     assert plan["memory_per_device_bytes"] < 24e9 * 0.9
-    assert I.workload_class("roberta-base")["class"] == "small"
+    assert ranking.workload_class("roberta-base")["class"] == "small"
 
 
 def test_70b_does_not_fit_one_p4d_and_needs_nodes():
     # 16 B/param x 70e9 = 1.12 TB of state; one p4d holds 8 x 40 GB x 0.9 = 288 GB.
-    spec = I.model_spec("70B")
+    spec = workload.model_spec("70B")
     assert (spec.num_layers, spec.hidden_size, spec.num_heads) == (71, 9088, 71)
     assert 16 * spec.parameters > 8 * 40e9 * 0.9
-    plan = I.plan_training(spec, "p4d.24xlarge", micro_batch=1, seq_len=2048)
+    plan = ranking.plan_training(spec, "p4d.24xlarge", micro_batch=1, seq_len=2048)
     # with recomputation, activations = 2*s*b*h*L + one layer = 2,642,935,808 + 2,121,793,536;
     # k nodes need 1.12e12/(8k) + 4.76e9 <= 36e9: k = 4 gives 39.8e9 (no), k = 5 gives 32.8e9
     assert plan["nodes"] == 5 and plan["recompute"] is True
     assert "FSDP over 5 nodes" in plan["strategy"]
     assert plan["memory_per_device_bytes"] == pytest.approx(1.12e12 / 40 + 4_764_729_344)
     # pure bf16 (8 B/param = 560 GB) does not fit one p4d either: 70e9/k + 4.76e9 <= 36e9 -> k = 3
-    assert I.plan_training(spec, "p4d.24xlarge", 1, 2048, precision="bf16")["nodes"] == 3
-    assert I.workload_class(spec, 1, 2048)["class"] == "big"
-    assert I.workload_class("2000B", 1, 2048)["class"] == "huge"
+    assert ranking.plan_training(spec, "p4d.24xlarge", 1, 2048, precision="bf16")["nodes"] == 3
+    assert ranking.workload_class(spec, 1, 2048)["class"] == "big"
+    assert ranking.workload_class("2000B", 1, 2048)["class"] == "huge"
     # no multi-node plan without EFA: g6e.xlarge cannot hold it alone
-    assert I.plan_training(spec, "g6e.xlarge", 1, 2048) is None
+    assert ranking.plan_training(spec, "g6e.xlarge", 1, 2048) is None
 
 
 def test_rank_training_time_and_cost_by_hand():
-    rows = I.rank_training("roberta-base", train_tokens=1_000_000 * 128, epochs=3)
+    rows = ranking.rank_training("roberta-base", train_tokens=1_000_000 * 128, epochs=3)
     by = {r["instance"]: r for r in rows}
     flops = 6 * ROBERTA_BASE * 1_000_000 * 128 * 3
     g5 = by["g5.xlarge"]
@@ -98,7 +101,9 @@ def test_rank_training_time_and_cost_by_hand():
     assert p4d["cost_usd"] == pytest.approx(
         (flops / (8 * 312e12 * 0.35) + 600) / 3600 * 21.96, rel=1e-12
     )
-    bare = I.rank_training("roberta-base", 128_000_000, 3, instances=["p4d.24xlarge"], overhead_s=0)
+    bare = ranking.rank_training(
+        "roberta-base", 128_000_000, 3, instances=["p4d.24xlarge"], overhead_s=0
+    )
     assert bare[0]["cost_usd"] == pytest.approx(flops / (8 * 312e12 * 0.35) / 3600 * 21.96)
     assert "inf2.xlarge" not in by  # inference only
     assert sum(r["cheapest"] for r in rows) == 1 and sum(r["fastest"] for r in rows) == 1
@@ -109,11 +114,11 @@ def test_rank_training_time_and_cost_by_hand():
     fastest = next(r for r in rows if r["fastest"])
     assert fastest["time_s"] == min(r["time_s"] for r in rows)
     with pytest.raises(ValueError, match="must be positive"):
-        I.rank_training("roberta-base", train_tokens=0)
+        ranking.rank_training("roberta-base", train_tokens=0)
 
 
 def test_rank_inference_measured_and_estimated():
-    rows = I.rank_inference("roberta-base", throughput_rps={"ml.c7g.xlarge": 20.0})
+    rows = ranking.rank_inference("roberta-base", throughput_rps={"ml.c7g.xlarge": 20.0})
     by = {r["instance"]: r for r in rows}
     assert by["c7g.xlarge"]["usd_per_million"] == pytest.approx(0.145 / (3600 * 20) * 1e6)
     assert by["c7g.xlarge"]["throughput_source"] == "measured (given)"
@@ -127,29 +132,29 @@ def test_rank_inference_measured_and_estimated():
 
 
 def test_recommend_roberta_base_on_1m_examples():
-    rec = I.recommend(I.Workload("roberta-base", train_examples=1_000_000))
+    rec = ranking.recommend(workload.Workload("roberta-base", train_examples=1_000_000))
     assert rec["model"]["parameters"] == ROBERTA_BASE
     assert rec["workload"]["train_tokens_per_epoch"] == 128_000_000
     assert rec["class"]["class"] == "small"
     assert rec["recommended"]["instance"] == rec["cheapest"]  # the cheapest row is a GPU here
     json.dumps(rec)
-    text = I.format_recommendation(rec)
+    text = tables.format_recommendation(rec)
     assert "124,647,170 parameters" in text and "cheapest" in text and "| g5.xlarge |" in text
 
 
 def test_bad_input_errors_name_the_fix():
     with pytest.raises(ValueError, match="roberta-base"):
-        I.model_spec("gpt-unknown")
+        workload.model_spec("gpt-unknown")
     with pytest.raises(ValueError, match="choose one of"):
-        I.training_memory("roberta-base", precision="fp8")
+        memory.training_memory("roberta-base", precision="fp8")
     with pytest.raises(KeyError, match="not in the catalog"):
-        I.get_instance("x9.huge")
+        catalog.get_instance("x9.huge")
     with pytest.raises(ValueError, match="train_examples"):
-        I.Workload("roberta-base", train_examples=0)
+        workload.Workload("roberta-base", train_examples=0)
 
 
 def test_catalog_is_complete_sourced_and_packaged():
-    names = {i.name for i in I.load_catalog()}
+    names = {i.name for i in catalog.load_catalog()}
     families = {n.split(".")[0] for n in names}
     assert {
         "g5",
@@ -165,17 +170,17 @@ def test_catalog_is_complete_sourced_and_packaged():
         "inf2",
     } <= families
     assert {"c7g", "c8g", "m7g", "m8g", "c7i", "m7i"} <= families
-    for it in I.load_catalog():
-        assert I.availability(it.name)["ec2"], f"{it.name} unknown to EC2"
+    for it in catalog.load_catalog():
+        assert catalog.availability(it.name)["ec2"], f"{it.name} unknown to EC2"
         for src in it.sources.values():
             assert src["url"] and src["date"] and isinstance(src["verified"], bool)
         assert it.peak_bf16_tflops > 0 and it.vcpus > 0
-    p4d = I.get_instance("ml.p4d.24xlarge")
+    p4d = catalog.get_instance("ml.p4d.24xlarge")
     assert (p4d.accelerator_count, p4d.accelerator_memory_gb, p4d.peak_bf16_tflops) == (8, 40, 2496)
     assert p4d.sources["peak"]["verified"] is True  # A100 312 TFLOP/s read in stored material
-    pyproject = (I.CATALOG_PATH.parents[3] / "pyproject.toml").read_text()
+    pyproject = (catalog.CATALOG_PATH.parents[3] / "pyproject.toml").read_text()
     package_data = pyproject.split("[tool.setuptools.package-data]")[1].split("[")[1]
-    assert '"catalog/*.json"' in package_data  # shipped with the wheel
+    assert '"sizing/*.json"' in package_data  # shipped with the wheel
 
 
 def test_cli_recommend_prints_the_table(capsys):

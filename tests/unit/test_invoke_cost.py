@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from pt2aws import cost, invoke
+from pt2aws.aws import invoke
+from pt2aws.sizing import cost
 
 
 def test_chunks_keep_order_and_respect_both_limits():

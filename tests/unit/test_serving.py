@@ -159,7 +159,7 @@ def test_whitespace_only_batch_and_plain_empty_body(model):
 
 
 def test_handler_matches_predictor(smoke_model_dir, model):
-    from pt2aws.inference import Predictor
+    from pt2aws.inference.predictor import Predictor
 
     texts = ["love it", "hate it", "meh, it is fine I guess", "best day ever!!!"]
     via_handler = handler.predict_fn(

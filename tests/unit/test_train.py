@@ -2,7 +2,7 @@ import json
 
 import torch
 
-from pt2aws.train import choose_bf16, choose_compile, choose_fused_adamw
+from pt2aws.train.flags import choose_bf16, choose_compile, choose_fused_adamw
 
 
 def test_smoke_run_writes_model_metrics_and_log(smoke_train_dir):
@@ -48,9 +48,9 @@ def test_flag_choices_on_cpu_have_reasons():
 
 def test_training_loss_falls_and_model_learns(tmp_path):
     """A few hundred steps of the tiny model beat chance on held-out tweets."""
-    from pt2aws import train
+    from pt2aws.train import loop
 
-    metrics = train.main(
+    metrics = loop.main(
         [
             "--profile",
             "smoke",
@@ -73,7 +73,8 @@ def test_training_loss_falls_and_model_learns(tmp_path):
 def test_new_flags_on_cpu_and_bad_values_name_the_fix():
     import pytest
 
-    from pt2aws.train import TrainConfig, choose_fp16, choose_tf32
+    from pt2aws.config import TrainConfig
+    from pt2aws.train.flags import choose_fp16, choose_tf32
 
     cpu = torch.device("cpu")
     assert choose_tf32(cpu, "auto").enabled is False

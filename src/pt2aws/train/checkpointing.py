@@ -13,6 +13,7 @@ see (one node, or a shared file system such as FSx/EFS across nodes).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
 import re
@@ -20,6 +21,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
+
+from pt2aws.config import TrainConfig
 
 _NAME = re.compile(r"^step-(\d+)\.pt$")
 
@@ -69,7 +72,7 @@ def save_atomic(state: dict, path: str | Path, keep_last: int = 0) -> Path:
     return path
 
 
-def load(path: str | Path) -> dict:
+def load_checkpoint(path: str | Path) -> dict:
     """Load a checkpoint written by :func:`save_atomic` onto the CPU.
 
     ``weights_only=False``: the file holds python and numpy RNG states; load only checkpoints
@@ -97,3 +100,61 @@ def restore_rng(state: dict) -> None:
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
+
+
+#: Fields a resumed run may change; every other field must match the checkpoint's.
+RESUMABLE_CHANGES = {
+    "output_dir",
+    "checkpoint_dir",
+    "resume",
+    "save_steps",
+    "save_total_limit",
+    "logging_steps",
+    "torch_compile",
+    "torch_compile_mode",
+    "num_threads",
+    "benchmark_warmup_steps",
+    "per_device_eval_batch_size",
+}
+
+
+def full_state_dicts(model, optimizer, fsdp: bool) -> tuple[dict, dict]:
+    """Unsharded CPU model and optimizer state dicts (complete on rank 0; FSDP: empty elsewhere)."""
+    if not fsdp:
+        return model.state_dict(), optimizer.state_dict()
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
+
+    return get_state_dict(
+        model, optimizer, options=StateDictOptions(full_state_dict=True, cpu_offload=True)
+    )
+
+
+def load_full_state(model, optimizer, state: dict, fsdp: bool) -> None:
+    if not fsdp:
+        model.load_state_dict(state["model"], strict=True)
+        optimizer.load_state_dict(state["optimizer"])
+        return
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_state_dict
+
+    set_state_dict(
+        model,
+        optimizer,
+        model_state_dict=state["model"],
+        optim_state_dict=state["optimizer"],
+        options=StateDictOptions(full_state_dict=True, strict=True),
+    )
+
+
+def check_resumable(saved: dict, cfg: TrainConfig, world_size: int, path) -> None:
+    now = dataclasses.asdict(cfg)
+    changed = sorted(
+        k for k, v in saved["config"].items() if k not in RESUMABLE_CHANGES and now.get(k) != v
+    )
+    if changed or saved["world_size"] != world_size:
+        detail = ", ".join(f"{k}: {saved['config'][k]!r} -> {now.get(k)!r}" for k in changed)
+        if saved["world_size"] != world_size:
+            detail += f" world_size: {saved['world_size']} -> {world_size}"
+        raise ValueError(
+            f"cannot resume from {path}: the run changed ({detail.strip(', ')}). Use the "
+            "checkpoint's settings and world size, or --resume never to start afresh"
+        )

@@ -1,59 +1,11 @@
-"""The run folder: where notebooks pass state to each other, and its summary.
-
-Layout of ``runs/<UTC timestamp>/``::
-
-    env.json                 notebook 00: environment report and suggested instance
-    train/                   notebook 01: model/, metrics.json, train_log.jsonl, train_config.json
-    inference/metrics.json   notebook 02: test accuracy/F1, confusion matrix, samples
-    deploy/                  notebook 03: model.tar.gz, deploy.json (resources made and deleted)
-    plots/*.png              every plot the notebooks draw
-    notebooks/*.ipynb        the executed notebooks (``make run``)
-    summary.md               key figures, written by ``make run``
-"""
+"""``summary.md``: the key figures of a run folder, written at the end of ``make run``."""
 
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
-
-def new_run_dir(root: str | Path = "runs") -> Path:
-    """Create and return ``root/<UTC timestamp>`` (``YYYYmmdd-HHMMSS``)."""
-    path = Path(root) / time.strftime("%Y%m%d-%H%M%S", time.gmtime())
-    path.mkdir(parents=True, exist_ok=False)
-    return path
-
-
-def write_json(path: str | Path, data: dict) -> Path:
-    """Write ``data`` as indented JSON, creating parent folders; returns the path."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=2, default=str))
-    return path
-
-
-def read_json(path: str | Path) -> dict:
-    """Read a JSON file.
-
-    Raises:
-        FileNotFoundError: with a hint about which notebook writes it.
-    """
-    path = Path(path)
-    if not path.is_file():
-        hint = {
-            "train": "01_finetune_multi_gpu",
-            "inference": "02_local_inference",
-            "deploy": "03_deploy_sagemaker_graviton",
-        }
-        writer = next((nb for key, nb in hint.items() if key in path.parts), "an earlier notebook")
-        raise FileNotFoundError(f"{path} not found: run {writer} first with the same RUN_DIR")
-    return json.loads(path.read_text())
-
-
-def read_jsonl(path: str | Path) -> list[dict]:
-    """Read a JSON Lines file into a list of dicts."""
-    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+from pt2aws.rundir import RunDir
 
 
 def _fmt(value, digits: int = 4) -> str:
@@ -67,18 +19,17 @@ def write_summary(run_dir: str | Path, timings_s: dict[str, float] | None = None
 
     Missing stages are reported as missing, not hidden.
     """
-    run_dir = Path(run_dir)
-    lines = [f"# pt2aws run {run_dir.name}", ""]
+    run = RunDir(run_dir)
+    lines = [f"# pt2aws run {run.root.name}", ""]
 
-    def load(rel):
-        p = run_dir / rel
-        return json.loads(p.read_text()) if p.is_file() else None
+    def load(path: Path) -> dict | None:
+        return json.loads(path.read_text()) if path.is_file() else None
 
     env, train, infer, deploy = (
-        load("env.json"),
-        load("train/metrics.json"),
-        load("inference/metrics.json"),
-        load("deploy/deploy.json"),
+        load(run.env_json),
+        load(run.train_metrics),
+        load(run.inference_metrics),
+        load(run.deploy_json),
     )
     if env:
         lines += [
@@ -87,7 +38,7 @@ def write_summary(run_dir: str | Path, timings_s: dict[str, float] | None = None
             f"{env.get('accelerator', 'cpu')}; suggested instance: {env.get('suggested_instance')}",
             "",
         ]
-    sizing = (load("recommendation.json") or {}).get("recommendation")
+    sizing = (load(run.recommendation_json) or {}).get("recommendation")
     if sizing:
         choice = sizing.get("recommended") or {}
         lines += [
@@ -120,7 +71,7 @@ def write_summary(run_dir: str | Path, timings_s: dict[str, float] | None = None
         lines += [f"| flags | {flags} |", ""]
     else:
         lines += ["## Fine-tuning: missing (train/metrics.json not found)", ""]
-    ab = load("ab/ab.json")
+    ab = load(run.ab_json)
     if ab and ab.get("rows"):
         lines += [
             f"## Training speed A/B (notebook 01; {ab.get('device')})",
@@ -133,7 +84,7 @@ def write_summary(run_dir: str | Path, timings_s: dict[str, float] | None = None
             for r in ab["rows"]
         ]
         lines.append("")
-    job = load("train/sagemaker_job.json")
+    job = load(run.sagemaker_job_json)
     if job:
         lines += [
             f"- SageMaker training job ({job.get('target')}): `{job.get('name')}` "
@@ -163,16 +114,14 @@ def write_summary(run_dir: str | Path, timings_s: dict[str, float] | None = None
             f"matches the local handler: {deploy.get('matches_local')}",
             "",
         ]
-        cost_md = run_dir / "deploy" / "cost.md"
-        if cost_md.is_file():
-            lines += ["### Cost per 1M inferences", cost_md.read_text(), ""]
+        if run.cost_md.is_file():
+            lines += ["### Cost per 1M inferences", run.cost_md.read_text(), ""]
     if timings_s:
         lines += ["## Timings", "| notebook | seconds |", "| --- | --- |"]
         lines += [f"| {k} | {v:.1f} |" for k, v in timings_s.items()]
         lines += [f"| total | {sum(timings_s.values()):.1f} |", ""]
-    plots = sorted((run_dir / "plots").glob("*.png")) if (run_dir / "plots").is_dir() else []
+    plots = sorted(run.plots_dir.glob("*.png")) if run.plots_dir.is_dir() else []
     if plots:
         lines += ["## Plots"] + [f"![{p.stem}](plots/{p.name})" for p in plots] + [""]
-    path = run_dir / "summary.md"
-    path.write_text("\n".join(lines))
-    return path
+    run.summary_md.write_text("\n".join(lines))
+    return run.summary_md

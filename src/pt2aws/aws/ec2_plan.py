@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import logging
 
-from pt2aws import instances as inst
+from pt2aws.aws import endpoint, images
+from pt2aws.sizing import catalog
 
 logger = logging.getLogger(__name__)
 
@@ -56,7 +57,7 @@ def dlami_parameter(
     Raises:
         KeyError: the instance type is not in the catalog.
     """
-    it = inst.get_instance(instance_type)
+    it = catalog.get_instance(instance_type)
     if it.kind == "gpu":
         return (
             "/aws/service/deeplearning/ami/x86_64/"
@@ -76,7 +77,7 @@ def lookup_ami(parameter: str, region: str) -> str:
     """
     from botocore.exceptions import ClientError
 
-    from pt2aws.aws import boto_session
+    from pt2aws.aws.session import boto_session
 
     ssm = boto_session(region).client("ssm")
     try:
@@ -106,10 +107,10 @@ def training_image_uri(
     None for Trainium / Inferentia (they need the Neuron ``pytorch-training-neuronx`` images,
     which pt2aws's training script does not target) and for types SageMaker training rejects.
     """
-    it = inst.get_instance(instance_type)
+    it = catalog.get_instance(instance_type)
     if it.kind in ("trainium", "inferentia"):
         return None
-    if not inst.availability(it.name)["sagemaker_training"]:
+    if not catalog.availability(it.name)["sagemaker_training"]:
         return None
     from sagemaker.core import image_uris
 
@@ -145,14 +146,16 @@ def run_instances_request(
             multi-node EFA launch without ``subnet_id``.
     """
     bare = instance_type.removeprefix("ml.")
-    if not inst.availability(bare)["ec2"]:
+    if not catalog.availability(bare)["ec2"]:
         raise LaunchPlanError(
             f"EC2 has no instance type {bare!r} (botocore's InstanceType list); use the EC2 name, "
             "e.g. p4d.24xlarge (SageMaker adds the ml. prefix)"
         )
     if count < 1:
         raise LaunchPlanError(f"count must be >= 1, got {count}")
-    kind = inst.get_instance(bare).kind if bare in {i.name for i in inst.load_catalog()} else ""
+    kind = (
+        catalog.get_instance(bare).kind if bare in {i.name for i in catalog.load_catalog()} else ""
+    )
     root_device = (
         "/dev/sda1" if kind in ("trainium", "inferentia") else "/dev/xvda"
     )  # Ubuntu / AL2023
@@ -174,7 +177,7 @@ def run_instances_request(
     }
     if key_name:
         request["KeyName"] = key_name
-    efa = bare in {i.name for i in inst.load_catalog() if i.efa}
+    efa = bare in {i.name for i in catalog.load_catalog() if i.efa}
     if efa and count > 1:
         if not subnet_id:
             raise LaunchPlanError(
@@ -208,7 +211,7 @@ def dry_run(request: dict, region: str) -> dict:
     """
     from botocore.exceptions import ClientError
 
-    from pt2aws.aws import boto_session
+    from pt2aws.aws.session import boto_session
 
     ec2 = boto_session(region).client("ec2")
     try:
@@ -237,7 +240,7 @@ def sagemaker_training_settings(
         "max_runtime_in_seconds", "available"}``; ``available`` is False (and the image None)
         where SageMaker training does not offer the type or pt2aws has no image for it.
     """
-    it = inst.get_instance(instance_type)
+    it = catalog.get_instance(instance_type)
     image = training_image_uri(it.name, region)
     return {
         "training_image": image,
@@ -252,16 +255,15 @@ def sagemaker_training_settings(
 
 def sagemaker_endpoint_settings(instance_type: str, region: str) -> dict:
     """Settings for a SageMaker real-time endpoint: image, instance, container environment."""
-    from pt2aws import deploy
 
-    it = inst.get_instance(instance_type)
-    hosting = inst.availability(it.name)["sagemaker_hosting"]
-    image = deploy.inference_image_uri(region, instance_type=f"ml.{it.name}") if hosting else None
+    it = catalog.get_instance(instance_type)
+    hosting = catalog.availability(it.name)["sagemaker_hosting"]
+    image = images.inference_image_uri(region, instance_type=f"ml.{it.name}") if hosting else None
     return {
         "image_uri": image,
         "instance_type": f"ml.{it.name}",
         "initial_instance_count": 1,
-        "environment": deploy.endpoint_environment(f"ml.{it.name}", it.vcpus),
+        "environment": endpoint.endpoint_environment(f"ml.{it.name}", it.vcpus),
         "available": hosting,
     }
 
@@ -291,7 +293,7 @@ def launch_plan(
         ``{"region", "ec2": {"ssm_parameter", "ami_id", "request", "dry_run"}, "sagemaker_training",
         "sagemaker_endpoint", "next_steps"}``.
     """
-    it = inst.get_instance(train_instance)
+    it = catalog.get_instance(train_instance)
     parameter = dlami_parameter(it.name)
     ami = lookup_ami(parameter, region) if resolve_ami else None
     request = run_instances_request(
@@ -381,7 +383,7 @@ def plan_for_target(
             train_instance, nodes, serve_instance, region, resolve_ami=False, dry_run_ec2=False
         )
     elif target in ("emulator", "aws"):
-        from pt2aws.aws import aws_target
+        from pt2aws.aws.emulator import aws_target
 
         with aws_target(target, region) as emulator:
             if emulator is not None:

@@ -130,7 +130,7 @@ class EndpointClient:
         if client is None:
             from botocore.config import Config
 
-            from pt2aws.aws import boto_session
+            from pt2aws.aws.session import boto_session
 
             config = Config(
                 retries={"mode": "standard", "total_max_attempts": max_attempts},

@@ -42,9 +42,17 @@ import logging
 import os
 import socket
 
+from pt2aws.aws.session import list_sagemaker_resources, list_scalable_targets
+
 EMULATOR_ACCOUNT = "123456789012"  # moto's default account id
+
+
 EMULATOR_REGION = "us-east-1"  # the emulator's default region (any region works)
+
+
 EMULATOR_ROLE_ARN = f"arn:aws:iam::{EMULATOR_ACCOUNT}:role/pt2aws-emulator-sagemaker-role"
+
+
 _ENV_KEYS = (
     "AWS_ENDPOINT_URL",
     "AWS_ACCESS_KEY_ID",
@@ -54,10 +62,18 @@ _ENV_KEYS = (
     "SAGEMAKER_VALIDATE_ROLE",
     "AWS_PROFILE",
 )
+
+
 _PATCHED = False
+
+
 #: Per-process state read by the patched moto handlers (one emulator at a time).
 _FAULTS: dict[str, list[tuple[str, str, int]]] = {}
+
+
 _FORWARD: dict[str, str | None] = {"url": None}
+
+
 _FAULT_OPERATIONS = {
     "CreateModel": "create_model",
     "CreateEndpointConfig": "create_endpoint_config",
@@ -370,62 +386,6 @@ class Emulator:
         found = list_sagemaker_resources(region=self.region)
         found["scalable_targets"] = list_scalable_targets(region=self.region)
         return found
-
-
-_LOADER = None
-
-
-def boto_session(region: str | None = None):
-    """A fresh ``boto3.Session`` for ``region`` (default: the configured one, else ``us-east-1``).
-
-    Credentials, region and ``AWS_ENDPOINT_URL`` are read anew for every session; only botocore's
-    data loader is shared, so the service models (SageMaker's is several MB of JSON) are parsed
-    once per process instead of once per client (about 0.5 s each on 2 cores).
-    """
-    global _LOADER
-    import boto3
-    import botocore.session
-
-    core = botocore.session.get_session()
-    if _LOADER is None:
-        _LOADER = core.get_component("data_loader")
-    core.register_component("data_loader", _LOADER)
-    region = region or core.get_config_variable("region") or "us-east-1"
-    return boto3.Session(botocore_session=core, region_name=region)
-
-
-def list_sagemaker_resources(prefix: str = "", region: str | None = None) -> dict[str, list[str]]:
-    """Names of SageMaker models, endpoint configs and endpoints starting with ``prefix``."""
-    sm = boto_session(region).client("sagemaker")
-    found = {"endpoints": [], "endpoint_configs": [], "models": []}
-    for key, call, field, name_key in (
-        ("endpoints", "list_endpoints", "Endpoints", "EndpointName"),
-        ("endpoint_configs", "list_endpoint_configs", "EndpointConfigs", "EndpointConfigName"),
-        ("models", "list_models", "Models", "ModelName"),
-    ):
-        for page in sm.get_paginator(call).paginate(**({"NameContains": prefix} if prefix else {})):
-            found[key] += [
-                item[name_key] for item in page[field] if item[name_key].startswith(prefix)
-            ]
-    return found
-
-
-def list_scalable_targets(prefix: str = "", region: str | None = None) -> list[str]:
-    """Application Auto Scaling resource ids of SageMaker variants whose endpoint starts with ``prefix``.
-
-    Returns ids like ``endpoint/<name>/variant/AllTraffic``.
-    """
-    client = boto_session(region).client("application-autoscaling")
-    ids = []
-    for page in client.get_paginator("describe_scalable_targets").paginate(
-        ServiceNamespace="sagemaker"
-    ):
-        ids += [
-            t["ResourceId"]
-            for t in page["ScalableTargets"]
-            if t["ResourceId"].startswith(f"endpoint/{prefix}")
-        ]
-    return ids
 
 
 @contextlib.contextmanager

@@ -1,6 +1,6 @@
 import json
 
-from pt2aws import env, records
+from pt2aws import env, report, rundir
 
 
 def test_env_report_on_cpu_machine():
@@ -18,7 +18,7 @@ def test_env_report_on_cpu_machine():
 
 
 def test_summary_reports_missing_stages(tmp_path):
-    records.write_json(
+    rundir.write_json(
         tmp_path / "inference" / "metrics.json",
         {
             "accuracy": 0.9,
@@ -28,7 +28,7 @@ def test_summary_reports_missing_stages(tmp_path):
             "handler_agrees": True,
         },
     )
-    text = records.write_summary(tmp_path, {"a.ipynb": 1.5}).read_text()
+    text = report.write_summary(tmp_path, {"a.ipynb": 1.5}).read_text()
     assert "missing" in text
     assert "| test accuracy | 0.9000 |" in text
     assert "| total | 1.5 |" in text
@@ -38,11 +38,11 @@ def test_read_json_hint(tmp_path):
     import pytest
 
     with pytest.raises(FileNotFoundError, match="01_finetune_multi_gpu"):
-        records.read_json(tmp_path / "train" / "metrics.json")
+        rundir.read_json(tmp_path / "train" / "metrics.json")
 
 
 def test_summary_reports_sizing(tmp_path):
-    records.write_json(
+    rundir.write_json(
         tmp_path / "recommendation.json",
         {
             "recommendation": {
@@ -54,7 +54,34 @@ def test_summary_reports_sizing(tmp_path):
             }
         },
     )
-    text = records.write_summary(tmp_path).read_text()
+    text = report.write_summary(tmp_path).read_text()
     assert "## Sizing (notebook 00)" in text
     assert "124,647,170 parameters; workload class **small**" in text
     assert "1 x `g6e.xlarge`" in text
+
+
+def test_run_dir_names_every_path_and_says_which_notebook_writes_it(tmp_path):
+    import pytest
+
+    run = rundir.RunDir(tmp_path)
+    assert run.model_dir == tmp_path / "train" / "model"
+    assert run.plot("training") == run.plot("training.png") == tmp_path / "plots" / "training.png"
+    assert run.deploy_archive == tmp_path / "deploy" / "model.tar.gz"
+    assert run.writer_of(run.train_metrics) == "01_finetune_multi_gpu"
+    assert run.writer_of(run.inference_metrics) == "02_local_inference"
+    assert run.writer_of(run.cost_md) == "03_deploy_sagemaker_graviton"
+    assert run.writer_of(run.recommendation_json) == "00_instance_setup"
+    with pytest.raises(FileNotFoundError, match="run 01_finetune_multi_gpu first with RUN_DIR"):
+        run.require(run.model_dir)
+    rundir.write_json(run.ab_json, {"rows": [1]})
+    assert run.read_json(run.ab_json) == {"rows": [1]}
+    run.train_log.parent.mkdir(parents=True)
+    run.train_log.write_text('{"step": 1}\n\n{"step": 2}\n')
+    assert [r["step"] for r in run.read_jsonl(run.train_log)] == [1, 2]
+
+
+def test_new_run_dir_is_a_utc_timestamp(tmp_path):
+    import re
+
+    run = rundir.RunDir.new(tmp_path / "runs")
+    assert run.root.is_dir() and re.fullmatch(r"\d{8}-\d{6}", run.root.name)

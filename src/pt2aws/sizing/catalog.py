@@ -1,0 +1,346 @@
+"""The one source of instance and accelerator facts: ``instances.json`` and its readers.
+
+Every hardware, instance and price figure pt2aws uses lives in ``instances.json`` beside this
+file, each naming its source, the date it was read and whether it was verified in stored
+material (``verified: false`` figures must be checked at the source before anyone quotes them):
+
+* instance types (EC2 names; SageMaker prefixes ``ml.``): vCPUs, memory, accelerators,
+  interconnect, EFA, EC2 on-demand price (:func:`load_catalog`, :func:`get_instance`);
+* accelerators: memory, peak dense bf16 FLOP/s and the names ``torch.cuda.get_device_name``
+  reports (:func:`peak_bf16_flops`, used for MFU);
+* the processor of each instance family, hence architecture and Graviton generation
+  (:func:`architecture`, :func:`graviton_generation`), and vCPUs per size (:func:`instance_vcpus`);
+* SageMaker real-time hosting prices (:func:`hosting_price`), which differ from EC2 prices.
+
+Which instance types the AWS APIs accept is read from botocore's bundled service models, here
+and nowhere else (:func:`botocore_instance_types`), so it follows the installed botocore.
+Edit ``instances.json`` to update a figure; nothing else in the package hard-codes one.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+CATALOG_PATH = Path(__file__).with_name("instances.json")
+
+
+class CatalogError(ValueError):
+    """The instance catalog is missing a field or names an unknown accelerator/source."""
+
+
+@dataclass(frozen=True)
+class InstanceType:
+    """One instance type from the catalog (EC2 name; SageMaker prefixes ``ml.``).
+
+    Attributes:
+        name: EC2 instance type, e.g. ``"p4d.24xlarge"``.
+        kind: ``gpu`` | ``trainium`` | ``inferentia`` | ``cpu``.
+        cpu: processor family, e.g. ``"Graviton3"``.
+        vcpus: virtual CPUs.
+        memory_gib: instance RAM, GiB.
+        accelerator: accelerator name (key of the catalog's ``accelerators``) or None.
+        accelerator_count: accelerators per instance.
+        accelerator_memory_gb: memory per accelerator, GB (1e9 bytes); 0 for CPU instances.
+        peak_bf16_tflops: dense bf16 peak of the whole instance, TFLOP/s.
+        interconnect: accelerator interconnect and network, in words.
+        efa: whether the instance has an Elastic Fabric Adapter.
+        price_usd_per_hour: EC2 on-demand price, us-east-1, USD/hour; None when unknown.
+        sources: ``{"specs", "price", "peak"}`` -> source entries of the catalog (url, date, verified).
+    """
+
+    name: str
+    kind: str
+    cpu: str
+    vcpus: int
+    memory_gib: float
+    accelerator: str | None
+    accelerator_count: int
+    accelerator_memory_gb: float
+    peak_bf16_tflops: float
+    interconnect: str
+    efa: bool
+    price_usd_per_hour: float | None
+    sources: dict
+
+    @property
+    def devices(self) -> int:
+        """Training devices per instance: accelerators, or 1 (the CPU) for CPU instances."""
+        return self.accelerator_count or 1
+
+    @property
+    def device_memory_bytes(self) -> float:
+        """Memory of one training device in bytes (accelerator memory, else instance RAM)."""
+        if self.accelerator_count:
+            return self.accelerator_memory_gb * 1e9
+        return self.memory_gib * 2**30
+
+    @property
+    def verified(self) -> bool:
+        """True when every figure of this entry was verified in stored material."""
+        return all(s.get("verified") for s in self.sources.values())
+
+    @property
+    def trains(self) -> bool:
+        """Inferentia is for inference only; everything else can train."""
+        return self.kind != "inferentia"
+
+
+@lru_cache(maxsize=4)
+def _read_catalog(path: str) -> dict:
+    return json.loads(Path(path).read_text())
+
+
+def load_catalog(path: str | Path | None = None) -> list[InstanceType]:
+    """The instance types of ``catalog/instances.json`` (or ``path``), in file order.
+
+    Raises:
+        CatalogError: a missing field, an unknown accelerator/CPU, or an unknown source id.
+    """
+    data = _read_catalog(str(path or CATALOG_PATH))
+    sources, accels, cpus = data["sources"], data["accelerators"], data["cpus"]
+    out = []
+    for row in data["instances"]:
+        try:
+            name = row["name"]
+            srcs = {k: dict(sources[v], id=v) for k, v in row["sources"].items()}
+            if row["accelerator"]:
+                acc = accels[row["accelerator"]]
+                mem_gb, peak = acc["memory_gb"], acc["peak_bf16_tflops"] * row["accelerator_count"]
+                srcs["peak"] = dict(sources[acc["source"]], id=acc["source"])
+            else:
+                cpu = cpus[row["cpu"]]
+                mem_gb, peak = 0.0, cpu["peak_bf16_tflops_per_vcpu"] * row["vcpus"]
+                srcs["peak"] = dict(sources[cpu["source"]], id=cpu["source"])
+            out.append(
+                InstanceType(
+                    name=name,
+                    kind=row["kind"],
+                    cpu=row["cpu"],
+                    vcpus=int(row["vcpus"]),
+                    memory_gib=float(row["memory_gib"]),
+                    accelerator=row["accelerator"],
+                    accelerator_count=int(row["accelerator_count"]),
+                    accelerator_memory_gb=float(mem_gb),
+                    peak_bf16_tflops=float(peak),
+                    interconnect=row["interconnect"],
+                    efa=bool(row["efa"]),
+                    price_usd_per_hour=row["price_usd_per_hour"],
+                    sources=srcs,
+                )
+            )
+        except KeyError as exc:
+            raise CatalogError(
+                f"catalog entry {row.get('name', row)!r}: missing or unknown {exc}; every instance "
+                "needs name, kind, cpu, vcpus, memory_gib, accelerator, accelerator_count, "
+                "interconnect, efa, price_usd_per_hour and sources naming ids under 'sources'"
+            ) from None
+    return out
+
+
+def catalog_meta(path: str | Path | None = None) -> dict:
+    """The catalog's ``meta`` block (region, price basis, checked date, verification rule)."""
+    return dict(_read_catalog(str(path or CATALOG_PATH))["meta"])
+
+
+def get_instance(name: str) -> InstanceType:
+    """The catalog entry for ``name`` (``"p4d.24xlarge"`` or ``"ml.p4d.24xlarge"``).
+
+    Raises:
+        KeyError: not in the catalog; the message lists what is.
+    """
+    bare = name.removeprefix("ml.")
+    for it in load_catalog():
+        if it.name == bare:
+            return it
+    raise KeyError(
+        f"{name!r} is not in the catalog ({CATALOG_PATH.name}); known: "
+        + ", ".join(i.name for i in load_catalog())
+        + ". Add it to the catalog file with its sources."
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# families, sizes, architecture (any instance type AWS offers, not only the catalog's rows)
+# ----------------------------------------------------------------------------------------------
+def instance_family(instance_type: str) -> str:
+    """``"ml.c7g.xlarge"`` or ``"c7g.xlarge"`` -> ``"c7g"``.
+
+    Raises:
+        ValueError: not of the form ``[ml.]<family>.<size>``.
+    """
+    parts = instance_type.removeprefix("ml.").split(".") if isinstance(instance_type, str) else []
+    if len(parts) != 2 or not all(parts):
+        raise ValueError(
+            f"instance type {instance_type!r} is not of the form ml.<family>.<size>, e.g. ml.c7g.xlarge"
+        )
+    return parts[0]
+
+
+def family_processor(instance_type: str) -> str | None:
+    """Processor of the instance's family (``"Graviton3"``, ``"Ice Lake"``…), None when unknown."""
+    family = instance_family(instance_type)
+    known = _read_catalog(str(CATALOG_PATH))["cpu_families"]
+    if family in known:
+        return known[family]
+    row = next((it for it in load_catalog() if instance_family(it.name) == family), None)
+    return row.cpu if row else None
+
+
+def is_graviton(instance_type: str) -> bool:
+    """True for AWS Graviton (arm64) instance types, e.g. ``ml.c7g.xlarge``."""
+    return (family_processor(instance_type) or "").startswith("Graviton")
+
+
+def architecture(instance_type: str) -> str:
+    """``"arm64"`` for Graviton families, else ``"x86_64"``."""
+    return "arm64" if is_graviton(instance_type) else "x86_64"
+
+
+def graviton_generation(instance_type: str) -> int | None:
+    """2, 3 or 4 for Graviton instance types; None for others."""
+    cpu = family_processor(instance_type) or ""
+    return int(cpu.removeprefix("Graviton")) if cpu.startswith("Graviton") else None
+
+
+def has_bf16(instance_type: str) -> bool:
+    """Whether the instance's CPU computes bf16 natively (Graviton3+, Sapphire Rapids)."""
+    cpu = family_processor(instance_type)
+    return bool(cpu and _read_catalog(str(CATALOG_PATH))["cpus"].get(cpu, {}).get("bf16"))
+
+
+def instance_vcpus(instance_type: str) -> int:
+    """vCPUs of an instance type: the catalog row, else the size rule of ``instances.json``.
+
+    Raises:
+        ValueError: a size the rule does not know (pass the vCPUs explicitly then).
+    """
+    bare = instance_type.removeprefix("ml.")
+    row = next((it for it in load_catalog() if it.name == bare), None)
+    if row:
+        return row.vcpus
+    family, size = instance_family(bare), bare.split(".")[1]
+    sizes = _read_catalog(str(CATALOG_PATH))["size_vcpus"]
+    if size == "medium" and not is_graviton(bare):
+        return 2  # x86 burstable t*.medium
+    if size not in sizes or size == "note":
+        known = ", ".join(k for k in sizes if k != "note")
+        raise ValueError(
+            f"unknown size {size!r} in {instance_type} (family {family}): pass vcpus= "
+            f"explicitly (known sizes: {known})"
+        )
+    return int(sizes[size])
+
+
+@lru_cache(maxsize=1)
+def _botocore_enums() -> dict[str, frozenset]:
+    import botocore.session
+
+    session = botocore.session.get_session()
+    sm = session.get_service_model("sagemaker")
+    return {
+        "ec2": frozenset(session.get_service_model("ec2").shape_for("InstanceType").enum),
+        "training": frozenset(sm.shape_for("TrainingInstanceType").enum),
+        "hosting": frozenset(sm.shape_for("ProductionVariantInstanceType").enum),
+    }
+
+
+def botocore_instance_types(api: str) -> frozenset[str]:
+    """Instance types an AWS API accepts, from botocore's bundled service model (offline).
+
+    Args:
+        api: ``"ec2"`` (EC2 ``InstanceType``, bare names), ``"training"`` (SageMaker
+            ``TrainingInstanceType``) or ``"hosting"`` (SageMaker ``ProductionVariantInstanceType``;
+            both with the ``ml.`` prefix).
+
+    Raises:
+        ValueError: another ``api``.
+    """
+    enums = _botocore_enums()
+    if api not in enums:
+        raise ValueError(f"api {api!r}: choose one of {', '.join(enums)}")
+    return enums[api]
+
+
+def availability(name: str) -> dict[str, bool]:
+    """Whether EC2, SageMaker training and SageMaker real-time hosting accept ``name``.
+
+    Returns:
+        ``{"ec2": bool, "sagemaker_training": bool, "sagemaker_hosting": bool}``.
+    """
+    bare = name.removeprefix("ml.")
+    return {
+        "ec2": bare in botocore_instance_types("ec2"),
+        "sagemaker_training": f"ml.{bare}" in botocore_instance_types("training"),
+        "sagemaker_hosting": f"ml.{bare}" in botocore_instance_types("hosting"),
+    }
+
+
+# ----------------------------------------------------------------------------------------------
+# accelerator peaks and hosting prices
+# ----------------------------------------------------------------------------------------------
+def peak_bf16_flops(device_name: str) -> float | None:
+    """Peak dense bf16 FLOP/s of the GPU ``torch.cuda.get_device_name()`` calls ``device_name``.
+
+    The longest ``device_names`` pattern of the catalog's accelerators contained in the name
+    wins (``"H100 PCIe"`` before ``"H100"``, ``"L40S"`` before ``"L4"``).
+
+    Returns:
+        FLOP/s (not TFLOP/s), or None for a GPU the catalog does not know (MFU is then not
+        reported).
+    """
+    accels = _read_catalog(str(CATALOG_PATH))["accelerators"]
+    best = None
+    for acc in accels.values():
+        for pattern in acc.get("device_names", []):
+            if pattern in device_name and (best is None or len(pattern) > len(best[0])):
+                best = (pattern, acc["peak_bf16_tflops"])
+    return best[1] * 1e12 if best else None
+
+
+@dataclass(frozen=True)
+class HostingPrice:
+    """A SageMaker real-time hosting price (on-demand, us-east-1).
+
+    Attributes:
+        instance_type: e.g. ``"ml.c7g.xlarge"``.
+        usd_per_hour: USD per instance-hour.
+        memory_gib: instance RAM, GiB.
+        processor: e.g. ``"Graviton3"``.
+        source: the catalog's source entry (``url``, ``date``, ``verified``, ``note``, ``id``).
+    """
+
+    instance_type: str
+    usd_per_hour: float
+    memory_gib: float
+    processor: str
+    source: dict
+
+    @property
+    def verified(self) -> bool:
+        """True when the price was read in stored material on the source's date."""
+        return bool(self.source.get("verified"))
+
+
+def hosting_prices() -> dict[str, HostingPrice]:
+    """Every SageMaker hosting price in the catalog, by ``ml.`` instance type."""
+    data = _read_catalog(str(CATALOG_PATH))
+    out = {}
+    for name, row in data["sagemaker_hosting_prices"].items():
+        if name == "note":
+            continue
+        out[name] = HostingPrice(
+            instance_type=name,
+            usd_per_hour=float(row["usd_per_hour"]),
+            memory_gib=float(row["memory_gib"]),
+            processor=family_processor(name) or "",
+            source=dict(data["sources"][row["source"]], id=row["source"]),
+        )
+    return out
+
+
+def hosting_price(instance_type: str) -> HostingPrice | None:
+    """The SageMaker hosting price of ``instance_type`` (``ml.`` prefix optional), or None."""
+    return hosting_prices().get("ml." + instance_type.removeprefix("ml."))

@@ -1,0 +1,154 @@
+"""Which instance to train and serve on, and what it costs: catalog, memory estimate, ranking.
+
+The figures (vCPUs, memory, accelerators, peak bf16 TFLOP/s, interconnect, on-demand price) live in
+one file, ``catalog/instances.json``; each names its source and date, and says whether it was
+verified in stored material. Edit that file to update prices; nothing here hard-codes them.
+
+Formulas (all stated again where they are used):
+
+* **Training state** per parameter, mixed precision with AdamW: 16 bytes = 2 (bf16/fp16 weights)
+  + 2 (gradients) + 12 (fp32 master weights, Adam momentum and variance). Rajbhandari et al.,
+  "ZeRO: Memory Optimizations Toward Training Trillion Parameter Models", SC 2020, section 3.1
+  ("2Ψ + 2Ψ + KΨ", K = 12). PyTorch autocast with fp32 weights gives the same 16 bytes
+  (4 weights + 4 gradients + 8 Adam). Pure bf16 (weights, gradients and Adam states in bf16) is
+  8 bytes; fp32 is 16 bytes.
+* **Activations** stored for the backward pass, per transformer layer, 16-bit:
+  ``s·b·h·(34 + 5·a·s/h)`` bytes (sequence s, micro-batch b, hidden h, heads a); with full
+  activation recomputation ``2·s·b·h`` per layer. Korthikanti et al., "Reducing Activation
+  Recomputation in Large Transformer Models", MLSys 2023, sections 4.1-4.2 (eq. 1). fp32 doubles it.
+* **Training compute**: ``6 · parameters · tokens`` FLOPs (forward 2, backward 4; Kaplan et al.,
+  "Scaling Laws for Neural Language Models", 2020, section 2.1). Time = FLOPs / (peak x MFU);
+  the MFU (model FLOPs utilisation) is an assumption, stated in every result.
+* **Inference compute**: ``2 · parameters · tokens`` FLOPs per request (same source).
+
+Workload classes follow the re:Invent 2022 talk CMP207 ("Choosing the right accelerator for
+training and inference": small / intermediate / big / huge); the thresholds are ours and are in
+:func:`workload_class`.
+"""
+
+from __future__ import annotations
+
+from pt2aws.sizing.catalog import load_catalog
+
+
+def catalog_rows() -> list[dict]:
+    """The catalog as table rows (one dict per instance) for display."""
+    rows = []
+    for it in load_catalog():
+        rows.append(
+            {
+                "instance": it.name,
+                "kind": it.kind,
+                "vcpus": it.vcpus,
+                "memory_gib": it.memory_gib,
+                "accelerators": f"{it.accelerator_count} x {it.accelerator}"
+                if it.accelerator
+                else f"CPU ({it.cpu})",
+                "accelerator_memory_gb": it.accelerator_memory_gb or None,
+                "peak_bf16_tflops": round(it.peak_bf16_tflops, 1),
+                "interconnect": it.interconnect,
+                "price_usd_per_hour": it.price_usd_per_hour,
+                "verified": it.verified,
+            }
+        )
+    return rows
+
+
+def _hours(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 2 * 3600:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def training_table(rec: dict, limit: int | None = None) -> str:
+    """Markdown table of the training ranking (cheapest first)."""
+    lines = [
+        "| instance | accelerators | nodes | strategy | GB/device | time | USD | | note |",
+        "| --- | --- | ---: | --- | ---: | ---: | ---: | --- | --- |",
+    ]
+    for r in rec["training"][:limit]:
+        mark = " ".join(
+            m for m, on in (("cheapest", r["cheapest"]), ("fastest", r["fastest"])) if on
+        )
+        cost = "n/a (no price)" if r["cost_usd"] is None else f"{r['cost_usd']:.2f}"
+        lines.append(
+            f"| {r['instance']} | {r['accelerators']} | {r['nodes']} | {r['strategy']} | "
+            f"{r['memory_per_device_gb']:.1f} | {_hours(r['time_s'])} | {cost} | {mark} | "
+            f"{r['note']} |"
+        )
+    return "\n".join(lines)
+
+
+def inference_table(rec: dict) -> str:
+    """Markdown table of the inference ranking (cost per 1M requests)."""
+    if not rec["inference"]:
+        need = rec["memory"]["inference_bf16"]["total"] / 1e9
+        return (
+            f"no single-accelerator or CPU instance of the inference list holds the {need:.1f} GB "
+            "of bf16 weights: serve sharded over a multi-GPU instance (out of pt2aws's scope)"
+        )
+    lines = [
+        "| instance | processor | arch | requests/s | USD/hour | USD per 1M requests | | note |",
+        "| --- | --- | --- | ---: | ---: | ---: | --- | --- |",
+    ]
+    for r in rec["inference"]:
+        mark = " ".join(
+            m for m, on in (("cheapest", r["cheapest"]), ("fastest", r["fastest"])) if on
+        )
+        lines.append(
+            f"| {r['instance']} | {r['processor']} | {r['arch']} | {r['throughput_rps']:.0f} | "
+            f"{r['price_usd_per_hour']:.4g} | {r['usd_per_million']:.3f} | {mark} | {r['note']} |"
+        )
+    return "\n".join(lines)
+
+
+def format_sizing(rec: dict) -> str:
+    """Model, data, memory breakdown and workload class (the head of the recommendation)."""
+    m, w, c = rec["model"], rec["workload"], rec["class"]
+    mem, inf = rec["memory"]["training_one_device"], rec["memory"]["inference_bf16"]
+    gb = 1e9
+    lines = [
+        f"model {m['name']}: {m['parameters']:,} parameters (h={m['hidden_size']}, "
+        f"L={m['num_layers']}, a={m['num_heads']})",
+        f"data: {w['train_examples']:,} examples x {w['seq_len']} tokens x {w['epochs']:g} epochs "
+        f"= {w['train_tokens_per_epoch'] * w['epochs']:.3g} tokens; {w['training_flops']:.3g} FLOPs "
+        "(6 x params x tokens)",
+        f"training memory on one device ({w['precision']}, micro-batch {w['micro_batch']}): "
+        f"weights {mem['weights'] / gb:.2f} + gradients {mem['gradients'] / gb:.2f} + AdamW "
+        f"{mem['optimizer'] / gb:.2f} + activations {mem['activations'] / gb:.2f} = "
+        f"{mem['total'] / gb:.2f} GB",
+        f"inference memory (bf16, batch 1): {inf['total'] / gb:.3f} GB",
+        f"workload class: {c['class']} ({c['reason']}) -> {c['strategy']}",
+    ]
+    return "\n".join(lines)
+
+
+def format_recommendation(rec: dict, limit: int | None = 12) -> str:
+    """The text that notebook 00 and ``pt2aws recommend`` print."""
+    lines = [
+        format_sizing(rec),
+        "",
+        "Training: instances that fit, cheapest first (MFU "
+        + ", ".join(f"{k} {v:.0%}" for k, v in rec["assumptions"]["mfu"].items())
+        + f"; cost = (time + {rec['assumptions']['overhead_s']:.0f} s start-up) x nodes x EC2 "
+        "on-demand us-east-1)",
+        training_table(rec, limit),
+        "",
+        "Inference: cost per 1M requests (throughput estimated from peak; replace with measured)",
+        inference_table(rec),
+        "",
+        f"cheapest training: {rec['cheapest']}; fastest: {rec['fastest']}; cheapest inference: "
+        f"{rec['inference_cheapest']}",
+        "recommended for pt2aws as is (cheapest CUDA/CPU instance): "
+        + (
+            f"{rec['recommended']['nodes']} x {rec['recommended']['instance']} "
+            f"({rec['recommended']['strategy']})"
+            if rec["recommended"]
+            else "none fits"
+        ),
+        f"catalog checked {rec['catalog']['checked']}; figures marked verified=false in "
+        "src/pt2aws/catalog/instances.json must be checked before quoting",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,88 @@
+"""Small facts about this process and machine that several stages need, each defined once.
+
+Nothing here imports torch at module level (the CLI and the serving image import it cheaply).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+from pathlib import Path
+
+#: ``platform.machine()`` values of 64-bit Arm (Linux reports ``aarch64``, macOS ``arm64``).
+ARM64_MACHINES = ("aarch64", "arm64")
+
+
+def is_arm64(machine: str | None = None) -> bool:
+    """True on 64-bit Arm (AWS Graviton, Apple silicon).
+
+    Args:
+        machine: a ``platform.machine()`` value to test instead of this machine's.
+    """
+    return (machine or platform.machine()).lower() in ARM64_MACHINES
+
+
+def available_cpus() -> int:
+    """CPUs this process may run on (its affinity mask, e.g. a container's cpuset), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # macOS has no sched_getaffinity
+        return os.cpu_count() or 1
+
+
+def default_num_threads(local_processes: int | None = None) -> int:
+    """Intra-op threads for one of ``local_processes`` CPU processes sharing this machine.
+
+    Args:
+        local_processes: processes on this node; default ``LOCAL_WORLD_SIZE`` (set by torchrun),
+            else 1.
+
+    Returns:
+        ``available_cpus() // local_processes``, at least 1.
+    """
+    if local_processes is None:
+        local_processes = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    return max(1, available_cpus() // max(1, local_processes))
+
+
+def peak_memory_bytes(device=None) -> int:
+    """Peak memory of this process on ``device``, bytes.
+
+    CUDA: ``torch.cuda.max_memory_allocated`` (tensors only, since the last reset). CPU: the
+    process's peak resident set size (``getrusage`` ``ru_maxrss``: KiB on Linux, bytes on macOS).
+
+    Args:
+        device: a ``torch.device`` or ``"cuda"``/``"cpu"``; default CPU.
+    """
+    kind = getattr(device, "type", device) or "cpu"
+    if kind == "cuda":
+        import torch
+
+        return int(torch.cuda.max_memory_allocated(device if hasattr(device, "type") else None))
+    import resource
+
+    peak = int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+    return peak if platform.system() == "Darwin" else peak * 1024
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port on ``host`` that is free now (the OS picks it).
+
+    Another process can take it before the caller binds it: callers that start servers retry
+    on "address in use".
+    """
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def cpu_name(root: str | Path = "/") -> str:
+    """The CPU model from ``/proc/cpuinfo`` (``model name``), else ``platform.processor()``."""
+    try:
+        for line in (Path(root) / "proc" / "cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown CPU"

@@ -1,0 +1,49 @@
+import socket
+
+import pytest
+
+from pt2aws import system
+
+
+def test_arm64_names_and_thread_split(monkeypatch):
+    assert system.is_arm64("aarch64") and system.is_arm64("arm64")
+    assert not system.is_arm64("x86_64")
+    monkeypatch.setattr(system, "available_cpus", lambda: 8)
+    assert system.default_num_threads(2) == 4
+    assert system.default_num_threads(16) == 1
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
+    assert system.default_num_threads() == 2
+
+
+def test_free_port_is_bindable_and_peak_memory_is_plausible():
+    port = system.free_port()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", port))
+    assert 20 * 2**20 < system.peak_memory_bytes("cpu") < 64 * 2**30  # a Python process
+
+
+def test_cpu_name_reads_proc_cpuinfo(tmp_path):
+    (tmp_path / "proc").mkdir()
+    (tmp_path / "proc" / "cpuinfo").write_text("processor\t: 0\nmodel name\t: Test CPU @ 1GHz\n")
+    assert system.cpu_name(tmp_path) == "Test CPU @ 1GHz"
+    assert system.cpu_name(tmp_path / "missing")  # falls back to platform, never empty
+
+
+@pytest.mark.parametrize(
+    ("device_name", "tflops"),
+    [
+        ("NVIDIA A10G", 70),
+        ("NVIDIA H100 80GB HBM3", 989.4),
+        ("NVIDIA H100 PCIe", 756),
+        ("NVIDIA L40S", 362),
+        ("NVIDIA L4", 121),
+        ("NVIDIA A100-SXM4-40GB", 312),
+        ("NVIDIA H200", 989.4),
+        ("Tesla T4", None),
+    ],
+)
+def test_gpu_peak_comes_from_the_catalog(device_name, tflops):
+    from pt2aws.sizing.catalog import peak_bf16_flops
+
+    peak = peak_bf16_flops(device_name)
+    assert peak == (None if tflops is None else pytest.approx(tflops * 1e12))
