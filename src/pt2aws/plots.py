@@ -1,4 +1,8 @@
-"""Matplotlib figures the notebooks show and save under ``<run>/plots/``."""
+"""Matplotlib figures the notebooks show and save under ``<run>/plots/``.
+
+Every function returns the ``matplotlib.figure.Figure`` and, given ``path``, also saves it there
+as PNG (110 dpi; parent folders are created). matplotlib is imported inside each function.
+"""
 
 from __future__ import annotations
 
@@ -14,7 +18,13 @@ def _save(fig, path: str | Path | None):
 
 
 def plot_training(log: Sequence[dict], history: Sequence[dict], path: str | Path | None = None):
-    """Training loss per logged step (left) and validation accuracy per epoch (right)."""
+    """Training loss per logged step (left) and validation accuracy per epoch (right).
+
+    Args:
+        log: ``{"step", "loss"}`` rows (``train/train_log.jsonl``; loss in nats).
+        history: ``{"epoch", "eval_accuracy"}`` rows, one per epoch.
+        path: PNG to write, or None.
+    """
     import matplotlib.pyplot as plt
 
     fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(10, 3.5))
@@ -38,7 +48,13 @@ def plot_training(log: Sequence[dict], history: Sequence[dict], path: str | Path
 def plot_confusion_matrix(
     matrix: Sequence[Sequence[int]], label_names: Sequence[str], path: str | Path | None = None
 ):
-    """Confusion matrix heat map; rows are true labels, columns predicted labels."""
+    """Confusion matrix heat map; rows are true labels, columns predicted labels.
+
+    Args:
+        matrix: counts, shape ``(n_labels, n_labels)``.
+        label_names: ``n_labels`` names in id order.
+        path: PNG to write, or None.
+    """
     import matplotlib.pyplot as plt
     import numpy as np
     from sklearn.metrics import ConfusionMatrixDisplay
@@ -53,7 +69,7 @@ def plot_confusion_matrix(
 
 
 def plot_bars(values: dict[str, float], *, ylabel: str, title: str, path: str | Path | None = None):
-    """A labelled bar per entry of ``values``."""
+    """A labelled bar per entry of ``values`` (``{label: value}``), value printed on each bar."""
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(max(4, 1.2 * len(values)), 3.5))
@@ -66,8 +82,13 @@ def plot_bars(values: dict[str, float], *, ylabel: str, title: str, path: str | 
 
 
 def plot_memory_breakdown(rec: dict, path: str | Path | None = None):
-    """Stacked bars, GB: training memory on one device (weights, gradients, AdamW, activations)
-    and inference memory (weights, activations), from :func:`pt2aws.instances.recommend`."""
+    """Stacked bars, GB (1e9 bytes): training memory on one device (weights, gradients, AdamW,
+    activations) and inference memory (weights, activations).
+
+    Args:
+        rec: a :func:`pt2aws.sizing.ranking.recommend` result (its ``memory`` and ``model``).
+        path: PNG to write, or None.
+    """
     import matplotlib.pyplot as plt
 
     train, infer = rec["memory"]["training_one_device"], rec["memory"]["inference_bf16"]
@@ -95,7 +116,12 @@ def plot_memory_breakdown(rec: dict, path: str | Path | None = None):
 
 def plot_time_vs_cost(rec: dict, path: str | Path | None = None):
     """Estimated training time (hours) vs cost (USD) per instance, log-log; cheapest and fastest
-    marked. Rows without a price are left out."""
+    marked. Rows without a price are left out.
+
+    Args:
+        rec: a :func:`pt2aws.sizing.ranking.recommend` result (its ``training`` rows).
+        path: PNG to write, or None.
+    """
     import matplotlib.pyplot as plt
 
     rows = [r for r in rec["training"] if r["cost_usd"] is not None]

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from pt2aws.sizing import catalog, memory, ranking, tables, workload
+from pt2aws.sizing import catalog, memory, ranking, strategy, tables, workload
 
 # roberta-base, counted by hand from its config.json (vocab 50265, 514 positions, 1 token type,
 # hidden 768, 12 layers, FFN 3072) with the classification head of RobertaForSequenceClassification.
@@ -63,10 +63,10 @@ def test_inference_memory_by_hand():
 
 
 def test_roberta_base_fits_one_gpu_and_is_small():
-    plan = ranking.plan_training("roberta-base", "g5.xlarge", micro_batch=32, seq_len=128)
+    plan = strategy.plan_training("roberta-base", "g5.xlarge", micro_batch=32, seq_len=128)
     assert plan["nodes"] == 1 and plan["strategy"] == "single device"
     assert plan["memory_per_device_bytes"] < 24e9 * 0.9
-    assert ranking.workload_class("roberta-base")["class"] == "small"
+    assert strategy.workload_class("roberta-base")["class"] == "small"
 
 
 def test_70b_does_not_fit_one_p4d_and_needs_nodes():
@@ -74,18 +74,18 @@ def test_70b_does_not_fit_one_p4d_and_needs_nodes():
     spec = workload.model_spec("70B")
     assert (spec.num_layers, spec.hidden_size, spec.num_heads) == (71, 9088, 71)
     assert 16 * spec.parameters > 8 * 40e9 * 0.9
-    plan = ranking.plan_training(spec, "p4d.24xlarge", micro_batch=1, seq_len=2048)
+    plan = strategy.plan_training(spec, "p4d.24xlarge", micro_batch=1, seq_len=2048)
     # with recomputation, activations = 2*s*b*h*L + one layer = 2,642,935,808 + 2,121,793,536;
     # k nodes need 1.12e12/(8k) + 4.76e9 <= 36e9: k = 4 gives 39.8e9 (no), k = 5 gives 32.8e9
     assert plan["nodes"] == 5 and plan["recompute"] is True
     assert "FSDP over 5 nodes" in plan["strategy"]
     assert plan["memory_per_device_bytes"] == pytest.approx(1.12e12 / 40 + 4_764_729_344)
     # pure bf16 (8 B/param = 560 GB) does not fit one p4d either: 70e9/k + 4.76e9 <= 36e9 -> k = 3
-    assert ranking.plan_training(spec, "p4d.24xlarge", 1, 2048, precision="bf16")["nodes"] == 3
-    assert ranking.workload_class(spec, 1, 2048)["class"] == "big"
-    assert ranking.workload_class("2000B", 1, 2048)["class"] == "huge"
+    assert strategy.plan_training(spec, "p4d.24xlarge", 1, 2048, precision="bf16")["nodes"] == 3
+    assert strategy.workload_class(spec, 1, 2048)["class"] == "big"
+    assert strategy.workload_class("2000B", 1, 2048)["class"] == "huge"
     # no multi-node plan without EFA: g6e.xlarge cannot hold it alone
-    assert ranking.plan_training(spec, "g6e.xlarge", 1, 2048) is None
+    assert strategy.plan_training(spec, "g6e.xlarge", 1, 2048) is None
 
 
 def test_rank_training_time_and_cost_by_hand():
@@ -151,6 +151,10 @@ def test_bad_input_errors_name_the_fix():
         catalog.get_instance("x9.huge")
     with pytest.raises(ValueError, match="train_examples"):
         workload.Workload("roberta-base", train_examples=0)
+    with pytest.raises(ValueError, match="choose one of mixed, bf16, fp32"):
+        workload.Workload("roberta-base", precision="fp8")
+    assert set(workload.PRECISIONS) == set(memory.STATE_BYTES_PER_PARAM)
+    assert set(workload.PRECISIONS) == set(memory.INFERENCE_BYTES_PER_PARAM)
 
 
 def test_catalog_is_complete_sourced_and_packaged():
@@ -193,3 +197,95 @@ def test_cli_recommend_prints_the_table(capsys):
     out = capsys.readouterr().out
     assert "roberta-base: 124,647,170 parameters" in out
     assert "workload class: small" in out and "Launch plan: 1 x" in out
+
+
+def test_family_processor_generation_and_bf16_come_from_the_catalog():
+    assert catalog.family_processor("ml.c7g.xlarge") == "Graviton3"
+    assert catalog.family_processor("c6gd.2xlarge") == "Graviton2"  # cpu_families, no row
+    assert catalog.family_processor("g5.xlarge") == "AMD EPYC 2nd gen"  # the family's row
+    assert catalog.family_processor("x9.large") is None
+    with pytest.raises(ValueError, match="ml.<family>.<size>"):
+        catalog.family_processor("c7g")
+    gens = {t: catalog.graviton_generation(t) for t in ("ml.c6g.large", "c7g.xlarge", "r8g.large")}
+    assert gens == {"ml.c6g.large": 2, "c7g.xlarge": 3, "r8g.large": 4}
+    assert catalog.graviton_generation("ml.c7i.xlarge") is None
+    assert [catalog.architecture(t) for t in ("ml.c8g.xlarge", "c7i.xlarge", "g5.xlarge")] == [
+        "arm64",
+        "x86_64",
+        "x86_64",
+    ]
+    bf16 = {t: catalog.has_bf16(t) for t in ("c6g.xlarge", "c7g.xlarge", "c8g.xlarge", "c7i.large")}
+    assert bf16 == {"c6g.xlarge": False, "c7g.xlarge": True, "c8g.xlarge": True, "c7i.large": True}
+    assert not catalog.has_bf16("ml.c6i.xlarge") and not catalog.has_bf16("x9.large")
+
+
+def test_instance_vcpus_row_then_size_rule():
+    assert catalog.instance_vcpus("ml.p4d.24xlarge") == 96  # the catalog row
+    assert catalog.instance_vcpus("ml.c6i.2xlarge") == 8  # rule: xlarge 4, each step doubles
+    assert catalog.instance_vcpus("r7g.16xlarge") == 64
+    assert catalog.instance_vcpus("ml.c7g.medium") == 1  # a Graviton medium is one core
+    assert catalog.instance_vcpus("t3.medium") == 2  # x86 burstable
+    with pytest.raises(ValueError, match="unknown size 'metal'.*pass vcpus="):
+        catalog.instance_vcpus("c7g.metal")
+
+
+def test_graviton_cpu_parts_and_catalog_consistency():
+    assert catalog.processor_by_cpu_part("0xD40") == ("Graviton3", "Neoverse V1")
+    assert catalog.processor_by_cpu_part(" 0xd0c") == ("Graviton2", "Neoverse N1")
+    assert catalog.processor_by_cpu_part("0xd4f") == ("Graviton4", "Neoverse V2")
+    assert catalog.processor_by_cpu_part("0xd08") is None  # Cortex-A72 (e.g. a Raspberry Pi 4)
+    data = json.loads(catalog.CATALOG_PATH.read_text())
+    cpus = {k: v for k, v in data["cpus"].items() if k != "note"}
+    for family, cpu in data["cpu_families"].items():
+        assert family == "note" or cpu in cpus, f"{family}: {cpu} is not a key of cpus"
+    for name, cpu in cpus.items():
+        assert cpu["source"] in data["sources"]
+        assert name.startswith("Graviton") == ("cpu_part" in cpu) == (cpu["arch"] == "arm64")
+    with pytest.raises(catalog.CatalogError, match="unknown source id"):
+        catalog.source("no-such-source")
+
+
+def test_hosting_prices_are_sagemaker_types_with_a_dated_unverified_source():
+    prices = catalog.hosting_prices()
+    assert {"ml.c6g.xlarge", "ml.c7g.xlarge", "ml.c8g.xlarge", "ml.c6i.xlarge"} <= set(prices)
+    c7g = catalog.hosting_price("c7g.xlarge")
+    assert c7g == catalog.hosting_price("ml.c7g.xlarge") == prices["ml.c7g.xlarge"]
+    assert (c7g.usd_per_hour, c7g.processor, c7g.verified) == (0.1734, "Graviton3", False)
+    assert c7g.source["id"] == "sagemaker-hosting-pricing" and c7g.source["date"] == "2026-11-30"
+    # SageMaker hosting costs more than EC2 for the same hardware (0.1734 vs 0.145 USD/h)
+    assert c7g.usd_per_hour > catalog.get_instance("c7g.xlarge").price_usd_per_hour
+    assert catalog.hosting_price("ml.c5.9xlarge") is None
+    hosting = catalog.botocore_instance_types("hosting")
+    for name, price in prices.items():
+        assert name in hosting and price.processor and price.source["url"]
+
+
+def test_botocore_lists_and_gpu_peaks_have_one_definition():
+    assert "c7g.xlarge" in catalog.botocore_instance_types("ec2")
+    assert "ml.p4d.24xlarge" in catalog.botocore_instance_types("training")
+    assert "ml.c7g.xlarge" in catalog.botocore_instance_types("hosting")
+    assert "ml.c7g.xlarge" not in catalog.botocore_instance_types("training")
+    with pytest.raises(ValueError, match="choose one of ec2, training, hosting"):
+        catalog.botocore_instance_types("lambda")
+    # MFU's peak (torch device name) and the ranking's peak (instance row) are the same figure
+    for device, instance in (
+        ("NVIDIA A10G", "g5.xlarge"),
+        ("NVIDIA A100-SXM4-40GB", "p4d.24xlarge"),
+    ):
+        it = catalog.get_instance(instance)
+        assert catalog.peak_bf16_flops(device) * it.accelerator_count == it.peak_bf16_tflops * 1e12
+    assert catalog.peak_bf16_flops("NVIDIA A100-SXM4-80GB") == 312e12  # longest pattern wins
+
+
+def test_tiny_roberta_count_matches_the_model_modeling_builds():
+    from types import SimpleNamespace
+
+    from pt2aws.modeling import TINY_ROBERTA_SIZES, build_tiny_roberta, count_parameters
+
+    class Tokenizer(SimpleNamespace):  # what build_tiny_roberta reads, at the largest vocabulary
+        def __len__(self):
+            return TINY_ROBERTA_SIZES["vocab_size"]
+
+    tokenizer = Tokenizer(model_max_length=128, pad_token_id=1, bos_token_id=0, eos_token_id=2)
+    model = build_tiny_roberta(tokenizer, ["negative", "positive"])
+    assert count_parameters(model) == workload.model_spec("tiny-roberta").parameters

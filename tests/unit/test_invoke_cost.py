@@ -105,3 +105,48 @@ def test_cost_table_needs_a_price_and_a_throughput():
         cost.cost_table(10.0, instances=("ml.c5.9xlarge",))
     with pytest.raises(ValueError, match="no throughput"):
         cost.cost_table(None)
+
+
+def test_cost_table_prices_come_from_the_catalog_with_date_and_source():
+    from pt2aws.sizing import catalog
+
+    rows = cost.cost_table(10.0, measured_vcpus=4, instances=("ml.c6i.xlarge", "ml.m5.xlarge"))
+    by = {r["instance_type"]: r for r in rows}
+    assert (
+        by["ml.c6i.xlarge"]["usd_per_hour"] == catalog.hosting_price("ml.c6i.xlarge").usd_per_hour
+    )
+    assert by["ml.c6i.xlarge"]["processor"] == "Ice Lake"
+    assert by["ml.c6i.xlarge"]["price_source"].startswith("UNVERIFIED (2026-11-30): ")
+    m5 = by["ml.m5.xlarge"]["price_source"]
+    assert m5.startswith("UNVERIFIED (2025-10): third-party, not AWS") and "zircon.tech" in m5
+    assert cost.PRICING_PAGE.startswith("https://aws.amazon.com/sagemaker/pricing/")
+
+
+def test_measure_throughput_times_the_predictor_with_the_bench_helper(monkeypatch):
+    import pt2aws.bench.inference as bench_inference
+    import pt2aws.inference.predictor as predictor_module
+
+    calls = []
+
+    class FakePredictor:
+        def __init__(self, model_dir, *, device, batch_size, variant):
+            assert (model_dir, device, variant) == ("m", "cpu", "eager")
+
+        def predict(self, texts):
+            calls.append(len(texts))
+
+    real = bench_inference.throughput
+    seen = {}
+
+    def spy(fn, n_samples, repeats=3):
+        seen.update(n_samples=n_samples, repeats=repeats)
+        return real(fn, n_samples, repeats)
+
+    monkeypatch.setattr(predictor_module, "Predictor", FakePredictor)
+    monkeypatch.setattr(bench_inference, "throughput", spy)
+    out = cost.measure_throughput("m", ["a"] * 10, batch_size=4, repeats=2)
+    assert seen == {"n_samples": 10, "repeats": 2}
+    assert calls == [10, 10, 10]  # one untimed warm-up pass, then two timed passes
+    assert len(out["seconds"]) == 2 and out["texts"] == 10 and out["batch_size"] == 4
+    rates = sorted(10 / s for s in out["seconds"])
+    assert out["throughput_samples_per_second"] == pytest.approx((rates[0] + rates[1]) / 2)

@@ -8,8 +8,11 @@ material (``verified: false`` figures must be checked at the source before anyon
   interconnect, EFA, EC2 on-demand price (:func:`load_catalog`, :func:`get_instance`);
 * accelerators: memory, peak dense bf16 FLOP/s and the names ``torch.cuda.get_device_name``
   reports (:func:`peak_bf16_flops`, used for MFU);
-* the processor of each instance family, hence architecture and Graviton generation
-  (:func:`architecture`, :func:`graviton_generation`), and vCPUs per size (:func:`instance_vcpus`);
+* processors: architecture, native bf16, and for Graviton the Neoverse core and the Arm part
+  number ``/proc/cpuinfo`` shows (:func:`processor_by_cpu_part`);
+* the processor of each instance family, hence architecture, Graviton generation and bf16
+  (:func:`family_processor`, :func:`architecture`, :func:`graviton_generation`,
+  :func:`has_bf16`), and vCPUs per size (:func:`instance_vcpus`);
 * SageMaker real-time hosting prices (:func:`hosting_price`), which differ from EC2 prices.
 
 Which instance types the AWS APIs accept is read from botocore's bundled service models, here
@@ -44,7 +47,8 @@ class InstanceType:
         accelerator: accelerator name (key of the catalog's ``accelerators``) or None.
         accelerator_count: accelerators per instance.
         accelerator_memory_gb: memory per accelerator, GB (1e9 bytes); 0 for CPU instances.
-        peak_bf16_tflops: dense bf16 peak of the whole instance, TFLOP/s.
+        peak_bf16_tflops: dense bf16 peak of the whole instance, TFLOP/s (accelerator peak x
+            count; for CPU instances the processor's per-vCPU estimate x vCPUs).
         interconnect: accelerator interconnect and network, in words.
         efa: whether the instance has an Elastic Fabric Adapter.
         price_usd_per_hour: EC2 on-demand price, us-east-1, USD/hour; None when unknown.
@@ -89,60 +93,86 @@ class InstanceType:
 
 
 @lru_cache(maxsize=4)
-def _read_catalog(path: str) -> dict:
+def _read(path: str) -> dict:
     return json.loads(Path(path).read_text())
 
 
-def load_catalog(path: str | Path | None = None) -> list[InstanceType]:
-    """The instance types of ``catalog/instances.json`` (or ``path``), in file order.
+def _data() -> dict:  # the parsed instances.json, read once per process
+    return _read(str(CATALOG_PATH))
+
+
+def source(source_id: str) -> dict:
+    """A source entry of the catalog: ``{"url", "date", "verified", "note", "id"}``.
 
     Raises:
-        CatalogError: a missing field, an unknown accelerator/CPU, or an unknown source id.
+        CatalogError: an unknown source id.
     """
-    data = _read_catalog(str(path or CATALOG_PATH))
-    sources, accels, cpus = data["sources"], data["accelerators"], data["cpus"]
+    sources = _data()["sources"]
+    if source_id not in sources:
+        raise CatalogError(f"unknown source id {source_id!r}; known: {', '.join(sources)}")
+    return dict(sources[source_id], id=source_id)
+
+
+def _instance(row: dict, data: dict) -> InstanceType:
+    srcs = {k: dict(data["sources"][v], id=v) for k, v in row["sources"].items()}
+    if row["accelerator"]:
+        acc = data["accelerators"][row["accelerator"]]
+        mem_gb, peak = acc["memory_gb"], acc["peak_bf16_tflops"] * row["accelerator_count"]
+        peak_source = acc["source"]
+    else:
+        cpu = data["cpus"][row["cpu"]]
+        mem_gb, peak = 0.0, cpu["peak_bf16_tflops_per_vcpu"] * row["vcpus"]
+        peak_source = cpu["source"]
+    srcs["peak"] = dict(data["sources"][peak_source], id=peak_source)
+    return InstanceType(
+        name=row["name"],
+        kind=row["kind"],
+        cpu=row["cpu"],
+        vcpus=int(row["vcpus"]),
+        memory_gib=float(row["memory_gib"]),
+        accelerator=row["accelerator"],
+        accelerator_count=int(row["accelerator_count"]),
+        accelerator_memory_gb=float(mem_gb),
+        peak_bf16_tflops=float(peak),
+        interconnect=row["interconnect"],
+        efa=bool(row["efa"]),
+        price_usd_per_hour=row["price_usd_per_hour"],
+        sources=srcs,
+    )
+
+
+@lru_cache(maxsize=4)
+def _instances(path: str) -> tuple[InstanceType, ...]:
+    data = _read(path)
     out = []
     for row in data["instances"]:
         try:
-            name = row["name"]
-            srcs = {k: dict(sources[v], id=v) for k, v in row["sources"].items()}
-            if row["accelerator"]:
-                acc = accels[row["accelerator"]]
-                mem_gb, peak = acc["memory_gb"], acc["peak_bf16_tflops"] * row["accelerator_count"]
-                srcs["peak"] = dict(sources[acc["source"]], id=acc["source"])
-            else:
-                cpu = cpus[row["cpu"]]
-                mem_gb, peak = 0.0, cpu["peak_bf16_tflops_per_vcpu"] * row["vcpus"]
-                srcs["peak"] = dict(sources[cpu["source"]], id=cpu["source"])
-            out.append(
-                InstanceType(
-                    name=name,
-                    kind=row["kind"],
-                    cpu=row["cpu"],
-                    vcpus=int(row["vcpus"]),
-                    memory_gib=float(row["memory_gib"]),
-                    accelerator=row["accelerator"],
-                    accelerator_count=int(row["accelerator_count"]),
-                    accelerator_memory_gb=float(mem_gb),
-                    peak_bf16_tflops=float(peak),
-                    interconnect=row["interconnect"],
-                    efa=bool(row["efa"]),
-                    price_usd_per_hour=row["price_usd_per_hour"],
-                    sources=srcs,
-                )
-            )
+            out.append(_instance(row, data))
         except KeyError as exc:
             raise CatalogError(
                 f"catalog entry {row.get('name', row)!r}: missing or unknown {exc}; every instance "
                 "needs name, kind, cpu, vcpus, memory_gib, accelerator, accelerator_count, "
                 "interconnect, efa, price_usd_per_hour and sources naming ids under 'sources'"
             ) from None
-    return out
+    return tuple(out)
+
+
+def load_catalog(path: str | Path | None = None) -> list[InstanceType]:
+    """The instance types of ``sizing/instances.json`` (or ``path``), in file order.
+
+    Raises:
+        CatalogError: a missing field, an unknown accelerator/CPU, or an unknown source id.
+    """
+    return list(_instances(str(path or CATALOG_PATH)))
 
 
 def catalog_meta(path: str | Path | None = None) -> dict:
     """The catalog's ``meta`` block (region, price basis, checked date, verification rule)."""
-    return dict(_read_catalog(str(path or CATALOG_PATH))["meta"])
+    return dict(_read(str(path or CATALOG_PATH))["meta"])
+
+
+def _find(bare: str) -> InstanceType | None:
+    return next((it for it in _instances(str(CATALOG_PATH)) if it.name == bare), None)
 
 
 def get_instance(name: str) -> InstanceType:
@@ -151,20 +181,34 @@ def get_instance(name: str) -> InstanceType:
     Raises:
         KeyError: not in the catalog; the message lists what is.
     """
-    bare = name.removeprefix("ml.")
-    for it in load_catalog():
-        if it.name == bare:
-            return it
-    raise KeyError(
-        f"{name!r} is not in the catalog ({CATALOG_PATH.name}); known: "
-        + ", ".join(i.name for i in load_catalog())
-        + ". Add it to the catalog file with its sources."
-    )
+    found = _find(name.removeprefix("ml."))
+    if found is None:
+        raise KeyError(
+            f"{name!r} is not in the catalog ({CATALOG_PATH.name}); known: "
+            + ", ".join(i.name for i in load_catalog())
+            + ". Add it to the catalog file with its sources."
+        )
+    return found
 
 
-# ----------------------------------------------------------------------------------------------
-# families, sizes, architecture (any instance type AWS offers, not only the catalog's rows)
-# ----------------------------------------------------------------------------------------------
+# Processors, families, sizes, architecture: any instance type AWS offers, not only the rows.
+def processor_by_cpu_part(cpu_part: str) -> tuple[str, str] | None:
+    """The Graviton processor and its core for an Arm part number from ``/proc/cpuinfo``.
+
+    Args:
+        cpu_part: the ``CPU part`` field, e.g. ``"0xd40"`` (case-insensitive).
+
+    Returns:
+        ``(processor, core)``, e.g. ``("Graviton3", "Neoverse V1")``; None for another part.
+        Source: the catalog's ``linux-cputype`` entry (Linux ``arch/arm64/include/asm/cputype.h``).
+    """
+    part = cpu_part.strip().lower()
+    for name, cpu in _data()["cpus"].items():
+        if isinstance(cpu, dict) and cpu.get("cpu_part") == part:
+            return name, cpu["core"]
+    return None
+
+
 def instance_family(instance_type: str) -> str:
     """``"ml.c7g.xlarge"`` or ``"c7g.xlarge"`` -> ``"c7g"``.
 
@@ -174,15 +218,24 @@ def instance_family(instance_type: str) -> str:
     parts = instance_type.removeprefix("ml.").split(".") if isinstance(instance_type, str) else []
     if len(parts) != 2 or not all(parts):
         raise ValueError(
-            f"instance type {instance_type!r} is not of the form ml.<family>.<size>, e.g. ml.c7g.xlarge"
+            f"instance type {instance_type!r} is not of the form ml.<family>.<size>, "
+            "e.g. ml.c7g.xlarge"
         )
     return parts[0]
 
 
 def family_processor(instance_type: str) -> str | None:
-    """Processor of the instance's family (``"Graviton3"``, ``"Ice Lake"``…), None when unknown."""
+    """Processor of the instance's family (``cpu_families``, else the family's catalog row).
+
+    Returns:
+        A key of the catalog's ``cpus`` (``"Graviton3"``, ``"Ice Lake"``), else the row's CPU
+        in words (``"AMD EPYC 3rd gen"``); None for an unknown family.
+
+    Raises:
+        ValueError: a malformed instance type (see :func:`instance_family`).
+    """
     family = instance_family(instance_type)
-    known = _read_catalog(str(CATALOG_PATH))["cpu_families"]
+    known = _data()["cpu_families"]
     if family in known:
         return known[family]
     row = next((it for it in load_catalog() if instance_family(it.name) == family), None)
@@ -200,36 +253,43 @@ def architecture(instance_type: str) -> str:
 
 
 def graviton_generation(instance_type: str) -> int | None:
-    """2, 3 or 4 for Graviton instance types; None for others."""
+    """2, 3 or 4 for Graviton instance types (c6g, c7g, c8g...); None for others."""
     cpu = family_processor(instance_type) or ""
     return int(cpu.removeprefix("Graviton")) if cpu.startswith("Graviton") else None
 
 
 def has_bf16(instance_type: str) -> bool:
-    """Whether the instance's CPU computes bf16 natively (Graviton3+, Sapphire Rapids)."""
+    """Whether the instance's CPU computes bf16 natively (Graviton3+, Sapphire Rapids).
+
+    False for an unknown family (the safe default: no bf16 fast-math settings).
+    """
     cpu = family_processor(instance_type)
-    return bool(cpu and _read_catalog(str(CATALOG_PATH))["cpus"].get(cpu, {}).get("bf16"))
+    return bool(cpu and _data()["cpus"].get(cpu, {}).get("bf16"))
 
 
 def instance_vcpus(instance_type: str) -> int:
-    """vCPUs of an instance type: the catalog row, else the size rule of ``instances.json``.
+    """vCPUs of an instance type: its catalog row, else the size rule of ``size_vcpus``.
+
+    The rule (source ``aws-ec2-sizes``): ``large`` 2 and each size step doubles (``xlarge`` 4,
+    ``2xlarge`` 8...); a Graviton ``medium`` has 1 vCPU, an x86 (burstable) ``medium`` 2.
 
     Raises:
-        ValueError: a size the rule does not know (pass the vCPUs explicitly then).
+        ValueError: a malformed type, or a size the rule does not know (pass the vCPUs
+            explicitly then).
     """
     bare = instance_type.removeprefix("ml.")
-    row = next((it for it in load_catalog() if it.name == bare), None)
+    family = instance_family(bare)
+    row = _find(bare)
     if row:
         return row.vcpus
-    family, size = instance_family(bare), bare.split(".")[1]
-    sizes = _read_catalog(str(CATALOG_PATH))["size_vcpus"]
+    size = bare.split(".")[1]
+    sizes = {k: v for k, v in _data()["size_vcpus"].items() if k != "note"}
     if size == "medium" and not is_graviton(bare):
-        return 2  # x86 burstable t*.medium
-    if size not in sizes or size == "note":
-        known = ", ".join(k for k in sizes if k != "note")
+        return 2
+    if size not in sizes:
         raise ValueError(
             f"unknown size {size!r} in {instance_type} (family {family}): pass vcpus= "
-            f"explicitly (known sizes: {known})"
+            f"explicitly (known sizes: {', '.join(sizes)})"
         )
     return int(sizes[size])
 
@@ -252,8 +312,11 @@ def botocore_instance_types(api: str) -> frozenset[str]:
 
     Args:
         api: ``"ec2"`` (EC2 ``InstanceType``, bare names), ``"training"`` (SageMaker
-            ``TrainingInstanceType``) or ``"hosting"`` (SageMaker ``ProductionVariantInstanceType``;
-            both with the ``ml.`` prefix).
+            ``TrainingInstanceType``) or ``"hosting"`` (SageMaker
+            ``ProductionVariantInstanceType``); the two SageMaker lists carry the ``ml.`` prefix.
+
+    Returns:
+        The enum of the installed botocore (read once per process).
 
     Raises:
         ValueError: another ``api``.
@@ -267,6 +330,9 @@ def botocore_instance_types(api: str) -> frozenset[str]:
 def availability(name: str) -> dict[str, bool]:
     """Whether EC2, SageMaker training and SageMaker real-time hosting accept ``name``.
 
+    Args:
+        name: ``"p4d.24xlarge"`` or ``"ml.p4d.24xlarge"``.
+
     Returns:
         ``{"ec2": bool, "sagemaker_training": bool, "sagemaker_hosting": bool}``.
     """
@@ -278,9 +344,7 @@ def availability(name: str) -> dict[str, bool]:
     }
 
 
-# ----------------------------------------------------------------------------------------------
-# accelerator peaks and hosting prices
-# ----------------------------------------------------------------------------------------------
+# Accelerator peaks and hosting prices.
 def peak_bf16_flops(device_name: str) -> float | None:
     """Peak dense bf16 FLOP/s of the GPU ``torch.cuda.get_device_name()`` calls ``device_name``.
 
@@ -291,9 +355,8 @@ def peak_bf16_flops(device_name: str) -> float | None:
         FLOP/s (not TFLOP/s), or None for a GPU the catalog does not know (MFU is then not
         reported).
     """
-    accels = _read_catalog(str(CATALOG_PATH))["accelerators"]
     best = None
-    for acc in accels.values():
+    for acc in _data()["accelerators"].values():
         for pattern in acc.get("device_names", []):
             if pattern in device_name and (best is None or len(pattern) > len(best[0])):
                 best = (pattern, acc["peak_bf16_tflops"])
@@ -307,14 +370,12 @@ class HostingPrice:
     Attributes:
         instance_type: e.g. ``"ml.c7g.xlarge"``.
         usd_per_hour: USD per instance-hour.
-        memory_gib: instance RAM, GiB.
-        processor: e.g. ``"Graviton3"``.
+        processor: e.g. ``"Graviton3"`` (:func:`family_processor`; ``""`` when unknown).
         source: the catalog's source entry (``url``, ``date``, ``verified``, ``note``, ``id``).
     """
 
     instance_type: str
     usd_per_hour: float
-    memory_gib: float
     processor: str
     source: dict
 
@@ -325,20 +386,18 @@ class HostingPrice:
 
 
 def hosting_prices() -> dict[str, HostingPrice]:
-    """Every SageMaker hosting price in the catalog, by ``ml.`` instance type."""
-    data = _read_catalog(str(CATALOG_PATH))
-    out = {}
-    for name, row in data["sagemaker_hosting_prices"].items():
-        if name == "note":
-            continue
-        out[name] = HostingPrice(
+    """Every SageMaker hosting price in the catalog, by ``ml.`` instance type, in file order."""
+    rows = _data()["sagemaker_hosting_prices"]
+    return {
+        name: HostingPrice(
             instance_type=name,
             usd_per_hour=float(row["usd_per_hour"]),
-            memory_gib=float(row["memory_gib"]),
             processor=family_processor(name) or "",
-            source=dict(data["sources"][row["source"]], id=row["source"]),
+            source=source(row["source"]),
         )
-    return out
+        for name, row in rows.items()
+        if name != "note"
+    }
 
 
 def hosting_price(instance_type: str) -> HostingPrice | None:

@@ -1,15 +1,15 @@
-"""Cost of SageMaker real-time inference: an instance price table and cost per 1M inferences.
+"""Cost of SageMaker real-time inference: cost per 1M inferences per instance type.
 
 Cost per 1M inferences = hourly price / (throughput in inferences per second x 3600) x 1e6,
 for an endpoint kept busy (the best case: an idle endpoint costs the same per hour and serves
 nothing).
 
 **Prices.** On-demand, us-east-1, SageMaker *Real-Time Inference* (hosting) rates, which differ
-from EC2 and from SageMaker training rates. The authoritative source is the "Real-Time
-Inference" tab of https://aws.amazon.com/sagemaker/pricing/ ; its figures load dynamically and
-are **not in any stored copy** this project could check (searched 2026-11-30). Each row
-therefore says where its figure comes from and whether it was verified; pass ``prices=`` to
-:func:`cost_table` with figures you checked yourself.
+from EC2 and from SageMaker training rates, from the catalog
+(:func:`pt2aws.sizing.catalog.hosting_prices`, ``sagemaker_hosting_prices`` in
+``sizing/instances.json``). Each price names its source and date and says whether it was
+verified; none is (the pricing page's figures are not in any stored copy), so the table marks
+them UNVERIFIED. Pass ``prices=`` to :func:`cost_table` with figures you checked yourself.
 
 **Throughput.** Best measured on the instance itself (``throughput_by_instance``). Without that,
 :func:`cost_table` scales a local measurement by vCPU count, which assumes equal per-vCPU speed
@@ -19,51 +19,23 @@ therefore says where its figure comes from and whether it was verified; pass ``p
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
-from pt2aws.sizing.catalog import architecture, instance_vcpus
+from pt2aws.sizing import catalog
 
-PRICES_CHECKED_ON = "2026-11-30"
-PRICING_PAGE = "https://aws.amazon.com/sagemaker/pricing/ (Real-Time Inference, us-east-1)"
-_UNVERIFIED = (
-    "UNVERIFIED: not found in stored material; figure recalled from the AWS pricing page, "
-    "check it there before quoting"
-)
-
-
-@dataclass(frozen=True)
-class InstancePrice:
-    """One row of the price table (USD per instance-hour, on-demand, us-east-1)."""
-
-    instance_type: str
-    usd_per_hour: float
-    processor: str
-    memory_gib: int
-    source: str
-    verified: bool = False
-
-
-#: SageMaker real-time hosting prices (see the module docstring for what "verified" means).
-PRICE_TABLE: dict[str, InstancePrice] = {
-    p.instance_type: p
-    for p in (
-        InstancePrice("ml.c6g.xlarge", 0.1632, "Graviton2", 8, _UNVERIFIED),
-        InstancePrice("ml.c7g.xlarge", 0.1734, "Graviton3", 8, _UNVERIFIED),
-        InstancePrice("ml.c8g.xlarge", 0.1914, "Graviton4", 8, _UNVERIFIED),
-        InstancePrice("ml.c7g.4xlarge", 0.6936, "Graviton3", 32, _UNVERIFIED),
-        InstancePrice("ml.c6i.xlarge", 0.2040, "Intel Xeon (Ice Lake)", 8, _UNVERIFIED),
-        InstancePrice(
-            "ml.m5.xlarge",
-            0.269,
-            "Intel Xeon (Skylake/Cascade Lake)",
-            16,
-            "third-party, not AWS: zircon.tech, 'The real cost of running AI models on AWS "
-            "SageMaker' ('us-east-1 as of October 2025')",
-        ),
-    )
-}
+#: Date the catalog's figures (hosting prices included) were last checked.
+PRICES_CHECKED_ON = catalog.catalog_meta()["checked"]
+#: Where SageMaker hosting prices are published (the catalog's ``sagemaker-hosting-pricing``).
+PRICING_PAGE = catalog.source("sagemaker-hosting-pricing")["url"]
 #: Graviton instances beside a comparable x86 one (same vCPUs and memory: c6i.xlarge).
 DEFAULT_COMPARISON = ("ml.c6g.xlarge", "ml.c7g.xlarge", "ml.c8g.xlarge", "ml.c6i.xlarge")
+
+
+def _price_source(src: dict) -> str:
+    """``"UNVERIFIED (<date>): <note>"`` for a catalog source entry, plus its url when it is
+    not :data:`PRICING_PAGE` (which the table's footer names)."""
+    mark = "verified" if src.get("verified") else "UNVERIFIED"
+    where = "" if src["url"] == PRICING_PAGE else f"; {src['url']}"
+    return f"{mark} ({src['date']}): {src['note']}{where}"
 
 
 def cost_per_million(usd_per_hour: float, throughput_per_s: float) -> float:
@@ -96,7 +68,8 @@ def cost_table(
         measured_vcpus: vCPUs the local measurement used (default ``os.cpu_count()``).
         throughput_by_instance: inferences/s measured on the instances themselves.
         instances: instance types to list (default: three Graviton generations and ml.c6i.xlarge).
-        prices: USD per hour overrides (figures you checked); default :data:`PRICE_TABLE`.
+        prices: USD per hour overrides (figures you checked); default the catalog's
+            SageMaker hosting prices (:func:`pt2aws.sizing.catalog.hosting_prices`).
 
     Returns:
         One dict per instance: ``instance_type, arch, processor, vcpus, usd_per_hour,
@@ -110,17 +83,21 @@ def cost_table(
     prices = prices or {}
     rows = []
     for instance_type in instances:
-        known = PRICE_TABLE.get(instance_type)
+        known = catalog.hosting_price(instance_type)
         if instance_type in prices:
             price, verified, source = prices[instance_type], True, "given by the caller"
         elif known:
-            price, verified, source = known.usd_per_hour, known.verified, known.source
+            price, verified, source = (
+                known.usd_per_hour,
+                known.verified,
+                _price_source(known.source),
+            )
         else:
             raise ValueError(
                 f"no price for {instance_type}: pass prices={{{instance_type!r}: usd_per_hour}} "
                 f"(from {PRICING_PAGE})"
             )
-        vcpus = instance_vcpus(instance_type)
+        vcpus = catalog.instance_vcpus(instance_type)
         if instance_type in throughput_by_instance:
             throughput, basis = throughput_by_instance[instance_type], "measured on the instance"
         elif measured_throughput_per_s:
@@ -137,8 +114,8 @@ def cost_table(
         rows.append(
             {
                 "instance_type": instance_type,
-                "arch": architecture(instance_type),
-                "processor": known.processor if known else "",
+                "arch": catalog.architecture(instance_type),
+                "processor": catalog.family_processor(instance_type) or "",
                 "vcpus": vcpus,
                 "usd_per_hour": price,
                 "price_verified": verified,
@@ -178,30 +155,24 @@ def measure_throughput(
 ) -> dict:
     """Inferences per second of the fp32 eager model on this machine (a quick local figure).
 
-    One warm-up pass, then ``repeats`` timed passes over ``texts``; the median is reported.
-    Prefer notebook 02's benchmark (``inference/metrics.json``) when it exists.
+    Timed by :func:`pt2aws.bench.inference.throughput`: one untimed pass over ``texts``, then
+    ``repeats`` timed passes; the median rate is reported. Prefer notebook 02's benchmark
+    (``inference/metrics.json``) when it exists.
 
     Returns:
-        ``{"throughput_samples_per_second": float, "seconds": [...], "texts": int,
-        "batch_size": int, "vcpus": int, "torch_threads": int}``.
+        ``{"throughput_samples_per_second": float (inferences/s), "seconds": [per timed pass],
+        "texts": int, "batch_size": int, "vcpus": int, "torch_threads": int}``.
     """
-    import statistics
-    import time
-
     import torch
 
+    from pt2aws.bench.inference import throughput
     from pt2aws.inference.predictor import Predictor
 
     predictor = Predictor(model_dir, device="cpu", batch_size=batch_size, variant="eager")
-    predictor.predict(texts[:batch_size])
-    seconds = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        predictor.predict(texts)
-        seconds.append(time.perf_counter() - start)
+    rate = throughput(lambda: predictor.predict(texts), len(texts), repeats)
     return {
-        "throughput_samples_per_second": len(texts) / statistics.median(seconds),
-        "seconds": seconds,
+        "throughput_samples_per_second": rate["samples_per_s"],
+        "seconds": [len(texts) / r for r in rate["runs_samples_per_s"]],
         "texts": len(texts),
         "batch_size": batch_size,
         "vcpus": os.cpu_count() or 1,

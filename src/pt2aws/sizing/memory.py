@@ -1,29 +1,16 @@
-"""Which instance to train and serve on, and what it costs: catalog, memory estimate, ranking.
-
-The figures (vCPUs, memory, accelerators, peak bf16 TFLOP/s, interconnect, on-demand price) live in
-one file, ``catalog/instances.json``; each names its source and date, and says whether it was
-verified in stored material. Edit that file to update prices; nothing here hard-codes them.
-
-Formulas (all stated again where they are used):
+"""How much memory training and serving a transformer take, per device, in bytes.
 
 * **Training state** per parameter, mixed precision with AdamW: 16 bytes = 2 (bf16/fp16 weights)
   + 2 (gradients) + 12 (fp32 master weights, Adam momentum and variance). Rajbhandari et al.,
   "ZeRO: Memory Optimizations Toward Training Trillion Parameter Models", SC 2020, section 3.1
   ("2Ψ + 2Ψ + KΨ", K = 12). PyTorch autocast with fp32 weights gives the same 16 bytes
   (4 weights + 4 gradients + 8 Adam). Pure bf16 (weights, gradients and Adam states in bf16) is
-  8 bytes; fp32 is 16 bytes.
+  8 bytes; fp32 is 16 bytes. Sharding (FSDP FULL_SHARD / ZeRO-3) divides it by the shards.
 * **Activations** stored for the backward pass, per transformer layer, 16-bit:
   ``s·b·h·(34 + 5·a·s/h)`` bytes (sequence s, micro-batch b, hidden h, heads a); with full
   activation recomputation ``2·s·b·h`` per layer. Korthikanti et al., "Reducing Activation
   Recomputation in Large Transformer Models", MLSys 2023, sections 4.1-4.2 (eq. 1). fp32 doubles it.
-* **Training compute**: ``6 · parameters · tokens`` FLOPs (forward 2, backward 4; Kaplan et al.,
-  "Scaling Laws for Neural Language Models", 2020, section 2.1). Time = FLOPs / (peak x MFU);
-  the MFU (model FLOPs utilisation) is an assumption, stated in every result.
-* **Inference compute**: ``2 · parameters · tokens`` FLOPs per request (same source).
-
-Workload classes follow the re:Invent 2022 talk CMP207 ("Choosing the right accelerator for
-training and inference": small / intermediate / big / huge); the thresholds are ours and are in
-:func:`workload_class`.
+* **Inference**: the weights plus one layer's activations (nothing is kept for a backward pass).
 """
 
 from __future__ import annotations

@@ -1,29 +1,7 @@
-"""Which instance to train and serve on, and what it costs: catalog, memory estimate, ranking.
+"""Text and table views of a :func:`pt2aws.sizing.ranking.recommend` result and the catalog.
 
-The figures (vCPUs, memory, accelerators, peak bf16 TFLOP/s, interconnect, on-demand price) live in
-one file, ``catalog/instances.json``; each names its source and date, and says whether it was
-verified in stored material. Edit that file to update prices; nothing here hard-codes them.
-
-Formulas (all stated again where they are used):
-
-* **Training state** per parameter, mixed precision with AdamW: 16 bytes = 2 (bf16/fp16 weights)
-  + 2 (gradients) + 12 (fp32 master weights, Adam momentum and variance). Rajbhandari et al.,
-  "ZeRO: Memory Optimizations Toward Training Trillion Parameter Models", SC 2020, section 3.1
-  ("2Ψ + 2Ψ + KΨ", K = 12). PyTorch autocast with fp32 weights gives the same 16 bytes
-  (4 weights + 4 gradients + 8 Adam). Pure bf16 (weights, gradients and Adam states in bf16) is
-  8 bytes; fp32 is 16 bytes.
-* **Activations** stored for the backward pass, per transformer layer, 16-bit:
-  ``s·b·h·(34 + 5·a·s/h)`` bytes (sequence s, micro-batch b, hidden h, heads a); with full
-  activation recomputation ``2·s·b·h`` per layer. Korthikanti et al., "Reducing Activation
-  Recomputation in Large Transformer Models", MLSys 2023, sections 4.1-4.2 (eq. 1). fp32 doubles it.
-* **Training compute**: ``6 · parameters · tokens`` FLOPs (forward 2, backward 4; Kaplan et al.,
-  "Scaling Laws for Neural Language Models", 2020, section 2.1). Time = FLOPs / (peak x MFU);
-  the MFU (model FLOPs utilisation) is an assumption, stated in every result.
-* **Inference compute**: ``2 · parameters · tokens`` FLOPs per request (same source).
-
-Workload classes follow the re:Invent 2022 talk CMP207 ("Choosing the right accelerator for
-training and inference": small / intermediate / big / huge); the thresholds are ours and are in
-:func:`workload_class`.
+What notebook 00 and ``pt2aws recommend`` print: the sizing head (model, data, memory, workload
+class), the training and inference rankings as Markdown tables, and the catalog as rows.
 """
 
 from __future__ import annotations
@@ -32,7 +10,13 @@ from pt2aws.sizing.catalog import load_catalog
 
 
 def catalog_rows() -> list[dict]:
-    """The catalog as table rows (one dict per instance) for display."""
+    """The catalog as table rows for display (notebook 00 shows them as a DataFrame).
+
+    Returns:
+        One dict per instance: ``instance, kind, vcpus, memory_gib (GiB), accelerators,
+        accelerator_memory_gb (GB; None for CPU instances), peak_bf16_tflops (TFLOP/s),
+        interconnect, price_usd_per_hour (EC2 on-demand; None when unknown), verified``.
+    """
     rows = []
     for it in load_catalog():
         rows.append(
@@ -63,7 +47,7 @@ def _hours(seconds: float) -> str:
 
 
 def training_table(rec: dict, limit: int | None = None) -> str:
-    """Markdown table of the training ranking (cheapest first)."""
+    """Markdown table of ``rec["training"]`` (cheapest first), the first ``limit`` rows."""
     lines = [
         "| instance | accelerators | nodes | strategy | GB/device | time | USD | | note |",
         "| --- | --- | ---: | --- | ---: | ---: | ---: | --- | --- |",
@@ -82,7 +66,8 @@ def training_table(rec: dict, limit: int | None = None) -> str:
 
 
 def inference_table(rec: dict) -> str:
-    """Markdown table of the inference ranking (cost per 1M requests)."""
+    """Markdown table of ``rec["inference"]`` (USD per 1M requests), or a sentence saying no
+    instance of the list holds the model's weights."""
     if not rec["inference"]:
         need = rec["memory"]["inference_bf16"]["total"] / 1e9
         return (
@@ -105,7 +90,7 @@ def inference_table(rec: dict) -> str:
 
 
 def format_sizing(rec: dict) -> str:
-    """Model, data, memory breakdown and workload class (the head of the recommendation)."""
+    """Model, data, memory breakdown (GB) and workload class: the head of the recommendation."""
     m, w, c = rec["model"], rec["workload"], rec["class"]
     mem, inf = rec["memory"]["training_one_device"], rec["memory"]["inference_bf16"]
     gb = 1e9
@@ -126,7 +111,12 @@ def format_sizing(rec: dict) -> str:
 
 
 def format_recommendation(rec: dict, limit: int | None = 12) -> str:
-    """The text that notebook 00 and ``pt2aws recommend`` print."""
+    """The text that notebook 00 and ``pt2aws recommend`` print.
+
+    Args:
+        rec: a :func:`pt2aws.sizing.ranking.recommend` result.
+        limit: rows of the training table (None: all).
+    """
     lines = [
         format_sizing(rec),
         "",
@@ -149,6 +139,6 @@ def format_recommendation(rec: dict, limit: int | None = 12) -> str:
             else "none fits"
         ),
         f"catalog checked {rec['catalog']['checked']}; figures marked verified=false in "
-        "src/pt2aws/catalog/instances.json must be checked before quoting",
+        "src/pt2aws/sizing/instances.json must be checked before quoting",
     ]
     return "\n".join(lines)

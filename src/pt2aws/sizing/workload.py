@@ -1,29 +1,9 @@
-"""Which instance to train and serve on, and what it costs: catalog, memory estimate, ranking.
+"""What to size: a model's shape (:class:`ModelSpec`) and a training job (:class:`Workload`).
 
-The figures (vCPUs, memory, accelerators, peak bf16 TFLOP/s, interconnect, on-demand price) live in
-one file, ``catalog/instances.json``; each names its source and date, and says whether it was
-verified in stored material. Edit that file to update prices; nothing here hard-codes them.
-
-Formulas (all stated again where they are used):
-
-* **Training state** per parameter, mixed precision with AdamW: 16 bytes = 2 (bf16/fp16 weights)
-  + 2 (gradients) + 12 (fp32 master weights, Adam momentum and variance). Rajbhandari et al.,
-  "ZeRO: Memory Optimizations Toward Training Trillion Parameter Models", SC 2020, section 3.1
-  ("2Ψ + 2Ψ + KΨ", K = 12). PyTorch autocast with fp32 weights gives the same 16 bytes
-  (4 weights + 4 gradients + 8 Adam). Pure bf16 (weights, gradients and Adam states in bf16) is
-  8 bytes; fp32 is 16 bytes.
-* **Activations** stored for the backward pass, per transformer layer, 16-bit:
-  ``s·b·h·(34 + 5·a·s/h)`` bytes (sequence s, micro-batch b, hidden h, heads a); with full
-  activation recomputation ``2·s·b·h`` per layer. Korthikanti et al., "Reducing Activation
-  Recomputation in Large Transformer Models", MLSys 2023, sections 4.1-4.2 (eq. 1). fp32 doubles it.
-* **Training compute**: ``6 · parameters · tokens`` FLOPs (forward 2, backward 4; Kaplan et al.,
-  "Scaling Laws for Neural Language Models", 2020, section 2.1). Time = FLOPs / (peak x MFU);
-  the MFU (model FLOPs utilisation) is an assumption, stated in every result.
-* **Inference compute**: ``2 · parameters · tokens`` FLOPs per request (same source).
-
-Workload classes follow the re:Invent 2022 talk CMP207 ("Choosing the right accelerator for
-training and inference": small / intermediate / big / huge); the thresholds are ours and are in
-:func:`workload_class`.
+:func:`model_spec` turns a name (``"roberta-base"``, ``"tiny-roberta"``, ``"70B"``), a
+``transformers`` config or a parameter count into the few numbers the memory and compute
+formulas need (parameters, hidden size, layers, heads), offline: nothing is downloaded.
+:func:`profile_workload` builds the :class:`Workload` of a pt2aws profile.
 """
 
 from __future__ import annotations
@@ -141,13 +121,55 @@ def roberta_base_config(num_labels: int = 2):
     return config
 
 
+#: Models :func:`model_spec` knows by name (their configs are built offline).
+KNOWN_MODELS = ("roberta-base", "roberta-large", "tiny-roberta", "minilm-l6")
+
+
+def _named_config(name: str):
+    """The ``transformers`` config of a model of :data:`KNOWN_MODELS`, else None."""
+    if name not in KNOWN_MODELS:
+        return None  # without importing transformers (seconds)
+    from transformers import BertConfig, RobertaConfig
+
+    if name == "roberta-base":
+        return roberta_base_config()
+    if name == "roberta-large":  # FacebookAI/roberta-large's config.json
+        return RobertaConfig(
+            hidden_size=1024,
+            num_hidden_layers=24,
+            num_attention_heads=16,
+            intermediate_size=4096,
+            max_position_embeddings=514,
+            type_vocab_size=1,
+        )
+    if name == "tiny-roberta":  # pt2aws.modeling.build_tiny_roberta at its largest vocabulary
+        from pt2aws.modeling import TINY_ROBERTA_SIZES
+
+        # positions: the tokenizer's default 128 tokens + RoBERTa's padding offset 2
+        return RobertaConfig(**TINY_ROBERTA_SIZES, max_position_embeddings=128 + 2)
+    # minilm-l6: all-MiniLM-L6-v2 (BERT, 6 layers, hidden 384)
+    return BertConfig(
+        hidden_size=384, num_hidden_layers=6, num_attention_heads=12, intermediate_size=1536
+    )
+
+
+def _parameter_count(text: str) -> float | None:
+    """``"70B"`` -> 7e10, ``"350M"`` -> 3.5e8 (case-insensitive); None for anything else."""
+    scale = {"b": 1e9, "m": 1e6}.get(text[-1:].lower())
+    number = text[:-1]
+    if scale is None or not number.replace(".", "", 1).isdigit():
+        return None
+    return float(number) * scale
+
+
 def model_spec(model) -> ModelSpec:
     """A :class:`ModelSpec` from a spec, a ``transformers`` config, a number or a known name.
 
     Args:
         model: a :class:`ModelSpec`; a ``PretrainedConfig``; a parameter count (int/float); or one
             of ``"roberta-base"`` / ``"FacebookAI/roberta-base"`` (built offline),
-            ``"roberta-large"``, ``"tiny-roberta"``, ``"minilm-l6"``, or ``"<n>B"`` (e.g. ``"70B"``).
+            ``"roberta-large"``, ``"tiny-roberta"``, ``"minilm-l6"``, or ``"<n>B"`` / ``"<n>M"``
+            (e.g. ``"70B"``, ``"350M"``).
 
     Raises:
         ValueError: an unknown name (the message lists the accepted forms).
@@ -159,47 +181,23 @@ def model_spec(model) -> ModelSpec:
     if hasattr(model, "num_hidden_layers"):
         return ModelSpec.from_config(model)
     key = str(model).strip()
-    low = key.lower().removeprefix("facebookai/")
-    if low == "roberta-base":
-        return ModelSpec.from_config(roberta_base_config(), name="roberta-base")
-    if low == "roberta-large":
-        from transformers import RobertaConfig
-
-        config = RobertaConfig(
-            hidden_size=1024,
-            num_hidden_layers=24,
-            num_attention_heads=16,
-            intermediate_size=4096,
-            max_position_embeddings=514,
-            type_vocab_size=1,
-        )
-        return ModelSpec.from_config(config, name="roberta-large")
-    if low in ("tiny-roberta", "minilm-l6"):
-        from transformers import BertConfig, RobertaConfig
-
-        if low == "tiny-roberta":  # pt2aws.modeling.build_tiny_roberta, its largest vocab
-            config = RobertaConfig(
-                vocab_size=2000,
-                hidden_size=64,
-                num_hidden_layers=2,
-                num_attention_heads=2,
-                intermediate_size=128,
-                max_position_embeddings=130,
-                type_vocab_size=1,
-            )
-        else:  # all-MiniLM-L6-v2 (BERT, 6 layers, hidden 384)
-            config = BertConfig(
-                hidden_size=384, num_hidden_layers=6, num_attention_heads=12, intermediate_size=1536
-            )
-        return ModelSpec.from_config(config, name=low)
-    if low.endswith("b") and low[:-1].replace(".", "", 1).isdigit():
-        return ModelSpec.from_parameters(float(low[:-1]) * 1e9, name=key)
-    if low.endswith("m") and low[:-1].replace(".", "", 1).isdigit():
-        return ModelSpec.from_parameters(float(low[:-1]) * 1e6, name=key)
+    name = key.lower().removeprefix("facebookai/")
+    config = _named_config(name)
+    if config is not None:
+        return ModelSpec.from_config(config, name=name)
+    count = _parameter_count(key)
+    if count is not None:
+        return ModelSpec.from_parameters(count, name=key)
     raise ValueError(
         f"unknown model {model!r}: pass a transformers config, a parameter count (e.g. 7e9), "
-        "'70B' / '350M', or one of roberta-base, roberta-large, tiny-roberta, minilm-l6"
+        f"'70B' / '350M', or one of {', '.join(KNOWN_MODELS)}"
     )
+
+
+#: Training precisions: ``mixed`` (bf16 autocast over fp32 weights and AdamW states), ``bf16``
+#: (weights, gradients and AdamW states in bf16), ``fp32``; the memory tables of
+#: :mod:`pt2aws.sizing.memory` have a row for each.
+PRECISIONS = ("mixed", "bf16", "fp32")
 
 
 @dataclass
@@ -212,7 +210,7 @@ class Workload:
         seq_len: tokens per example (padded length).
         epochs: passes over the data.
         micro_batch: sequences per device per step.
-        precision: ``mixed`` | ``bf16`` | ``fp32``.
+        precision: one of :data:`PRECISIONS`.
     """
 
     model: object
@@ -225,12 +223,8 @@ class Workload:
     def __post_init__(self) -> None:
         if int(self.train_examples) < 1:
             raise ValueError(f"train_examples must be >= 1, got {self.train_examples!r}")
-        from pt2aws.sizing.memory import STATE_BYTES_PER_PARAM  # memory imports this module
-
-        if self.precision not in STATE_BYTES_PER_PARAM:
-            raise ValueError(
-                f"precision {self.precision!r}: choose one of {', '.join(STATE_BYTES_PER_PARAM)}"
-            )
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision {self.precision!r}: choose one of {', '.join(PRECISIONS)}")
 
     @property
     def train_tokens(self) -> int:
@@ -249,6 +243,9 @@ def profile_workload(
             the profile's training split (loads the data once, a few seconds).
         model: override the profile's model (anything :func:`model_spec` accepts).
         epochs: override the profile's epochs.
+
+    Raises:
+        ValueError: an unknown profile, or ``train_examples`` < 1.
     """
     from pt2aws.config import get_profile
 

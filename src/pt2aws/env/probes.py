@@ -1,8 +1,8 @@
-"""What this machine is: versions, accelerators, CPU features, memory, disk, network, platform.
+"""Probes of this machine: CPU features, GPUs, memory, disk, EFA, platform, package versions.
 
-``collect()`` never fails on a CPU-only machine (it says so); each problem found comes with its
-fix in ``report["notes"]``. Every probe reads files under a ``root`` (default ``/``) and an
-``environ`` mapping, so tests can point it at a fake ``/proc`` and ``/sys``.
+Each probe returns plain JSON-serialisable values and never fails on a CPU-only machine. The
+file-reading probes take a ``root`` (default ``/``) and :func:`platform_info` an ``environ``
+mapping, so tests can point them at a fake ``/proc``, ``/sys`` and ``/opt``.
 """
 
 from __future__ import annotations
@@ -11,24 +11,12 @@ import os
 import platform
 import shutil
 import subprocess
-import sys
 from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
 
-from pt2aws.config import get_profile
-
-#: Arm MIDR part numbers of the Neoverse cores in AWS Graviton processors (Linux
-#: ``arch/arm64/include/asm/cputype.h``: NEOVERSE_N1 0xD0C, NEOVERSE_V1 0xD40, NEOVERSE_V2 0xD4F).
-GRAVITON_PARTS = {
-    "0xd0c": ("Graviton2", "Neoverse N1"),
-    "0xd40": ("Graviton3", "Neoverse V1"),
-    "0xd4f": ("Graviton4", "Neoverse V2"),
-}
-#: Free disk below which a note is raised, bytes: the venv (2.5 GB) plus a few runs.
-MIN_FREE_DISK = 10 * 2**30
-#: RAM below which a note is raised, bytes (the local profile peaks at about 3 GB).
-MIN_MEMORY = 8 * 2**30
+from pt2aws.sizing.catalog import processor_by_cpu_part
+from pt2aws.system import is_arm64
 
 
 def _version(package: str) -> str | None:
@@ -55,10 +43,12 @@ def cpu_info(root: str | Path = "/", machine: str | None = None) -> dict:
     Returns:
         ``{"model", "logical_cores", "physical_cores", "bf16", "amx", "avx512", "sve", "sve2",
         "graviton", "graviton_generation", "core"}``. Flags are bools (False when
-        ``/proc/cpuinfo`` is unreadable); ``graviton_generation`` is e.g. ``"Graviton3"`` or None.
+        ``/proc/cpuinfo`` is unreadable); ``graviton_generation`` is e.g. ``"Graviton3"`` and
+        ``core`` ``"Neoverse V1"``, from the ``CPU part`` number and the instance catalog
+        (:func:`pt2aws.sizing.catalog.processor_by_cpu_part`), else None.
     """
     machine = machine or platform.machine()
-    arm = machine in ("aarch64", "arm64")
+    arm = is_arm64(machine)
     model, part, flags, cores = None, None, set(), set()
     physical_id = "0"
     text = _read(Path(root) / "proc" / "cpuinfo") or ""
@@ -78,7 +68,7 @@ def cpu_info(root: str | Path = "/", machine: str | None = None) -> dict:
             physical_id = value
         elif key == "core id":
             cores.add((physical_id, value))
-    generation, core = GRAVITON_PARTS.get(part or "", (None, None))
+    generation, core = processor_by_cpu_part(part or "") or (None, None)
     if model is None:
         model = (
             f"{generation} ({core})" if generation else platform.processor() or machine or "unknown"
@@ -239,7 +229,9 @@ def platform_info(root: str | Path = "/", environ: Mapping[str, str] | None = No
     }
 
 
-def _versions() -> dict:
+def versions() -> dict:
+    """Versions of torch, its CUDA / cuDNN / NCCL (None on a CPU build or without a GPU) and
+    of the Python packages pt2aws uses (None when not installed)."""
     import torch
 
     cudnn = nccl = None
@@ -260,155 +252,3 @@ def _versions() -> dict:
         "boto3": _version("boto3"),
         "pt2aws": _version("pt2aws"),
     }
-
-
-def problems(report: dict, root: str | Path = "/") -> list[str]:
-    """The problems in ``report``, each with its fix (the ``notes`` of :func:`collect`)."""
-    notes = []
-    gpus, cpu, v = report["gpus"], report["cpu"], report["versions"]
-    if not gpus:
-        notes.append(
-            "no CUDA GPU: training runs on CPU (profiles smoke/local work here); use a GPU "
-            "instance (g5/g6/g6e, p4d/p5) for profile full"
-        )
-        if (Path(root) / "dev" / "nvidia0").exists():
-            notes.append(
-                "an NVIDIA device is present but torch sees no GPU: torch is a CPU build or the "
-                "driver is not loaded; install the CUDA build of torch==2.13.0 or use the DLAMI"
-            )
-        elif v.get("cuda"):
-            notes.append(
-                "a CUDA build of torch on a machine without GPU (GBs of unused CUDA libraries): "
-                "install the CPU wheel, torch==2.13.0 from download.pytorch.org/whl/cpu"
-            )
-    elif not all(g["bf16"] for g in gpus):
-        notes.append(
-            "a GPU without bf16 (pre-Ampere, compute capability < 8.0): training uses fp32 "
-            "(--bf16 auto turns it off; pt2aws has no fp16 scaler path); prefer A10G/L4/L40S/"
-            "A100/H100 instances (g5, g6, g6e, p4d, p5)"
-        )
-    if len(gpus) > 1:
-        isolated = [g["index"] for g in gpus if len(g.get("peers", [])) < len(gpus) - 1]
-        if isolated:
-            notes.append(
-                f"GPUs {isolated} lack peer-to-peer access to some GPUs: NCCL all-reduce goes "
-                "through host memory and DDP scales poorly; use an NVSwitch instance (p4d/p5)"
-            )
-        if any(g.get("nvlink") is False for g in gpus):
-            notes.append(
-                "no NVLink between the GPUs (PCIe only, as on g5/g6): DDP works, FSDP's "
-                "all-gathers are slower; for sharded training prefer p4d/p5"
-            )
-        if not report["efa"]["present"] and len(gpus) >= 8:
-            notes.append(
-                "8 GPUs but no EFA device: multi-node NCCL would fall back to TCP sockets; "
-                "single-node runs are fine; for multi-node launch with an EFA interface and "
-                "the aws-ofi-nccl plugin (preinstalled on the DLAMI)"
-            )
-    if not cpu["bf16"]:
-        notes.append(
-            "this CPU has no bf16 instructions"
-            + (f" ({cpu['graviton_generation']})" if cpu.get("graviton_generation") else "")
-            + ": Graviton3+ (c7g/c8g) or Sapphire Rapids (c7i, AMX) run bf16 inference faster"
-        )
-    mem = report.get("memory_bytes")
-    if mem and mem < MIN_MEMORY:
-        notes.append(
-            f"{mem / 2**30:.1f} GiB of RAM: the local profile peaks at about 3 GB and roberta-base "
-            "needs more; use an instance with 16 GiB or more (m7i.xlarge, m7g.xlarge)"
-        )
-    disk = report.get("disk") or {}
-    if disk.get("free_bytes") is not None and disk["free_bytes"] < MIN_FREE_DISK:
-        notes.append(
-            f"only {disk['free_bytes'] / 2**30:.1f} GiB free on {disk['path']}: the venv takes "
-            "2.5 GB and each run writes models (0.5 GB for roberta-base); free space or grow "
-            "the EBS volume"
-        )
-    if not v.get("sagemaker"):
-        notes.append("the SageMaker SDK is missing (notebook 03): pip install sagemaker==3.27.0")
-    if report["profile"] == "full" and not gpus:
-        notes.append(
-            "profile full needs a GPU and the Hugging Face hub; this machine has no GPU: use "
-            "smoke or local"
-        )
-    return notes
-
-
-def collect(profile: str = "local", disk_path: str | Path = ".") -> dict:
-    """The environment report used by notebook 00 and ``pt2aws env``.
-
-    Args:
-        profile: ``smoke`` | ``local`` | ``full`` (for the suggested instance and the notes).
-        disk_path: where the runs are written (its file system's free space is reported).
-
-    Returns:
-        A JSON-serialisable dict: ``profile``, ``python``, ``arch``, ``platform``, ``versions``
-        (torch, cuda, cudnn, nccl, transformers, datasets, sagemaker, boto3, pt2aws),
-        ``accelerator`` ("cuda" or "cpu"), ``gpus``, ``gpu_count``, ``cpu``, ``memory_bytes``,
-        ``disk``, ``efa``, ``where`` (DLAMI / DLC / SageMaker), ``suggested_instance``,
-        ``notes`` (problems found, each with its fix) and ``cpu_only`` (bool).
-    """
-    gpus = gpu_info()
-    prof = get_profile(profile)
-    report = {
-        "profile": profile,
-        "python": sys.version.split()[0],
-        "arch": platform.machine(),
-        "platform": platform.platform(),
-        "versions": _versions(),
-        "accelerator": "cuda" if gpus else "cpu",
-        "cpu_only": not gpus,
-        "gpus": gpus,
-        "gpu_count": len(gpus),
-        "cpu": cpu_info(),
-        "memory_bytes": memory_bytes(),
-        "disk": disk_info(disk_path),
-        "efa": efa_info(),
-        "where": platform_info(),
-        "suggested_instance": prof.suggested_instance,
-    }
-    report["notes"] = problems(report)
-    return report
-
-
-def format_report(report: dict) -> str:
-    """Human-readable multi-line text of :func:`collect`'s report."""
-    v, cpu = report["versions"], report["cpu"]
-    mem, disk = report["memory_bytes"], report.get("disk") or {}
-    gen = (
-        f", {cpu['graviton_generation']} ({cpu['core']})" if cpu.get("graviton_generation") else ""
-    )
-    lines = [
-        f"Python {report['python']} on {report['arch']} ({report['platform']})",
-        "versions: " + ", ".join(f"{k} {val}" for k, val in v.items() if val),
-        f"where: {report['where']['summary']}",
-        f"CPU: {cpu['model']}{gen}, {cpu['logical_cores']} logical / "
-        f"{cpu.get('physical_cores') or '?'} physical cores; bf16={cpu['bf16']} amx={cpu['amx']} "
-        f"avx512={cpu['avx512']} sve={cpu['sve']} graviton={cpu['graviton']}",
-        f"memory: {mem / 2**30:.1f} GiB" if mem else "memory: unknown",
-    ]
-    if disk:
-        lines.append(
-            f"disk: {disk['free_bytes'] / 2**30:.1f} GiB free of {disk['total_bytes'] / 2**30:.0f} "
-            f"GiB at {disk['path']}"
-        )
-    efa = report.get("efa") or {}
-    lines.append(
-        f"EFA: {', '.join(efa['devices'])}"
-        if efa.get("present")
-        else "EFA: none (single node only)"
-    )
-    if report["gpus"]:
-        for g in report["gpus"]:
-            link = {True: "NVLink", False: "PCIe", None: "link unknown"}[g.get("nvlink")]
-            lines.append(
-                f"GPU {g['index']}: {g['name']}, {g['memory_bytes'] / 2**30:.0f} GiB, "
-                f"sm_{g['compute_capability']}, bf16={g['bf16']}, P2P to {g.get('peers', [])}, {link}"
-            )
-    else:
-        lines.append(
-            "GPUs: none. This is a CPU-only machine: the smoke and local profiles run here"
-        )
-    lines.append(f"profile {report['profile']}: suggested instance {report['suggested_instance']}")
-    lines += [f"note: {n}" for n in report["notes"]]
-    return "\n".join(lines)
