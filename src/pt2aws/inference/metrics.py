@@ -1,26 +1,12 @@
-"""Local, batched predictions from a saved model directory, its fast variants, and evaluation.
-
-Example::
-
-    predictor = Predictor("runs/x/train/model", variant="auto")   # prints the variant and why
-    predictor.predict(["What a great phone!", "Worst service ever."])
-    # [{"label": "positive", "score": 0.97, "label_id": 1}, {"label": "negative", ...}]
-
-Variants (``Predictor(variant=...)``):
-
-* ``"eager"``: fp32, no compilation; the reference the others are compared with.
-* ``"compile"``: ``torch.compile`` (Inductor) of the fp32 model; pays a one-off compile
-  (25-55 s cold on 2 cores, see the stack notes) for faster steady-state kernels.
-* ``"bf16"``: bf16 weights and activations, where the CPU (AVX512-BF16/AMX on x86, BF16 on
-  Graviton3+) or the GPU (Ampere+) computes bf16 natively.
-* ``"int8"``: dynamic int8 quantization of every ``nn.Linear`` (CPU only), weights int8,
-  activations quantized per batch at run time.
-* ``"auto"``: :func:`choose_variant` picks one for the hardware and says why.
-"""
+"""Quality of predictions: label agreement between two variants, and test-set metrics."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+
+#: The share of labels a fast variant must keep equal to fp32 eager's to be served or chosen
+#: (this project's rule, issue 12).
+AGREEMENT_TARGET = 0.99
 
 
 def label_agreement(reference: Sequence[int], other: Sequence[int]) -> float:

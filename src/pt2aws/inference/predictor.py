@@ -6,16 +6,7 @@ Example::
     predictor.predict(["What a great phone!", "Worst service ever."])
     # [{"label": "positive", "score": 0.97, "label_id": 1}, {"label": "negative", ...}]
 
-Variants (``Predictor(variant=...)``):
-
-* ``"eager"``: fp32, no compilation; the reference the others are compared with.
-* ``"compile"``: ``torch.compile`` (Inductor) of the fp32 model; pays a one-off compile
-  (25-55 s cold on 2 cores, see the stack notes) for faster steady-state kernels.
-* ``"bf16"``: bf16 weights and activations, where the CPU (AVX512-BF16/AMX on x86, BF16 on
-  Graviton3+) or the GPU (Ampere+) computes bf16 natively.
-* ``"int8"``: dynamic int8 quantization of every ``nn.Linear`` (CPU only), weights int8,
-  activations quantized per batch at run time.
-* ``"auto"``: :func:`choose_variant` picks one for the hardware and says why.
+Variants (``Predictor(variant=...)``) and where each runs: :mod:`pt2aws.inference.variants`.
 """
 
 from __future__ import annotations
@@ -28,9 +19,9 @@ import torch
 
 from pt2aws.inference.variants import (
     VARIANTS,
-    bf16_supported,
     choose_variant,
     quantize_dynamic_int8,
+    variant_support,
 )
 from pt2aws.modeling import ROBERTA_MAX_TOKENS
 
@@ -90,25 +81,18 @@ class Predictor:
         if batch_size < 1:
             raise ValueError(f"batch_size={batch_size}: need at least 1")
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        self.variant_reason = "requested"
         if variant == "auto":
             choice = choose_variant(self.device)
             print(f"predictor variant: {choice.variant} ({choice.reason})")
             variant, self.variant_reason = choice.variant, choice.reason
-        else:
-            self.variant_reason = "requested"
-        if variant == "int8" and self.device.type != "cpu":
-            raise ValueError(
-                "variant int8 (dynamic quantization) runs on CPU only: use bf16 on GPU"
-            )
-        if variant == "bf16":
-            ok, why = bf16_supported(self.device)
-            if not ok and self.device.type == "cuda":
-                raise ValueError(f"variant bf16: {why}; use eager")
-            if not ok:  # torch still runs bf16 on any x86/arm CPU, through slower conversions
-                warnings.warn(
-                    f"variant bf16: {why}; bf16 is emulated and likely slow", stacklevel=2
-                )
-                self.variant_reason = f"requested; emulated ({why})"
+        native, why = variant_support(variant, self.device)
+        if not native and variant == "bf16" and self.device.type == "cpu":
+            # torch still runs bf16 on any x86/arm CPU, through slower conversions
+            warnings.warn(f"variant bf16: {why}; bf16 is emulated and likely slow", stacklevel=2)
+            self.variant_reason = f"requested; emulated ({why})"
+        elif not native:
+            raise ValueError(f"variant {variant}: {why}")
         self.variant = variant
         self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
         model = AutoModelForSequenceClassification.from_pretrained(model_dir).eval()

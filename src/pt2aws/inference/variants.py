@@ -1,30 +1,28 @@
-"""Local, batched predictions from a saved model directory, its fast variants, and evaluation.
+"""The predictor's fast variants: what each one is, where it runs natively, how it is built.
 
-Example::
+==============  ==============================================================================
+``eager``       fp32, no compilation; the reference every other variant is compared with.
+``compile``     ``torch.compile`` (Inductor) of the fp32 model; a one-off compile (25-55 s cold
+                on 2 cores, see the stack notes) for faster steady-state kernels.
+``bf16``        bf16 weights and activations, where the CPU (AVX512-BF16/AMX on x86, BF16 on
+                Graviton3+) or the GPU (Ampere+) computes bf16 natively.
+``int8``        dynamic int8 quantization of every ``nn.Linear`` (CPU only): weights int8,
+                activations quantized per batch at run time.
+==============  ==============================================================================
 
-    predictor = Predictor("runs/x/train/model", variant="auto")   # prints the variant and why
-    predictor.predict(["What a great phone!", "Worst service ever."])
-    # [{"label": "positive", "score": 0.97, "label_id": 1}, {"label": "negative", ...}]
-
-Variants (``Predictor(variant=...)``):
-
-* ``"eager"``: fp32, no compilation; the reference the others are compared with.
-* ``"compile"``: ``torch.compile`` (Inductor) of the fp32 model; pays a one-off compile
-  (25-55 s cold on 2 cores, see the stack notes) for faster steady-state kernels.
-* ``"bf16"``: bf16 weights and activations, where the CPU (AVX512-BF16/AMX on x86, BF16 on
-  Graviton3+) or the GPU (Ampere+) computes bf16 natively.
-* ``"int8"``: dynamic int8 quantization of every ``nn.Linear`` (CPU only), weights int8,
-  activations quantized per batch at run time.
-* ``"auto"``: :func:`choose_variant` picks one for the hardware and says why.
+:func:`variant_support` says whether a variant runs natively on a device, and why not; the
+:class:`~pt2aws.inference.predictor.Predictor` raises or warns with that reason, and
+:func:`pt2aws.bench.inference.compare_variants` skips the variant with it.
 """
 
 from __future__ import annotations
 
-import platform
 import warnings
 from dataclasses import dataclass
 
 import torch
+
+from pt2aws.system import is_arm64
 
 VARIANTS = ("eager", "compile", "bf16", "int8")
 
@@ -52,6 +50,30 @@ def bf16_supported(device: torch.device) -> tuple[bool, str]:
     return False, f"CPU {cpu['model']} has no bf16 instructions in /proc/cpuinfo"
 
 
+def variant_support(variant: str, device: torch.device | str) -> tuple[bool, str]:
+    """Whether ``variant`` runs natively (at full speed) on ``device``, and why (not).
+
+    Args:
+        variant: one of :data:`VARIANTS`.
+        device: where the model would run.
+
+    Returns:
+        ``(True, reason)`` or ``(False, reason)``. ``bf16`` on a CPU without bf16 instructions
+        still runs, emulated and slowly; int8 on a GPU does not run at all.
+
+    Raises:
+        ValueError: unknown variant.
+    """
+    if variant not in VARIANTS:
+        raise ValueError(f"variant {variant!r}: choose one of {', '.join(VARIANTS)} or auto")
+    device = torch.device(device)
+    if variant == "bf16":
+        return bf16_supported(device)
+    if variant.startswith("int8") and device.type != "cpu":
+        return False, "int8 dynamic quantization runs on CPU only: use bf16 on GPU"
+    return True, f"{variant} runs on {device.type}"
+
+
 def choose_variant(device: torch.device | str | None = None) -> VariantChoice:
     """Pick the predictor variant for this hardware.
 
@@ -63,7 +85,7 @@ def choose_variant(device: torch.device | str | None = None) -> VariantChoice:
       (1.85x the HF pipeline vs 1.18x for eager on the fine-tuned MiniLM of ``make run``, 2-core
       Xeon, 2026-11-30) but changed 3.7% of the labels, below the 99% agreement this project
       asks of a variant; so it is opt-in (``variant="int8"``): measure the agreement on your
-      own model first (:func:`label_agreement`).
+      own model first (:func:`pt2aws.inference.metrics.label_agreement`).
 
     ``compile`` is never chosen automatically: its one-off cost (tens of seconds per process)
     only pays back in long-running servers; pass ``variant="compile"`` to use it.
@@ -85,12 +107,12 @@ def quantize_dynamic_int8(model):
 
     Uses ``torch.ao.quantization.quantize_dynamic``: deprecated since torch 2.10 in favour of
     torchao's ``quantize_(model, Int8DynamicActivationInt8WeightConfig())``, but still built in
-    and working in torch 2.13 (torchao would be a new dependency); its warnings are silenced here.
+    and working in torch 2.13; its warnings are silenced here. On arm64 it uses the QNNPACK
+    engine (fbgemm is x86-only).
     """
     from torch.ao.quantization import quantize_dynamic
 
-    engines = torch.backends.quantized.supported_engines
-    if platform.machine() in ("aarch64", "arm64") and "qnnpack" in engines:
+    if is_arm64() and "qnnpack" in torch.backends.quantized.supported_engines:
         torch.backends.quantized.engine = "qnnpack"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
