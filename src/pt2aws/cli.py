@@ -59,7 +59,7 @@ def _recommend(args) -> int:
 
 
 def _cleanup(args) -> int:
-    from pt2aws.aws.endpoint import delete_resources
+    from pt2aws.aws.hosting import delete_resources
     from pt2aws.aws.session import list_sagemaker_resources, list_scalable_targets
 
     if not args.prefix:

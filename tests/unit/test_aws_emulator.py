@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from botocore.exceptions import ClientError
 
-from pt2aws.aws import artifact, endpoint, images, session
+from pt2aws.aws import artifact, autoscaling, hosting, images, session
 from pt2aws.aws.emulator import EMULATOR_ROLE_ARN, Emulator
 from pt2aws.aws.invoke import request_body
 from pt2aws.aws.session import boto_session, list_scalable_targets
@@ -75,13 +75,13 @@ def emulator(stub):
 @pytest.fixture(scope="module")
 def model_url(emulator, smoke_model_dir, tmp_path_factory):
     archive = artifact.package(smoke_model_dir, tmp_path_factory.mktemp("emu") / "model.tar.gz")
-    return endpoint.upload_model(
+    return artifact.upload_archive(
         archive, session.default_bucket(emulator.region), "t/model.tar.gz", emulator.region
     )
 
 
 def _deploy(emulator, model_url, name, **kwargs):
-    return endpoint.deployed_endpoint(
+    return hosting.deployed_endpoint(
         model_url, role_arn=EMULATOR_ROLE_ARN, region=emulator.region, name=name, **kwargs
     )
 
@@ -180,7 +180,7 @@ def test_invoke_failure_still_cleans_up(emulator, model_url):
 )
 def test_failed_create_leaves_nothing(emulator, model_url, operation, created_before, caplog):
     emulator.inject_fault(operation, "ResourceLimitExceeded", "account quota reached")
-    with caplog.at_level("INFO", logger="pt2aws.aws.endpoint"):
+    with caplog.at_level("INFO", logger="pt2aws.aws.hosting"):
         with pytest.raises(ClientError, match="ResourceLimitExceeded"):
             with _deploy(emulator, model_url, f"pt2aws-fail-{created_before}"):
                 pytest.fail("the body must not run when creation failed")
@@ -190,7 +190,7 @@ def test_failed_create_leaves_nothing(emulator, model_url, operation, created_be
 
 
 def test_autoscaling_is_set_and_removed(emulator, model_url):
-    scaling = endpoint.AutoScaling(
+    scaling = autoscaling.AutoScaling(
         min_instances=1, max_instances=3, target_invocations_per_instance=500
     )
     with _deploy(emulator, model_url, "pt2aws-scale", autoscaling=scaling) as d:
@@ -259,15 +259,15 @@ def test_wait_times_out_and_reports_failure(emulator, model_url, monkeypatch):
     backend = models.sagemaker_backends["123456789012"]["us-east-1"]
     backend.endpoints["pt2aws-wait"].endpoint_status = "Creating"
     with pytest.raises(TimeoutError, match="still Creating after"):
-        endpoint.wait_for_endpoint(
+        hosting.wait_for_endpoint(
             "pt2aws-wait", "us-east-1", timeout_s=1.5, poll_s=0.5, progress=False
         )
     backend.endpoints["pt2aws-wait"].endpoint_status = "Failed"
-    with pytest.raises(endpoint.DeploymentError, match="is Failed"):
-        endpoint.wait_for_endpoint(
+    with pytest.raises(hosting.DeploymentError, match="is Failed"):
+        hosting.wait_for_endpoint(
             "pt2aws-wait", "us-east-1", timeout_s=5, poll_s=0.5, progress=False
         )
-    assert len(endpoint.delete_resources("pt2aws-wait", "us-east-1")) == 3
+    assert len(hosting.delete_resources("pt2aws-wait", "us-east-1")) == 3
     assert emulator.sagemaker_resources() == NOTHING
 
 
@@ -278,7 +278,7 @@ def test_cli_cleanup_deletes_leftovers(emulator, capsys):
     sm.create_model(
         ModelName="pt2aws-left", ExecutionRoleArn=EMULATOR_ROLE_ARN, PrimaryContainer={"Image": "x"}
     )
-    endpoint.enable_autoscaling("pt2aws-left", "us-east-1", endpoint.AutoScaling())
+    autoscaling.enable_autoscaling("pt2aws-left", "us-east-1", autoscaling.AutoScaling())
     assert main(["cleanup", "--prefix", "pt2aws-left"]) == 0
     assert "dry run" in capsys.readouterr().out
     assert emulator.sagemaker_resources()["models"] == ["pt2aws-left"]

@@ -6,7 +6,7 @@ import tarfile
 
 import pytest
 
-from pt2aws.aws import artifact, endpoint, images
+from pt2aws.aws import artifact, autoscaling, hosting, images
 from pt2aws.sizing import catalog
 
 
@@ -285,7 +285,7 @@ def test_explicit_image_mismatch_is_refused(image, instance, message):
     ],
 )
 def test_endpoint_environment(instance, workers, threads, bf16):
-    env = endpoint.endpoint_environment(instance)
+    env = hosting.endpoint_environment(instance)
     assert env["SAGEMAKER_PROGRAM"] == "inference.py"
     assert env["SAGEMAKER_MODEL_SERVER_WORKERS"] == workers
     assert env["OMP_NUM_THREADS"] == threads
@@ -307,13 +307,13 @@ def test_instance_vcpus_and_bad_types():
 
 
 def test_resource_name_is_timestamped_and_valid():
-    name = endpoint.resource_name("pt2aws-smoke")
+    name = hosting.resource_name("pt2aws-smoke")
     assert name.startswith("pt2aws-smoke-20") and len(name) == len("pt2aws-smoke-") + 15
     with pytest.raises(ValueError, match="letters, digits and single hyphens"):
-        endpoint.resource_name("my_model")
+        hosting.resource_name("my_model")
 
 
 def test_autoscaling_config_is_validated():
     with pytest.raises(ValueError, match="min_instances"):
-        endpoint.AutoScaling(min_instances=3, max_instances=2)
-    assert endpoint.scalable_resource_id("e") == "endpoint/e/variant/AllTraffic"
+        autoscaling.AutoScaling(min_instances=3, max_instances=2)
+    assert autoscaling.scalable_resource_id("e") == "endpoint/e/variant/AllTraffic"

@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from pt2aws.aws import artifact, endpoint, session
+from pt2aws.aws import artifact, hosting, session
 from pt2aws.aws.session import boto_session, list_sagemaker_resources, list_scalable_targets
 
 pytestmark = pytest.mark.aws
@@ -22,14 +22,14 @@ def test_real_graviton_endpoint_matches_local_predictions(smoke_model_dir, tmp_p
     if not role_arn:
         pytest.skip("set PT2AWS_ROLE_ARN to a SageMaker execution role ARN")
     region = os.environ.get("AWS_REGION") or boto_session().region_name
-    name = endpoint.resource_name("pt2aws-test")
+    name = hosting.resource_name("pt2aws-test")
     archive = artifact.package(smoke_model_dir, tmp_path / "model.tar.gz")
     local = artifact.smoke_test_archive(archive, TEXTS)
     bucket = session.default_bucket(region)
     key = f"pt2aws-tests/{name}/model.tar.gz"
-    url = endpoint.upload_model(archive, bucket, key, region)
+    url = artifact.upload_archive(archive, bucket, key, region)
     try:
-        with endpoint.deployed_endpoint(
+        with hosting.deployed_endpoint(
             url,
             role_arn=role_arn,
             region=region,

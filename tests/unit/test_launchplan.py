@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from pt2aws.aws import ec2_plan
+from pt2aws.aws import ec2_plan, images
 from pt2aws.aws.emulator import Emulator
 
 DLAMI = "/aws/service/deeplearning/ami/x86_64/oss-nvidia-driver-gpu-pytorch-2.10-amazon-linux-2023/latest/ami-id"
@@ -20,22 +20,22 @@ def emulator():
 
 
 def test_dlami_parameter_names():
-    assert ec2_plan.dlami_parameter("p4d.24xlarge") == DLAMI
-    assert ec2_plan.dlami_parameter("ml.g5.xlarge", "2.9", "ubuntu-24.04") == (
+    assert images.dlami_parameter("p4d.24xlarge") == DLAMI
+    assert images.dlami_parameter("ml.g5.xlarge", "2.9", "ubuntu-24.04") == (
         "/aws/service/deeplearning/ami/x86_64/oss-nvidia-driver-gpu-pytorch-2.9-ubuntu-24.04/latest/ami-id"
     )
-    assert ec2_plan.dlami_parameter("c7g.xlarge").endswith("al2023-ami-kernel-default-arm64")
-    assert ec2_plan.dlami_parameter("c7i.xlarge").endswith("al2023-ami-kernel-default-x86_64")
-    assert ec2_plan.dlami_parameter("trn1.32xlarge") == ec2_plan.NEURON_DLAMI_PARAMETER
+    assert images.dlami_parameter("c7g.xlarge").endswith("al2023-ami-kernel-default-arm64")
+    assert images.dlami_parameter("c7i.xlarge").endswith("al2023-ami-kernel-default-x86_64")
+    assert images.dlami_parameter("trn1.32xlarge") == images.NEURON_DLAMI_PARAMETER
 
 
 def test_ami_lookup_and_dry_run(emulator):
     assert ec2_plan.lookup_ami(DLAMI, emulator.region) == "ami-0123456789abcdef0"
-    assert ec2_plan.lookup_ami(ec2_plan.dlami_parameter("c7g.xlarge"), emulator.region).startswith(
+    assert ec2_plan.lookup_ami(images.dlami_parameter("c7g.xlarge"), emulator.region).startswith(
         "ami-"
     )
     with pytest.raises(ec2_plan.LaunchPlanError, match="not found"):
-        ec2_plan.lookup_ami(ec2_plan.dlami_parameter("g5.xlarge", "1.0"), emulator.region)
+        ec2_plan.lookup_ami(images.dlami_parameter("g5.xlarge", "1.0"), emulator.region)
     request = ec2_plan.run_instances_request("p4d.24xlarge", "ami-0123456789abcdef0")
     assert request["InstanceType"] == "p4d.24xlarge" and request["MinCount"] == 1
     result = ec2_plan.dry_run(request, emulator.region)
@@ -47,7 +47,7 @@ def test_ami_lookup_and_dry_run(emulator):
     plan = ec2_plan.launch_plan("p4d.24xlarge", 1, region=emulator.region)
     assert plan["ec2"]["ami_id"] == "ami-0123456789abcdef0"
     assert plan["ec2"]["dry_run"]["would_succeed"] is True
-    assert "pytorch-training:2.6.0-gpu-py312" in plan["sagemaker_training"]["training_image"]
+    assert "pytorch-training:2.10.0-gpu-py313" in plan["sagemaker_training"]["training_image"]
     assert "pytorch-inference-arm64" in plan["sagemaker_endpoint"]["image_uri"]
     assert plan["sagemaker_endpoint"]["environment"]["DNNL_DEFAULT_FPMATH_MODE"] == "BF16"
     assert "Launch plan: 1 x p4d.24xlarge" in ec2_plan.format_launch_plan(plan)
@@ -70,13 +70,13 @@ def test_run_instances_request_validation():
 
 
 def test_images_per_instance_kind():
-    assert "pytorch-training:2.6.0-cpu-py312" in ec2_plan.training_image_uri(
-        "c7i.xlarge", "us-east-1"
-    )
-    assert ec2_plan.training_image_uri("trn1.32xlarge", "us-east-1") is None  # Neuron image needed
+    settings = ec2_plan.sagemaker_training_settings
     assert (
-        ec2_plan.training_image_uri("c7g.xlarge", "us-east-1") is None
-    )  # not a SageMaker training type
+        "pytorch-training:2.10.0-cpu-py313"
+        in settings("c7i.xlarge", 1, "us-east-1")["training_image"]
+    )
+    assert settings("trn1.32xlarge", 1, "us-east-1")["training_image"] is None  # Neuron image
+    assert settings("c7g.xlarge", 1, "us-east-1")["training_image"] is None  # not a training type
     assert ec2_plan.sagemaker_endpoint_settings("m7g.xlarge", "us-east-1")["available"] is False
 
 

@@ -1,20 +1,12 @@
-"""Package a trained model for SageMaker, deploy it to a Graviton endpoint, invoke it, clean up.
+"""``model.tar.gz`` for SageMaker: package it, check it offline, upload it to S3.
 
-Each step fails loudly, before anything is billed, on the mistakes that public issue trackers
-show people making (see ``../shared/notes/aws-reference-notes.md`` section 3):
-
-* the artifact: a nested top folder, the handler at the root, a tokenizer left out, symlinks,
-  absolute or ``..`` paths (:func:`package` cannot produce them, :func:`validate_archive`
-  rejects them and then loads the model and predicts, with no AWS);
-* the image: an x86 image for a Graviton instance, a Hugging Face DLC on Graviton, an SDK that
-  does not know the newer arm64 images (:func:`inference_image_uri`);
-* the bill: endpoints left running after a failure (:func:`deployed_endpoint` deletes what it
-  created in ``finally``; ``pt2aws cleanup --prefix`` finds leftovers).
-
-The ``model.tar.gz`` contract of the SageMaker PyTorch inference container (see
-aws/sagemaker-pytorch-inference-toolkit): model files at the archive root, the handler in
-``code/inference.py`` and its extra packages in ``code/requirements.txt``, which the container
-pip-installs at start.
+The contract of the SageMaker PyTorch inference container (aws/sagemaker-pytorch-inference-
+toolkit): model files at the archive root, the handler in ``code/inference.py`` and its extra
+packages in ``code/requirements.txt``, which the AWS DLC pip-installs at start. Each step fails
+loudly, before anything is billed, on the mistakes public issue trackers show people making
+(``../shared/notes/aws-reference-notes.md`` section 3): a nested top folder, the handler at the
+root, a tokenizer left out, symlinks, absolute or ``..`` paths (:func:`package` cannot produce
+them; :func:`validate_archive` rejects them and then loads the model and predicts, with no AWS).
 """
 
 from __future__ import annotations
@@ -175,7 +167,7 @@ def _check_member(info: tarfile.TarInfo) -> None:
         raise ArchiveError(
             f"{name}: {'symlink' if info.issym() else 'hard link'} to {info.linkname!r}; links "
             "are not allowed (SageMaker fails to extract them); rebuild with "
-            "pt2aws.deploy.package, which dereferences them"
+            "pt2aws.aws.artifact.package, which dereferences them"
         )
     if name.startswith("/") or re.match(r"^[A-Za-z]:[\\/]", name):
         raise ArchiveError(
@@ -184,7 +176,7 @@ def _check_member(info: tarfile.TarInfo) -> None:
         )
     if ".." in Path(name).parts:
         raise ArchiveError(
-            f"{name}: '..' path escapes the archive root; rebuild with pt2aws.deploy.package"
+            f"{name}: '..' path escapes the archive root; rebuild with pt2aws.aws.artifact.package"
         )
     if not (info.isfile() or info.isdir()):
         raise ArchiveError(f"{name}: not a regular file (device or fifo); remove it")
@@ -229,7 +221,7 @@ def validate_archive(path: str | Path, *, smoke_test: bool = True) -> dict:
             f": found {nested[0]}/config.json, the files are nested in a top folder; "
             f"tar from inside it (tar -C {nested[0]} -czf model.tar.gz .)"
             if nested and f"{nested[0]}/config.json" in names
-            else "; save the model with save_pretrained and rebuild with pt2aws.deploy.package"
+            else "; save the model with save_pretrained and rebuild with pt2aws.aws.artifact.package"
         )
         raise ArchiveError(f"config.json missing at the archive root{hint}")
     if "inference.py" in names:
@@ -265,6 +257,11 @@ def validate_archive(path: str | Path, *, smoke_test: bool = True) -> dict:
 
 
 def load_handler(code_dir: Path):
+    """Import ``code_dir/inference.py`` as a module, as the serving toolkit does.
+
+    Returns:
+        The handler module (``model_fn``, ``input_fn``, ``predict_fn``, ``output_fn``).
+    """
     import importlib.util
 
     spec = importlib.util.spec_from_file_location(
@@ -304,3 +301,42 @@ def smoke_test_archive(path: str | Path, texts: list[str] | None = None) -> list
     if labels and not {p["label"] for p in out} <= labels:
         raise ArchiveError(f"the handler answered labels {out} outside id2label {sorted(labels)}")
     return out
+
+
+def upload_archive(archive: str | Path, bucket: str, key: str, region: str) -> str:
+    """Upload ``archive`` to ``s3://bucket/key`` with SSE-S3 encryption; returns the S3 URL.
+
+    Creates the bucket (public access blocked) if it does not exist.
+
+    Args:
+        archive: the ``model.tar.gz`` to upload.
+        bucket: S3 bucket, e.g. :func:`pt2aws.aws.session.default_bucket`.
+        key: object key, e.g. ``"pt2aws/<name>/model.tar.gz"``.
+        region: the bucket's region.
+
+    Returns:
+        ``s3://<bucket>/<key>``.
+    """
+    from pt2aws.aws.session import boto_session
+
+    s3 = boto_session(region).client("s3")
+    try:
+        s3.head_bucket(Bucket=bucket)
+    except s3.exceptions.ClientError:
+        kwargs = (
+            {}
+            if region == "us-east-1"
+            else {"CreateBucketConfiguration": {"LocationConstraint": region}}
+        )
+        s3.create_bucket(Bucket=bucket, **kwargs)
+        s3.put_public_access_block(
+            Bucket=bucket,
+            PublicAccessBlockConfiguration={
+                "BlockPublicAcls": True,
+                "IgnorePublicAcls": True,
+                "BlockPublicPolicy": True,
+                "RestrictPublicBuckets": True,
+            },
+        )
+    s3.upload_file(str(archive), bucket, key, ExtraArgs={"ServerSideEncryption": "AES256"})
+    return f"s3://{bucket}/{key}"

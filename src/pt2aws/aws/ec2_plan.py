@@ -1,71 +1,26 @@
-"""Launch plan for a chosen instance: DLAMI ID (public SSM parameter), DLC images, EC2 request.
+"""Launch plan for a chosen instance: the DLAMI ID (public SSM parameter), the EC2 request, the
+SageMaker training and endpoint settings.
 
 Nothing here starts an instance. :func:`dry_run` sends the EC2 ``RunInstances`` request with
 ``DryRun=True``: AWS answers ``DryRunOperation`` when the request (permissions, AMI, type,
 quota) would have succeeded, ``UnauthorizedOperation`` or another error otherwise. Against the
-local emulator (``pt2aws.aws.Emulator``), the same code runs over HTTP with moto.
-
-Sources:
-
-* DLAMI IDs: AWS Deep Learning AMIs developer guide, "Finding the ID of a DLAMI"
-  (docs.aws.amazon.com/dlami/latest/devguide/find-dlami-id.html, read 2026-11-30): parameter
-  ``/aws/service/deeplearning/ami/$architecture/$ami_type/latest/ami-id`` where ``ami_type`` is
-  the DLAMI name without "deep", "learning" and "ami", e.g. "Deep Learning OSS Nvidia Driver AMI
-  GPU PyTorch 2.10 (Amazon Linux 2023)" -> ``oss-nvidia-driver-gpu-pytorch-2.10-amazon-linux-2023``
-  (release notes of that DLAMI, 2026-09; supported on G4dn, G5, G6, G6e, P4, P4de, P5, P5e, P5en).
-* Neuron (Trainium / Inferentia) DLAMI: Neuron DLAMI user guide, "SSM parameters"
-  (awsdocs-neuron.readthedocs-hosted.com, deploy/environments/dlami.html); the exact path below
-  was not in the stored excerpt: check it before relying on it.
-* Amazon Linux 2023 AMIs for CPU instances: public parameters
-  ``/aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-{arm64,x86_64}``.
-* DLC training images: ``sagemaker.core.image_uris.retrieve(..., image_scope="training")``;
-  inference images: :func:`pt2aws.deploy.inference_image_uri`.
+local emulator (:class:`pt2aws.aws.emulator.Emulator`), the same code runs over HTTP with moto.
+Which AMI and which images: :mod:`pt2aws.aws.images`.
 """
 
 from __future__ import annotations
 
 import logging
 
-from pt2aws.aws import endpoint, images
+from pt2aws.aws import images
+from pt2aws.aws.hosting import endpoint_environment
 from pt2aws.sizing import catalog
 
 logger = logging.getLogger(__name__)
 
-#: PyTorch version and OS of the GPU DLAMI (newest x86_64 PyTorch DLAMI in the stored release
-#: notes, 2026-09: "Deep Learning OSS Nvidia Driver AMI GPU PyTorch 2.10 (Amazon Linux 2023)").
-DLAMI_PYTORCH_VERSION = "2.10"
-DLAMI_OS = "amazon-linux-2023"
-NEURON_DLAMI_PARAMETER = "/aws/service/neuron/dlami/multi-framework/ubuntu-22.04/latest/image_id"
-AL2023_PARAMETER = "/aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-{arch}"
-#: DLC framework version for SageMaker training/inference images (newest Graviton inference DLC).
-DLC_TORCH_VERSION = "2.6.0"
-DLC_PY_VERSION = "py312"
-
 
 class LaunchPlanError(ValueError):
     """A launch plan cannot be built; the message names the problem and the fix."""
-
-
-def dlami_parameter(
-    instance_type: str, pytorch_version: str = DLAMI_PYTORCH_VERSION, os_name: str = DLAMI_OS
-) -> str:
-    """The public SSM parameter holding the AMI ID to launch ``instance_type`` with.
-
-    GPU instances: the PyTorch DLAMI; Trainium / Inferentia: the Neuron multi-framework DLAMI;
-    CPU instances: Amazon Linux 2023 (arm64 for Graviton), to run the DLC container on.
-
-    Raises:
-        KeyError: the instance type is not in the catalog.
-    """
-    it = catalog.get_instance(instance_type)
-    if it.kind == "gpu":
-        return (
-            "/aws/service/deeplearning/ami/x86_64/"
-            f"oss-nvidia-driver-gpu-pytorch-{pytorch_version}-{os_name}/latest/ami-id"
-        )
-    if it.kind in ("trainium", "inferentia"):
-        return NEURON_DLAMI_PARAMETER
-    return AL2023_PARAMETER.format(arch="arm64" if it.cpu.startswith("Graviton") else "x86_64")
 
 
 def lookup_ami(parameter: str, region: str) -> str:
@@ -94,34 +49,6 @@ def lookup_ami(parameter: str, region: str) -> str:
         raise LaunchPlanError(
             f"reading {parameter} failed ({code}): the caller needs ssm:GetParameter"
         ) from None
-
-
-def training_image_uri(
-    instance_type: str,
-    region: str,
-    torch_version: str = DLC_TORCH_VERSION,
-    py_version: str = DLC_PY_VERSION,
-) -> str | None:
-    """SageMaker PyTorch training DLC for ``instance_type`` (GPU or CPU image), or None.
-
-    None for Trainium / Inferentia (they need the Neuron ``pytorch-training-neuronx`` images,
-    which pt2aws's training script does not target) and for types SageMaker training rejects.
-    """
-    it = catalog.get_instance(instance_type)
-    if it.kind in ("trainium", "inferentia"):
-        return None
-    if not catalog.availability(it.name)["sagemaker_training"]:
-        return None
-    from sagemaker.core import image_uris
-
-    return image_uris.retrieve(
-        "pytorch",
-        region,
-        version=torch_version,
-        py_version=py_version,
-        instance_type=f"ml.{it.name}",
-        image_scope="training",
-    )
 
 
 def run_instances_request(
@@ -241,7 +168,10 @@ def sagemaker_training_settings(
         where SageMaker training does not offer the type or pt2aws has no image for it.
     """
     it = catalog.get_instance(instance_type)
-    image = training_image_uri(it.name, region)
+    try:
+        image = images.training_image_uri(f"ml.{it.name}", region)
+    except images.TrainingImageError:  # Trainium (Neuron images) or not a training type
+        image = None
     return {
         "training_image": image,
         "instance_type": f"ml.{it.name}",
@@ -263,7 +193,7 @@ def sagemaker_endpoint_settings(instance_type: str, region: str) -> dict:
         "image_uri": image,
         "instance_type": f"ml.{it.name}",
         "initial_instance_count": 1,
-        "environment": endpoint.endpoint_environment(f"ml.{it.name}", it.vcpus),
+        "environment": endpoint_environment(f"ml.{it.name}", it.vcpus),
         "available": hosting,
     }
 
@@ -294,7 +224,7 @@ def launch_plan(
         "sagemaker_endpoint", "next_steps"}``.
     """
     it = catalog.get_instance(train_instance)
-    parameter = dlami_parameter(it.name)
+    parameter = images.dlami_parameter(it.name)
     ami = lookup_ami(parameter, region) if resolve_ami else None
     request = run_instances_request(
         it.name,
@@ -388,7 +318,7 @@ def plan_for_target(
         with aws_target(target, region) as emulator:
             if emulator is not None:
                 emulator.seed_public_parameter(
-                    dlami_parameter(train_instance), EMULATOR_PLACEHOLDER_AMI
+                    images.dlami_parameter(train_instance), EMULATOR_PLACEHOLDER_AMI
                 )
             plan = launch_plan(train_instance, nodes, serve_instance, region)
     else:

@@ -1,38 +1,13 @@
-"""AWS sessions, and a local emulator of the AWS control plane (moto) for tests and workshops.
+"""A local emulator of the AWS control plane (moto) for tests and workshops, and its model server.
 
-``Emulator`` runs a moto server on 127.0.0.1 in this process and points every boto3/SageMaker
-client at it through ``AWS_ENDPOINT_URL`` with fake credentials, so the product's real AWS code
-path runs unchanged over HTTP. It is an emulator: nothing is created in any AWS account, and
-endpoint invocations answer whatever the emulator was told to answer.
+:class:`Emulator` runs a moto server on 127.0.0.1 in this process and points every boto3 /
+SageMaker client at it through ``AWS_ENDPOINT_URL`` with fake credentials, so the product's real
+AWS code path runs unchanged over HTTP. It is an emulator: nothing is created in any AWS
+account, and endpoint invocations answer whatever the emulator was told to answer, e.g. the
+real serving stack on 127.0.0.1 started by :func:`local_model_server`. The moto patches it needs
+are in :mod:`pt2aws.aws.moto_patches`.
 
-moto 5.2.5 needs a few small patches, applied when the server starts (documented in
-``../shared/notes/stack-notes.md``, section 7c):
-
-1. **Instance types.** moto's endpoint-config validator knows only a few x86 types; the patch
-   validates against botocore's ``ProductionVariantInstanceType`` enum instead (the real API's
-   list, which holds the Graviton families ml.c6g … ml.r8g).
-2. **Empty nested shapes.** moto's DescribeModel/DescribeEndpoint(Config) return ``VpcConfig: {}``
-   and ``DataCaptureConfig: {}``, which sagemaker-core's pydantic shapes reject; the patch drops
-   empty-dict values from those three responses, as AWS omits unset members.
-3. **STS in the SageMaker SDK** builds its client with an explicit regional endpoint that bypasses
-   ``AWS_ENDPOINT_URL``; the patch points it at the emulator.
-
-Three more patches (each acts only on the moto
-server; the product's AWS code path is unchanged):
-
-4. **InvokeEndpoint forwarding.** moto runs no model: ``InvokeEndpoint`` answers a canned body.
-   With ``Emulator(invocations_url=...)`` it forwards the request body, ``Content-Type`` and
-   ``Accept`` to that URL (``POST``; e.g. the local SageMaker serving stack of
-   :mod:`pt2aws.serving.local`) and answers with what the model server answered. A non-2xx
-   answer becomes a ``ModelError`` (HTTP 424) naming the original status, as SageMaker does, and
-   an endpoint that does not exist (or was deleted) is a ``ValidationError``, as on AWS.
-5. **Fault injection.** :meth:`Emulator.inject_fault` makes the next call(s) of an operation
-   (``CreateModel``, ``CreateEndpointConfig``, ``CreateEndpoint``, ``InvokeEndpoint``) fail with
-   a given AWS error code (e.g. ``ThrottlingException``), to test retries and clean-up.
-6. **IAM SimulatePrincipalPolicy** is not implemented by moto (HTTP 500, retried by botocore with
-   a traceback per try); SDK v3 ``ModelTrainer`` calls it to check that the role may write to the
-   staging bucket. The patch answers ``allowed`` for every requested action and resource, as for
-   a role with the usual ``AmazonSageMakerFullAccess`` policy.
+:func:`aws_target` is the one switch the notebooks use: ``"emulator"`` or ``"aws"``.
 """
 
 from __future__ import annotations
@@ -40,20 +15,18 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import socket
 
-from pt2aws.aws.session import list_sagemaker_resources, list_scalable_targets
+from pt2aws.aws import moto_patches
+from pt2aws.aws.session import billable_resources
+from pt2aws.system import free_port
+
+logger = logging.getLogger(__name__)
 
 EMULATOR_ACCOUNT = "123456789012"  # moto's default account id
-
-
 EMULATOR_REGION = "us-east-1"  # the emulator's default region (any region works)
-
-
 EMULATOR_ROLE_ARN = f"arn:aws:iam::{EMULATOR_ACCOUNT}:role/pt2aws-emulator-sagemaker-role"
-
-
-_ENV_KEYS = (
+#: Environment variables the emulator sets or clears while it runs (restored on exit).
+ENV_KEYS = (
     "AWS_ENDPOINT_URL",
     "AWS_ACCESS_KEY_ID",
     "AWS_SECRET_ACCESS_KEY",
@@ -64,169 +37,8 @@ _ENV_KEYS = (
 )
 
 
-_PATCHED = False
-
-
-#: Per-process state read by the patched moto handlers (one emulator at a time).
-_FAULTS: dict[str, list[tuple[str, str, int]]] = {}
-
-
-_FORWARD: dict[str, str | None] = {"url": None}
-
-
-_FAULT_OPERATIONS = {
-    "CreateModel": "create_model",
-    "CreateEndpointConfig": "create_endpoint_config",
-    "CreateEndpoint": "create_endpoint",
-    "InvokeEndpoint": "invoke_endpoint",
-}
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _drop_empty(value):
-    if isinstance(value, dict):
-        return {k: _drop_empty(v) for k, v in value.items() if v != {}}
-    if isinstance(value, list):
-        return [_drop_empty(v) for v in value]
-    return value
-
-
-def _patch_moto() -> None:
-    """Apply the documented moto patches once per process (see the module docstring)."""
-    global _PATCHED
-    if _PATCHED:
-        return
-    import botocore.session
-    from moto.core.responses import ActionResult
-    from moto.sagemaker import models, responses
-    from moto.sagemaker.exceptions import ValidationError
-
-    real_types = set(
-        botocore.session.get_session()
-        .get_service_model("sagemaker")
-        .shape_for("ProductionVariantInstanceType")
-        .enum
-    )
-
-    def validate_instance_type(self, instance_type: str) -> None:
-        if instance_type not in real_types:
-            raise ValidationError(
-                message=f"Value '{instance_type}' at 'instanceType' failed to satisfy constraint: "
-                "Member must satisfy enum value set: ProductionVariantInstanceType"
-            )
-
-    models.FakeEndpointConfig.validate_instance_type = validate_instance_type
-    for name in ("describe_model", "describe_endpoint_config", "describe_endpoint"):
-        original = getattr(responses.SageMakerResponse, name)
-
-        def wrapped(self, _original=original):
-            return ActionResult(_drop_empty(_original(self).result))
-
-        setattr(responses.SageMakerResponse, name, wrapped)
-    _patch_faults_and_forwarding()
-
-    from moto.iam.responses import IamResponse
-
-    def simulate_principal_policy(self):  # patch 6
-        resources = self._get_param("ResourceArns", []) or ["*"]
-        results = [
-            {"EvalActionName": action, "EvalResourceName": resource, "EvalDecision": "allowed"}
-            for action in self._get_param("ActionNames", [])
-            for resource in resources
-        ]
-        return ActionResult({"EvaluationResults": results, "IsTruncated": False})
-
-    IamResponse.simulate_principal_policy = simulate_principal_policy
-    _PATCHED = True
-
-
-def _raise_injected_fault(operation: str) -> None:
-    from moto.core.exceptions import JsonRESTError
-
-    queue = _FAULTS.get(operation)
-    if queue:
-        code, message, status = queue.pop(0)
-        error = JsonRESTError(code, message)
-        error.code = status
-        raise error
-
-
-def _forward_invocation(url: str, body: bytes, headers) -> tuple[int, dict, bytes]:
-    """POST ``body`` to the model server at ``url``; map its answer as SageMaker does."""
-    import json
-    import urllib.error
-    import urllib.request
-
-    request = urllib.request.Request(
-        url,
-        data=body,
-        method="POST",
-        headers={
-            "Content-Type": headers.get("Content-Type") or "application/json",
-            "Accept": headers.get("Accept") or "application/json",
-        },
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=60) as response:
-            return (
-                200,
-                {"Content-Type": response.headers.get("Content-Type", "application/json")},
-                response.read(),
-            )
-    except urllib.error.HTTPError as err:
-        detail = err.read().decode("utf-8", "replace")[:2000]
-        message = f'Received client error ({err.code}) from primary with message "{detail}"'
-        payload = {"__type": "ModelError", "message": message, "OriginalStatusCode": err.code}
-        headers = {
-            "Content-Type": "application/json",
-            "x-amzn-ErrorType": "ModelError",
-            "status": 424,  # moto reads the status from this header
-        }
-        return 424, headers, json.dumps(payload).encode()
-
-
-def _check_endpoint_exists(response) -> None:
-    """As SageMaker: invoking an endpoint that does not exist (or was deleted) is a 400."""
-    from moto.core.exceptions import JsonRESTError
-    from moto.sagemaker.models import sagemaker_backends
-
-    name = response.path.split("/")[2] if response.path.count("/") >= 2 else ""
-    if name not in sagemaker_backends[response.current_account][response.region].endpoints:
-        raise JsonRESTError(
-            "ValidationError", f"Endpoint {name} of account {response.current_account} not found."
-        )
-
-
-def _patch_faults_and_forwarding() -> None:
-    """Patches 4 and 5 of the module docstring."""
-    from moto.sagemaker import responses
-    from moto.sagemakerruntime import responses as runtime_responses
-
-    for operation, name in _FAULT_OPERATIONS.items():
-        cls = (
-            runtime_responses.SageMakerRuntimeResponse
-            if operation == "InvokeEndpoint"
-            else responses.SageMakerResponse
-        )
-        original = getattr(cls, name)
-
-        def wrapped(self, _original=original, _operation=operation):
-            _raise_injected_fault(_operation)
-            if _operation == "InvokeEndpoint" and _FORWARD["url"]:
-                _check_endpoint_exists(self)
-                return _forward_invocation(_FORWARD["url"], self.raw_body, self.headers)
-            return _original(self)
-
-        setattr(cls, name, wrapped)
-
-
 class Emulator:
-    """A moto server on 127.0.0.1 that emulates S3, SageMaker, STS, IAM and Application Auto Scaling.
+    """A moto server on 127.0.0.1 emulating S3, SageMaker, STS, IAM, SSM, EC2 and autoscaling.
 
     Use as a context manager; while it runs, ``AWS_ENDPOINT_URL`` and fake credentials are set in
     ``os.environ`` (restored on exit), so boto3 and the SageMaker SDK talk to it.
@@ -234,7 +46,7 @@ class Emulator:
     Args:
         region: the emulated region (default ``us-east-1``).
         port: TCP port; default a free one.
-        invocations_url: where ``InvokeEndpoint`` forwards requests (patch 4), e.g.
+        invocations_url: where ``InvokeEndpoint`` forwards requests (moto_patches patch 3), e.g.
             ``LocalEndpoint(...).url + "/invocations"``; ``None`` keeps moto's canned answers.
     """
 
@@ -246,22 +58,23 @@ class Emulator:
     ):
         self.region = region
         self.invocations_url = invocations_url
-        self.port = port or _free_port()
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self._server = None
         self._saved_env: dict[str, str | None] = {}
         self._sts_patch = None
 
     def start(self) -> Emulator:
+        """Start the server, apply the moto patches and point AWS clients at it."""
         from moto.server import ThreadedMotoServer
 
-        _patch_moto()
-        _FAULTS.clear()
-        _FORWARD["url"] = self.invocations_url
+        moto_patches.apply()
+        moto_patches.clear_faults()
+        moto_patches.forward_invocations_to(self.invocations_url)
         logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one log line per request otherwise
         self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
         self._server.start()
-        self._saved_env = {k: os.environ.get(k) for k in _ENV_KEYS}
+        self._saved_env = {k: os.environ.get(k) for k in ENV_KEYS}
         os.environ.pop("AWS_PROFILE", None)
         os.environ.pop("AWS_SESSION_TOKEN", None)
         os.environ.update(
@@ -271,7 +84,7 @@ class Emulator:
             AWS_DEFAULT_REGION=self.region,
             SAGEMAKER_VALIDATE_ROLE="false",
         )
-        try:  # patch 3: the SDK's STS endpoint (only when the SDK is used)
+        try:  # moto_patches patch 2: the SDK's STS endpoint (only when the SDK is installed)
             from sagemaker.core.helper import session_helper
 
             self._sts_patch = (session_helper, session_helper.sts_regional_endpoint)
@@ -281,16 +94,19 @@ class Emulator:
         return self
 
     def stop(self) -> None:
-        _FAULTS.clear()
-        _FORWARD["url"] = None
+        """Stop the server and restore the environment (idempotent)."""
+        moto_patches.clear_faults()
+        moto_patches.forward_invocations_to(None)
         if self._sts_patch:
             module, original = self._sts_patch
             module.sts_regional_endpoint = original
+            self._sts_patch = None
         for key, value in self._saved_env.items():
             if value is None:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+        self._saved_env = {}
         if self._server is not None:
             self._server.stop()
             self._server = None
@@ -303,7 +119,8 @@ class Emulator:
 
     def forward_invocations(self, url: str | None) -> None:
         """Send every later ``InvokeEndpoint`` to ``url`` (``None``: moto's canned answers)."""
-        self.invocations_url = _FORWARD["url"] = url
+        self.invocations_url = url
+        moto_patches.forward_invocations_to(url)
 
     def inject_fault(
         self,
@@ -320,22 +137,20 @@ class Emulator:
                 ``InvokeEndpoint``.
             code: the AWS error code the client sees (``ThrottlingException``, ``ModelError``,
                 ``ValidationException``, ``InternalFailure`` ...).
+            message: the error message.
             status: HTTP status of the error response (400 for throttling, 424 for ModelError,
                 500 for InternalFailure).
+            times: how many consecutive calls fail.
 
         Raises:
             ValueError: an operation the emulator cannot fail.
         """
-        if operation not in _FAULT_OPERATIONS:
-            raise ValueError(
-                f"cannot inject a fault into {operation!r}; choose one of {', '.join(_FAULT_OPERATIONS)}"
-            )
-        _FAULTS.setdefault(operation, []).extend([(code, message, status)] * times)
+        moto_patches.add_fault(operation, code, message, status, times)
 
     def queue_endpoint_result(self, body: str, content_type: str = "application/json") -> None:
         """Make the next ``InvokeEndpoint`` answer ``body`` (moto's result queue).
 
-        moto does not run models: without this it answers a canned ``b"body"``.
+        moto does not run models: without this (or a forwarding URL) it answers ``b"body"``.
         """
         import json
         import urllib.request
@@ -356,6 +171,9 @@ class Emulator:
         AWS publishes parameters under ``/aws/service/...`` (e.g. DLAMI IDs) that no account can
         write (``PutParameter`` answers AccessDenied, in moto too), so the emulator's store is
         filled directly. moto ships only the Amazon Linux ones.
+
+        Raises:
+            RuntimeError: the emulator is not running.
         """
         import datetime
 
@@ -372,7 +190,7 @@ class Emulator:
                 name=name,
                 value=value,
                 parameter_type="String",
-                description="seeded by pt2aws.aws.Emulator",
+                description="seeded by pt2aws.aws.emulator.Emulator",
                 allowed_pattern=None,
                 keyid=None,
                 last_modified_date=datetime.datetime.now(datetime.timezone.utc),
@@ -382,15 +200,13 @@ class Emulator:
         )
 
     def sagemaker_resources(self) -> dict[str, list[str]]:
-        """Names of the models, endpoint configs, endpoints and scalable targets the emulator holds."""
-        found = list_sagemaker_resources(region=self.region)
-        found["scalable_targets"] = list_scalable_targets(region=self.region)
-        return found
+        """Models, endpoint configs, endpoints and scalable targets the emulator holds."""
+        return billable_resources(region=self.region)
 
 
 @contextlib.contextmanager
 def local_model_server(model, workdir, *, attempts: int = 3, env: dict[str, str] | None = None):
-    """Start :class:`pt2aws.serving.local.LocalEndpoint` for the emulator's ``invocations_url``.
+    """Start :class:`pt2aws.serving.local.LocalEndpoint` to answer the emulator's invocations.
 
     Each attempt takes fresh free ports: the ports are picked before TorchServe binds them, so on
     a busy machine another process can take one in between ("Address already in use"); that
@@ -420,7 +236,7 @@ def local_model_server(model, workdir, *, attempts: int = 3, env: dict[str, str]
             endpoint.start()
         except LocalEndpointError as err:
             last = err
-            logging.getLogger(__name__).warning(
+            logger.warning(
                 "local model server attempt %d/%d failed: %s", attempt, attempts, str(err)[:300]
             )
             continue
@@ -434,10 +250,15 @@ def local_model_server(model, workdir, *, attempts: int = 3, env: dict[str, str]
 
 @contextlib.contextmanager
 def aws_target(target: str, region: str | None = None, invocations_url: str | None = None):
-    """``with aws_target("emulator") as emulator:`` … (``None`` for ``"aws"``, the real account).
+    """``with aws_target("emulator") as emulator:`` ... (``None`` for ``"aws"``, the real account).
 
     Args:
+        target: ``"emulator"`` (a local moto server, no cost) or ``"aws"`` (your account).
+        region: the emulator's region (default ``us-east-1``); ignored for ``"aws"``.
         invocations_url: emulator only: forward ``InvokeEndpoint`` there (see :class:`Emulator`).
+
+    Yields:
+        The running :class:`Emulator`, or ``None`` for ``"aws"``.
 
     Raises:
         ValueError: a target other than ``emulator`` or ``aws``.
@@ -451,3 +272,40 @@ def aws_target(target: str, region: str | None = None, invocations_url: str | No
         yield None
     else:
         raise ValueError(f"AWS_TARGET must be 'emulator' or 'aws', not {target!r}")
+
+
+def target_region(target: str, region: str = "") -> str:
+    """The region to work in: ``region`` if given, else the emulator's (``us-east-1``) for
+    ``"emulator"``, else the session's (``AWS_REGION`` / ``~/.aws/config``, default ``us-east-1``).
+
+    Raises:
+        ValueError: a target other than ``emulator`` or ``aws``.
+    """
+    from pt2aws.aws.session import boto_session
+
+    if target not in ("emulator", "aws"):
+        raise ValueError(f"AWS_TARGET must be 'emulator' or 'aws', not {target!r}")
+    if region:
+        return region
+    return EMULATOR_REGION if target == "emulator" else boto_session().region_name
+
+
+class RoleError(ValueError):
+    """``"aws"`` needs a SageMaker execution role and none was given."""
+
+
+def execution_role(target: str, role_arn: str = "") -> str:
+    """``role_arn``, or the emulator's role on ``"emulator"``.
+
+    Raises:
+        RoleError: ``"aws"`` without ``role_arn``; the message says where to find one.
+    """
+    if role_arn:
+        return role_arn
+    if target == "emulator":
+        return EMULATOR_ROLE_ARN
+    raise RoleError(
+        "AWS_TARGET='aws' needs ROLE_ARN: the ARN of a SageMaker execution role that can read "
+        "and write the bucket and pull the image (IAM console -> Roles, e.g. "
+        "arn:aws:iam::<account>:role/service-role/AmazonSageMaker-ExecutionRole-...)"
+    )

@@ -1,474 +1,294 @@
-"""Package a trained model for SageMaker, deploy it to a Graviton endpoint, invoke it, clean up.
+"""Deploy ``model.tar.gz`` to a SageMaker real-time endpoint, invoke it, and delete everything.
 
-Each step fails loudly, before anything is billed, on the mistakes that public issue trackers
-show people making (see ``../shared/notes/aws-reference-notes.md`` section 3):
-
-* the artifact: a nested top folder, the handler at the root, a tokenizer left out, symlinks,
-  absolute or ``..`` paths (:func:`package` cannot produce them, :func:`validate_archive`
-  rejects them and then loads the model and predicts, with no AWS);
-* the image: an x86 image for a Graviton instance, a Hugging Face DLC on Graviton, an SDK that
-  does not know the newer arm64 images (:func:`inference_image_uri`);
-* the bill: endpoints left running after a failure (:func:`deployed_endpoint` deletes what it
-  created in ``finally``; ``pt2aws cleanup --prefix`` finds leftovers).
-
-The ``model.tar.gz`` contract of the SageMaker PyTorch inference container (see
-aws/sagemaker-pytorch-inference-toolkit): model files at the archive root, the handler in
-``code/inference.py`` and its extra packages in ``code/requirements.txt``, which the container
-pip-installs at start.
+:func:`deploy_on` is what notebook 03 calls: on ``"emulator"`` (a local moto server; the
+predictions come from the real serving stack on 127.0.0.1) or ``"aws"`` (your account, billed),
+it validates the archive, picks and checks the image before any AWS call, uploads the archive
+(SSE-S3), creates model, endpoint config and endpoint, classifies a few texts, deletes what it
+created in ``finally`` and checks that nothing with the run's name is left. The resources
+themselves are :class:`pt2aws.aws.hosting.Deployment`; :func:`sagemaker_requests` shows the
+requests a deployment with the same :class:`DeploySettings` sends.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
-import re
-import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pt2aws.aws import artifact, hosting
+from pt2aws.aws.autoscaling import AutoScaling
+from pt2aws.aws.emulator import aws_target, execution_role, local_model_server, target_region
 from pt2aws.aws.images import (
     DEFAULT_INSTANCE_TYPE,
-    DEFAULT_TORCH_VERSION,
+    INFERENCE_TORCH_VERSION,
     check_image_matches_instance,
     check_instance_type,
     inference_image_uri,
 )
-from pt2aws.aws.session import retrying_client
-from pt2aws.inference.runtime import graviton_settings
-from pt2aws.sizing.catalog import has_bf16, instance_vcpus, is_graviton
+from pt2aws.aws.invoke import DEFAULT_MAX_PAYLOAD_BYTES, REALTIME_PAYLOAD_LIMIT_BYTES
+from pt2aws.aws.session import billable_resources, default_bucket
 
 logger = logging.getLogger(__name__)
 
 
-class DeploymentError(RuntimeError):
-    """The endpoint reached ``Failed`` (the message carries SageMaker's ``FailureReason``)."""
-
-
-def endpoint_environment(
-    instance_type: str,
-    vcpus: int | None = None,
-    *,
-    workers: int | None = None,
-    max_batch: int = 64,
-) -> dict[str, str]:
-    """Container environment: handler location, worker/thread counts and Graviton settings.
-
-    Workers default to one per physical core (``vcpus`` on Graviton, ``vcpus // 2`` on x86),
-    each with ``vcpus // workers`` intra-op threads: the throughput set-up of the Graviton
-    benchmark notebook (aws/amazon-sagemaker-examples PR #3940: ``OMP_NUM_THREADS=1`` and one
-    worker per vCPU on c7g.4xlarge). Graviton settings from the AWS Graviton Technical Guide,
-    machinelearning/pytorch.md: ``DNNL_DEFAULT_FPMATH_MODE=BF16`` (bf16 fast-math GEMM kernels;
-    Graviton3 and later only, which have bf16), ``LRU_CACHE_CAPACITY=1024`` (oneDNN primitive
-    cache), ``THP_MEM_ALLOC_ENABLE=1`` (transparent huge pages).
-
-    Args:
-        instance_type: e.g. ``"ml.c7g.xlarge"``.
-        vcpus: vCPUs of the instance; default from :func:`instance_vcpus`.
-        workers: model-server workers (each loads the model once: memory = workers x model).
-        max_batch: texts per request the handler accepts (``PT2AWS_MAX_BATCH``); keep it equal
-            to the invoke client's ``max_items``.
-
-    Raises:
-        ValueError: ``workers`` or ``max_batch`` below 1.
-    """
-    vcpus = vcpus or instance_vcpus(instance_type)
-    graviton = is_graviton(instance_type)
-    workers = workers or max(1, vcpus if graviton else vcpus // 2)
-    if workers < 1 or max_batch < 1:
-        raise ValueError(f"workers ({workers}) and max_batch ({max_batch}) must be >= 1")
-    env = {
-        "SAGEMAKER_PROGRAM": "inference.py",
-        "SAGEMAKER_SUBMIT_DIRECTORY": "/opt/ml/model/code",
-        "SAGEMAKER_CONTAINER_LOG_LEVEL": "20",
-        "SAGEMAKER_MODEL_SERVER_WORKERS": str(workers),
-        "PT2AWS_MAX_BATCH": str(max_batch),
-        "TOKENIZERS_PARALLELISM": "false",
-    }
-    runtime = graviton_settings(
-        arm64=graviton, bf16=has_bf16(instance_type), vcpus=vcpus, processes=workers
-    )
-    # x86 endpoints get only the thread count; the Graviton guide's settings are for Graviton
-    env.update(
-        runtime["env"] if graviton else {"OMP_NUM_THREADS": runtime["env"]["OMP_NUM_THREADS"]}
-    )
-    return env
-
-
-_NAME_RE = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
-
-
-def resource_name(prefix: str = "pt2aws") -> str:
-    """``<prefix>-<UTC yyyymmdd-HHMMSS>``, within SageMaker's 63-character name limit.
-
-    Raises:
-        ValueError: a prefix with characters SageMaker names do not allow.
-    """
-    name = f"{prefix}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}"[:63]
-    if not _NAME_RE.match(name):
-        raise ValueError(
-            f"{prefix!r}: SageMaker names allow letters, digits and single hyphens "
-            "(pattern ^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62})"
-        )
-    return name
-
-
 @dataclass
-class AutoScaling:
-    """Target-tracking autoscaling of an endpoint variant (Application Auto Scaling).
+class DeploySettings:
+    """What to deploy where: instance, image, account settings and limits (validated offline).
 
-    The metric ``SageMakerVariantInvocationsPerInstance`` is invocations per minute per instance
-    (AWS docs, "Automatic scaling of Amazon SageMaker AI models"); the cooldowns are the values of
-    the huggingface/notebooks ``13_deploy_and_autoscaling_transformers`` example.
+    Attributes:
+        instance_type: SageMaker hosting type (default ``ml.c7g.xlarge``: Graviton3, 4 vCPUs).
+        torch_version: PyTorch version of the AWS inference DLC.
+        image_uri: an explicit image; empty: the DLC for ``instance_type`` and ``torch_version``.
+        region: AWS region; empty: the session's (the emulator's is ``us-east-1``).
+        role_arn: SageMaker execution role; required on ``"aws"``.
+        bucket: S3 bucket for the archive; empty: ``sagemaker-<region>-<account>``.
+        name_prefix: prefix of the timestamped resource name.
+        max_batch: texts per request the handler accepts (``PT2AWS_MAX_BATCH``).
+        max_payload_bytes: bytes per request the client sends (SageMaker's limit: 6 MB).
+        wait_timeout_s: seconds to wait for ``InService``.
+        autoscaling: target-tracking autoscaling; None: one instance, no autoscaling.
+        tags: extra resource tags (``project=pt2aws`` and ``pt2aws:created-at`` are always set).
+        progress: show the wait as a progress bar.
+
+    Raises:
+        pt2aws.aws.images.ImageSelectionError: an instance type SageMaker hosting does not offer.
+        ValueError: a name prefix SageMaker names do not allow, limits out of range.
     """
 
-    min_instances: int = 1
-    max_instances: int = 2
-    target_invocations_per_instance: float = 600.0
-    scale_in_cooldown_s: int = 300
-    scale_out_cooldown_s: int = 60
+    instance_type: str = DEFAULT_INSTANCE_TYPE
+    torch_version: str = INFERENCE_TORCH_VERSION
+    image_uri: str = ""
+    region: str = ""
+    role_arn: str = ""
+    bucket: str = ""
+    name_prefix: str = "pt2aws"
+    max_batch: int = 64
+    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
+    wait_timeout_s: int = 1800
+    autoscaling: AutoScaling | None = None
+    tags: dict[str, str] = field(default_factory=dict)
+    progress: bool = True
 
     def __post_init__(self):
-        if not 1 <= self.min_instances <= self.max_instances:
+        check_instance_type(self.instance_type)
+        hosting.check_name(f"{self.name_prefix}-20261201-000000")
+        if not 0 < self.max_payload_bytes <= REALTIME_PAYLOAD_LIMIT_BYTES:
             raise ValueError(
-                f"need 1 <= min_instances ({self.min_instances}) <= max_instances ({self.max_instances})"
+                f"max_payload_bytes {self.max_payload_bytes:,} must be in 1 .. "
+                f"{REALTIME_PAYLOAD_LIMIT_BYTES:,} (SageMaker's real-time limit)"
             )
-        if self.target_invocations_per_instance <= 0:
-            raise ValueError("target_invocations_per_instance must be > 0 (per minute)")
+        if self.max_batch < 1 or self.wait_timeout_s <= 0:
+            raise ValueError("max_batch must be >= 1 and wait_timeout_s > 0")
+
+    def environment(self) -> dict[str, str]:
+        """The container environment (:func:`pt2aws.aws.hosting.endpoint_environment`)."""
+        return hosting.endpoint_environment(self.instance_type, max_batch=self.max_batch)
+
+    def resolve_image_uri(self, region: str) -> str:
+        """The image to deploy in ``region``, checked against the instance (no AWS call).
+
+        Raises:
+            pt2aws.aws.images.ImageSelectionError: see :func:`pt2aws.aws.images.inference_image_uri`.
+        """
+        uri = self.image_uri or inference_image_uri(region, self.torch_version, self.instance_type)
+        check_image_matches_instance(uri, self.instance_type)
+        return uri
 
 
-def scalable_resource_id(endpoint_name: str, variant: str = "AllTraffic") -> str:
-    """Application Auto Scaling id of an endpoint variant."""
-    return f"endpoint/{endpoint_name}/variant/{variant}"
-
-
-def enable_autoscaling(
-    endpoint_name: str, region: str, config: AutoScaling, variant: str = "AllTraffic"
-) -> str:
-    """Register the variant as a scalable target and attach a target-tracking policy.
-
-    Returns:
-        The scalable target's resource id.
-    """
-    client = retrying_client("application-autoscaling", region)
-    resource_id = scalable_resource_id(endpoint_name, variant)
-    client.register_scalable_target(
-        ServiceNamespace="sagemaker",
-        ResourceId=resource_id,
-        ScalableDimension="sagemaker:variant:DesiredInstanceCount",
-        MinCapacity=config.min_instances,
-        MaxCapacity=config.max_instances,
-    )
-    client.put_scaling_policy(
-        PolicyName=f"{endpoint_name}-invocations",
-        ServiceNamespace="sagemaker",
-        ResourceId=resource_id,
-        ScalableDimension="sagemaker:variant:DesiredInstanceCount",
-        PolicyType="TargetTrackingScaling",
-        TargetTrackingScalingPolicyConfiguration={
-            "TargetValue": float(config.target_invocations_per_instance),
-            "PredefinedMetricSpecification": {
-                "PredefinedMetricType": "SageMakerVariantInvocationsPerInstance"
-            },
-            "ScaleInCooldown": config.scale_in_cooldown_s,
-            "ScaleOutCooldown": config.scale_out_cooldown_s,
-        },
-    )
-    return resource_id
-
-
-def disable_autoscaling(endpoint_name: str, region: str) -> list[str]:
-    """Delete the scaling policies and deregister every scalable variant of ``endpoint_name``.
-
-    Returns:
-        The resource ids deregistered.
-    """
-    client = retrying_client("application-autoscaling", region)
-    removed = []
-    pages = client.get_paginator("describe_scalable_targets").paginate(ServiceNamespace="sagemaker")
-    targets = [t for page in pages for t in page["ScalableTargets"]]
-    for target in targets:
-        resource_id = target["ResourceId"]
-        if not resource_id.startswith(f"endpoint/{endpoint_name}/variant/"):
-            continue
-        policies = client.describe_scaling_policies(
-            ServiceNamespace="sagemaker", ResourceId=resource_id
-        )["ScalingPolicies"]
-        for policy in policies:
-            client.delete_scaling_policy(
-                PolicyName=policy["PolicyName"],
-                ServiceNamespace="sagemaker",
-                ResourceId=resource_id,
-                ScalableDimension=policy["ScalableDimension"],
-            )
-        client.deregister_scalable_target(
-            ServiceNamespace="sagemaker",
-            ResourceId=resource_id,
-            ScalableDimension=target["ScalableDimension"],
-        )
-        removed.append(resource_id)
-    return removed
-
-
-def _is_not_found(err) -> bool:
-    text = str(err).lower()
-    return "not found" in text or "could not find" in text or "does not exist" in text
-
-
-def delete_resources(name: str, region: str) -> list[tuple[str, str]]:
-    """Delete the autoscaling, endpoint, endpoint config and model called ``name``.
-
-    Missing resources are skipped; other errors are logged and the next resource is still tried
-    (the client retries throttling with backoff).
-
-    Returns:
-        The ``(kind, name)`` pairs actually deleted.
-    """
-    sm = retrying_client("sagemaker", region)
-    deleted = []
-    try:
-        deleted += [("scalable_target", r) for r in disable_autoscaling(name, region)]
-    except Exception as err:  # noqa: BLE001 - clean-up must go on
-        logger.error("could not remove autoscaling of %s: %s", name, err)
-    for kind, call, key in (
-        ("endpoint", sm.delete_endpoint, "EndpointName"),
-        ("endpoint_config", sm.delete_endpoint_config, "EndpointConfigName"),
-        ("model", sm.delete_model, "ModelName"),
-    ):
-        try:
-            call(**{key: name})
-            deleted.append((kind, name))
-        except sm.exceptions.ClientError as err:
-            if not _is_not_found(err):
-                logger.error("could not delete %s %s: %s", kind, name, err)
-    return deleted
-
-
-def wait_for_endpoint(
-    name: str,
+def sagemaker_requests(
+    settings: DeploySettings,
     region: str,
     *,
-    timeout_s: float = 1800,
-    poll_s: float | None = None,
-    progress: bool = True,
-) -> dict:
-    """Poll ``DescribeEndpoint`` until ``InService``, showing the status and elapsed seconds.
-
-    Args:
-        timeout_s: give up after this many seconds (real endpoints take 5-10 minutes).
-        poll_s: seconds between polls; default 15 (1 for timeouts under a minute).
-        progress: show a tqdm bar (notebook or terminal) with the status.
+    name: str = "pt2aws-<timestamp>",
+    model_data_url: str = "s3://<bucket>/pt2aws/<name>/model.tar.gz",
+    role_arn: str = "arn:aws:iam::<account>:role/<sagemaker-execution-role>",
+) -> dict[str, dict]:
+    """The ``CreateModel`` / ``CreateEndpointConfig`` / ``CreateEndpoint`` requests that
+    :func:`deploy_on` sends for ``settings`` (placeholders for what only the run knows).
 
     Returns:
-        The last ``DescribeEndpoint`` response.
+        See :func:`pt2aws.aws.hosting.hosting_requests`.
 
     Raises:
-        DeploymentError: status ``Failed`` (with SageMaker's ``FailureReason``).
-        TimeoutError: not ``InService`` within ``timeout_s``.
+        pt2aws.aws.images.ImageSelectionError: see :meth:`DeploySettings.resolve_image_uri`.
     """
-    from tqdm.auto import tqdm
-
-    sm = retrying_client("sagemaker", region)
-    poll_s = poll_s or (1 if timeout_s < 60 else 15)
-    start = time.monotonic()
-    bar = tqdm(total=int(timeout_s), unit="s", desc=f"{name}", disable=not progress, leave=True)
-    try:
-        while True:
-            described = sm.describe_endpoint(EndpointName=name)
-            status = described["EndpointStatus"]
-            elapsed = time.monotonic() - start
-            bar.set_postfix_str(status)
-            bar.n = min(int(elapsed), int(timeout_s))
-            bar.refresh()
-            if status == "InService":
-                return described
-            if status in ("Failed", "OutOfService", "RollingBack", "UpdateRollbackFailed"):
-                raise DeploymentError(
-                    f"endpoint {name} is {status}: {described.get('FailureReason', 'no reason given')} "
-                    f"(logs: CloudWatch /aws/sagemaker/Endpoints/{name})"
-                )
-            if elapsed + poll_s > timeout_s:
-                raise TimeoutError(
-                    f"endpoint {name} still {status} after {elapsed:.0f} s (timeout {timeout_s:.0f} s); "
-                    f"see CloudWatch /aws/sagemaker/Endpoints/{name}"
-                )
-            time.sleep(poll_s)
-    finally:
-        bar.close()
-
-
-@dataclass
-class Deployment:
-    """What :func:`deployed_endpoint` created; ``deleted`` lists what clean-up removed."""
-
-    name: str
-    region: str
-    instance_type: str
-    image_uri: str
-    model_data_url: str
-    environment: dict = field(default_factory=dict)
-    endpoint: object = None  # sagemaker.core.resources.Endpoint
-    autoscaling_target: str | None = None
-    created: list[tuple[str, str]] = field(default_factory=list)
-    deleted: list[tuple[str, str]] = field(default_factory=list)
-
-    def invoke(
-        self,
-        body: str | bytes,
-        content_type: str = "application/json",
-        accept: str = "application/json",
-    ) -> str:
-        """Send one request to the endpoint; returns the response body as text (UTF-8)."""
-        body = body.encode("utf-8") if isinstance(body, str) else body
-        payload, _ = self.client().invoke_raw(body, content_type, accept)
-        return payload.decode("utf-8")
-
-    def client(self, **kwargs):
-        """An :class:`pt2aws.invoke.EndpointClient` for this endpoint (chunking, retries)."""
-        from pt2aws.aws.invoke import EndpointClient
-
-        kwargs.setdefault("max_items", int(self.environment.get("PT2AWS_MAX_BATCH", 64)))
-        return EndpointClient(self.name, region=self.region, **kwargs)
-
-    def predict(self, texts: list[str], **kwargs) -> list[dict]:
-        """Classify ``texts`` (any number): split into requests under the payload limit."""
-        return self.client(**kwargs).predict(texts)
-
-
-def upload_model(archive: str | Path, bucket: str, key: str, region: str) -> str:
-    """Upload ``archive`` to ``s3://bucket/key`` with SSE-S3 encryption; returns the S3 URL.
-
-    Creates the bucket (SSE-S3 default encryption, public access blocked) if it does not exist.
-    """
-    from pt2aws.aws.session import boto_session
-
-    s3 = boto_session(region).client("s3")
-    try:
-        s3.head_bucket(Bucket=bucket)
-    except s3.exceptions.ClientError:
-        kwargs = (
-            {}
-            if region == "us-east-1"
-            else {"CreateBucketConfiguration": {"LocationConstraint": region}}
-        )
-        s3.create_bucket(Bucket=bucket, **kwargs)
-        s3.put_public_access_block(
-            Bucket=bucket,
-            PublicAccessBlockConfiguration={
-                "BlockPublicAcls": True,
-                "IgnorePublicAcls": True,
-                "BlockPublicPolicy": True,
-                "RestrictPublicBuckets": True,
-            },
-        )
-    s3.upload_file(str(archive), bucket, key, ExtraArgs={"ServerSideEncryption": "AES256"})
-    return f"s3://{bucket}/{key}"
-
-
-@contextlib.contextmanager
-def deployed_endpoint(
-    model_data_url: str,
-    *,
-    role_arn: str,
-    region: str,
-    instance_type: str = DEFAULT_INSTANCE_TYPE,
-    image_uri: str | None = None,
-    torch_version: str = DEFAULT_TORCH_VERSION,
-    name: str | None = None,
-    wait_timeout_s: int = 1800,
-    poll_s: float | None = None,
-    progress: bool = False,
-    tags: dict[str, str] | None = None,
-    environment: dict[str, str] | None = None,
-    autoscaling: AutoScaling | None = None,
-):
-    """Create model, endpoint config and endpoint; yield a :class:`Deployment`; always delete them.
-
-    Image and instance are checked before any AWS call. Clean-up runs in ``finally``: after
-    success, after an exception in the ``with`` body, and after a failure part-way through
-    creation (including the autoscaling set-up), so nothing billable is left behind.
-
-    Args:
-        model_data_url: ``s3://`` URL of ``model.tar.gz`` (see :func:`upload_model`).
-        role_arn: SageMaker execution role.
-        region: AWS region.
-        instance_type: hosting instance type (default ``ml.c7g.xlarge``, Graviton3, 4 vCPUs).
-        image_uri: default :func:`inference_image_uri` for ``torch_version``.
-        name: resource name for model, config and endpoint; default :func:`resource_name`.
-        wait_timeout_s: seconds to wait for ``InService``.
-        progress: show the wait as a progress bar.
-        tags: extra tags; ``project=pt2aws`` and ``pt2aws:created-at`` are always set.
-        environment: overrides of :func:`endpoint_environment`.
-        autoscaling: target-tracking autoscaling; removed on clean-up.
-
-    Raises:
-        ImageSelectionError: see :func:`inference_image_uri` (before any AWS call).
-        DeploymentError, TimeoutError: see :func:`wait_for_endpoint`.
-    """
-    check_instance_type(instance_type)
-    image_uri = image_uri or inference_image_uri(region, torch_version, instance_type)
-    check_image_matches_instance(image_uri, instance_type)
-    name = name or resource_name()
-    if not _NAME_RE.match(name):
-        raise ValueError(f"{name!r} is not a valid SageMaker name (letters, digits, hyphens)")
-
-    from sagemaker.core.resources import Endpoint, EndpointConfig, Model
-    from sagemaker.core.shapes import ContainerDefinition, ProductionVariant, Tag
-
-    from pt2aws.aws.session import boto_session
-
-    env = {**endpoint_environment(instance_type), **(environment or {})}
-    created_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    all_tags = {"project": "pt2aws", "pt2aws:created-at": created_at, **(tags or {})}
-    tag_list = [Tag(key=k, value=v) for k, v in all_tags.items()]
-    session = boto_session(region)
-    deployment = Deployment(
-        name=name,
-        region=region,
-        instance_type=instance_type,
-        image_uri=image_uri,
+    return hosting.hosting_requests(
+        name,
         model_data_url=model_data_url,
-        environment=env,
+        role_arn=settings.role_arn or role_arn,
+        image_uri=settings.resolve_image_uri(region),
+        instance_type=settings.instance_type,
+        environment=settings.environment(),
+        tags=hosting.resource_tags(settings.tags),
+        instance_count=settings.autoscaling.min_instances if settings.autoscaling else 1,
     )
+
+
+#: ``local_server(archive, workdir)`` -> a context manager yielding a started server with ``.url``.
+LocalServer = Callable[[Path, Path], contextlib.AbstractContextManager]
+
+
+def _start_answerer(stack, archive: Path, workdir: Path, local_server, max_batch: int):
+    """Start the emulator's model server; returns ``(invocations_url or None, answer_source)``."""
+    from pt2aws.serving.local import serve_stack_missing
+
+    if callable(local_server):
+        server = stack.enter_context(local_server(archive, workdir))
+        name = getattr(local_server, "__name__", type(local_server).__name__)
+        return f"{server.url}/invocations", f"local server ({name})"
+    missing = serve_stack_missing() if local_server else "local_server=False"
+    if missing:
+        logger.warning("local model server skipped (%s): the emulator replays the handler", missing)
+        return None, f"replayed handler output ({missing})"
+    server = stack.enter_context(
+        local_model_server(archive, workdir, env={"PT2AWS_MAX_BATCH": str(max_batch)})
+    )
+    logger.info("model server %s up in %.1f s", server.url, server.startup_s)
+    return (
+        f"{server.url}/invocations",
+        "local serving stack (SageMaker PyTorch toolkit + TorchServe)",
+    )
+
+
+def deploy_on(
+    target: str,
+    archive: str | Path,
+    settings: DeploySettings | None = None,
+    *,
+    texts: list[str],
+    local_predictions: list[dict] | None = None,
+    workdir: str | Path | None = None,
+    local_server: bool | LocalServer = True,
+) -> dict:
+    """Deploy ``archive`` on ``target``, classify ``texts`` through the endpoint, delete it all.
+
+    Order: archive layout checked, image and instance checked, role checked (all before any AWS
+    call); then upload (SSE-S3), model, endpoint config, endpoint (and autoscaling), one
+    prediction call, and in ``finally`` the deletion and a listing of what is left with this
+    run's name. An exception is re-raised after the clean-up.
+
+    Args:
+        target: ``"emulator"`` (local moto server, no cost) or ``"aws"`` (your account, billed).
+        archive: ``model.tar.gz`` (:func:`pt2aws.aws.artifact.package`).
+        settings: instance, image, role, region, limits; default :class:`DeploySettings`.
+        texts: texts to classify through the endpoint.
+        local_predictions: the in-process handler's answer for ``texts``; default computed here
+            (:func:`pt2aws.aws.artifact.smoke_test_archive`).
+        workdir: emulator only: folder for the local model server's files; default
+            ``<archive folder>/serve``.
+        local_server: emulator only: who answers ``InvokeEndpoint``. ``True``: the SageMaker
+            PyTorch serving stack on 127.0.0.1 (needs Java; without it the handler's own answer
+            is replayed, and ``answer_source`` says so); ``False``: replay; a callable
+            ``(archive, workdir) -> context manager yielding a server with .url``: that server
+            (e.g. the project's own serving image).
+
+    Returns:
+        ``{"target", "region", "instance_type", "image_uri", "role_arn", "archive_bytes",
+        "archive_valid", "local_predictions", "endpoint_name", "model_data_url", "requests", "answer",
+        "answer_source", "matches_local", "created", "deleted", "resources_left", "left"}``
+        (``requests``: the three ``Create*`` requests as sent); ``resources_left``
+        is the number of SageMaker resources still carrying the run's name (0 after a clean
+        run). ``answer`` and ``matches_local`` are missing when the deployment failed.
+
+    Raises:
+        pt2aws.aws.artifact.ArchiveError: the archive breaks the SageMaker layout.
+        pt2aws.aws.images.ImageSelectionError: no image fits the instance.
+        pt2aws.aws.emulator.RoleError: ``"aws"`` without a role.
+        botocore.exceptions.ClientError, pt2aws.aws.hosting.DeploymentError, TimeoutError: AWS
+            refused or the endpoint failed (after the clean-up).
+    """
+    settings = settings or DeploySettings()
+    archive = Path(archive)
+    result = _checked_plan(target, archive, settings, texts, local_predictions)
+    with contextlib.ExitStack() as stack:
+        invocations_url = None
+        if target == "emulator":
+            workdir = Path(workdir) if workdir else archive.parent / "serve"
+            invocations_url, result["answer_source"] = _start_answerer(
+                stack, archive, workdir, local_server, settings.max_batch
+            )
+        emulator = stack.enter_context(aws_target(target, result["region"], invocations_url))
+        _deploy_predict_delete(result, archive, settings, texts, emulator, invocations_url)
+    return result
+
+
+def _checked_plan(
+    target: str, archive: Path, settings: DeploySettings, texts: list[str], local_predictions
+) -> dict:
+    """Every check that needs no AWS call; the start of :func:`deploy_on`'s result."""
+    check = artifact.validate_archive(archive, smoke_test=False)
+    if local_predictions is None:
+        local_predictions = artifact.smoke_test_archive(archive, texts)
+    region = target_region(target, settings.region)
+    return {
+        "target": target,
+        "region": region,
+        "instance_type": settings.instance_type,
+        "image_uri": settings.resolve_image_uri(region),
+        "role_arn": execution_role(target, settings.role_arn),
+        "archive_bytes": check["bytes"],
+        "archive_valid": True,
+        "local_predictions": local_predictions,
+        "endpoint_name": hosting.resource_name(settings.name_prefix),
+        "answer_source": "SageMaker endpoint",
+    }
+
+
+def _deploy_predict_delete(result, archive, settings, texts, emulator, invocations_url) -> None:
+    """Upload, create, predict; in ``finally`` delete and list what is left (into ``result``)."""
+    name, region = result["endpoint_name"], result["region"]
+    deployment, succeeded = None, False
     try:
-        Model.create(
-            model_name=name,
-            execution_role_arn=role_arn,
-            tags=tag_list,
-            session=session,
+        bucket = settings.bucket or default_bucket(region)
+        key = f"pt2aws/{name}/model.tar.gz"
+        result["model_data_url"] = artifact.upload_archive(archive, bucket, key, region)
+        deployment = hosting.new_deployment(
+            result["model_data_url"],
+            role_arn=result["role_arn"],
             region=region,
-            primary_container=ContainerDefinition(
-                image=image_uri, model_data_url=model_data_url, environment=env
-            ),
+            instance_type=settings.instance_type,
+            image_uri=result["image_uri"],
+            name=name,
+            tags=settings.tags,
+            environment=settings.environment(),
+            autoscaling=settings.autoscaling,
         )
-        deployment.created.append(("model", name))
-        EndpointConfig.create(
-            endpoint_config_name=name,
-            tags=tag_list,
-            session=session,
-            region=region,
-            production_variants=[
-                ProductionVariant(
-                    variant_name="AllTraffic",
-                    model_name=name,
-                    initial_instance_count=autoscaling.min_instances if autoscaling else 1,
-                    instance_type=instance_type,
-                )
-            ],
-        )
-        deployment.created.append(("endpoint_config", name))
-        deployment.endpoint = Endpoint.create(
-            endpoint_name=name,
-            endpoint_config_name=name,
-            tags=tag_list,
-            session=session,
-            region=region,
-        )
-        deployment.created.append(("endpoint", name))
-        wait_for_endpoint(name, region, timeout_s=wait_timeout_s, poll_s=poll_s, progress=progress)
-        if autoscaling:
-            deployment.autoscaling_target = enable_autoscaling(name, region, autoscaling)
-            deployment.created.append(("scalable_target", deployment.autoscaling_target))
-        yield deployment
+        result["requests"] = deployment.requests
+        deployment.create(wait_timeout_s=settings.wait_timeout_s, progress=settings.progress)
+        if emulator and not invocations_url:
+            emulator.queue_endpoint_result(json.dumps(result["local_predictions"]))
+        answer = deployment.predict(texts, max_payload_bytes=settings.max_payload_bytes)
+        result["answer"] = answer
+        expected = [p["label"] for p in result["local_predictions"]]
+        result["matches_local"] = [a["label"] for a in answer] == expected
+        succeeded = True
     finally:
-        deployment.deleted = delete_resources(name, region)
-        logger.info("deleted %s", deployment.deleted)
+        result["created"] = [list(pair) for pair in deployment.created] if deployment else []
+        result["deleted"] = [list(pair) for pair in (deployment.delete() if deployment else [])]
+        result["left"] = billable_resources(prefix=name, region=region)
+        result["resources_left"] = sum(len(v) for v in result["left"].values())
+        if not succeeded:
+            logger.warning(
+                "deploy failed; clean-up deleted %s, %d resources left with the name %s: %s",
+                result["deleted"],
+                result["resources_left"],
+                name,
+                result["left"],
+            )
+
+
+def format_result(result: dict) -> str:
+    """Lines a notebook prints after :func:`deploy_on`: where, what answered, what was deleted."""
+    lines = [
+        f"target {result['target']} ({result['region']}): {result['instance_type']}",
+        f"image {result['image_uri']}",
+        f"model data {result.get('model_data_url', 'not uploaded')}",
+        f"created {result['created']}",
+        f"answer ({result['answer_source']}): {result.get('answer')}",
+        f"matches the in-process handler: {result.get('matches_local')}",
+        f"deleted {result['deleted']}; resources left with this name: {result['resources_left']}",
+    ]
+    return "\n".join(lines)

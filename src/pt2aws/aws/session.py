@@ -1,38 +1,9 @@
-"""AWS sessions, and a local emulator of the AWS control plane (moto) for tests and workshops.
+"""AWS sessions and clients, the default bucket, and what SageMaker resources exist.
 
-``Emulator`` runs a moto server on 127.0.0.1 in this process and points every boto3/SageMaker
-client at it through ``AWS_ENDPOINT_URL`` with fake credentials, so the product's real AWS code
-path runs unchanged over HTTP. It is an emulator: nothing is created in any AWS account, and
-endpoint invocations answer whatever the emulator was told to answer.
-
-moto 5.2.5 needs a few small patches, applied when the server starts (documented in
-``../shared/notes/stack-notes.md``, section 7c):
-
-1. **Instance types.** moto's endpoint-config validator knows only a few x86 types; the patch
-   validates against botocore's ``ProductionVariantInstanceType`` enum instead (the real API's
-   list, which holds the Graviton families ml.c6g … ml.r8g).
-2. **Empty nested shapes.** moto's DescribeModel/DescribeEndpoint(Config) return ``VpcConfig: {}``
-   and ``DataCaptureConfig: {}``, which sagemaker-core's pydantic shapes reject; the patch drops
-   empty-dict values from those three responses, as AWS omits unset members.
-3. **STS in the SageMaker SDK** builds its client with an explicit regional endpoint that bypasses
-   ``AWS_ENDPOINT_URL``; the patch points it at the emulator.
-
-Three more patches (each acts only on the moto
-server; the product's AWS code path is unchanged):
-
-4. **InvokeEndpoint forwarding.** moto runs no model: ``InvokeEndpoint`` answers a canned body.
-   With ``Emulator(invocations_url=...)`` it forwards the request body, ``Content-Type`` and
-   ``Accept`` to that URL (``POST``; e.g. the local SageMaker serving stack of
-   :mod:`pt2aws.serving.local`) and answers with what the model server answered. A non-2xx
-   answer becomes a ``ModelError`` (HTTP 424) naming the original status, as SageMaker does, and
-   an endpoint that does not exist (or was deleted) is a ``ValidationError``, as on AWS.
-5. **Fault injection.** :meth:`Emulator.inject_fault` makes the next call(s) of an operation
-   (``CreateModel``, ``CreateEndpointConfig``, ``CreateEndpoint``, ``InvokeEndpoint``) fail with
-   a given AWS error code (e.g. ``ThrottlingException``), to test retries and clean-up.
-6. **IAM SimulatePrincipalPolicy** is not implemented by moto (HTTP 500, retried by botocore with
-   a traceback per try); SDK v3 ``ModelTrainer`` calls it to check that the role may write to the
-   staging bucket. The patch answers ``allowed`` for every requested action and resource, as for
-   a role with the usual ``AmazonSageMakerFullAccess`` policy.
+Everything AWS-facing in pt2aws builds its clients here, so that the same code runs against a
+real account and against the local emulator (:class:`pt2aws.aws.emulator.Emulator` sets
+``AWS_ENDPOINT_URL`` and fake credentials; boto3 reads them anew for every session).
+``boto3``/``botocore`` are imported inside the functions: the package imports without them.
 """
 
 from __future__ import annotations
@@ -59,8 +30,35 @@ def boto_session(region: str | None = None):
     return boto3.Session(botocore_session=core, region_name=region)
 
 
+def retrying_client(service: str, region: str | None = None, max_attempts: int = 8):
+    """A boto3 client with botocore's ``standard`` retry mode (exponential backoff + jitter).
+
+    Args:
+        service: e.g. ``"sagemaker"``, ``"s3"``.
+        region: AWS region; default the session's.
+        max_attempts: tries per call, the first included (throttling and transient errors only).
+    """
+    from botocore.config import Config
+
+    config = Config(retries={"mode": "standard", "total_max_attempts": max_attempts})
+    return boto_session(region).client(service, config=config)
+
+
+def default_bucket(region: str) -> str:
+    """SageMaker's default bucket name for this account and region: ``sagemaker-<region>-<account>``.
+
+    One STS ``GetCallerIdentity`` call (any credentials may make it).
+    """
+    account = boto_session(region).client("sts").get_caller_identity()["Account"]
+    return f"sagemaker-{region}-{account}"
+
+
 def list_sagemaker_resources(prefix: str = "", region: str | None = None) -> dict[str, list[str]]:
-    """Names of SageMaker models, endpoint configs and endpoints starting with ``prefix``."""
+    """Names of SageMaker models, endpoint configs and endpoints starting with ``prefix``.
+
+    Returns:
+        ``{"endpoints": [...], "endpoint_configs": [...], "models": [...]}``.
+    """
     sm = boto_session(region).client("sagemaker")
     found = {"endpoints": [], "endpoint_configs": [], "models": []}
     for key, call, field, name_key in (
@@ -76,9 +74,10 @@ def list_sagemaker_resources(prefix: str = "", region: str | None = None) -> dic
 
 
 def list_scalable_targets(prefix: str = "", region: str | None = None) -> list[str]:
-    """Application Auto Scaling resource ids of SageMaker variants whose endpoint starts with ``prefix``.
+    """Application Auto Scaling ids of SageMaker variants whose endpoint starts with ``prefix``.
 
-    Returns ids like ``endpoint/<name>/variant/AllTraffic``.
+    Returns:
+        Ids like ``endpoint/<name>/variant/AllTraffic``.
     """
     client = boto_session(region).client("application-autoscaling")
     ids = []
@@ -93,19 +92,12 @@ def list_scalable_targets(prefix: str = "", region: str | None = None) -> list[s
     return ids
 
 
-def retrying_client(service: str, region: str, max_attempts: int = 8):
-    """A boto3 client with botocore's ``standard`` retry mode (exponential backoff + jitter)."""
-    from botocore.config import Config
+def billable_resources(prefix: str = "", region: str | None = None) -> dict[str, list[str]]:
+    """:func:`list_sagemaker_resources` plus ``"scalable_targets"``: what could still cost money.
 
-    from pt2aws.aws.session import boto_session
-
-    config = Config(retries={"mode": "standard", "total_max_attempts": max_attempts})
-    return boto_session(region).client(service, config=config)
-
-
-def default_bucket(region: str) -> str:
-    """SageMaker's default bucket name for this account and region: ``sagemaker-<region>-<account>``."""
-    from pt2aws.aws.session import boto_session
-
-    account = boto_session(region).client("sts").get_caller_identity()["Account"]
-    return f"sagemaker-{region}-{account}"
+    Returns:
+        ``{"endpoints", "endpoint_configs", "models", "scalable_targets"}`` -> names.
+    """
+    found = list_sagemaker_resources(prefix, region)
+    found["scalable_targets"] = list_scalable_targets(prefix, region)
+    return found

@@ -1,0 +1,181 @@
+"""The small patches moto 5.2.5 needs to emulate what pt2aws uses of AWS (see :mod:`.emulator`).
+
+Each acts on the moto server only; the product's AWS code path is unchanged. They are applied
+once per process by :func:`apply` (documented in ``../shared/notes/stack-notes.md``, section 7c):
+
+1. **Instance types.** moto's endpoint-config validator knows only a few x86 types; the patch
+   validates against botocore's ``ProductionVariantInstanceType`` enum instead (the real API's
+   list, which holds the Graviton families ml.c6g ... ml.r8g), read through
+   :func:`pt2aws.sizing.catalog.botocore_instance_types`.
+2. **STS in the SageMaker SDK** builds its client with an explicit regional endpoint that bypasses
+   ``AWS_ENDPOINT_URL``; :class:`~pt2aws.aws.emulator.Emulator` points it at the emulator while
+   it runs (it is a patch of the SDK, not of moto, so it lives there).
+3. **InvokeEndpoint forwarding.** moto runs no model: ``InvokeEndpoint`` answers a canned body.
+   With :func:`forward_invocations_to` it forwards the request body, ``Content-Type`` and
+   ``Accept`` to a model server's ``/invocations`` URL and answers with what that server
+   answered. A non-2xx answer becomes a ``ModelError`` (HTTP 424) naming the original status, as
+   SageMaker does, and an endpoint that does not exist (or was deleted) is a ``ValidationError``.
+4. **Fault injection.** :func:`add_fault` makes the next call(s) of an operation in
+   :data:`FAULT_OPERATIONS` fail with a given AWS error code (e.g. ``ThrottlingException``).
+5. **IAM SimulatePrincipalPolicy** is not implemented by moto (HTTP 500, retried by botocore with
+   a traceback per try); SDK v3 ``ModelTrainer`` calls it to check that the role may write to the
+   staging bucket. The patch answers ``allowed`` for every requested action and resource, as for
+   a role with the usual ``AmazonSageMakerFullAccess`` policy.
+"""
+
+from __future__ import annotations
+
+import json
+
+#: Operations whose next calls :func:`add_fault` can make fail -> moto's handler method.
+FAULT_OPERATIONS = {
+    "CreateModel": "create_model",
+    "CreateEndpointConfig": "create_endpoint_config",
+    "CreateEndpoint": "create_endpoint",
+    "InvokeEndpoint": "invoke_endpoint",
+}
+
+#: Per-process state read by the patched handlers (one emulator at a time).
+_state: dict = {"applied": False, "faults": {}, "forward_url": None}
+
+
+def add_fault(operation: str, code: str, message: str, status: int, times: int = 1) -> None:
+    """Queue ``times`` failures of ``operation`` with AWS error ``code`` and HTTP ``status``.
+
+    Raises:
+        ValueError: an operation not in :data:`FAULT_OPERATIONS`.
+    """
+    if operation not in FAULT_OPERATIONS:
+        raise ValueError(
+            f"cannot inject a fault into {operation!r}; choose one of {', '.join(FAULT_OPERATIONS)}"
+        )
+    _state["faults"].setdefault(operation, []).extend([(code, message, status)] * times)
+
+
+def clear_faults() -> None:
+    """Forget every queued fault."""
+    _state["faults"].clear()
+
+
+def forward_invocations_to(url: str | None) -> None:
+    """Send every later ``InvokeEndpoint`` to ``url`` (``POST``); ``None``: moto's canned answers."""
+    _state["forward_url"] = url
+
+
+def apply() -> None:
+    """Apply patches 1, 3, 4 and 5 of the module docstring, once per process."""
+    if _state["applied"]:
+        return
+    _patch_instance_types()
+    _patch_faults_and_forwarding()
+    _patch_simulate_principal_policy()
+    _state["applied"] = True
+
+
+def _patch_instance_types() -> None:  # patch 1
+    from moto.sagemaker import models
+    from moto.sagemaker.exceptions import ValidationError
+
+    from pt2aws.sizing.catalog import botocore_instance_types
+
+    real_types = botocore_instance_types("hosting")
+
+    def validate_instance_type(self, instance_type: str) -> None:
+        if instance_type not in real_types:
+            raise ValidationError(
+                message=f"Value '{instance_type}' at 'instanceType' failed to satisfy constraint: "
+                "Member must satisfy enum value set: ProductionVariantInstanceType"
+            )
+
+    models.FakeEndpointConfig.validate_instance_type = validate_instance_type
+
+
+def _raise_queued_fault(operation: str) -> None:
+    from moto.core.exceptions import JsonRESTError
+
+    queue = _state["faults"].get(operation)
+    if queue:
+        code, message, status = queue.pop(0)
+        error = JsonRESTError(code, message)
+        error.code = status
+        raise error
+
+
+def _forward_invocation(url: str, body: bytes, headers) -> tuple[int, dict, bytes]:
+    """POST ``body`` to the model server at ``url``; map its answer as SageMaker does."""
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(
+        url,
+        data=body,
+        method="POST",
+        headers={
+            "Content-Type": headers.get("Content-Type") or "application/json",
+            "Accept": headers.get("Accept") or "application/json",
+        },
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            content_type = response.headers.get("Content-Type", "application/json")
+            return 200, {"Content-Type": content_type}, response.read()
+    except urllib.error.HTTPError as err:
+        detail = err.read().decode("utf-8", "replace")[:2000]
+        message = f'Received client error ({err.code}) from primary with message "{detail}"'
+        payload = {"__type": "ModelError", "message": message, "OriginalStatusCode": err.code}
+        headers = {
+            "Content-Type": "application/json",
+            "x-amzn-ErrorType": "ModelError",
+            "status": 424,  # moto reads the status from this header
+        }
+        return 424, headers, json.dumps(payload).encode()
+
+
+def _check_endpoint_exists(response) -> None:
+    """As SageMaker: invoking an endpoint that does not exist (or was deleted) is a 400."""
+    from moto.core.exceptions import JsonRESTError
+    from moto.sagemaker.models import sagemaker_backends
+
+    name = response.path.split("/")[2] if response.path.count("/") >= 2 else ""
+    if name not in sagemaker_backends[response.current_account][response.region].endpoints:
+        raise JsonRESTError(
+            "ValidationError", f"Endpoint {name} of account {response.current_account} not found."
+        )
+
+
+def _patch_faults_and_forwarding() -> None:  # patches 3 and 4
+    from moto.sagemaker import responses
+    from moto.sagemakerruntime import responses as runtime_responses
+
+    for operation, name in FAULT_OPERATIONS.items():
+        cls = (
+            runtime_responses.SageMakerRuntimeResponse
+            if operation == "InvokeEndpoint"
+            else responses.SageMakerResponse
+        )
+        original = getattr(cls, name)
+
+        def wrapped(self, _original=original, _operation=operation):
+            _raise_queued_fault(_operation)
+            if _operation == "InvokeEndpoint" and _state["forward_url"]:
+                _check_endpoint_exists(self)
+                return _forward_invocation(_state["forward_url"], self.raw_body, self.headers)
+            return _original(self)
+
+        setattr(cls, name, wrapped)
+
+
+def _patch_simulate_principal_policy() -> None:  # patch 5
+    from moto.core.responses import ActionResult
+    from moto.iam.responses import IamResponse
+
+    def simulate_principal_policy(self):
+        resources = self._get_param("ResourceArns", []) or ["*"]
+        results = [
+            {"EvalActionName": action, "EvalResourceName": resource, "EvalDecision": "allowed"}
+            for action in self._get_param("ActionNames", [])
+            for resource in resources
+        ]
+        return ActionResult({"EvaluationResults": results, "IsTruncated": False})
+
+    IamResponse.simulate_principal_policy = simulate_principal_policy
