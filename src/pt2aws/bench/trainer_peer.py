@@ -87,7 +87,7 @@ def _trainer_run(argv: list[str]) -> dict:
         set_seed,
     )
 
-    from pt2aws.train import distributed, flags, loop
+    from pt2aws.train import distributed, flags, inputs
     from pt2aws.train.loop import parse_args
 
     warmup_steps = 5
@@ -107,7 +107,7 @@ def _trainer_run(argv: list[str]) -> dict:
         local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
         torch.set_num_threads(cfg.num_threads or max(1, (os.cpu_count() or 1) // local_world))
     set_seed(cfg.seed)
-    data, tokenizer, model, _ = loop.load_data_and_model(cfg)
+    data, tokenizer, model, _ = inputs.load_data_and_model(cfg)
     if cuda:
         flags.apply_tf32(flags.choose_tf32(device, cfg.tf32).enabled)
     train_set = (
