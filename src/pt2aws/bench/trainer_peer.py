@@ -68,7 +68,7 @@ def _trainer_run(argv: list[str]) -> dict:
     import torch
     from transformers import set_seed
 
-    from pt2aws.train import flags, loop
+    from pt2aws.train import flags, inputs, loop
 
     cfg = loop.parse_args(argv)
     if cfg.max_steps <= 0:
@@ -81,7 +81,7 @@ def _trainer_run(argv: list[str]) -> dict:
     else:  # the same CPU thread count as pt2aws.train
         torch.set_num_threads(cfg.num_threads or default_num_threads())
     set_seed(cfg.seed)
-    data, tokenizer, model, _ = loop.load_data_and_model(cfg)
+    data, tokenizer, model, _ = inputs.load_data_and_model(cfg)
     train_set = _tokenized_train_set(data, tokenizer, cfg.max_length)
     peer_flags = _resolve_flags(cfg, cuda)
     timer, counts = _step_timer(cfg.seed, cuda), _BatchCounts()
@@ -246,7 +246,7 @@ def _metrics(cfg, peer_flags: PeerFlags, step_times, counts, losses, cuda: bool)
     steady_time = sum(step_times[w:])
     num_compiles = None
     if peer_flags.torch_compile:
-        from pt2aws.train.loop import num_compiled_graphs
+        from pt2aws.train.throughput import num_compiled_graphs
 
         num_compiles = num_compiled_graphs()
     return {

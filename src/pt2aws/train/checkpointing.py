@@ -1,4 +1,8 @@
-"""Atomic training checkpoints, RNG capture and restore, and the lookup ``--resume auto`` uses.
+"""Checkpoints and resuming: save, load, check, restore; and saving the final model.
+
+The training loop calls three things here: :func:`resume` once before the first step (it
+returns the :class:`TrainState` to continue from, empty for a fresh run), :func:`save_checkpoint`
+every ``--save_steps`` and at the end, and :func:`save_model` for the final ``model/`` folder.
 
 A checkpoint is one file, ``<checkpoint_dir>/step-000123.pt``, written by rank 0: it is saved as
 ``.step-000123.pt.tmp`` and renamed into place (``os.replace`` is atomic on POSIX), so a crash
@@ -14,15 +18,20 @@ see (one node, or a shared file system such as FSx/EFS across nodes).
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import random
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 import torch
 
 from pt2aws.config import TrainConfig
+from pt2aws.train.distributed import DistInfo, all_gather
+from pt2aws.train.recipe import Prepared
 
 _NAME = re.compile(r"^step-(\d+)\.pt$")
 
@@ -130,6 +139,7 @@ def full_state_dicts(model, optimizer, fsdp: bool) -> tuple[dict, dict]:
 
 
 def load_full_state(model, optimizer, state: dict, fsdp: bool) -> None:
+    """Load full (unsharded) model and optimizer states; FSDP re-shards them on every rank."""
     if not fsdp:
         model.load_state_dict(state["model"], strict=True)
         optimizer.load_state_dict(state["optimizer"])
@@ -146,6 +156,11 @@ def load_full_state(model, optimizer, state: dict, fsdp: bool) -> None:
 
 
 def check_resumable(saved: dict, cfg: TrainConfig, world_size: int, path) -> None:
+    """Refuse to resume a run whose settings changed, other than :data:`RESUMABLE_CHANGES`.
+
+    Raises:
+        ValueError: a changed field or world size, each named with its old and new value.
+    """
     now = dataclasses.asdict(cfg)
     changed = sorted(
         k for k, v in saved["config"].items() if k not in RESUMABLE_CHANGES and now.get(k) != v
@@ -158,3 +173,157 @@ def check_resumable(saved: dict, cfg: TrainConfig, world_size: int, path) -> Non
             f"cannot resume from {path}: the run changed ({detail.strip(', ')}). Use the "
             "checkpoint's settings and world size, or --resume never to start afresh"
         )
+
+
+@dataclass
+class TrainState:
+    """Where training stands; a checkpoint holds it beside the weights and optimizer.
+
+    Attributes:
+        step: optimizer steps done.
+        epoch: the epoch in progress (0-based).
+        batch_in_epoch: this epoch's batches consumed so far (the next one to train on).
+        history: one ``{"epoch", "step", "eval_*"}`` dict per finished epoch.
+        loss_window: this rank's ``[sum of micro-batch mean losses, micro-batches]`` since the
+            last logged step (the sum is a tensor while training, to avoid a host sync).
+        resumed_from: the checkpoint step this run resumed from, or ``None``.
+    """
+
+    step: int = 0
+    epoch: int = 0
+    batch_in_epoch: int = 0
+    history: list[dict] = field(default_factory=list)
+    loss_window: list = field(default_factory=lambda: [0.0, 0])
+    resumed_from: int | None = None
+
+
+def resume(cfg: TrainConfig, info: DistInfo, prep: Prepared, scheduler) -> TrainState:
+    """The one resume entry point: find, check and load a checkpoint on every rank.
+
+    Rank 0 picks the file (``--resume auto``: the newest complete one, if any; or the path
+    given) and tells the other ranks, so all load the same one even if a newer file appears
+    meanwhile. Every rank then loads it (``checkpoint_dir`` must be on storage all ranks see),
+    checks that the run's settings match, and restores weights, optimizer, scheduler, scaler
+    and its own RNG streams.
+
+    Args:
+        cfg: this run's configuration.
+        info: this rank.
+        prep: the model and optimizer to load into.
+        scheduler: the learning-rate scheduler to load into.
+
+    Returns:
+        The state to continue from; a fresh ``TrainState()`` when there is nothing to resume.
+
+    Raises:
+        ValueError: the checkpoint belongs to a run with other settings (see
+            :func:`check_resumable`).
+    """
+    found = None
+    if cfg.resume == "auto" and info.is_main:
+        found = latest_checkpoint(cfg.checkpoint_dir)
+    elif cfg.resume not in ("auto", "never"):
+        found = Path(cfg.resume)
+    found = all_gather(str(found) if found else None, info)[0]
+    if not found:
+        return TrainState()
+    saved = load_checkpoint(found)
+    check_resumable(saved, cfg, info.world_size, found)
+    load_full_state(prep.module, prep.optimizer, saved, prep.parallelism == "fsdp")
+    scheduler.load_state_dict(saved["scheduler"])
+    prep.scaler.load_state_dict(saved["scaler"])
+    restore_rng(saved["rng"][info.rank])
+    if info.is_main:
+        print(
+            f"resumed from {found} (step {saved['step']}, epoch {saved['epoch'] + 1})", flush=True
+        )
+    return TrainState(
+        step=saved["step"],
+        epoch=saved["epoch"],
+        batch_in_epoch=saved["batch_in_epoch"],
+        history=saved["history"],
+        loss_window=saved["window"][info.rank],
+        resumed_from=saved["step"],
+    )
+
+
+def save_checkpoint(
+    cfg: TrainConfig, info: DistInfo, prep: Prepared, scheduler, state: TrainState
+) -> None:
+    """Write ``step-NNNNNN.pt`` for ``state`` (rank 0 writes; call on every rank).
+
+    Gathers the full model and optimizer states and every rank's RNG and loss window, saves
+    them atomically (keeping ``cfg.save_total_limit`` files) and waits at a barrier, so no rank
+    runs ahead of a checkpoint that is still being written.
+    """
+    model_state, optim_state = full_state_dicts(
+        prep.module, prep.optimizer, prep.parallelism == "fsdp"
+    )
+    rng = all_gather(capture_rng(), info)
+    windows = all_gather([float(state.loss_window[0]), state.loss_window[1]], info)
+    if info.is_main:
+        saved = {
+            "step": state.step,
+            "epoch": state.epoch,
+            "batch_in_epoch": state.batch_in_epoch,
+            "model": model_state,
+            "optimizer": optim_state,
+            "scheduler": scheduler.state_dict(),
+            "scaler": prep.scaler.state_dict(),
+            "rng": rng,
+            "window": windows,
+            "history": state.history,
+            "world_size": info.world_size,
+            "config": dataclasses.asdict(cfg),
+        }
+        save_atomic(saved, checkpoint_path(cfg.checkpoint_dir, state.step), cfg.save_total_limit)
+    if info.world_size > 1:
+        torch.distributed.barrier()
+
+
+def open_train_log(path: str | Path, resumed_from: int | None) -> IO[str]:
+    """Open ``train_log.jsonl`` for writing; on resume keep the lines up to the checkpoint's step.
+
+    Steps logged after the checkpoint by the interrupted run are dropped: the resumed run logs
+    them again, so every step appears once.
+    """
+    path = Path(path)
+    kept = []
+    if resumed_from is not None and path.is_file():
+        kept = [
+            line
+            for line in path.read_text().splitlines()
+            if json.loads(line)["step"] <= resumed_from
+        ]
+    log_file = open(path, "w")  # noqa: SIM115 - the caller closes it
+    log_file.writelines(line + "\n" for line in kept)
+    return log_file
+
+
+def save_model(prep: Prepared, tokenizer, out_dir: str | Path, info: DistInfo) -> None:
+    """Save the trained model and tokenizer to ``<out_dir>/model`` (call on every rank).
+
+    Weights come from the plain module, never the compiled or DDP wrapper, so the keys carry no
+    ``_orig_mod.`` / ``module.`` prefix. Under FSDP every rank joins the all-gather of the full
+    state, and rank 0 saves it from an unsharded copy of the same class (same names as without
+    FSDP).
+    """
+    model_dir = Path(out_dir) / "model"
+    full_state = None
+    if prep.parallelism == "fsdp":
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+        full_state = get_model_state_dict(
+            prep.module, options=StateDictOptions(full_state_dict=True, cpu_offload=True)
+        )
+    if not info.is_main:
+        return
+    if full_state is not None:
+        from transformers import AutoModelForSequenceClassification
+
+        plain = AutoModelForSequenceClassification.from_config(prep.module.config)
+        plain.load_state_dict(full_state, strict=True)
+        plain.save_pretrained(model_dir)
+    else:
+        prep.module.save_pretrained(model_dir)
+    tokenizer.save_pretrained(model_dir)

@@ -1,50 +1,8 @@
-"""Fine-tune a sequence classifier: one process on CPU, or N GPUs/nodes under ``torchrun``.
+"""Process-group set-up and tear-down, rank helpers, sharding the batches and the FSDP2 wrap.
 
-Run it as::
-
-    python -m pt2aws.train --profile smoke --output_dir runs/x/train            # 1 process
-    torchrun --nproc_per_node 8 -m pt2aws.train --profile full --output_dir …   # 8 GPUs, DDP
-    torchrun --nnodes 2 --nproc_per_node 8 --rdzv-backend c10d --rdzv-endpoint HOST:29400 \\
-        -m pt2aws.train --profile full --resume auto --save_steps 200 …         # 2 nodes
-
-Every performance choice is a flag resolved against the hardware and printed once with its reason:
-
-* ``--bf16``: autocast to bfloat16. ``auto`` turns it on for GPUs with bf16 (Ampere and newer);
-  on a GPU without bf16 it falls back to fp16 autocast with a ``GradScaler``; off on CPU, where
-  it was slower for these small models in our measurements. ``off`` means plain fp32.
-* ``--torch_compile`` (``--torch_compile_mode``): ``torch.compile`` the model. ``auto``: on for
-  CUDA, off on CPU (compiling costs 25-55 s per process on 2 cores, no gain for small models).
-  Order: DDP wraps the *compiled* module (nanoGPT's order, so ``no_sync`` and DDP's gradient
-  hooks stay eager and work unchanged); FSDP2 shards first and compiles the sharded module
-  (``fully_shard`` hooks are traceable; compiling first would hide the submodules from it).
-* ``--fused_adamw``: ``torch.optim.AdamW(fused=True)``, one kernel for the whole update, where the
-  installed torch supports the device; otherwise the for-loop implementation ``foreach=False``
-  (the benchmark's baseline relies on exactly that).
-* ``--tf32``: TF32 tensor-core matmuls for fp32 work on Ampere+ GPUs (``auto``); no-op on CPU.
-* ``--attn_implementation sdpa``: PyTorch's fused scaled-dot-product attention where the model
-  supports it (falls back to ``eager`` with the reason printed).
-* ``--length_bucketing``: batches of similar length (sorted inside windows of 50 global batches,
-  then shuffled), padded to a multiple of 8: less padding and few distinct shapes to compile.
-* ``--parallelism ddp|fsdp``: ``DistributedDataParallel`` (default) or FSDP2 ``fully_shard``
-  (each encoder layer, then the whole model) for models that do not fit one device.
-
-Gradient accumulation skips the gradient all-reduce (``no_sync`` / FSDP2
-``set_requires_gradient_sync(False)``) on all but the last micro-step; every micro-batch's loss is
-weighted by its share of the step's examples, so ``4 x 2`` equals ``8 x 1`` exactly. Every rank
-runs the same number of steps (the data is split like ``DistributedSampler``, padded to equal
-counts), so an uneven split cannot hang; evaluation shards the data without padding and gathers
-predictions, so each example counts exactly once.
-
-Checkpoints (see :mod:`pt2aws.checkpoint`) every ``--save_steps`` and at the end; ``--resume
-auto`` continues from the newest complete one to the same losses as an uninterrupted run, also
-after ``torchrun --max-restarts`` restarted the job. Test hook: the environment variable
-``PT2AWS_FAIL_AT_STEP=N`` makes the last rank (or ``PT2AWS_FAIL_RANK``) die right after optimizer
-step N on the first attempt only (``TORCHELASTIC_RESTART_COUNT`` unset or 0): ``os._exit(1)``
-under torchrun, a ``RuntimeError`` in-process.
-
-Outputs in ``--output_dir``: ``model/`` (``save_pretrained`` of the unwrapped, uncompiled model and
-its tokenizer, with the label names), ``metrics.json``, ``train_log.jsonl`` (one line per
-logging step), ``train_config.json`` (the resolved configuration) and ``checkpoints/``.
+Modelled on nanochat's ``compute_init`` / ``compute_cleanup``: one call reads torchrun's
+environment and starts the process group, one call ends it on every exit path. On one process
+(``python -m pt2aws.train``) both are cheap no-ops apart from picking the device and threads.
 """
 
 from __future__ import annotations
@@ -54,9 +12,13 @@ from dataclasses import dataclass, field
 
 import torch
 
+from pt2aws.system import default_num_threads
+
 
 @dataclass
 class DistInfo:
+    """Where this process sits in the job (torchrun's ``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``)."""
+
     rank: int = 0
     local_rank: int = 0
     world_size: int = 1
@@ -64,14 +26,23 @@ class DistInfo:
 
     @property
     def is_main(self) -> bool:
+        """True on rank 0, the rank that logs, prints and saves."""
         return self.rank == 0
 
 
-def init_distributed() -> DistInfo:
+def compute_init(num_threads: int | None = None) -> DistInfo:
     """Read torchrun's environment, pick the device, and start the process group if needed.
 
-    The device is set before ``init_process_group`` (nccl needs it); the backend is nccl on GPU
-    and gloo on CPU.
+    The device is set before ``init_process_group`` (NCCL binds each rank to its GPU); the
+    backend is NCCL on GPU and gloo on CPU. On CPU the intra-op thread count is set to
+    ``num_threads``, or the cores shared out among this node's processes.
+
+    Args:
+        num_threads: CPU threads for this process; ``None``: the cores shared out among this
+            node's processes (:func:`pt2aws.system.default_num_threads`).
+
+    Returns:
+        This process's :class:`DistInfo`.
     """
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
@@ -81,26 +52,58 @@ def init_distributed() -> DistInfo:
         device = torch.device("cuda", local_rank)
     else:
         device = torch.device("cpu")
+        torch.set_num_threads(num_threads or default_num_threads())
     if world_size > 1:
-        import torch.distributed as dist
-
-        backend = "nccl" if device.type == "cuda" else "gloo"
-        restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
-        if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True" and restart != "0":
-            # torchrun shares its rendezvous TCPStore with the workers and does not prefix the
-            # keys per restart, so a restarted group can read the dead group's addresses and
-            # fail in connectFullMesh (pytorch/pytorch#135712). A per-attempt prefix avoids it.
-            store = dist.TCPStore(
-                os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world_size, False
-            )
-            store = dist.PrefixStore(f"pt2aws/attempt_{restart}", store)
-            dist.init_process_group(backend, store=store, rank=rank, world_size=world_size)
-        else:
-            dist.init_process_group(backend=backend)
+        _init_process_group("nccl" if device.type == "cuda" else "gloo", rank, world_size)
     return DistInfo(rank=rank, local_rank=local_rank, world_size=world_size, device=device)
 
 
+def _init_process_group(backend: str, rank: int, world_size: int) -> None:
+    import torch.distributed as dist
+
+    restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True" and restart != "0":
+        # torchrun shares its rendezvous TCPStore with the workers and does not prefix the keys
+        # per restart, so a restarted group can read the dead group's addresses and fail in
+        # connectFullMesh (pytorch/pytorch#135712). A per-attempt prefix avoids it.
+        store = dist.TCPStore(
+            os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world_size, False
+        )
+        store = dist.PrefixStore(f"pt2aws/attempt_{restart}", store)
+        dist.init_process_group(backend, store=store, rank=rank, world_size=world_size)
+    else:
+        dist.init_process_group(backend=backend)
+
+
+def compute_cleanup(info: DistInfo, *, succeeded: bool) -> None:
+    """End the process group started by :func:`compute_init` (nothing to do on one process).
+
+    After a successful run every rank meets at a barrier before the group is destroyed. The
+    barrier is what keeps gloo from aborting the process at exit ("terminate called without an
+    active exception", SIGABRT): gloo's worker threads release a finished collective's tensors
+    after the caller has already moved on, and releasing a tensor that Python created needs the
+    GIL. A rank with nothing left to do (rank 1 does not save the model) could otherwise reach
+    interpreter shutdown while a worker still held the final gather's tensors; a thread that
+    takes the GIL during shutdown is ended mid-destructor, which aborts. Waiting in the barrier
+    releases the GIL while the interpreter is fully alive, so the workers finish first.
+
+    After a failure the barrier is skipped (the other ranks may never reach it), and so is
+    ``destroy_process_group`` (it can block on peers that died); torchrun ends the job.
+
+    Args:
+        info: from :func:`compute_init`.
+        succeeded: whether this rank finished its work without an exception.
+    """
+    if info.world_size == 1 or not succeeded:
+        return
+    import torch.distributed as dist
+
+    dist.barrier()
+    dist.destroy_process_group()
+
+
 def all_reduce_sum(values: list[float], info: DistInfo) -> list[float]:
+    """Element-wise sum of ``values`` over all ranks (float64), identical on every rank."""
     if info.world_size == 1:
         return list(values)
     tensor = torch.tensor(values, dtype=torch.float64, device=info.device)
@@ -109,6 +112,7 @@ def all_reduce_sum(values: list[float], info: DistInfo) -> list[float]:
 
 
 def all_gather(obj, info: DistInfo) -> list:
+    """Every rank's ``obj`` (any picklable value), in rank order, on every rank."""
     if info.world_size == 1:
         return [obj]
     out = [None] * info.world_size
@@ -140,9 +144,18 @@ def epoch_batches(
     Args:
         lengths: tokens per example (after truncation).
         batch_size: examples per rank per batch.
+        world_size: number of ranks sharing the data.
+        rank: this rank.
+        seed: seeds the shuffle; with ``epoch``, the same (seed, epoch) gives the same batches.
+        epoch: the epoch (0-based), so each epoch has its own order.
+        bucketing: group similar lengths (less padding, fewer distinct shapes).
+        window_batches: global batches per sorting window when bucketing.
 
     Returns:
         ``ceil(ceil(len(lengths) / world_size) / batch_size)`` batches.
+
+    Raises:
+        ValueError: fewer examples than ranks.
     """
     from torch.utils.data import DistributedSampler
 
@@ -166,3 +179,30 @@ def epoch_batches(
         batches += [chunk[i : i + global_size] for i in range(0, len(chunk), global_size)]
     order = torch.randperm(len(batches), generator=gen).tolist()
     return [batches[j][rank::world_size] for j in order]
+
+
+def shard_fsdp(model: torch.nn.Module) -> None:
+    """FSDP2: shard each encoder layer, then the whole model, across the ranks (in place).
+
+    Each encoder layer becomes one unit: its parameters are all-gathered just before its
+    forward (and backward) and freed right after, so a rank holds full weights for one layer at
+    a time; the rest (embeddings, classifier head) is the root unit. Parameters become
+    ``DTensor`` shards of ``1 / world_size`` of each tensor.
+    """
+    from torch.distributed.fsdp import fully_shard
+
+    for layer in getattr(getattr(model.base_model, "encoder", None), "layer", []):
+        fully_shard(layer)
+    fully_shard(model)
+
+
+def replica_max_abs_diff(model: torch.nn.Module, info: DistInfo) -> float:
+    """Largest difference between ranks of two fingerprints (sum, norm) per parameter tensor.
+
+    DDP replicas must agree bit for bit, so this is 0.0 after a correct run.
+    """
+    fingerprint = [
+        f(p.detach().double()).item() for p in model.parameters() for f in (torch.sum, torch.norm)
+    ]
+    prints = torch.tensor(all_gather(fingerprint, info), dtype=torch.float64)
+    return float((prints - prints[0]).abs().max())

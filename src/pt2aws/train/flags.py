@@ -1,22 +1,11 @@
-"""Fine-tune a sequence classifier: one process on CPU, or N GPUs/nodes under ``torchrun``.
-
-Run it as::
-
-    python -m pt2aws.train --profile smoke --output_dir runs/x/train            # 1 process
-    torchrun --nproc_per_node 8 -m pt2aws.train --profile full --output_dir …   # 8 GPUs, DDP
-    torchrun --nnodes 2 --nproc_per_node 8 --rdzv-backend c10d --rdzv-endpoint HOST:29400 \\
-        -m pt2aws.train --profile full --resume auto --save_steps 200 …         # 2 nodes
-
-Every performance choice is a flag resolved against the hardware and printed once with its reason:
+"""Performance flags: each choice resolved against the hardware and printed once with its reason.
 
 * ``--bf16``: autocast to bfloat16. ``auto`` turns it on for GPUs with bf16 (Ampere and newer);
   on a GPU without bf16 it falls back to fp16 autocast with a ``GradScaler``; off on CPU, where
   it was slower for these small models in our measurements. ``off`` means plain fp32.
 * ``--torch_compile`` (``--torch_compile_mode``): ``torch.compile`` the model. ``auto``: on for
   CUDA, off on CPU (compiling costs 25-55 s per process on 2 cores, no gain for small models).
-  Order: DDP wraps the *compiled* module (nanoGPT's order, so ``no_sync`` and DDP's gradient
-  hooks stay eager and work unchanged); FSDP2 shards first and compiles the sharded module
-  (``fully_shard`` hooks are traceable; compiling first would hide the submodules from it).
+  The wrap order (compile then DDP; FSDP2 shards then compiles) is in :mod:`pt2aws.train.recipe`.
 * ``--fused_adamw``: ``torch.optim.AdamW(fused=True)``, one kernel for the whole update, where the
   installed torch supports the device; otherwise the for-loop implementation ``foreach=False``
   (the benchmark's baseline relies on exactly that).
@@ -24,27 +13,8 @@ Every performance choice is a flag resolved against the hardware and printed onc
 * ``--attn_implementation sdpa``: PyTorch's fused scaled-dot-product attention where the model
   supports it (falls back to ``eager`` with the reason printed).
 * ``--length_bucketing``: batches of similar length (sorted inside windows of 50 global batches,
-  then shuffled), padded to a multiple of 8: less padding and few distinct shapes to compile.
-* ``--parallelism ddp|fsdp``: ``DistributedDataParallel`` (default) or FSDP2 ``fully_shard``
-  (each encoder layer, then the whole model) for models that do not fit one device.
-
-Gradient accumulation skips the gradient all-reduce (``no_sync`` / FSDP2
-``set_requires_gradient_sync(False)``) on all but the last micro-step; every micro-batch's loss is
-weighted by its share of the step's examples, so ``4 x 2`` equals ``8 x 1`` exactly. Every rank
-runs the same number of steps (the data is split like ``DistributedSampler``, padded to equal
-counts), so an uneven split cannot hang; evaluation shards the data without padding and gathers
-predictions, so each example counts exactly once.
-
-Checkpoints (see :mod:`pt2aws.checkpoint`) every ``--save_steps`` and at the end; ``--resume
-auto`` continues from the newest complete one to the same losses as an uninterrupted run, also
-after ``torchrun --max-restarts`` restarted the job. Test hook: the environment variable
-``PT2AWS_FAIL_AT_STEP=N`` makes the last rank (or ``PT2AWS_FAIL_RANK``) die right after optimizer
-step N on the first attempt only (``TORCHELASTIC_RESTART_COUNT`` unset or 0): ``os._exit(1)``
-under torchrun, a ``RuntimeError`` in-process.
-
-Outputs in ``--output_dir``: ``model/`` (``save_pretrained`` of the unwrapped, uncompiled model and
-its tokenizer, with the label names), ``metrics.json``, ``train_log.jsonl`` (one line per
-logging step), ``train_config.json`` (the resolved configuration) and ``checkpoints/``.
+  then shuffled), padded to a multiple of 8: less padding and few distinct shapes to compile
+  (see :func:`pt2aws.train.distributed.epoch_batches`).
 """
 
 from __future__ import annotations
@@ -53,7 +23,7 @@ from dataclasses import dataclass
 
 import torch
 
-from pt2aws.config import Switch
+from pt2aws.config import Switch, TrainConfig
 
 
 @dataclass
@@ -65,7 +35,18 @@ class Choice:
 
 
 def choose_bf16(device: torch.device, requested: Switch) -> Choice:
-    """Resolve ``--bf16``. Raises ValueError when ``on`` is asked where bf16 is unsupported."""
+    """Resolve ``--bf16`` (autocast to bfloat16) for ``device``.
+
+    Args:
+        device: this rank's device.
+        requested: ``auto`` (on for GPUs with bf16, off on CPU), ``on`` or ``off``.
+
+    Returns:
+        The choice and its reason.
+
+    Raises:
+        ValueError: ``on`` on a GPU without bf16 (pre-Ampere).
+    """
     supported = torch.cuda.is_bf16_supported() if device.type == "cuda" else True
     if requested == "on":
         if not supported:
@@ -92,7 +73,7 @@ def choose_fp16(device: torch.device, requested_bf16: Switch, bf16: Choice) -> C
 
 
 def choose_compile(device: torch.device, requested: Switch) -> Choice:
-    """Resolve ``--torch_compile``."""
+    """Resolve ``--torch_compile``: ``auto`` is on for CUDA, off on CPU (see the module doc)."""
     if requested != "auto":
         return Choice(requested == "on", "requested")
     if device.type == "cuda":
@@ -103,7 +84,11 @@ def choose_compile(device: torch.device, requested: Switch) -> Choice:
 
 
 def choose_fused_adamw(device: torch.device, requested: Switch) -> Choice:
-    """Resolve ``--fused_adamw`` against what the installed torch supports."""
+    """Resolve ``--fused_adamw`` by building a fused AdamW on ``device`` once.
+
+    Raises:
+        ValueError: ``on`` where the installed torch has no fused AdamW for ``device``.
+    """
     try:
         probe = torch.nn.Parameter(torch.zeros(1, device=device))
         torch.optim.AdamW([probe], fused=True)
@@ -118,12 +103,17 @@ def choose_fused_adamw(device: torch.device, requested: Switch) -> Choice:
         return Choice(requested == "on", "requested")
     return Choice(
         supported,
-        f"torch {torch.__version__} {'supports' if supported else 'lacks'} fused AdamW on {device.type}",
+        f"torch {torch.__version__} {'supports' if supported else 'lacks'} fused AdamW "
+        f"on {device.type}",
     )
 
 
 def choose_tf32(device: torch.device, requested: Switch) -> Choice:
-    """Resolve ``--tf32``: TF32 matmuls need an Ampere+ GPU (compute capability >= 8)."""
+    """Resolve ``--tf32``: TF32 matmuls need an Ampere+ GPU (compute capability >= 8).
+
+    Raises:
+        ValueError: ``on`` without an Ampere or newer GPU.
+    """
     ampere = device.type == "cuda" and torch.cuda.get_device_capability(device)[0] >= 8
     if requested == "on" and not ampere:
         raise ValueError("--tf32 on: needs an Ampere or newer GPU; use --tf32 off")
@@ -154,6 +144,34 @@ def choose_sdpa(model, requested: str) -> Choice:
     if using == "sdpa":
         return Choice(True, "torch scaled_dot_product_attention (fused kernels)")
     return Choice(False, f"attn_implementation={using!r} requested")
+
+
+def resolve_flags(cfg: TrainConfig, device: torch.device) -> dict[str, Choice]:
+    """Every performance flag of ``cfg`` resolved for ``device`` (SDPA comes with the model).
+
+    Returns:
+        ``{"bf16", "torch_compile", "fused_adamw", "tf32", "length_bucketing", "fp16"}`` ->
+        :class:`Choice`, in the order they are printed.
+
+    Raises:
+        ValueError: a flag forced ``on`` where the hardware or torch cannot do it.
+    """
+    flags = {
+        "bf16": choose_bf16(device, cfg.bf16),
+        "torch_compile": choose_compile(device, cfg.torch_compile),
+        "fused_adamw": choose_fused_adamw(device, cfg.fused_adamw),
+        "tf32": choose_tf32(device, cfg.tf32),
+        "length_bucketing": Choice(cfg.length_bucketing, "requested"),
+    }
+    flags["fp16"] = choose_fp16(device, cfg.bf16, flags["bf16"])
+    return flags
+
+
+def autocast_dtype(flags: dict[str, Choice]) -> torch.dtype | None:
+    """The autocast dtype the flags chose: ``torch.bfloat16``, ``torch.float16``, or ``None``."""
+    if flags["fp16"].enabled:
+        return torch.float16
+    return torch.bfloat16 if flags["bf16"].enabled else None
 
 
 def peak_bf16_flops(device: torch.device) -> float | None:

@@ -1,17 +1,22 @@
-"""Launch ``pt2aws.train`` under ``torchrun`` as a subprocess (never inside a notebook kernel).
+"""Launch: a torchrun subprocess from a validated :class:`TrainConfig` saved as a file.
 
 A notebook kernel must not fork CUDA workers; ``torchrun`` starts fresh processes, one per GPU
-(one process on a CPU-only machine), and this module streams their output and returns the
-metrics that rank 0 wrote.
+(one process on a CPU-only machine). :func:`launch_training` writes the config with
+:meth:`TrainConfig.to_json`, runs ``torchrun … -m pt2aws.train --config <file>``, streams the
+output and returns the metrics rank 0 wrote. :func:`torchrun_command` and :func:`format_command`
+give the exact command, which a user can paste into a terminal.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
+
+from pt2aws.config import TrainConfig
 
 
 class TrainingFailedError(RuntimeError):
@@ -36,6 +41,15 @@ def torchrun_command(
 
     Uses ``python -m torch.distributed.run`` (torchrun) of the current interpreter, so the
     notebook's environment is the one that trains.
+
+    Args:
+        train_args: arguments for ``pt2aws.train``, e.g. ``["--config", "run/train_config.json"]``.
+        nproc_per_node: processes on this node; default: one per GPU, or 1 on CPU.
+        nnodes: number of nodes (more than 1 needs a rendezvous endpoint added by the caller).
+        master_port: a fixed port on one node; default ``--standalone`` (torchrun picks one).
+
+    Returns:
+        The argv list; :func:`format_command` turns it into one pasteable line.
     """
     nproc = nproc_per_node or default_nproc_per_node()
     cmd = [
@@ -48,6 +62,11 @@ def torchrun_command(
     if nnodes == 1:
         cmd.append("--standalone" if master_port is None else f"--master_port={master_port}")
     return cmd + ["-m", "pt2aws.train", *train_args]
+
+
+def format_command(cmd: list[str]) -> str:
+    """``cmd`` as one shell line, quoted where needed (``shlex.join``)."""
+    return shlex.join(cmd)
 
 
 def config_to_args(**overrides) -> list[str]:
@@ -64,30 +83,36 @@ def config_to_args(**overrides) -> list[str]:
 
 
 def launch_training(
-    output_dir: str | Path,
+    cfg: TrainConfig,
     *,
     nproc_per_node: int | None = None,
     stream=None,
     env: dict | None = None,
-    **train_overrides,
 ) -> dict:
-    """Run training under torchrun, echo its output live, and return rank 0's ``metrics.json``.
+    """Run training for ``cfg`` under torchrun, echo its output live, return rank 0's metrics.
+
+    The config goes to ``<cfg.output_dir>/train_config.json`` first (the run rewrites the same
+    content there when it finishes), and torchrun gets ``--config`` with that file, so the
+    subprocess trains exactly the validated ``cfg``.
 
     Args:
-        output_dir: the training folder (``model/``, ``metrics.json``, ``train_log.jsonl``).
+        cfg: the run; ``cfg.output_dir`` receives ``model/``, ``metrics.json``,
+            ``train_log.jsonl`` and ``train_config.json``.
         nproc_per_node: processes on this node; default: one per GPU, or 1 on CPU.
-        stream: where to echo the output (default ``sys.stdout``; a notebook shows it live).
+        stream: where to echo the command and output (default ``sys.stdout``; a notebook shows
+            it live).
         env: extra environment variables for the subprocess.
-        **train_overrides: :class:`pt2aws.train.TrainConfig` fields, e.g. ``profile="smoke"``.
+
+    Returns:
+        The ``metrics.json`` dict.
 
     Raises:
         TrainingFailedError: non-zero exit, with the last 40 lines of output.
     """
     stream = stream or sys.stdout
-    cmd = torchrun_command(
-        config_to_args(output_dir=str(output_dir), **train_overrides), nproc_per_node=nproc_per_node
-    )
-    print("$ " + " ".join(cmd), file=stream, flush=True)
+    config_file = cfg.to_json(Path(cfg.output_dir) / "train_config.json")
+    cmd = torchrun_command(["--config", str(config_file)], nproc_per_node=nproc_per_node)
+    print("$ " + format_command(cmd), file=stream, flush=True)
     child_env = {
         **os.environ,
         "PYTHONUNBUFFERED": "1",
@@ -106,4 +131,4 @@ def launch_training(
         raise TrainingFailedError(
             f"training exited with code {code}; last output:\n{''.join(tail)}"
         )
-    return json.loads((Path(output_dir) / "metrics.json").read_text())
+    return json.loads((Path(cfg.output_dir) / "metrics.json").read_text())

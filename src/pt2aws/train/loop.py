@@ -6,41 +6,26 @@ Run it as::
     torchrun --nproc_per_node 8 -m pt2aws.train --profile full --output_dir …   # 8 GPUs, DDP
     torchrun --nnodes 2 --nproc_per_node 8 --rdzv-backend c10d --rdzv-endpoint HOST:29400 \\
         -m pt2aws.train --profile full --resume auto --save_steps 200 …         # 2 nodes
+    python -m pt2aws.train --config runs/x/train/train_config.json --max_steps 50  # a saved config
 
-Every performance choice is a flag resolved against the hardware and printed once with its reason:
+:class:`FineTune` is the recipe, stage by stage (torchtune's recipe layout): set up the data and
+model, compile and wrap them (:mod:`pt2aws.train.recipe`), resume
+(:mod:`pt2aws.train.checkpointing`), train epoch by epoch, evaluate, measure throughput
+(:mod:`pt2aws.train.throughput`), check the replicas, save. Each performance flag is resolved
+against the hardware and printed once with its reason (:mod:`pt2aws.train.flags`).
 
-* ``--bf16``: autocast to bfloat16. ``auto`` turns it on for GPUs with bf16 (Ampere and newer);
-  on a GPU without bf16 it falls back to fp16 autocast with a ``GradScaler``; off on CPU, where
-  it was slower for these small models in our measurements. ``off`` means plain fp32.
-* ``--torch_compile`` (``--torch_compile_mode``): ``torch.compile`` the model. ``auto``: on for
-  CUDA, off on CPU (compiling costs 25-55 s per process on 2 cores, no gain for small models).
-  Order: DDP wraps the *compiled* module (nanoGPT's order, so ``no_sync`` and DDP's gradient
-  hooks stay eager and work unchanged); FSDP2 shards first and compiles the sharded module
-  (``fully_shard`` hooks are traceable; compiling first would hide the submodules from it).
-* ``--fused_adamw``: ``torch.optim.AdamW(fused=True)``, one kernel for the whole update, where the
-  installed torch supports the device; otherwise the for-loop implementation ``foreach=False``
-  (the benchmark's baseline relies on exactly that).
-* ``--tf32``: TF32 tensor-core matmuls for fp32 work on Ampere+ GPUs (``auto``); no-op on CPU.
-* ``--attn_implementation sdpa``: PyTorch's fused scaled-dot-product attention where the model
-  supports it (falls back to ``eager`` with the reason printed).
-* ``--length_bucketing``: batches of similar length (sorted inside windows of 50 global batches,
-  then shuffled), padded to a multiple of 8: less padding and few distinct shapes to compile.
-* ``--parallelism ddp|fsdp``: ``DistributedDataParallel`` (default) or FSDP2 ``fully_shard``
-  (each encoder layer, then the whole model) for models that do not fit one device.
+Gradient accumulation skips the gradient all-reduce on all but the last micro-step; every
+micro-batch's loss is weighted by its share of the step's examples, so ``4 x 2`` equals ``8 x 1``
+exactly. Every rank runs the same number of steps (the data is split like
+``DistributedSampler``, padded to equal counts), so an uneven split cannot hang; evaluation
+shards the data without padding and gathers predictions, so each example counts exactly once.
 
-Gradient accumulation skips the gradient all-reduce (``no_sync`` / FSDP2
-``set_requires_gradient_sync(False)``) on all but the last micro-step; every micro-batch's loss is
-weighted by its share of the step's examples, so ``4 x 2`` equals ``8 x 1`` exactly. Every rank
-runs the same number of steps (the data is split like ``DistributedSampler``, padded to equal
-counts), so an uneven split cannot hang; evaluation shards the data without padding and gathers
-predictions, so each example counts exactly once.
-
-Checkpoints (see :mod:`pt2aws.checkpoint`) every ``--save_steps`` and at the end; ``--resume
-auto`` continues from the newest complete one to the same losses as an uninterrupted run, also
-after ``torchrun --max-restarts`` restarted the job. Test hook: the environment variable
-``PT2AWS_FAIL_AT_STEP=N`` makes the last rank (or ``PT2AWS_FAIL_RANK``) die right after optimizer
-step N on the first attempt only (``TORCHELASTIC_RESTART_COUNT`` unset or 0): ``os._exit(1)``
-under torchrun, a ``RuntimeError`` in-process.
+Checkpoints every ``--save_steps`` and at the end; ``--resume auto`` continues from the newest
+complete one to the same losses as an uninterrupted run, also after ``torchrun --max-restarts``
+restarted the job. Test hook: the environment variable ``PT2AWS_FAIL_AT_STEP=N`` makes the last
+rank (or ``PT2AWS_FAIL_RANK``) die right after optimizer step N on the first attempt only
+(``TORCHELASTIC_RESTART_COUNT`` unset or 0): ``os._exit(1)`` under torchrun, a
+``RuntimeError`` in-process.
 
 Outputs in ``--output_dir``: ``model/`` (``save_pretrained`` of the unwrapped, uncompiled model and
 its tokenizer, with the label names), ``metrics.json``, ``train_log.jsonl`` (one line per
@@ -49,59 +34,34 @@ logging step), ``train_config.json`` (the resolved configuration) and ``checkpoi
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import logging
 import math
 import os
 import sys
-import time
 from pathlib import Path
 
 import torch
 
 from pt2aws.config import TrainConfig
 from pt2aws.system import peak_memory_bytes
-from pt2aws.train.checkpointing import (
-    capture_rng,
-    check_resumable,
-    checkpoint_path,
-    full_state_dicts,
-    latest_checkpoint,
-    load_checkpoint,
-    load_full_state,
-    restore_rng,
-    save_atomic,
-)
+from pt2aws.train.checkpointing import open_train_log, resume, save_checkpoint, save_model
 from pt2aws.train.distributed import (
     DistInfo,
-    all_gather,
     all_reduce_sum,
+    compute_cleanup,
+    compute_init,
     epoch_batches,
-    init_distributed,
+    replica_max_abs_diff,
 )
 from pt2aws.train.evaluation import evaluate
-from pt2aws.train.flags import (
-    Choice,
-    apply_tf32,
-    choose_bf16,
-    choose_compile,
-    choose_fp16,
-    choose_fused_adamw,
-    choose_sdpa,
-    choose_tf32,
-    peak_bf16_flops,
-)
+from pt2aws.train.flags import apply_tf32, autocast_dtype, peak_bf16_flops, resolve_flags
+from pt2aws.train.inputs import load_data_and_model, tokenize_splits
+from pt2aws.train.recipe import micro_step, optimizer_step, prepare_model_and_optimizer
+from pt2aws.train.throughput import ThroughputMeter, num_compiled_graphs
 
 logger = logging.getLogger(__name__)
-
-
-def num_compiled_graphs() -> int:
-    """Graphs dynamo compiled so far in this process (each recompile or graph break adds one)."""
-    from torch._dynamo.utils import counters
-
-    return int(counters["stats"]["unique_graphs"])
 
 
 def _maybe_fail(step: int, info: DistInfo) -> None:
@@ -120,419 +80,326 @@ def _maybe_fail(step: int, info: DistInfo) -> None:
     raise RuntimeError(message)
 
 
-def load_data_and_model(cfg: TrainConfig):
-    """The splits, tokenizer and model that ``cfg`` names, prepared as every rank trains them.
+class FineTune:
+    """The fine-tuning recipe on one rank. :meth:`run` reads as the algorithm.
 
-    Shared with the HF ``Trainer`` peer in :mod:`pt2aws.bench`, so both start from the same data,
-    weights, attention implementation and dropout.
-
-    Returns:
-        ``(data, tokenizer, model, sdpa_choice)``: a :class:`pt2aws.data.SentimentData`, the
-        tokenizer, the model on CPU, and the :class:`Choice` made for SDPA attention.
+    Args:
+        cfg: the validated configuration.
+        info: this rank, from :func:`pt2aws.train.distributed.compute_init`.
     """
-    from pt2aws.data import load_sentiment_data
-    from pt2aws.modeling import load_tokenizer_and_model
 
-    data = load_sentiment_data(
-        cfg.dataset,
-        config_name=cfg.dataset_config,
-        text_column=cfg.text_column,
-        label_column=cfg.label_column,
-        three_class=cfg.three_class,
-        max_train_samples=cfg.max_train_samples,
-        max_eval_samples=cfg.max_eval_samples,
-        seed=cfg.seed,
-    )
-    tokenizer, model = load_tokenizer_and_model(
-        cfg.model_name_or_path,
-        data.label_names,
-        train_texts=data.splits["train"]["text"],
-        max_length=cfg.max_length,
-    )
-    sdpa = choose_sdpa(model, cfg.attn_implementation)
-    if cfg.dropout is not None:
-        for module in model.modules():
-            if isinstance(module, torch.nn.Dropout):
-                module.p = cfg.dropout
-    return data, tokenizer, model, sdpa
+    def __init__(self, cfg: TrainConfig, info: DistInfo):
+        self.cfg, self.info = cfg, info
+        self.out_dir = Path(cfg.output_dir)
+        self.parallelism = cfg.parallelism if info.world_size > 1 else "none"
+        self.last_loss = float("nan")
 
+    def run(self) -> dict:
+        """Train, evaluate and save; returns the metrics (rank 0; ``{}`` on other ranks)."""
+        self._setup_flags()
+        self._setup_data()
+        self._setup_model_and_optimizer()
+        self.state = resume(self.cfg, self.info, self.prep, self.scheduler)
+        self._train()
+        return self._finish()
 
-def train(cfg: TrainConfig, info: DistInfo) -> dict:
-    """Run the fine-tune described by ``cfg`` on this rank; returns the metrics dict (all ranks)."""
-    import datasets
-    from tqdm.auto import tqdm
-    from transformers import DataCollatorWithPadding, get_linear_schedule_with_warmup, set_seed
+    def _setup_flags(self) -> None:
+        from transformers import set_seed
 
-    from pt2aws.modeling import count_parameters
+        if self.info.is_main:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+        set_seed(self.cfg.seed)
+        self.flags = resolve_flags(self.cfg, self.info.device)
+        if self.info.device.type == "cuda":
+            apply_tf32(self.flags["tf32"].enabled)
 
-    datasets.disable_progress_bars()
-    out_dir = Path(cfg.output_dir)
-    if info.is_main:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    if info.device.type == "cpu":
-        local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
-        torch.set_num_threads(cfg.num_threads or max(1, (os.cpu_count() or 1) // local_world))
-    set_seed(cfg.seed)
-    distributed = info.world_size > 1
-    fsdp = distributed and cfg.parallelism == "fsdp"
+    def _setup_data(self) -> None:
+        """Load and tokenize the data (each split once); plan the epochs' batches."""
+        import datasets
+        from transformers import DataCollatorWithPadding
 
-    flags = {
-        "bf16": choose_bf16(info.device, cfg.bf16),
-        "torch_compile": choose_compile(info.device, cfg.torch_compile),
-        "fused_adamw": choose_fused_adamw(info.device, cfg.fused_adamw),
-        "tf32": choose_tf32(info.device, cfg.tf32),
-        "length_bucketing": Choice(cfg.length_bucketing, "requested"),
-    }
-    flags["fp16"] = choose_fp16(info.device, cfg.bf16, flags["bf16"])
-    if info.device.type == "cuda":
-        apply_tf32(flags["tf32"].enabled)
-    amp = torch.bfloat16 if flags["bf16"].enabled else None
-    amp = torch.float16 if flags["fp16"].enabled else amp
+        datasets.disable_progress_bars()
+        cfg = self.cfg
+        self.data, self.tokenizer, self.model, self.flags["sdpa"] = load_data_and_model(cfg)
+        self._print_header()
+        self.rows = tokenize_splits(self.data, self.tokenizer, cfg.max_length)
+        self.lengths = [len(r["input_ids"]) for r in self.rows["train"]]
+        # Batches are padded per batch, to a multiple of 8 (tensor-core friendly shapes).
+        self.collator = DataCollatorWithPadding(
+            self.tokenizer, pad_to_multiple_of=8, return_tensors="pt"
+        )
+        self.steps_per_epoch = math.ceil(len(self._batches(0)) / cfg.gradient_accumulation_steps)
+        self.total_steps = (
+            cfg.max_steps
+            if cfg.max_steps > 0
+            else math.ceil(self.steps_per_epoch * cfg.num_train_epochs)
+        )
+        self.num_epochs = math.ceil(self.total_steps / self.steps_per_epoch)
 
-    data, tokenizer, model, flags["sdpa"] = load_data_and_model(cfg)
-    if info.is_main:
+    def _print_header(self) -> None:
+        if not self.info.is_main:
+            return
+        parallelism = "none (1 process)" if self.parallelism == "none" else self.parallelism
         print(
-            f"device={info.device} world_size={info.world_size} "
-            f"parallelism={cfg.parallelism if distributed else 'none (1 process)'}",
+            f"device={self.info.device} world_size={self.info.world_size} "
+            f"parallelism={parallelism}",
             flush=True,
         )
-        for name, choice in flags.items():
+        for name, choice in self.flags.items():
             print(f"{name}: {'on' if choice.enabled else 'off'} ({choice.reason})", flush=True)
 
-    # Pre-tokenize once; batches are padded per batch (to a multiple of 8) by the collator.
-    def tokenize(batch):
-        return tokenizer(batch["text"], truncation=True, max_length=cfg.max_length)
-
-    encoded = data.splits.map(tokenize, batched=True, remove_columns=["text"]).rename_column(
-        "label", "labels"
-    )
-    rows = {split: encoded[split].to_list() for split in encoded}
-    lengths = [len(r["input_ids"]) for r in rows["train"]]
-    collator = DataCollatorWithPadding(tokenizer, pad_to_multiple_of=8, return_tensors="pt")
-
-    def batches_for(epoch: int) -> list[list[int]]:
+    def _batches(self, epoch: int) -> list[list[int]]:
         return epoch_batches(
-            lengths,
-            cfg.per_device_train_batch_size,
-            world_size=info.world_size,
-            rank=info.rank,
-            seed=cfg.seed,
+            self.lengths,
+            self.cfg.per_device_train_batch_size,
+            world_size=self.info.world_size,
+            rank=self.info.rank,
+            seed=self.cfg.seed,
             epoch=epoch,
-            bucketing=cfg.length_bucketing,
+            bucketing=self.cfg.length_bucketing,
         )
 
-    accum = cfg.gradient_accumulation_steps
-    steps_per_epoch = math.ceil(len(batches_for(0)) / accum)
-    total_steps = (
-        cfg.max_steps if cfg.max_steps > 0 else math.ceil(steps_per_epoch * cfg.num_train_epochs)
-    )
-    num_epochs = math.ceil(total_steps / steps_per_epoch)
+    def _setup_model_and_optimizer(self) -> None:
+        from transformers import get_linear_schedule_with_warmup
 
-    model.to(info.device)
-    torch.manual_seed(cfg.seed + info.rank)  # same init everywhere, own dropout stream per rank
-    if fsdp:
-        from torch.distributed.fsdp import fully_shard
-
-        for layer in getattr(getattr(model.base_model, "encoder", None), "layer", []):
-            fully_shard(layer)  # one all-gather per encoder layer, freed after use
-        fully_shard(model)
-    decay = [p for p in model.parameters() if p.ndim >= 2]
-    no_decay = [p for p in model.parameters() if p.ndim < 2]
-    optimizer = torch.optim.AdamW(
-        [
-            {"params": decay, "weight_decay": cfg.weight_decay},
-            {"params": no_decay, "weight_decay": 0.0},
-        ],
-        lr=cfg.learning_rate,
-        fused=flags["fused_adamw"].enabled,
-        foreach=None if flags["fused_adamw"].enabled else False,
-    )
-    scheduler = get_linear_schedule_with_warmup(
-        optimizer, int(cfg.warmup_ratio * total_steps), total_steps
-    )
-    scaler = torch.amp.GradScaler(info.device.type, enabled=flags["fp16"].enabled)
-
-    # Resume: rank 0 picks the file, every rank reads it (shared storage, see pt2aws.checkpoint).
-    step, start_epoch, skip_batches, history, resumed_from = 0, 0, 0, [], None
-    window = [0.0, 0]  # sum of micro-batch mean losses, number of micro-batches (this rank)
-    found = None
-    if cfg.resume == "auto" and info.is_main:
-        found = latest_checkpoint(cfg.checkpoint_dir)
-    elif cfg.resume not in ("auto", "never"):
-        found = Path(cfg.resume)
-    found = all_gather(str(found) if found else None, info)[0]
-    if found:
-        state = load_checkpoint(found)
-        check_resumable(state, cfg, info.world_size, found)
-        load_full_state(model, optimizer, state, fsdp)
-        scheduler.load_state_dict(state["scheduler"])
-        scaler.load_state_dict(state["scaler"])
-        restore_rng(state["rng"][info.rank])
-        step, start_epoch, skip_batches = state["step"], state["epoch"], state["batch_in_epoch"]
-        history, window = state["history"], state["window"][info.rank]
-        resumed_from = step
-        del state
-        if info.is_main:
-            print(f"resumed from {found} (step {step}, epoch {start_epoch + 1})", flush=True)
-
-    def save_checkpoint(epoch: int, batch_in_epoch: int) -> None:
-        model_state, optim_state = full_state_dicts(model, optimizer, fsdp)
-        rng = all_gather(capture_rng(), info)
-        windows = all_gather([float(window[0]), window[1]], info)
-        if info.is_main:
-            state = {
-                "step": step,
-                "epoch": epoch,
-                "batch_in_epoch": batch_in_epoch,
-                "model": model_state,
-                "optimizer": optim_state,
-                "scheduler": scheduler.state_dict(),
-                "scaler": scaler.state_dict(),
-                "rng": rng,
-                "window": windows,
-                "history": history,
-                "world_size": info.world_size,
-                "config": dataclasses.asdict(cfg),
-            }
-            save_atomic(state, checkpoint_path(cfg.checkpoint_dir, step), cfg.save_total_limit)
-        if distributed:
-            torch.distributed.barrier()
-
-    # Compile, then wrap (DDP); or shard (above), then compile (FSDP2). See the module docstring.
-    step_model = model
-    compiled_before = num_compiled_graphs()
-    if flags["torch_compile"].enabled:
-        step_model = torch.compile(step_model, mode=cfg.torch_compile_mode)
-    if distributed and not fsdp:
-        from torch.nn.parallel import DistributedDataParallel as DDP
-
-        step_model = DDP(
-            step_model, device_ids=[info.local_rank] if info.device.type == "cuda" else None
+        cfg, info = self.cfg, self.info
+        self.model.to(info.device)
+        torch.manual_seed(cfg.seed + info.rank)  # same init everywhere, own dropout stream per rank
+        self.compiled_before = num_compiled_graphs()
+        self.amp = autocast_dtype(self.flags)
+        self.prep = prepare_model_and_optimizer(
+            self.model,
+            info.device,
+            parallelism=self.parallelism,
+            compile_model=self.flags["torch_compile"].enabled,
+            compile_mode=cfg.torch_compile_mode,
+            amp_dtype=self.amp,
+            fused_adamw=self.flags["fused_adamw"].enabled,
+            learning_rate=cfg.learning_rate,
+            weight_decay=cfg.weight_decay,
+        )
+        self.scheduler = get_linear_schedule_with_warmup(
+            self.prep.optimizer, int(cfg.warmup_ratio * self.total_steps), self.total_steps
         )
 
-    def sync_context(last_micro: bool):
-        if fsdp:
-            model.set_requires_gradient_sync(last_micro)
-            return contextlib.nullcontext()
-        if distributed and not last_micro:
-            return step_model.no_sync()
-        return contextlib.nullcontext()
+    def _train(self) -> None:
+        """The epoch loop: train steps, log, checkpoint, and evaluate at the end of each epoch."""
+        from tqdm.auto import tqdm
 
-    def synchronize() -> None:
-        if info.device.type == "cuda":
-            torch.cuda.synchronize(info.device)
+        cfg, info, state = self.cfg, self.info, self.state
+        self.meter = ThroughputMeter(info.device, cfg.benchmark_warmup_steps, state.step)
+        log_file = None
+        if info.is_main:
+            log_file = open_train_log(self.out_dir / "train_log.jsonl", state.resumed_from)
+        progress = tqdm(
+            total=self.total_steps,
+            initial=state.step,
+            desc="train",
+            disable=not info.is_main,
+            mininterval=2.0,
+        )
+        self.meter.start()
+        try:
+            self.prep.module.train()
+            for epoch in range(state.epoch, self.num_epochs):
+                if epoch > state.epoch:
+                    state.epoch, state.batch_in_epoch = epoch, 0
+                batches = self._batches(epoch)
+                while state.batch_in_epoch < len(batches) and state.step < self.total_steps:
+                    self._train_step(batches)
+                    progress.update(1)
+                    _maybe_fail(state.step, info)
+                    self.meter.step_done(state.step)
+                    self._log_step(progress, log_file)
+                    if (cfg.save_steps and state.step % cfg.save_steps == 0) or (
+                        state.step == self.total_steps
+                    ):
+                        with self.meter.paused():
+                            save_checkpoint(cfg, info, self.prep, self.scheduler, state)
+                with self.meter.paused():
+                    if state.batch_in_epoch >= len(batches) or state.step >= self.total_steps:
+                        self._evaluate_epoch(progress)
+            self.meter.stop()
+        finally:
+            progress.close()
+            if log_file:
+                log_file.close()
 
-    log_path = out_dir / "train_log.jsonl"
-    log_file = None
-    if info.is_main:
-        kept = []
-        if resumed_from is not None and log_path.is_file():
-            kept = [
-                line
-                for line in log_path.read_text().splitlines()
-                if json.loads(line)["step"] <= resumed_from
-            ]
-        log_file = open(log_path, "w")  # noqa: SIM115 - closed in finally
-        log_file.writelines(line + "\n" for line in kept)
-    # counts: samples, real tokens, padded tokens (this rank, this process); at warm-up end too
-    counts, warm_counts = [0, 0, 0], None
-    paused, warm_time, last_loss, first_step = 0.0, None, float("nan"), step
-    progress = tqdm(
-        total=total_steps, initial=step, desc="train", disable=not info.is_main, mininterval=2.0
-    )
-    t_start = time.perf_counter()
-    try:
-        model.train()
-        for epoch in range(start_epoch, num_epochs):
-            batches = batches_for(epoch)
-            position = skip_batches if epoch == start_epoch else 0
-            while position < len(batches) and step < total_steps:
-                group = batches[position : position + accum]
-                group_examples = sum(len(b) for b in group)
-                for i, idx in enumerate(group):
-                    batch = collator([rows["train"][j] for j in idx])
-                    counts[0] += len(idx)
-                    counts[1] += int(batch["attention_mask"].sum())
-                    counts[2] += batch["input_ids"].numel()
-                    batch = {k: v.to(info.device, non_blocking=True) for k, v in batch.items()}
-                    with sync_context(i == len(group) - 1):
-                        with torch.autocast(
-                            info.device.type, dtype=amp or torch.float32, enabled=amp is not None
-                        ):
-                            loss = step_model(**batch).loss
-                        scaler.scale(loss * (len(idx) / group_examples)).backward()
-                    window[0] += loss.detach().float()  # a tensor: no host sync per micro-step
-                    window[1] += 1
-                position += len(group)
-                scaler.unscale_(optimizer)
-                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-                scaler.step(optimizer)
-                scaler.update()
-                scheduler.step()
-                optimizer.zero_grad(set_to_none=True)
-                step += 1
-                progress.update(1)
-                _maybe_fail(step, info)
-                if step - first_step == cfg.benchmark_warmup_steps:
-                    synchronize()
-                    warm_time = time.perf_counter() - t_start - paused
-                    warm_counts = list(counts)
-                if step % cfg.logging_steps == 0 or step == total_steps:
-                    total, n = all_reduce_sum([float(window[0]), float(window[1])], info)
-                    window = [0.0, 0]
-                    last_loss = total / max(n, 1)
-                    record = {
-                        "step": step,
-                        "epoch": round(step / steps_per_epoch, 4),
-                        "loss": last_loss,
-                        "learning_rate": scheduler.get_last_lr()[0],
-                        "train_time_s": time.perf_counter() - t_start - paused,
-                    }
-                    if log_file:
-                        log_file.write(json.dumps(record) + "\n")
-                        log_file.flush()
-                    progress.set_postfix(loss=f"{last_loss:.4f}")
-                if (cfg.save_steps and step % cfg.save_steps == 0) or step == total_steps:
-                    synchronize()
-                    t_pause = time.perf_counter()
-                    save_checkpoint(epoch, position)
-                    paused += time.perf_counter() - t_pause
-            synchronize()
-            t_pause = time.perf_counter()
-            if position >= len(batches) or step >= total_steps:
-                ev = evaluate(
-                    model,
-                    rows["validation"],
-                    collator,
-                    info,
-                    cfg.per_device_eval_batch_size,
-                    amp,
-                    fsdp,
-                )
-                history.append(
-                    {"epoch": epoch + 1, "step": step, **{f"eval_{k}": v for k, v in ev.items()}}
-                )
-                progress.write(
-                    f"epoch {epoch + 1}: eval_loss={ev['loss']:.4f} "
-                    f"eval_accuracy={ev['accuracy']:.4f} ({ev['num_examples']} examples)"
-                )
-            paused += time.perf_counter() - t_pause
-        synchronize()
-        runtime = time.perf_counter() - t_start - paused
-    finally:
-        progress.close()
-        if log_file:
-            log_file.close()
-
-    # Throughput over all ranks; steady state leaves out the first benchmark_warmup_steps steps.
-    done = step - first_step
-    totals = all_reduce_sum(counts + (warm_counts or [0, 0, 0]), info)
-    steady = warm_counts is not None and done > cfg.benchmark_warmup_steps
-    if steady:
-        steady_steps, steady_time = done - cfg.benchmark_warmup_steps, runtime - warm_time
-        steady_samples, steady_tokens = totals[0] - totals[3], totals[1] - totals[4]
-    else:  # too few steps to leave any out: report the whole run
-        steady_steps, steady_time, warm_time = done, runtime, warm_time or 0.0
-        steady_samples, steady_tokens = totals[0], totals[1]
-    tokens_per_s = steady_tokens / steady_time if steady_time > 0 else 0.0
-    num_params = count_parameters(model)  # DTensor parameters report their global size
-    peak = peak_bf16_flops(info.device)
-    test = evaluate(model, rows["test"], collator, info, cfg.per_device_eval_batch_size, amp, fsdp)
-    replica_diff = None
-    if not fsdp:
-        # Two numbers per parameter tensor; DDP replicas must agree bit for bit.
-        fingerprint = [
-            f(p.detach().double()).item()
-            for p in model.parameters()
-            for f in (torch.sum, torch.norm)
+    def _train_step(self, batches: list[list[int]]) -> None:
+        """One optimizer step over the next ``gradient_accumulation_steps`` batches."""
+        state = self.state
+        group = batches[
+            state.batch_in_epoch : state.batch_in_epoch + self.cfg.gradient_accumulation_steps
         ]
-        prints = torch.tensor(all_gather(fingerprint, info), dtype=torch.float64)
-        replica_diff = float((prints - prints[0]).abs().max())
-    model_state = None
-    if fsdp:
-        from torch.distributed.checkpoint.state_dict import (
-            StateDictOptions,
-            get_model_state_dict,
+        group_examples = sum(len(b) for b in group)
+        for i, idx in enumerate(group):
+            batch = self.collator([self.rows["train"][j] for j in idx])
+            self.meter.count(batch)
+            batch = {k: v.to(self.info.device, non_blocking=True) for k, v in batch.items()}
+            loss = micro_step(
+                self.prep, batch, weight=len(idx) / group_examples, last=i == len(group) - 1
+            )
+            state.loss_window[0] += loss.float()  # a tensor: no host sync per micro-step
+            state.loss_window[1] += 1
+        state.batch_in_epoch += len(group)
+        optimizer_step(self.prep, self.scheduler)
+        state.step += 1
+
+    def _log_step(self, progress, log_file) -> None:
+        """Every ``logging_steps``: log the mean loss over ranks and micro-batches since last."""
+        state = self.state
+        if state.step % self.cfg.logging_steps and state.step != self.total_steps:
+            return
+        window = state.loss_window
+        total, n = all_reduce_sum([float(window[0]), float(window[1])], self.info)
+        state.loss_window = [0.0, 0]
+        self.last_loss = total / max(n, 1)
+        record = {
+            "step": state.step,
+            "epoch": round(state.step / self.steps_per_epoch, 4),
+            "loss": self.last_loss,
+            "learning_rate": self.scheduler.get_last_lr()[0],
+            "train_time_s": self.meter.elapsed(),
+        }
+        if log_file:
+            log_file.write(json.dumps(record) + "\n")
+            log_file.flush()
+        progress.set_postfix(loss=f"{self.last_loss:.4f}")
+
+    def _evaluate(self, split: str) -> dict:
+        return evaluate(
+            self.prep.module,
+            self.rows[split],
+            self.collator,
+            self.info,
+            self.cfg.per_device_eval_batch_size,
+            self.amp,
+            lockstep=self.parallelism == "fsdp",
         )
 
-        model_state = get_model_state_dict(
-            model, options=StateDictOptions(full_state_dict=True, cpu_offload=True)
+    def _evaluate_epoch(self, progress) -> None:
+        ev = self._evaluate("validation")
+        self.state.history.append(
+            {
+                "epoch": self.state.epoch + 1,
+                "step": self.state.step,
+                **{f"eval_{k}": v for k, v in ev.items()},
+            }
+        )
+        progress.write(
+            f"epoch {self.state.epoch + 1}: eval_loss={ev['loss']:.4f} "
+            f"eval_accuracy={ev['accuracy']:.4f} ({ev['num_examples']} examples)"
         )
 
-    metrics: dict = {}
-    if info.is_main:
-        metrics = {
+    def _finish(self) -> dict:
+        """Throughput, test accuracy and the replica check (all ranks); rank 0 writes the run."""
+        from pt2aws.modeling import count_parameters
+
+        info, module = self.info, self.prep.module
+        num_params = count_parameters(module)  # DTensor parameters report their global size
+        speed = self.meter.summary(info, num_params, peak_bf16_flops(info.device))
+        test = self._evaluate("test")
+        replica_diff = None if self.parallelism == "fsdp" else replica_max_abs_diff(module, info)
+        save_model(self.prep, self.tokenizer, self.out_dir, info)
+        if not info.is_main:
+            return {}
+        metrics = self._metrics(num_params, speed, test, replica_diff)
+        self.cfg.to_json(self.out_dir / "train_config.json")
+        (self.out_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
+        print(
+            f"test_accuracy={test['accuracy']:.4f} "
+            f"(majority baseline {metrics['majority_baseline_accuracy']:.4f}); "
+            f"{metrics['train_samples_per_second']:.1f} samples/s steady, "
+            f"pad_fraction={metrics['pad_fraction']:.3f}; saved {self.out_dir / 'model'}",
+            flush=True,
+        )
+        return metrics
+
+    def _metrics(self, num_params: int, speed: dict, test: dict, replica_diff) -> dict:
+        cfg, info, history = self.cfg, self.info, self.state.history
+        return {
             "profile": cfg.profile,
             "model_name_or_path": cfg.model_name_or_path,
             "num_parameters": num_params,
             "device": str(info.device),
             "world_size": info.world_size,
-            "parallelism": cfg.parallelism if distributed else "none",
-            "flags": {k: dataclasses.asdict(v) for k, v in flags.items()},
-            "train_steps": step,
-            "resumed_from_step": resumed_from,
-            "train_runtime_s": runtime,
-            "warmup_time_s": warm_time,
-            "steady_state_steps": steady_steps,
-            "train_samples_per_second": steady_samples / steady_time if steady_time > 0 else 0.0,
-            "train_tokens_per_second": tokens_per_s,
-            "step_time_s": steady_time / max(steady_steps, 1),
-            "pad_fraction": 1.0 - totals[1] / totals[2] if totals[2] else 0.0,
-            "num_compiles": num_compiled_graphs() - compiled_before,
-            "mfu": 6 * num_params * tokens_per_s / (peak * info.world_size) if peak else None,
+            "parallelism": self.parallelism,
+            "flags": {k: dataclasses.asdict(v) for k, v in self.flags.items()},
+            "train_steps": self.state.step,
+            "resumed_from_step": self.state.resumed_from,
+            **{k: v for k, v in speed.items() if k != "mfu"},
+            "num_compiles": num_compiled_graphs() - self.compiled_before,
+            "mfu": speed["mfu"],
             "peak_memory_bytes": peak_memory_bytes(info.device),
-            "final_train_loss": last_loss,
+            "final_train_loss": self.last_loss,
             "replica_max_abs_diff": replica_diff,
             **{k: v for k, v in history[-1].items() if k.startswith("eval_")},
             **{f"test_{k}": v for k, v in test.items()},
-            "majority_baseline_accuracy": data.majority_baseline("test"),
-            "label_names": data.label_names,
-            "data": data.stats,
+            "majority_baseline_accuracy": self.data.majority_baseline("test"),
+            "label_names": self.data.label_names,
+            "data": self.data.stats,
             "history": history,
         }
-        if fsdp:  # save from a plain (unsharded) copy: same class name and keys as without FSDP
-            from transformers import AutoModelForSequenceClassification
-
-            plain = AutoModelForSequenceClassification.from_config(model.config)
-            plain.load_state_dict(model_state, strict=True)
-            plain.save_pretrained(out_dir / "model")
-        else:
-            model.save_pretrained(out_dir / "model")
-        tokenizer.save_pretrained(out_dir / "model")
-        (out_dir / "train_config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=2))
-        (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
-        print(
-            f"test_accuracy={test['accuracy']:.4f} (majority baseline {metrics['majority_baseline_accuracy']:.4f}); "
-            f"{metrics['train_samples_per_second']:.1f} samples/s steady, "
-            f"pad_fraction={metrics['pad_fraction']:.3f}; saved {out_dir / 'model'}",
-            flush=True,
-        )
-    return metrics
 
 
 def parse_args(argv: list[str] | None = None) -> TrainConfig:
-    """Parse ``argv`` (``--field value`` per :class:`TrainConfig` field) into a config."""
+    """Parse ``--<field> <value>`` flags (one per :class:`TrainConfig` field) into a config.
+
+    ``--config FILE.json`` reads a file written by :meth:`TrainConfig.to_json` (for example a
+    run's ``train_config.json``, or the file :func:`pt2aws.train.launch.launch_training` writes):
+    its values become the defaults, and every ``--<field>`` given as well, before or after it,
+    overrides the file. A ``checkpoint_dir`` that the file derived from its ``output_dir``
+    follows a new ``--output_dir``.
+
+    Args:
+        argv: the arguments; ``None``: ``sys.argv[1:]``.
+
+    Returns:
+        The validated config.
+
+    Raises:
+        ValueError: an unknown key in the file, or a value out of range.
+        SystemExit: an unknown flag (argparse prints the usage).
+    """
+    import argparse
+
     from transformers import HfArgumentParser
 
-    (cfg,) = HfArgumentParser(TrainConfig).parse_args_into_dataclasses(args=argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    pre.add_argument("--config", default=None)
+    known, rest = pre.parse_known_args(argv)
+    parser = HfArgumentParser(TrainConfig)
+    parser.add_argument(
+        "--config", default=None, help="a TrainConfig JSON file; --<field> flags override it"
+    )
+    if known.config:
+        saved = TrainConfig.from_json(known.config).to_dict()
+        if saved["checkpoint_dir"] == str(Path(saved["output_dir"]) / "checkpoints"):
+            saved["checkpoint_dir"] = None  # derived: re-derive from the final output_dir
+        parser.set_defaults(**saved)
+    cfg, _ = parser.parse_args_into_dataclasses(args=rest)
     return cfg
 
 
 def main(argv: list[str] | None = None) -> dict:
     """Entry point for ``python -m pt2aws.train`` and ``torchrun -m pt2aws.train``.
 
+    Args:
+        argv: command-line arguments (see :func:`parse_args`); ``None``: ``sys.argv[1:]``.
+
     Returns:
         The metrics dict written to ``metrics.json`` (empty on ranks other than 0).
     """
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     cfg = parse_args(argv)
-    info = init_distributed()
-    threads = torch.get_num_threads()  # train() sets its own; give an in-process caller theirs back
+    threads = torch.get_num_threads()  # compute_init sets its own; give in-process callers theirs
+    info = compute_init(cfg.num_threads)
+    succeeded = False
     try:
-        return train(cfg, info)
+        metrics = FineTune(cfg, info).run()
+        succeeded = True
+        return metrics
     finally:
+        compute_cleanup(info, succeeded=succeeded)
         torch.set_num_threads(threads)
-        if info.world_size > 1:
-            import torch.distributed as dist
-
-            dist.destroy_process_group()
