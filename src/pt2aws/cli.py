@@ -9,6 +9,10 @@ Examples::
     pt2aws run --profile local                                 # what `make run` does
     pt2aws serve runs/x/deploy/model.tar.gz --port 8080       # local SageMaker endpoint (Ctrl-C stops)
     pt2aws cleanup --prefix pt2aws- --region us-east-1 --yes   # delete leftover SageMaker resources
+
+A user error (missing file, unknown model, a count out of range, no AWS credentials) prints one
+line naming the problem and the fix and exits with status 2; add --debug anywhere to see the
+traceback (pt2aws.errors says which errors are the user's and which are bugs).
 """
 
 from __future__ import annotations
@@ -16,6 +20,35 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from pt2aws.errors import ArgumentParser, UserError, run_cli
+
+#: The verbs, each a function of the parsed arguments (``train`` and ``run`` pass their flags on).
+VERBS = ("env", "recommend", "train", "run", "serve", "cleanup")
+
+
+def _number(kind: type, ok: Callable[[float], bool], requirement: str) -> Callable[[str], float]:
+    """An argparse ``type=`` that parses ``kind`` and rejects values failing ``ok``."""
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            value = None
+        if value is None or not ok(value):
+            raise argparse.ArgumentTypeError(f"must be {requirement}, got {text!r}")
+        return value
+
+    return parse
+
+
+_positive_int = _number(int, lambda v: v >= 1, "an integer >= 1")
+_positive_float = _number(float, lambda v: v > 0, "a number > 0")
+_non_negative_float = _number(float, lambda v: v >= 0, "a number >= 0")
+_fraction = _number(float, lambda v: 0 < v <= 1, "a fraction in (0, 1], e.g. 0.35")
+_port = _number(int, lambda v: 1 <= v <= 65535, "a TCP port in 1-65535")
 
 
 def _env(args) -> int:
@@ -34,9 +67,9 @@ def _recommend(args) -> int:
     workload = profile_workload(
         args.profile, train_examples=args.examples, model=args.model, epochs=args.epochs
     )
-    if args.seq_len:
+    if args.seq_len is not None:
         workload.seq_len = args.seq_len
-    if args.micro_batch:
+    if args.micro_batch is not None:
         workload.micro_batch = args.micro_batch
     workload.precision = args.precision
     rec = ranking.recommend(workload, mfu=args.mfu, overhead_s=args.overhead_s)
@@ -63,8 +96,7 @@ def _cleanup(args) -> int:
     from pt2aws.aws.session import list_sagemaker_resources, list_scalable_targets
 
     if not args.prefix:
-        print("refusing to clean up without --prefix (e.g. --prefix pt2aws-)", file=sys.stderr)
-        return 2
+        raise UserError("refusing to clean up without a --prefix: pass e.g. --prefix pt2aws-")
     found = list_sagemaker_resources(prefix=args.prefix, region=args.region)
     found["scalable_targets"] = list_scalable_targets(prefix=args.prefix, region=args.region)
     names = sorted(
@@ -88,10 +120,17 @@ def _cleanup(args) -> int:
 
 def _serve(args) -> int:
     import time
-    from pathlib import Path
 
-    from pt2aws.serving.local import LocalEndpoint
+    from pt2aws.serving.local import LocalEndpoint, serve_stack_missing
 
+    if not Path(args.model).exists():
+        raise FileNotFoundError(
+            f"model {args.model} does not exist: pass a model.tar.gz (a run's "
+            "deploy/model.tar.gz) or a folder written by save_pretrained (a run's train/model)"
+        )
+    missing = serve_stack_missing()
+    if missing:
+        raise UserError(f"the local serving stack cannot run here: {missing}")
     workdir = Path(args.workdir or Path(args.model).resolve().parent / "serve")
     with LocalEndpoint(args.model, workdir, port=args.port, workers=args.workers) as endpoint:
         print(f"serving {args.model} at {endpoint.url} (/ping, /invocations); logs in {workdir}")
@@ -108,19 +147,10 @@ def _serve(args) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Parse ``argv`` and run the chosen command; returns the exit status."""
-    argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["train"]:
-        from pt2aws.train import loop
-
-        loop.main(argv[1:])
-        return 0
-    if argv[:1] == ["run"]:
-        from pt2aws import pipeline
-
-        return pipeline.main(argv[1:])
-    parser = argparse.ArgumentParser(
+def build_parser() -> ArgumentParser:
+    """The parser of ``env``, ``recommend``, ``serve`` and ``cleanup`` (``train`` and ``run``
+    are listed for ``--help``; their flags go to their own parsers)."""
+    parser = ArgumentParser(
         prog="pt2aws", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     sub = parser.add_subparsers(dest="command", required=True)
@@ -128,35 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     p_env.add_argument("--profile", default="local", choices=("smoke", "local", "full"))
     p_env.add_argument("--json", action="store_true", help="print the report as JSON")
     p_env.set_defaults(func=_env)
-    p_rec = sub.add_parser(
-        "recommend", help="size a workload: memory, class, instances ranked by cost, launch plan"
-    )
-    p_rec.add_argument(
-        "--profile",
-        default="full",
-        choices=("smoke", "local", "full"),
-        help="defaults for model, sequence length, batch and epochs (default full: roberta-base)",
-    )
-    p_rec.add_argument("--model", default=None, help="roberta-base, 70B, 350M, a count (7e9)")
-    p_rec.add_argument("--examples", type=int, default=None, help="training examples")
-    p_rec.add_argument("--epochs", type=float, default=None)
-    p_rec.add_argument("--seq-len", type=int, default=None, help="tokens per example")
-    p_rec.add_argument("--micro-batch", type=int, default=None, help="sequences per device")
-    p_rec.add_argument("--precision", default="mixed", choices=("mixed", "bf16", "fp32"))
-    p_rec.add_argument("--mfu", type=float, default=None, help="assumed MFU for all kinds")
-    p_rec.add_argument(
-        "--overhead-s", type=float, default=600.0, help="paid start-up per node, seconds"
-    )
-    p_rec.add_argument("--top", type=int, default=None, help="rows of the training table")
-    p_rec.add_argument(
-        "--aws-target",
-        default="none",
-        choices=("none", "emulator", "aws"),
-        help="launch plan: none (no AWS call), emulator (local moto), aws (DryRun in your account)",
-    )
-    p_rec.add_argument("--region", default="us-east-1")
-    p_rec.add_argument("--json", action="store_true", help="print JSON")
-    p_rec.set_defaults(func=_recommend)
+    _add_recommend(sub)
     p_clean = sub.add_parser(
         "cleanup",
         help="list (and with --yes delete) SageMaker models/configs/endpoints/autoscaling by prefix",
@@ -169,14 +171,76 @@ def main(argv: list[str] | None = None) -> int:
         "serve", help="serve model.tar.gz (or a model folder) locally with the SageMaker stack"
     )
     p_serve.add_argument("model", help="model.tar.gz or a folder written by save_pretrained")
-    p_serve.add_argument("--port", type=int, default=None, help="inference port (default: free)")
-    p_serve.add_argument("--workers", type=int, default=1, help="TorchServe worker processes")
+    p_serve.add_argument("--port", type=_port, default=None, help="inference port (default: free)")
+    p_serve.add_argument(
+        "--workers", type=_positive_int, default=1, help="TorchServe worker processes"
+    )
     p_serve.add_argument("--workdir", default=None, help="logs/config (default: MODEL's dir/serve)")
     p_serve.set_defaults(func=_serve)
     sub.add_parser("train", help="fine-tune (flags: python -m pt2aws.train --help)")
     sub.add_parser("run", help="run notebooks 00-03 into runs/<timestamp> (flags: --profile)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def _add_recommend(sub) -> None:
+    p_rec = sub.add_parser(
+        "recommend", help="size a workload: memory, class, instances ranked by cost, launch plan"
+    )
+    p_rec.add_argument(
+        "--profile",
+        default="full",
+        choices=("smoke", "local", "full"),
+        help="defaults for model, sequence length, batch and epochs (default full: roberta-base)",
+    )
+    p_rec.add_argument("--model", default=None, help="roberta-base, 70B, 350M, a count (7e9)")
+    p_rec.add_argument("--examples", type=_positive_int, default=None, help="training examples")
+    p_rec.add_argument("--epochs", type=_positive_float, default=None)
+    p_rec.add_argument("--seq-len", type=_positive_int, default=None, help="tokens per example")
+    p_rec.add_argument(
+        "--micro-batch", type=_positive_int, default=None, help="sequences per device"
+    )
+    p_rec.add_argument("--precision", default="mixed", choices=("mixed", "bf16", "fp32"))
+    p_rec.add_argument("--mfu", type=_fraction, default=None, help="assumed MFU for all kinds")
+    p_rec.add_argument(
+        "--overhead-s",
+        type=_non_negative_float,
+        default=600.0,
+        help="paid start-up per node, seconds",
+    )
+    p_rec.add_argument("--top", type=_positive_int, default=None, help="rows of the training table")
+    p_rec.add_argument(
+        "--aws-target",
+        default="none",
+        choices=("none", "emulator", "aws"),
+        help="launch plan: none (no AWS call), emulator (local moto), aws (DryRun in your account)",
+    )
+    p_rec.add_argument("--region", default="us-east-1")
+    p_rec.add_argument("--json", action="store_true", help="print JSON")
+    p_rec.set_defaults(func=_recommend)
+
+
+def _dispatch(argv: list[str]) -> int:
+    if argv[:1] == ["train"]:
+        from pt2aws.train import loop
+
+        loop.main(argv[1:])
+        return 0
+    if argv[:1] == ["run"]:
+        from pt2aws import pipeline
+
+        return pipeline.main(argv[1:])
+    args = build_parser().parse_args(argv)
     return args.func(args)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run ``pt2aws <verb>`` with ``argv`` (default ``sys.argv[1:]``); returns the exit status.
+
+    A user error prints one line on stderr and returns 2 (:func:`pt2aws.errors.run_cli`).
+    """
+    argv = sys.argv[1:] if argv is None else list(argv)
+    verb = next((a for a in argv if a in VERBS), None)
+    return run_cli(_dispatch, argv, prog=f"pt2aws {verb}" if verb else "pt2aws")
 
 
 if __name__ == "__main__":

@@ -247,6 +247,12 @@ class TrainConfig:
             raise ValueError("gradient_accumulation_steps must be >= 1")
         if self.max_steps <= 0 and not self.num_train_epochs:
             raise ValueError("set num_train_epochs > 0 or max_steps > 0")
+        counts = (self.max_train_samples, self.max_eval_samples, self.per_device_eval_batch_size)
+        if (self.num_train_epochs or 0) < 0 or any(n is not None and n < 1 for n in counts):
+            raise ValueError(
+                "num_train_epochs must be >= 0; max_train_samples, max_eval_samples and "
+                "per_device_eval_batch_size >= 1 (or unset for the profile's value)"
+            )
         if self.per_device_train_batch_size < 1 or self.max_length < 8:
             raise ValueError("per_device_train_batch_size must be >= 1 and max_length >= 8")
         if self.torch_compile_mode not in COMPILE_MODES:

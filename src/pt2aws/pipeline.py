@@ -101,11 +101,10 @@ def run_notebooks(
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m pt2aws.pipeline [--profile local] [--runs-dir runs]``; prints the summary path."""
-    import argparse
-
+    from pt2aws.errors import ArgumentParser
     from pt2aws.report import write_summary
 
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = ArgumentParser(description=__doc__)
     parser.add_argument("--profile", default="local", choices=("smoke", "local", "full"))
     parser.add_argument("--runs-dir", default="runs")
     parser.add_argument(
@@ -126,4 +125,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from pt2aws.errors import run_cli
+
+    raise SystemExit(run_cli(main, prog="python -m pt2aws.pipeline"))

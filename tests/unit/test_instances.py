@@ -187,18 +187,6 @@ def test_catalog_is_complete_sourced_and_packaged():
     assert '"sizing/*.json"' in package_data  # shipped with the wheel
 
 
-def test_cli_recommend_prints_the_table(capsys):
-    from pt2aws import cli
-
-    assert (
-        cli.main(["recommend", "--model", "roberta-base", "--examples", "1000000", "--top", "3"])
-        == 0
-    )
-    out = capsys.readouterr().out
-    assert "roberta-base: 124,647,170 parameters" in out
-    assert "workload class: small" in out and "Launch plan: 1 x" in out
-
-
 def test_family_processor_generation_and_bf16_come_from_the_catalog():
     assert catalog.family_processor("ml.c7g.xlarge") == "Graviton3"
     assert catalog.family_processor("c6gd.2xlarge") == "Graviton2"  # cpu_families, no row

@@ -193,14 +193,11 @@ def get_instance(name: str) -> InstanceType:
 
 # Processors, families, sizes, architecture: any instance type AWS offers, not only the rows.
 def processor_by_cpu_part(cpu_part: str) -> tuple[str, str] | None:
-    """The Graviton processor and its core for an Arm part number from ``/proc/cpuinfo``.
-
-    Args:
-        cpu_part: the ``CPU part`` field, e.g. ``"0xd40"`` (case-insensitive).
+    """The Graviton processor and core of an Arm ``CPU part`` number from ``/proc/cpuinfo``.
 
     Returns:
-        ``(processor, core)``, e.g. ``("Graviton3", "Neoverse V1")``; None for another part.
-        Source: the catalog's ``linux-cputype`` entry (Linux ``arch/arm64/include/asm/cputype.h``).
+        ``(processor, core)``, e.g. ``("Graviton3", "Neoverse V1")`` for ``"0xd40"`` (any case);
+        None for another part. Source: the catalog's ``linux-cputype`` (Linux ``cputype.h``).
     """
     part = cpu_part.strip().lower()
     for name, cpu in _data()["cpus"].items():
@@ -330,11 +327,9 @@ def botocore_instance_types(api: str) -> frozenset[str]:
 def availability(name: str) -> dict[str, bool]:
     """Whether EC2, SageMaker training and SageMaker real-time hosting accept ``name``.
 
-    Args:
-        name: ``"p4d.24xlarge"`` or ``"ml.p4d.24xlarge"``.
-
     Returns:
-        ``{"ec2": bool, "sagemaker_training": bool, "sagemaker_hosting": bool}``.
+        ``{"ec2": bool, "sagemaker_training": bool, "sagemaker_hosting": bool}`` for
+        ``"p4d.24xlarge"`` or ``"ml.p4d.24xlarge"``.
     """
     bare = name.removeprefix("ml.")
     return {
