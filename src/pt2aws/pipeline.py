@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     from pt2aws.errors import ArgumentParser
     from pt2aws.report import write_summary
 
-    parser = ArgumentParser(description=__doc__)
+    parser = ArgumentParser(prog="python -m pt2aws.pipeline", description=__doc__)
     parser.add_argument("--profile", default="local", choices=("smoke", "local", "full"))
     parser.add_argument("--runs-dir", default="runs")
     parser.add_argument(
