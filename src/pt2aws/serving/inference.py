@@ -172,8 +172,19 @@ def max_batch() -> int:
 
 
 def model_fn(model_dir: str, context=None) -> dict:
-    """Load tokenizer and model from ``model_dir`` (the extracted ``model.tar.gz``)."""
+    """Load tokenizer and model from ``model_dir`` (the extracted ``model.tar.gz``).
+
+    Raises:
+        FileNotFoundError: ``model_dir`` has no ``config.json`` (an archive with a top folder,
+            or without the files ``save_pretrained`` writes).
+    """
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    if not os.path.isfile(os.path.join(model_dir, "config.json")):
+        raise FileNotFoundError(
+            f"{model_dir} has no config.json: model.tar.gz must hold the files written by "
+            "save_pretrained (config.json, weights, tokenizer) at its root, not in a folder"
+        )
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForSequenceClassification.from_pretrained(model_dir).eval()
