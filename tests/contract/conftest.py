@@ -51,6 +51,15 @@ def torchserve(contract_model, tmp_path_factory):
     endpoint.stop()
 
 
+@pytest.fixture(scope="session")
+def torchserve_if_java(request):
+    """The TorchServe reference where Java is installed, else None (then only correctness is
+    checked, not sameness)."""
+    if shutil.which("java") is None:
+        return None
+    return request.getfixturevalue("torchserve")
+
+
 def wait_healthy(port: int, proc: subprocess.Popen | None, log: Path, timeout_s: float) -> float:
     """Block until ``GET /ping`` on ``port`` answers 200; seconds waited.
 
