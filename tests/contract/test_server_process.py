@@ -4,6 +4,7 @@ their runtime settings, health under load, a model that fails to load, SIGTERM."
 from __future__ import annotations
 
 import json
+import platform
 import threading
 import time
 
@@ -13,13 +14,22 @@ from contract_cases import send
 
 from pt2aws.serving import server
 
-#: A handler (as code/inference.py in a model archive) that reports what its worker sees.
+#: A handler (as code/inference.py in a model archive) that reports what its worker sees, in the
+#: log at load time and in each answer.
 PROBE_HANDLER = """
 import json, os, time
 
+NAMES = ("OMP_NUM_THREADS", "LRU_CACHE_CAPACITY", "THP_MEM_ALLOC_ENABLE",
+         "DNNL_DEFAULT_FPMATH_MODE", "TOKENIZERS_PARALLELISM")
+
+def _seen(model):
+    return {"pid": os.getpid(), **model, **{n: os.environ.get(n) for n in NAMES}}
+
 def model_fn(model_dir):
     import torch
-    return {"torch_threads": torch.get_num_threads()}
+    model = {"torch_threads": torch.get_num_threads()}
+    print("probe:" + json.dumps(_seen(model)), flush=True)
+    return model
 
 def input_fn(body, content_type):
     return body
@@ -27,9 +37,7 @@ def input_fn(body, content_type):
 def predict_fn(data, model):
     if data == b"slow":
         time.sleep(3)
-    names = ("OMP_NUM_THREADS", "LRU_CACHE_CAPACITY", "THP_MEM_ALLOC_ENABLE",
-             "DNNL_DEFAULT_FPMATH_MODE", "TOKENIZERS_PARALLELISM")
-    return {"pid": os.getpid(), **model, **{n: os.environ.get(n) for n in names}}
+    return _seen(model)
 
 def output_fn(prediction, accept):
     return json.dumps(prediction)
@@ -49,24 +57,26 @@ def test_workers_get_the_runtime_settings_and_the_archive_handler(probe_model, t
     log = tmp_path / "server.log"
     with_two = ServerProcess(probe_model, log, workers=2, port_from_env=True).start()
     try:
-        seen = {}
-        for _ in range(40):  # both workers answer eventually (the kernel spreads connections)
-            answer = send(with_two.port, "POST", "/invocations", b"x", "text/plain", None)
-            assert answer.status == 200
-            reply = json.loads(answer.body)
-            seen[reply["pid"]] = reply
-        assert len(seen) == 2, "expected answers from 2 worker processes"
-        threads = str(max(1, server.vcpus() // 2))
-        for reply in seen.values():
-            assert reply["OMP_NUM_THREADS"] == threads
-            assert reply["torch_threads"] == int(threads)
-            assert reply["LRU_CACHE_CAPACITY"] == "1024"
-            assert reply["THP_MEM_ALLOC_ENABLE"] == "1"
-            assert reply["TOKENIZERS_PARALLELISM"] == "false"
+        deadline = time.monotonic() + 120
+        while log.read_text().count("model loaded and warmed up") < 2:
+            assert time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.2)
+        answer = send(with_two.port, "POST", "/invocations", b"x", "text/plain", None)
+        assert answer.status == 200 and json.loads(answer.body)["LRU_CACHE_CAPACITY"] == "1024"
     finally:
         assert with_two.stop() == 0  # SIGTERM: clean shutdown
     text = log.read_text()
-    assert text.count("model loaded and warmed up") == 2
+    seen = [json.loads(ln.split("probe:", 1)[1]) for ln in text.splitlines() if "probe:" in ln]
+    assert len({s["pid"] for s in seen}) == 2, "expected 2 worker processes"
+    threads = str(max(1, server.vcpus() // 2))
+    for worker in seen:
+        assert worker["OMP_NUM_THREADS"] == threads
+        assert worker["torch_threads"] == int(threads)
+        assert worker["LRU_CACHE_CAPACITY"] == "1024"
+        assert worker["THP_MEM_ALLOC_ENABLE"] == "1"
+        assert worker["TOKENIZERS_PARALLELISM"] == "false"
+        if platform.machine() == "x86_64":  # BF16 fast math only on aarch64 with bf16
+            assert worker["DNNL_DEFAULT_FPMATH_MODE"] is None
     assert "not-a-real-package==1.0" in text  # unmet requirements: logged, never installed
     assert "pip install" not in text
 

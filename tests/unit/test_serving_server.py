@@ -1,5 +1,5 @@
-"""The project's SageMaker server (pt2aws.serving.server) in-process: health states, errors,
-limits and settings. The HTTP contract against TorchServe is in tests/contract."""
+"""The project's SageMaker server (pt2aws.serving.server, .service) in-process: health states,
+errors, limits and settings. The HTTP contract against TorchServe is in tests/contract."""
 
 from __future__ import annotations
 
@@ -14,7 +14,9 @@ pytest.importorskip("httpx")  # starlette.testclient
 from starlette.testclient import TestClient
 
 from pt2aws.serving import server
-from pt2aws.serving.server import HEALTHY_BODY, ModelService, Reply, create_app
+from pt2aws.serving import service as model_service
+from pt2aws.serving.server import HEALTHY_BODY, create_app
+from pt2aws.serving.service import ModelService, Reply
 
 
 class GatedService(ModelService):
@@ -153,19 +155,19 @@ def test_handler_from_the_archive_wins_and_must_be_complete(tmp_path):
     code.mkdir()
     (code / "inference.py").write_text("def model_fn(model_dir):\n    return model_dir\n")
     with pytest.raises(AttributeError, match="input_fn, predict_fn, output_fn"):
-        server.load_handler(tmp_path)
-    assert server.load_handler(tmp_path / "elsewhere").__name__ == "pt2aws.serving.inference"
+        model_service.load_handler(tmp_path)
+    assert model_service.load_handler(tmp_path / "elsewhere").__name__ == "pt2aws.serving.inference"
 
 
 def test_model_dir_precedence(monkeypatch):
     for name in ("PT2AWS_MODEL_DIR", "SAGEMAKER_BASE_DIR"):
         monkeypatch.delenv(name, raising=False)
-    assert str(server.resolve_model_dir()) == "/opt/ml/model"
+    assert str(model_service.resolve_model_dir()) == "/opt/ml/model"
     monkeypatch.setenv("SAGEMAKER_BASE_DIR", "/base")
-    assert str(server.resolve_model_dir()) == "/base/model"
+    assert str(model_service.resolve_model_dir()) == "/base/model"
     monkeypatch.setenv("PT2AWS_MODEL_DIR", "/env")
-    assert str(server.resolve_model_dir()) == "/env"
-    assert str(server.resolve_model_dir("/arg")) == "/arg"
+    assert str(model_service.resolve_model_dir()) == "/env"
+    assert str(model_service.resolve_model_dir("/arg")) == "/arg"
 
 
 def test_worker_count_and_payload_limit_settings(monkeypatch):
