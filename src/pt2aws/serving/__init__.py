@@ -5,8 +5,9 @@
   (as inside the SageMaker PyTorch inference container), so it does not import ``pt2aws``.
 * ``local``: :class:`~pt2aws.serving.local.LocalEndpoint`, the SageMaker PyTorch toolkit +
   TorchServe on 127.0.0.1 (what the AWS deep learning container runs).
-* ``server``: the project's own server (Starlette + uvicorn) for the serving image in
-  ``container/``; ``python -m pt2aws.serving.server serve``.
+* ``server`` + ``service``: the project's own server (Starlette + uvicorn) for the serving image
+  in ``container/``, ``python -m pt2aws.serving.server serve``; ``service`` holds the model and
+  the handler calls, ``server`` the HTTP side and the worker processes.
 """
 
 from pathlib import Path

@@ -19,7 +19,8 @@ body lines and 200 content types; ``tests/contract`` checks every case against b
 * Where the model comes from: ``--model-dir``, else ``PT2AWS_MODEL_DIR``, else
   ``$SAGEMAKER_BASE_DIR/model``, else ``/opt/ml/model``. The handler is
   ``<model>/code/$SAGEMAKER_PROGRAM`` (default ``inference.py``) when the archive has one, as in
-  the SageMaker PyTorch container, else the copy built into this package.
+  the SageMaker PyTorch container, else the copy built into this package
+  (:func:`pt2aws.serving.service.load_handler`).
   ``code/requirements.txt`` is checked and never installed: nothing is downloaded at start, so
   the image works with ``EnableNetworkIsolation=True``.
 * Processes: ``SAGEMAKER_MODEL_SERVER_WORKERS`` worker processes (default: one per vCPU, as in
