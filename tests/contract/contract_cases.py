@@ -240,7 +240,7 @@ CASES: list[Case] = [
     Case("400-not-strings", b'{"inputs": [1, 2]}', status=400, message="list of strings"),
     Case("400-bad-utf8-json", b'{"inputs": "\xff\xfe"}', status=400, message="UTF-8"),
     Case("400-bad-utf8-csv", b"\xff\xfe,x", CSV, status=400, message="UTF-8"),
-    # Python http.client/requests data="café" and Windows PowerShell 5 send ISO-8859-1 bytes
+    # Python's http.client sends a str body as ISO-8859-1 (requests with urllib3 2: UTF-8)
     Case("400-latin1-undeclared", b"caf\xe9", TEXT, status=400, message="charset="),
     # Windows PowerShell 5 `>` writes UTF-16 LE with BOM
     Case("400-utf16-undeclared", UTF16_LE_BOM_TEXT, TEXT, status=400, message="UTF-16"),

@@ -30,6 +30,11 @@ def missing_tools() -> str | None:
     for tool, package in (("podman", "podman"), ("runc", "runc"), ("mmdebstrap", "mmdebstrap")):
         if shutil.which(tool) is None:
             return f"{tool} is not installed: run container/install-podman.sh (apt-get install {package})"
+    if _pip_settings()[1] is None:
+        return (
+            "no local torch wheel folder (pip find-links, PIP_FIND_LINKS): the build would "
+            "download PyPI's multi-GB CUDA torch; point PIP_FIND_LINKS at a CPU wheel folder"
+        )
     return None
 
 
