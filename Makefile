@@ -52,3 +52,12 @@ lab: setup ## start JupyterLab on the notebooks
 
 clean: ## remove the venv, caches and runs
 	rm -rf $(VENV) .pytest_cache .ruff_cache runs src/*.egg-info
+
+.PHONY: container dockerlint
+
+container: setup ## build the serving image (podman) and run the contract suite against it
+	bash container/install-podman.sh
+	$(PY) -m pytest -m container tests/contract
+
+dockerlint: setup ## check only: hadolint container/Dockerfile
+	$(VENV)/bin/hadolint container/Dockerfile

@@ -51,6 +51,13 @@ def pytest_collection_modifyitems(config, items):
             )
         if "serve" in item.keywords and not java:
             item.add_marker(pytest.mark.skip(reason="needs Java 17 for TorchServe"))
+        if "container" in item.keywords and "container" not in (config.option.markexpr or ""):
+            item.add_marker(
+                pytest.mark.skip(
+                    reason="builds the serving image with podman (4-10 min cold): "
+                    "run `make container` or `pytest -m container`"
+                )
+            )
 
 
 @pytest.fixture(scope="session")

@@ -3,6 +3,8 @@
 The SageMaker PyTorch serving toolkit (TorchServe) imports this file from ``code/`` of
 ``model.tar.gz`` and calls ``model_fn`` once, then ``input_fn`` -> ``predict_fn`` -> ``output_fn``
 per request. It needs only torch and transformers (``code/requirements.txt``), not pt2aws.
+The project's own serving image (``pt2aws.serving.server``, ``container/``) runs the same
+functions, with the same status codes and bodies.
 
 Request bodies:
 
@@ -11,7 +13,12 @@ Request bodies:
 * ``text/plain``: the whole body is one text
 
 Bodies may be bytes or str; a ``charset`` parameter other than UTF-8 is honoured
-(``text/plain; charset=latin-1``).
+(``text/plain; charset=latin-1``, ``charset="UTF-8"``, ``charset=utf8``). A UTF-8 byte-order
+mark (PowerShell ``Out-File -Encoding utf8``, Notepad) is dropped; UTF-16 (Windows PowerShell 5
+``>`` redirection) is read when declared (``charset=utf-16``) and otherwise answered with a 400
+that says so. CSV and plain-text bodies get Windows and old-Mac line endings (CRLF, CR) turned
+into ``\n``, and each of their texts is stripped of surrounding whitespace (a file's trailing
+newline would otherwise reach the model as a token); JSON strings are used exactly as sent.
 
 Response, chosen by ``Accept`` (``application/json`` by default, ``text/csv``; lists with
 q-values and wildcards such as ``text/*`` work): one entry per input, in order::
@@ -32,6 +39,7 @@ Environment: ``PT2AWS_MAX_BATCH`` (default 64 texts per request), ``PT2AWS_MAX_L
 
 from __future__ import annotations
 
+import codecs
 import csv
 import io
 import json
@@ -110,8 +118,45 @@ def _charset(content_type: str | None) -> str:
     for param in (content_type or "").split(";")[1:]:
         key, _, value = param.partition("=")
         if key.strip().lower() == "charset" and value.strip():
-            return value.strip().strip('"').lower()
+            return value.strip().strip("\"'").strip().lower()
     return "utf-8"
+
+
+def _decode(body: bytes, content_type: str | None) -> str:
+    """Body bytes to text, without a leading byte-order mark.
+
+    A UTF-8 BOM wins over the declared charset (as in the WHATWG Encoding Standard); otherwise
+    the ``charset`` parameter, else UTF-8, decides. A UTF-16 BOM is read only when the charset
+    says UTF-16: guessing would turn a mislabelled body into confident predictions on garbage,
+    so an undeclared UTF-16 body gets a 400 that names the fix.
+    """
+    charset = "utf-8" if body.startswith(codecs.BOM_UTF8) else _charset(content_type)
+    try:
+        return body.decode(charset).removeprefix("\ufeff")
+    except LookupError:
+        raise BadRequestError(
+            f"unknown charset {charset!r} in Content-Type {content_type!r}; send UTF-8"
+        ) from None
+    except UnicodeDecodeError as err:
+        name = "UTF-8" if charset.replace("-", "").replace("_", "") == "utf8" else charset
+        if body[:2] in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE):
+            hint = (
+                "it starts with a UTF-16 byte-order mark (Windows PowerShell 5 '>' writes UTF-16): "
+                "send UTF-8 (Out-File -Encoding utf8) or add '; charset=utf-16' to Content-Type"
+            )
+        else:
+            hint = (
+                "encode text as UTF-8, or name its encoding in Content-Type "
+                "(e.g. text/plain; charset=windows-1252)"
+            )
+        raise BadRequestError(
+            f"request body is not valid {name} ({err.reason} at byte {err.start}); {hint}"
+        ) from None
+
+
+def _text_lines(text: str) -> str:
+    """CRLF and lone CR (Windows, old Mac) as LF."""
+    return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 def max_batch() -> int:
@@ -127,8 +172,19 @@ def max_batch() -> int:
 
 
 def model_fn(model_dir: str, context=None) -> dict:
-    """Load tokenizer and model from ``model_dir`` (the extracted ``model.tar.gz``)."""
+    """Load tokenizer and model from ``model_dir`` (the extracted ``model.tar.gz``).
+
+    Raises:
+        FileNotFoundError: ``model_dir`` has no ``config.json`` (an archive with a top folder,
+            or without the files ``save_pretrained`` writes).
+    """
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    if not os.path.isfile(os.path.join(model_dir, "config.json")):
+        raise FileNotFoundError(
+            f"{model_dir} has no config.json: model.tar.gz must hold the files written by "
+            "save_pretrained (config.json, weights, tokenizer) at its root, not in a folder"
+        )
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForSequenceClassification.from_pretrained(model_dir).eval()
@@ -160,32 +216,29 @@ def input_fn(input_data, content_type, context=None) -> list[str]:
     """
     media = _media_type(content_type)
     if media not in ACCEPTED_CONTENT_TYPES:
-        raise UnsupportedMediaTypeError(
-            f"content type {content_type!r} is not supported; send one of {', '.join(ACCEPTED_CONTENT_TYPES)}"
+        hint = (
+            " (curl --data sends this type: add -H 'Content-Type: application/json')"
+            if media == "application/x-www-form-urlencoded"
+            else ""
         )
-    if isinstance(input_data, (bytes, bytearray)):
-        charset = _charset(content_type)
-        try:
-            input_data = bytes(input_data).decode(charset)
-        except LookupError:
-            raise BadRequestError(
-                f"unknown charset {charset!r} in Content-Type {content_type!r}; send UTF-8"
-            ) from None
-        except UnicodeDecodeError as err:
-            raise BadRequestError(
-                f"request body is not valid {'UTF-8' if charset in ('utf-8', 'utf8') else charset} "
-                f"({err.reason} at byte {err.start}); encode text as UTF-8"
-            ) from None
+        raise UnsupportedMediaTypeError(
+            f"content type {content_type!r} is not supported; send one of "
+            f"{', '.join(ACCEPTED_CONTENT_TYPES)}{hint}"
+        )
+    if isinstance(input_data, (bytes, bytearray, memoryview)):
+        input_data = _decode(bytes(input_data), content_type)
+    else:  # already decoded by the caller: drop a BOM it kept
+        input_data = input_data.removeprefix("\ufeff")
     if media == TEXT:
-        texts = [input_data]
+        texts = [_text_lines(input_data).strip()]
     elif media == CSV:
         try:
-            rows = [row for row in csv.reader(io.StringIO(input_data)) if row]
+            rows = [row for row in csv.reader(io.StringIO(_text_lines(input_data))) if row]
         except csv.Error as err:  # e.g. a field over csv.field_size_limit() (131072 chars)
             raise BadRequestError(f"request body is not readable CSV: {err}") from None
         if rows and rows[0][0].strip().lower() in ("text", "inputs"):
             rows = rows[1:]
-        texts = [",".join(row) for row in rows]
+        texts = [",".join(row).strip() for row in rows]
     else:
         try:
             payload = json.loads(input_data)

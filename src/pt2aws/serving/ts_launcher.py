@@ -26,22 +26,35 @@ import re
 import sys
 
 
-def _requirements_satisfied(path: str) -> bool:
+def unmet_requirements(path: str) -> list[str]:
+    """The lines of a ``requirements.txt`` that the installed packages do not satisfy.
+
+    Only names and version specifiers are checked (environment markers, extras and URLs are not);
+    nothing is installed. Used here and by :mod:`pt2aws.serving.server`, neither of which
+    pip-installs ``code/requirements.txt`` (the SageMaker toolkit does, which fails in a
+    network-isolated endpoint).
+
+    Raises:
+        OSError: the file cannot be read.
+        packaging.requirements.InvalidRequirement: a line is not a requirement.
+    """
     from importlib import metadata
 
     from packaging.requirements import Requirement
 
     with open(path) as fh:
         lines = [ln.split("#")[0].strip() for ln in fh]
+    unmet = []
     for line in filter(None, lines):
         req = Requirement(line)
         try:
             version = metadata.version(req.name)
         except metadata.PackageNotFoundError:
-            return False
+            unmet.append(line)
+            continue
         if req.specifier and not req.specifier.contains(version, prereleases=True):
-            return False
-    return True
+            unmet.append(f"{line} (installed: {version})")
+    return unmet
 
 
 def main() -> None:
@@ -87,7 +100,7 @@ def main() -> None:
     ts._retrieve_ts_server_process = _our_server
 
     requirements = model_server.REQUIREMENTS_PATH
-    if os.path.exists(requirements) and _requirements_satisfied(requirements):
+    if os.path.exists(requirements) and not unmet_requirements(requirements):
         print(f"pt2aws: {requirements} already satisfied; not pip-installing", flush=True)
         model_server.REQUIREMENTS_PATH = requirements + ".satisfied"  # the toolkit skips it
         ts.model_server.REQUIREMENTS_PATH = model_server.REQUIREMENTS_PATH
