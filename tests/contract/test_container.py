@@ -16,7 +16,7 @@ import pytest
 from contract_cases import CASES, assert_correct, assert_same_answer, request, send
 from podman_image import IMAGE, Container, build_image, ensure_base_image, missing_tools, podman
 
-from pt2aws.serving.local import free_port
+from pt2aws.system import free_port
 
 pytestmark = pytest.mark.container
 

@@ -25,7 +25,6 @@ import logging
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tarfile
@@ -35,6 +34,7 @@ import weakref
 from pathlib import Path
 
 from pt2aws.serving import HANDLER_PATH
+from pt2aws.system import free_port
 
 logger = logging.getLogger(__name__)
 
@@ -70,13 +70,6 @@ def serve_stack_missing() -> str | None:
     return None
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that is free now (the OS picks it)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _prepare_model_dir(model: Path, target: Path) -> None:
     """Extract ``model.tar.gz`` into ``target`` or copy a model folder there, adding ``code/``."""
     if target.exists():
@@ -90,13 +83,13 @@ def _prepare_model_dir(model: Path, target: Path) -> None:
         shutil.copytree(model, target, symlinks=False)
     else:
         raise FileNotFoundError(
-            f"model {model} does not exist: pass a model.tar.gz (pt2aws.deploy.package) or the "
+            f"model {model} does not exist: pass a model.tar.gz (pt2aws.aws.artifact.package) or the "
             "folder written by save_pretrained"
         )
     if not (target / "config.json").is_file():
         raise ValueError(
             f"{model}: no config.json at the top level; the archive must hold the model files at "
-            "its root (build it with pt2aws.deploy.package)"
+            "its root (build it with pt2aws.aws.artifact.package)"
         )
     code = target / "code"
     if not (code / "inference.py").is_file():
@@ -117,7 +110,7 @@ class LocalEndpoint:
         workers: TorchServe worker processes (``SAGEMAKER_MODEL_SERVER_WORKERS``); each loads the
             model once.
         env: extra environment for the server (for example ``{"PT2AWS_MAX_BATCH": "16"}`` or the
-            Graviton settings of :func:`pt2aws.deploy.endpoint_environment`).
+            Graviton settings of :func:`pt2aws.aws.hosting.endpoint_environment`).
         startup_timeout_s: seconds :meth:`start` waits for ``/ping`` to answer 200.
 
     The object is a context manager: ``with LocalEndpoint(...) as ep:`` starts and always stops.

@@ -30,7 +30,7 @@ body lines and 200 content types; ``tests/contract`` checks every case against b
   during start-up a ``/ping`` can be 200 from a ready worker while another still loads, and an
   ``/invocations`` request that reaches the loading one waits for it (up to 55 s, then 503).
   Port ``SAGEMAKER_BIND_TO_PORT`` (default 8080) on all interfaces.
-* Runtime settings (AWS Graviton Technical Guide, via :func:`pt2aws.inference.runtime_settings`):
+* Runtime settings (AWS Graviton Technical Guide, via :func:`pt2aws.inference.runtime.runtime_settings`):
   ``LRU_CACHE_CAPACITY=1024``, ``THP_MEM_ALLOC_ENABLE=1``, ``OMP_NUM_THREADS`` = vCPUs /
   workers, and ``DNNL_DEFAULT_FPMATH_MODE=BF16`` on aarch64 CPUs with bf16; a variable already
   set in the environment (``CreateModel`` ``Environment``) is kept. They are set before the
@@ -250,8 +250,7 @@ def apply_runtime_settings(workers: int) -> dict[str, str]:
     Returns:
         ``{name: value}`` in force afterwards, one entry per setting.
     """
-    # The one import of code outside pt2aws.serving (moves with the package restructure).
-    from pt2aws.inference import runtime_settings
+    from pt2aws.inference.runtime import runtime_settings
 
     settings = runtime_settings(num_processes=workers)
     for name, value in settings["env"].items():
