@@ -29,7 +29,7 @@ run: setup ## run notebooks 00-03 into runs/<UTC timestamp>/ (PROFILE=smoke|loca
 	$(PY) -m pt2aws.pipeline --profile $(PROFILE)
 
 test: setup ## unit tests and every notebook headless (smoke profile), offline
-	$(PY) -m pytest
+	$(PY) -m pytest -m "not container"  # the serving image has its own target: make container
 
 bench: setup ## A/B training speed table on this machine (benchmarks/train_speed.py; not a test)
 	$(PY) benchmarks/train_speed.py

@@ -20,6 +20,13 @@ from pt2aws.system import free_port
 
 #: Seconds to wait for a server's /ping = 200 (JVM or torch import on 2 loaded cores).
 STARTUP_TIMEOUT_S = 180.0
+#: Graviton runtime settings the server computes from its vCPUs and workers.
+RUNTIME_VARIABLES = (
+    "OMP_NUM_THREADS",
+    "LRU_CACHE_CAPACITY",
+    "THP_MEM_ALLOC_ENABLE",
+    "DNNL_DEFAULT_FPMATH_MODE",
+)
 
 
 def make_model_folder(model_dir: Path, target: Path) -> Path:
@@ -117,8 +124,11 @@ class ServerProcess:
 
     def start(self, wait: bool = True) -> ServerProcess:
         """Start it; with ``wait``, block until /ping is 200 (raises RuntimeError otherwise)."""
+        inherited = {  # the server sets these itself; a value left by another test would win
+            k: v for k, v in os.environ.items() if k not in RUNTIME_VARIABLES
+        }
         env = {
-            **os.environ,
+            **inherited,
             "PYTHONPATH": os.pathsep.join(
                 filter(None, [str(src_dir()), os.environ.get("PYTHONPATH")])
             ),

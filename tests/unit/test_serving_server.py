@@ -189,7 +189,8 @@ def test_worker_count_and_payload_limit_settings(monkeypatch):
 
 def test_runtime_settings_keep_what_the_environment_sets(monkeypatch):
     for name in ("LRU_CACHE_CAPACITY", "THP_MEM_ALLOC_ENABLE", "OMP_NUM_THREADS"):
-        monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv(name, "x")  # recorded, so the values set below are undone afterwards
+        monkeypatch.delenv(name)
     monkeypatch.setenv("LRU_CACHE_CAPACITY", "64")  # e.g. from CreateModel Environment
     applied = server.apply_runtime_settings(workers=1)
     assert applied["LRU_CACHE_CAPACITY"] == "64"
