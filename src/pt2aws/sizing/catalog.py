@@ -10,7 +10,8 @@ material (``verified: false`` figures must be checked at the source before anyon
   reports (:func:`peak_bf16_flops`, used for MFU);
 * the processor of each instance family, hence architecture and Graviton generation
   (:func:`architecture`, :func:`graviton_generation`), and vCPUs per size (:func:`instance_vcpus`);
-* SageMaker real-time hosting prices (:func:`hosting_price`), which differ from EC2 prices.
+* SageMaker real-time hosting prices (:func:`hosting_price`) and training prices
+  (:func:`training_price`), which differ from EC2 prices and from each other.
 
 Which instance types the AWS APIs accept is read from botocore's bundled service models, here
 and nowhere else (:func:`botocore_instance_types`), so it follows the installed botocore.
@@ -344,3 +345,42 @@ def hosting_prices() -> dict[str, HostingPrice]:
 def hosting_price(instance_type: str) -> HostingPrice | None:
     """The SageMaker hosting price of ``instance_type`` (``ml.`` prefix optional), or None."""
     return hosting_prices().get("ml." + instance_type.removeprefix("ml."))
+
+
+@dataclass(frozen=True)
+class TrainingPrice:
+    """A SageMaker training price (on-demand, us-east-1).
+
+    Attributes:
+        instance_type: e.g. ``"ml.p4d.24xlarge"``.
+        usd_per_hour: USD per instance-hour (a job bills its billable seconds x instances).
+        source: the catalog's source entry (``url``, ``date``, ``verified``, ``note``, ``id``).
+    """
+
+    instance_type: str
+    usd_per_hour: float
+    source: dict
+
+    @property
+    def verified(self) -> bool:
+        """True when the price was read in stored material on the source's date."""
+        return bool(self.source.get("verified"))
+
+
+def training_prices() -> dict[str, TrainingPrice]:
+    """Every SageMaker training price in the catalog, by ``ml.`` instance type."""
+    data = _read_catalog(str(CATALOG_PATH))
+    return {
+        name: TrainingPrice(
+            instance_type=name,
+            usd_per_hour=float(row["usd_per_hour"]),
+            source=dict(data["sources"][row["source"]], id=row["source"]),
+        )
+        for name, row in data["sagemaker_training_prices"].items()
+        if name != "note"
+    }
+
+
+def training_price(instance_type: str) -> TrainingPrice | None:
+    """The SageMaker training price of ``instance_type`` (``ml.`` prefix optional), or None."""
+    return training_prices().get("ml." + instance_type.removeprefix("ml."))
