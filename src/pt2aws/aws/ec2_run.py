@@ -271,8 +271,7 @@ def _upload_and_send(
 ) -> dict:
     """Upload the bundle, build the commands, send them; the S3 locations and SSM's answer."""
     from pt2aws.aws.artifact import upload_archive
-    from pt2aws.aws.hosting import resource_name
-    from pt2aws.aws.session import default_bucket
+    from pt2aws.aws.session import default_bucket, resource_name
 
     bucket = bucket or default_bucket(region)
     prefix = f"pt2aws-ec2/{resource_name('pt2aws-ec2')}"

@@ -105,6 +105,12 @@ def check_instance_type(instance_type: str) -> None:
         )
 
 
+def is_aws_dlc(image_uri: str) -> bool:
+    """True when ``image_uri`` is in an AWS Deep Learning Containers registry."""
+    account = image_uri.split(".", 1)[0]
+    return account in set(DLC_REGISTRY_ACCOUNTS.values())
+
+
 def image_repository(image_uri: str) -> str:
     """The repository part of an image URI: ``.../pytorch-inference-arm64:2.6.0-...`` -> name."""
     return image_uri.split("/")[-1].split(":")[0]
