@@ -221,7 +221,8 @@ def validate_archive(path: str | Path, *, smoke_test: bool = True) -> dict:
             f": found {nested[0]}/config.json, the files are nested in a top folder; "
             f"tar from inside it (tar -C {nested[0]} -czf model.tar.gz .)"
             if nested and f"{nested[0]}/config.json" in names
-            else "; save the model with save_pretrained and rebuild with pt2aws.aws.artifact.package"
+            else "; save the model with save_pretrained and rebuild with "
+            "pt2aws.aws.artifact.package"
         )
         raise ArchiveError(f"config.json missing at the archive root{hint}")
     if "inference.py" in names:

@@ -288,12 +288,10 @@ def launch_plan(
 
 def _ec2_dlc(it, region: str) -> str | None:
     """The training DLC for the instance on EC2, or None (Neuron, arm64 CPU)."""
-    from pt2aws.aws.ec2_run import training_image_for
-
     if it.kind in ("trainium", "inferentia"):
         return None
     try:
-        return training_image_for(it.name, region, training_images.EC2_DLC_VERSION)[0]
+        return training_images.training_image_for(it.name, region)[0]
     except training_images.TrainingImageError:
         return None
 

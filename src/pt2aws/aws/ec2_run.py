@@ -30,12 +30,7 @@ import tarfile
 from pathlib import Path
 
 from pt2aws.aws.images import dlc_registry
-from pt2aws.aws.training_images import (
-    EC2_DLC_VERSION,
-    TrainingImageError,
-    ec2_training_image_uri,
-    is_gpu_instance,
-)
+from pt2aws.aws.training_images import EC2_DLC_VERSION, training_image_for
 from pt2aws.aws.training_inputs import (
     DATA_CHANNEL,
     MODEL_CHANNEL,
@@ -44,7 +39,7 @@ from pt2aws.aws.training_inputs import (
     prepare_data,
     stage_source,
 )
-from pt2aws.sizing.catalog import architecture, get_instance
+from pt2aws.sizing.catalog import get_instance
 
 logger = logging.getLogger(__name__)
 
@@ -130,23 +125,6 @@ def docker_run_command(image_uri: str, train_command: list[str], *, gpu: bool, e
     return shlex.join(["docker", "run", *flags, image_uri, "bash", "-c", inner])
 
 
-def training_image_for(instance_type: str, region: str, dlc_version: str) -> tuple[str, bool]:
-    """The training DLC for ``instance_type`` and whether it is the GPU image.
-
-    Raises:
-        TrainingImageError: an arm64 CPU instance (AWS publishes no arm64 CPU training DLC) or an
-            unknown DLC version.
-    """
-    gpu = is_gpu_instance(instance_type)
-    if not gpu and architecture(instance_type) == "arm64":
-        raise TrainingImageError(
-            f"{instance_type} is an arm64 CPU instance: AWS publishes no arm64 CPU training DLC; "
-            "pick a GPU (e.g. p4d.24xlarge, g6.xlarge) or x86 instance, or run `torchrun -m "
-            "pt2aws.train` in a Python environment there"
-        )
-    return ec2_training_image_uri(region, dlc_version, gpu=gpu), gpu
-
-
 def training_commands(
     instance_type: str,
     cfg,
@@ -174,8 +152,8 @@ def training_commands(
         One command per line; the first is ``set -euo pipefail``.
 
     Raises:
-        TrainingImageError: an arm64 CPU instance (AWS publishes no arm64 CPU training DLC) or an
-            unknown DLC version.
+        pt2aws.aws.training_images.TrainingImageError: an arm64 CPU instance (AWS publishes no
+            arm64 CPU training DLC) or an unknown DLC version.
         KeyError: an instance type not in the catalog.
     """
     it = get_instance(instance_type)
@@ -331,7 +309,8 @@ def run_on(
 
     Raises:
         ValueError: ``"aws"`` without ``instance_ids``; see :func:`torchrun_args`.
-        TrainingImageError: see :func:`training_commands` (before any AWS call).
+        pt2aws.aws.training_images.TrainingImageError: see :func:`training_commands` (before
+            any AWS call).
     """
     from pt2aws.aws.emulator import aws_target, target_region
 

@@ -367,7 +367,8 @@ def deployed_endpoint(
     creation (including the autoscaling set-up), so nothing billable is left behind.
 
     Args:
-        model_data_url: ``s3://`` URL of ``model.tar.gz`` (:func:`pt2aws.aws.artifact.upload_archive`).
+        model_data_url: ``s3://`` URL of ``model.tar.gz``
+            (:func:`pt2aws.aws.artifact.upload_archive`).
         wait_timeout_s: seconds to wait for ``InService``.
         poll_s: seconds between status polls.
         progress: show the wait as a progress bar.

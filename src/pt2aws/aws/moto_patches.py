@@ -64,7 +64,7 @@ def clear_faults() -> None:
 
 
 def forward_invocations_to(url: str | None) -> None:
-    """Send every later ``InvokeEndpoint`` to ``url`` (``POST``); ``None``: moto's canned answers."""
+    """Send every later ``InvokeEndpoint`` to ``url`` (``POST``); None: moto's canned answers."""
     _state["forward_url"] = url
 
 

@@ -51,7 +51,7 @@ def retrying_client(service: str, region: str | None = None, max_attempts: int =
 
 
 def default_bucket(region: str) -> str:
-    """SageMaker's default bucket name for this account and region: ``sagemaker-<region>-<account>``.
+    """SageMaker's default bucket for this account and region: ``sagemaker-<region>-<account>``.
 
     One STS ``GetCallerIdentity`` call (any credentials may make it).
     """

@@ -174,6 +174,25 @@ def ec2_training_image_uri(region: str, version: str = EC2_DLC_VERSION, *, gpu: 
     return f"{dlc_registry(region)}/{image['repository']}:{tag}"
 
 
+def training_image_for(
+    instance_type: str, region: str, dlc_version: str = EC2_DLC_VERSION
+) -> tuple[str, bool]:
+    """The EC2 training DLC for ``instance_type`` and whether it is the GPU image.
+
+    Raises:
+        TrainingImageError: an arm64 CPU instance (AWS publishes no arm64 CPU training DLC) or an
+            unknown DLC version.
+    """
+    gpu = is_gpu_instance(instance_type)
+    if not gpu and architecture(instance_type) == "arm64":
+        raise TrainingImageError(
+            f"{instance_type} is an arm64 CPU instance: AWS publishes no arm64 CPU training DLC; "
+            "pick a GPU (e.g. p4d.24xlarge, g6.xlarge) or x86 instance, or run `torchrun -m "
+            "pt2aws.train` in a Python environment there"
+        )
+    return ec2_training_image_uri(region, dlc_version, gpu=gpu), gpu
+
+
 # ------------------------------------------------------------------------------ machine images
 def dlami_parameter(
     instance_type: str, pytorch_version: str = DLAMI_PYTORCH_VERSION, os_name: str = DLAMI_OS

@@ -87,7 +87,8 @@ def training_job_spec(
     network isolation is on, so hub ids are downloaded in the container).
 
     Raises:
-        pt2aws.aws.training_images.TrainingImageError: see :func:`pt2aws.aws.training_images.training_image_uri`.
+        pt2aws.aws.training_images.TrainingImageError: see
+            :func:`pt2aws.aws.training_images.training_image_uri`.
         ValueError: ``instance_count`` < 1, ``processes_per_node`` < 1 or ``max_runtime_s`` < 1.
     """
     if instance_count < 1:
@@ -191,8 +192,8 @@ def launch_training_job(
         A :class:`LaunchedJob`.
 
     Raises:
-        pt2aws.aws.training_images.TrainingImageError, ValueError: see :func:`training_job_spec` (before
-            any AWS call).
+        pt2aws.aws.training_images.TrainingImageError, ValueError: see :func:`training_job_spec`
+            (before any AWS call).
     """
     from sagemaker.train.configs import InputData
 
