@@ -6,7 +6,7 @@ import tarfile
 
 import pytest
 
-from pt2aws.aws import artifact, autoscaling, hosting, images
+from pt2aws.aws import artifact, autoscaling, hosting, images, session
 from pt2aws.sizing import catalog
 
 
@@ -307,10 +307,10 @@ def test_instance_vcpus_and_bad_types():
 
 
 def test_resource_name_is_timestamped_and_valid():
-    name = hosting.resource_name("pt2aws-smoke")
+    name = session.resource_name("pt2aws-smoke")
     assert name.startswith("pt2aws-smoke-20") and len(name) == len("pt2aws-smoke-") + 15
     with pytest.raises(ValueError, match="letters, digits and single hyphens"):
-        hosting.resource_name("my_model")
+        session.resource_name("my_model")
 
 
 def test_autoscaling_config_is_validated():

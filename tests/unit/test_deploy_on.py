@@ -80,6 +80,9 @@ def test_deploy_on_emulator_answers_from_the_chosen_server(archive, tmp_path):
     assert [k for k, _ in result["created"]] == ["model", "endpoint_config", "endpoint"]
     assert sorted(k for k, _ in result["deleted"]) == ["endpoint", "endpoint_config", "model"]
     assert result["resources_left"] == 0
+    assert result["image"] == "dlc" and result["image_support"]["end_of_patch"] == "2026-06-30"
+    assert result["image_support"]["past"] is True
+    assert result["model_data_deleted"] is True and "load_test" not in result
     assert json.loads(json.dumps(result)) == result  # JSON-ready for deploy.json
 
 
@@ -171,3 +174,79 @@ def test_failed_endpoint_is_cleaned_up_and_reraised(archive, tmp_path, monkeypat
 def test_settings_are_checked_offline(kwargs, message):
     with pytest.raises(ValueError, match=message):
         endpoint.DeploySettings(**kwargs)
+
+
+CUSTOM = "123456789012.dkr.ecr.us-east-1.amazonaws.com/pt2aws-serve:2026.12"
+
+
+def _s3_object_exists(url: str) -> bool:
+    from botocore.exceptions import ClientError
+
+    from pt2aws.aws.emulator import Emulator
+    from pt2aws.aws.session import boto_session
+
+    bucket, key = url.removeprefix("s3://").split("/", 1)
+    with Emulator():  # moto keeps its state in this process
+        try:
+            boto_session("us-east-1").client("s3").head_object(Bucket=bucket, Key=key)
+        except ClientError:
+            return False
+    return True
+
+
+def test_custom_image_with_network_isolation_and_a_bounded_load_test(archive, tmp_path):
+    seen: list[bytes] = []
+    settings = endpoint.DeploySettings(
+        image="custom",
+        image_uri=CUSTOM,
+        network_isolation=True,
+        load_test_requests=12,
+        load_test_seconds=30,
+        name_prefix="pt2aws-c",
+        progress=False,
+    )
+    result = endpoint.deploy_on(
+        "emulator",
+        archive,
+        settings,
+        texts=TEXTS,
+        local_predictions=PREDICTIONS,
+        workdir=tmp_path,
+        local_server=canned_server(PREDICTIONS, seen),
+    )
+    model = result["requests"]["CreateModel"]
+    assert model["PrimaryContainer"]["Image"] == CUSTOM and model["EnableNetworkIsolation"] is True
+    assert result["image"] == "custom" and result["image_support"]["image"] == "custom"
+    load = result["load_test"]
+    assert (load["requests"], load["errors"], load["stopped_by"]) == (12, 0, "requests")
+    assert load["concurrency"] == 4  # one request in flight per model-server worker
+    assert len(seen) == 1 + 12 and load["latency_ms"]["p99"] > 0
+    assert result["model_data_deleted"] is True
+    assert not _s3_object_exists(result["model_data_url"])
+    shown = endpoint.format_result(result)
+    assert "load test: 12 requests (0 failed)" in shown and f"image (custom) {CUSTOM}" in shown
+
+
+def test_model_data_is_kept_when_asked(archive, tmp_path):
+    result = endpoint.deploy_on(
+        "emulator",
+        archive,
+        endpoint.DeploySettings(keep_model_data=True, name_prefix="pt2aws-k", progress=False),
+        texts=TEXTS,
+        local_predictions=PREDICTIONS,
+        local_server=False,
+        workdir=tmp_path,
+    )
+    assert result["model_data_deleted"] is False and result["resources_left"] == 0
+    assert _s3_object_exists(result["model_data_url"])
+
+
+def test_image_choice_is_checked_offline():
+    with pytest.raises(ValueError, match="network_isolation needs image='custom'"):
+        endpoint.DeploySettings(network_isolation=True)
+    with pytest.raises(ValueError, match="image must be one of"):
+        endpoint.DeploySettings(image="ubuntu")
+    with pytest.raises(images.ImageSelectionError, match="not a private ECR image URI"):
+        endpoint.DeploySettings(image="custom")
+    with pytest.raises(images.ImageSelectionError, match="is in us-east-1 but the endpoint"):
+        endpoint.DeploySettings(image="custom", image_uri=CUSTOM, region="eu-west-1")

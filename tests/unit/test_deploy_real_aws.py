@@ -22,7 +22,7 @@ def test_real_graviton_endpoint_matches_local_predictions(smoke_model_dir, tmp_p
     if not role_arn:
         pytest.skip("set PT2AWS_ROLE_ARN to a SageMaker execution role ARN")
     region = os.environ.get("AWS_REGION") or boto_session().region_name
-    name = hosting.resource_name("pt2aws-test")
+    name = session.resource_name("pt2aws-test")
     archive = artifact.package(smoke_model_dir, tmp_path / "model.tar.gz")
     local = artifact.smoke_test_archive(archive, TEXTS)
     bucket = session.default_bucket(region)

@@ -6,10 +6,11 @@ import os
 
 import pytest
 
-from pt2aws.aws import ec2_plan, images
+from pt2aws.aws import ec2_plan, training_images
 from pt2aws.aws.emulator import Emulator
+from pt2aws.aws.image_support import ImageSupportWarning
 
-DLAMI = "/aws/service/deeplearning/ami/x86_64/oss-nvidia-driver-gpu-pytorch-2.10-amazon-linux-2023/latest/ami-id"
+DLAMI = "/aws/service/deeplearning/ami/x86_64/oss-nvidia-driver-gpu-pytorch-2.13-amazon-linux-2023/latest/ami-id"
 
 
 @pytest.fixture(scope="module")
@@ -20,22 +21,28 @@ def emulator():
 
 
 def test_dlami_parameter_names():
-    assert images.dlami_parameter("p4d.24xlarge") == DLAMI
-    assert images.dlami_parameter("ml.g5.xlarge", "2.9", "ubuntu-24.04") == (
+    assert training_images.dlami_parameter("p4d.24xlarge") == DLAMI
+    with pytest.warns(ImageSupportWarning, match="DLAMI PyTorch 2.9"):
+        old = training_images.dlami_parameter("ml.g5.xlarge", "2.9", "ubuntu-24.04")
+    assert old == (
         "/aws/service/deeplearning/ami/x86_64/oss-nvidia-driver-gpu-pytorch-2.9-ubuntu-24.04/latest/ami-id"
     )
-    assert images.dlami_parameter("c7g.xlarge").endswith("al2023-ami-kernel-default-arm64")
-    assert images.dlami_parameter("c7i.xlarge").endswith("al2023-ami-kernel-default-x86_64")
-    assert images.dlami_parameter("trn1.32xlarge") == images.NEURON_DLAMI_PARAMETER
+    assert training_images.dlami_parameter("c7g.xlarge").endswith("al2023-ami-kernel-default-arm64")
+    assert training_images.dlami_parameter("c7i.xlarge").endswith(
+        "al2023-ami-kernel-default-x86_64"
+    )
+    assert (
+        training_images.dlami_parameter("trn1.32xlarge") == training_images.NEURON_DLAMI_PARAMETER
+    )
 
 
 def test_ami_lookup_and_dry_run(emulator):
     assert ec2_plan.lookup_ami(DLAMI, emulator.region) == "ami-0123456789abcdef0"
-    assert ec2_plan.lookup_ami(images.dlami_parameter("c7g.xlarge"), emulator.region).startswith(
-        "ami-"
-    )
+    assert ec2_plan.lookup_ami(
+        training_images.dlami_parameter("c7g.xlarge"), emulator.region
+    ).startswith("ami-")
     with pytest.raises(ec2_plan.LaunchPlanError, match="not found"):
-        ec2_plan.lookup_ami(images.dlami_parameter("g5.xlarge", "1.0"), emulator.region)
+        ec2_plan.lookup_ami(training_images.dlami_parameter("g5.xlarge", "1.0"), emulator.region)
     request = ec2_plan.run_instances_request("p4d.24xlarge", "ami-0123456789abcdef0")
     assert request["InstanceType"] == "p4d.24xlarge" and request["MinCount"] == 1
     result = ec2_plan.dry_run(request, emulator.region)

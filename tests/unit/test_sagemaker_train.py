@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from pt2aws.aws import images, training_inputs, training_job
+from pt2aws.aws import training_images, training_inputs, training_job
 from pt2aws.config import TrainConfig
 from pt2aws.train.loop import parse_args
 
@@ -23,7 +23,7 @@ BUCKET = "sagemaker-us-east-1-123456789012"
     ],
 )
 def test_training_image_for_instance_and_version(instance_type, version, expected):
-    uri = images.training_image_uri(instance_type, "us-east-1", version)
+    uri = training_images.training_image_uri(instance_type, "us-east-1", version)
     assert uri == f"763104351884.dkr.ecr.us-east-1.amazonaws.com/{expected}"
 
 
@@ -37,8 +37,8 @@ def test_training_image_for_instance_and_version(instance_type, version, expecte
     ],
 )
 def test_training_image_rejects_unknown_combinations(instance_type, version, match):
-    with pytest.raises(images.TrainingImageError, match=match):
-        images.training_image_uri(instance_type, "us-east-1", version)
+    with pytest.raises(training_images.TrainingImageError, match=match):
+        training_images.training_image_uri(instance_type, "us-east-1", version)
 
 
 def test_gpu_families_agree_with_the_catalog_and_botocore():
@@ -47,11 +47,11 @@ def test_gpu_families_agree_with_the_catalog_and_botocore():
     training_families = {
         catalog.instance_family(t) for t in catalog.botocore_instance_types("training")
     }
-    assert set(images.GPU_TRAINING_FAMILIES) <= training_families
-    assert set(images.NEURON_TRAINING_FAMILIES) <= training_families
+    assert set(training_images.GPU_TRAINING_FAMILIES) <= training_families
+    assert set(training_images.NEURON_TRAINING_FAMILIES) <= training_families
     for it in catalog.load_catalog():
         if catalog.availability(it.name)["sagemaker_training"]:
-            assert images.is_gpu_instance(it.name) == (it.kind == "gpu"), it.name
+            assert training_images.is_gpu_instance(it.name) == (it.kind == "gpu"), it.name
 
 
 def test_prepared_data_reproduces_the_local_splits(tmp_path):

@@ -221,7 +221,8 @@ def validate_archive(path: str | Path, *, smoke_test: bool = True) -> dict:
             f": found {nested[0]}/config.json, the files are nested in a top folder; "
             f"tar from inside it (tar -C {nested[0]} -czf model.tar.gz .)"
             if nested and f"{nested[0]}/config.json" in names
-            else "; save the model with save_pretrained and rebuild with pt2aws.aws.artifact.package"
+            else "; save the model with save_pretrained and rebuild with "
+            "pt2aws.aws.artifact.package"
         )
         raise ArchiveError(f"config.json missing at the archive root{hint}")
     if "inference.py" in names:
@@ -340,3 +341,22 @@ def upload_archive(archive: str | Path, bucket: str, key: str, region: str) -> s
         )
     s3.upload_file(str(archive), bucket, key, ExtraArgs={"ServerSideEncryption": "AES256"})
     return f"s3://{bucket}/{key}"
+
+
+def delete_uploaded(url: str, region: str) -> bool:
+    """Delete the S3 object ``url`` (``s3://bucket/key``); errors are logged, not raised.
+
+    Returns:
+        True when the delete request succeeded.
+    """
+    from botocore.exceptions import ClientError
+
+    from pt2aws.aws.session import retrying_client
+
+    bucket, key = url.removeprefix("s3://").split("/", 1)
+    try:
+        retrying_client("s3", region).delete_object(Bucket=bucket, Key=key)
+    except ClientError as err:  # clean-up goes on; the caller records False
+        logger.error("could not delete %s: %s", url, err)
+        return False
+    return True

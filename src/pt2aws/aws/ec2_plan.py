@@ -5,14 +5,14 @@ Nothing here starts an instance. :func:`dry_run` sends the EC2 ``RunInstances`` 
 ``DryRun=True``: AWS answers ``DryRunOperation`` when the request (permissions, AMI, type,
 quota) would have succeeded, ``UnauthorizedOperation`` or another error otherwise. Against the
 local emulator (:class:`pt2aws.aws.emulator.Emulator`), the same code runs over HTTP with moto.
-Which AMI and which images: :mod:`pt2aws.aws.images`.
+Which AMI and which images: :mod:`pt2aws.aws.training_images`, :mod:`pt2aws.aws.images`.
 """
 
 from __future__ import annotations
 
 import logging
 
-from pt2aws.aws import images
+from pt2aws.aws import images, training_images
 from pt2aws.aws.hosting import endpoint_environment
 from pt2aws.sizing import catalog
 
@@ -51,6 +51,34 @@ def lookup_ami(parameter: str, region: str) -> str:
         ) from None
 
 
+def _network_settings(
+    bare: str, count: int, name: str, subnet_id, security_group_ids, placement_group
+) -> dict:
+    """Multi-node EFA: one EFA interface and a cluster placement group; else subnet / groups."""
+    efa = bare in {i.name for i in catalog.load_catalog() if i.efa}
+    if efa and count > 1:
+        if not subnet_id:
+            raise LaunchPlanError(
+                f"{count} x {bare} with EFA need subnet_id (one subnet, one AZ) and a security "
+                "group allowing all traffic to itself"
+            )
+        interface = {
+            "DeviceIndex": 0,
+            "InterfaceType": "efa",
+            "SubnetId": subnet_id,
+            "Groups": list(security_group_ids or []),
+            "DeleteOnTermination": True,
+        }
+        return {
+            "NetworkInterfaces": [interface],
+            "Placement": {"GroupName": placement_group or f"{name}-cluster"},
+        }
+    settings = {"SubnetId": subnet_id} if subnet_id else {}
+    if security_group_ids:
+        settings["SecurityGroupIds"] = list(security_group_ids)
+    return settings
+
+
 def run_instances_request(
     instance_type: str,
     image_id: str,
@@ -62,11 +90,24 @@ def run_instances_request(
     security_group_ids: list[str] | None = None,
     volume_gb: int = 200,
     placement_group: str | None = None,
+    instance_profile: str | None = None,
 ) -> dict:
     """Keyword arguments for ``ec2.run_instances`` (without ``DryRun``).
 
     Multi-node EFA instances get one EFA network interface (needs ``subnet_id`` and security
     groups that allow all traffic within the group) and a cluster placement group.
+
+    Args:
+        instance_type: EC2 name (``ml.`` prefix accepted).
+        image_id: the AMI (:func:`lookup_ami`).
+        count: instances.
+        name: the ``Name`` tag (and the placement group's prefix).
+        key_name: an EC2 key pair for SSH; None: reach the instance with SSM only.
+        subnet_id, security_group_ids: network placement (required for multi-node EFA).
+        volume_gb: root volume size, GB (gp3).
+        placement_group: cluster placement group name for EFA; default ``<name>-cluster``.
+        instance_profile: IAM instance profile, e.g. one with ``AmazonSSMManagedInstanceCore``
+            (SSM Run Command), ECR read and S3 read/write (:mod:`pt2aws.aws.ec2_run`).
 
     Raises:
         LaunchPlanError: an instance type EC2 does not know (botocore's enum), count < 1, or a
@@ -80,12 +121,9 @@ def run_instances_request(
         )
     if count < 1:
         raise LaunchPlanError(f"count must be >= 1, got {count}")
-    kind = (
-        catalog.get_instance(bare).kind if bare in {i.name for i in catalog.load_catalog()} else ""
-    )
-    root_device = (
-        "/dev/sda1" if kind in ("trainium", "inferentia") else "/dev/xvda"
-    )  # Ubuntu / AL2023
+    known = {i.name for i in catalog.load_catalog()}
+    kind = catalog.get_instance(bare).kind if bare in known else ""
+    root_device = "/dev/sda1" if kind in ("trainium", "inferentia") else "/dev/xvda"  # Ubuntu/AL
     request = {
         "ImageId": image_id,
         "InstanceType": bare,
@@ -104,28 +142,11 @@ def run_instances_request(
     }
     if key_name:
         request["KeyName"] = key_name
-    efa = bare in {i.name for i in catalog.load_catalog() if i.efa}
-    if efa and count > 1:
-        if not subnet_id:
-            raise LaunchPlanError(
-                f"{count} x {bare} with EFA need subnet_id (one subnet, one AZ) and a security "
-                "group allowing all traffic to itself"
-            )
-        request["NetworkInterfaces"] = [
-            {
-                "DeviceIndex": 0,
-                "InterfaceType": "efa",
-                "SubnetId": subnet_id,
-                "Groups": list(security_group_ids or []),
-                "DeleteOnTermination": True,
-            }
-        ]
-        request["Placement"] = {"GroupName": placement_group or f"{name}-cluster"}
-    else:
-        if subnet_id:
-            request["SubnetId"] = subnet_id
-        if security_group_ids:
-            request["SecurityGroupIds"] = list(security_group_ids)
+    if instance_profile:
+        request["IamInstanceProfile"] = {"Name": instance_profile}
+    request.update(
+        _network_settings(bare, count, name, subnet_id, security_group_ids, placement_group)
+    )
     return request
 
 
@@ -169,8 +190,8 @@ def sagemaker_training_settings(
     """
     it = catalog.get_instance(instance_type)
     try:
-        image = images.training_image_uri(f"ml.{it.name}", region)
-    except images.TrainingImageError:  # Trainium (Neuron images) or not a training type
+        image = training_images.training_image_uri(f"ml.{it.name}", region)
+    except training_images.TrainingImageError:  # Trainium (Neuron images) or not a training type
         image = None
     return {
         "training_image": image,
@@ -220,11 +241,12 @@ def launch_plan(
         subnet_id: for multi-node EFA launches.
 
     Returns:
-        ``{"region", "ec2": {"ssm_parameter", "ami_id", "request", "dry_run"}, "sagemaker_training",
-        "sagemaker_endpoint", "next_steps"}``.
+        ``{"region", "train_instance", "nodes", "ec2": {"ssm_parameter", "ami_id", "request",
+        "dry_run", "dlc_image"}, "sagemaker_training", "sagemaker_endpoint", "support" (see
+        :func:`image_support_rows`), "next_steps"}``.
     """
     it = catalog.get_instance(train_instance)
-    parameter = images.dlami_parameter(it.name)
+    parameter = training_images.dlami_parameter(it.name)
     ami = lookup_ami(parameter, region) if resolve_ami else None
     request = run_instances_request(
         it.name,
@@ -234,14 +256,14 @@ def launch_plan(
         subnet_id=subnet_id or ("subnet-REPLACE" if it.efa and nodes > 1 else None),
     )
     checked = dry_run(request, region) if (dry_run_ec2 and ami) else None
-    torchrun = f"torchrun --nproc_per_node {it.devices}"
-    if nodes > 1:
-        torchrun += f" --nnodes {nodes} --rdzv_backend c10d --rdzv_endpoint <first-node-ip>:29500"
+    dlc = _ec2_dlc(it, region)
     steps = [
-        f"EC2: launch {nodes} x {it.name} from the AMI in {parameter}, then `git clone` this "
-        f"project, `make setup`, and `{torchrun} -m pt2aws.train --profile full` (notebook 01)",
+        f"EC2: launch {nodes} x {it.name} from the AMI in {parameter} with an instance profile "
+        "allowing SSM, ECR pulls and S3; then pt2aws.aws.ec2_run.run_on('aws', ...) sends, "
+        f"through SSM Run Command, `docker run --gpus all ... {dlc or '<no DLC>'} torchrun "
+        f"--nproc_per_node {it.devices} -m pt2aws.train ...`",
         f"SageMaker: ModelTrainer(training_image=..., compute=Compute('ml.{it.name}', "
-        f"instance_count={nodes}), distributed=Torchrun())",
+        f"instance_count={nodes}), distributed=Torchrun()) (notebook 01)",
         f"serve on ml.{serve_instance.removeprefix('ml.')} with notebook 03 (package, validate, deploy)",
     ]
     if it.kind in ("trainium", "inferentia"):
@@ -250,11 +272,49 @@ def launch_plan(
         "region": region,
         "train_instance": it.name,
         "nodes": nodes,
-        "ec2": {"ssm_parameter": parameter, "ami_id": ami, "request": request, "dry_run": checked},
+        "ec2": {
+            "ssm_parameter": parameter,
+            "ami_id": ami,
+            "request": request,
+            "dry_run": checked,
+            "dlc_image": dlc,
+        },
         "sagemaker_training": sagemaker_training_settings(it.name, nodes, region),
         "sagemaker_endpoint": sagemaker_endpoint_settings(serve_instance, region),
+        "support": image_support_rows(it),
         "next_steps": steps,
     }
+
+
+def _ec2_dlc(it, region: str) -> str | None:
+    """The training DLC for the instance on EC2, or None (Neuron, arm64 CPU)."""
+    if it.kind in ("trainium", "inferentia"):
+        return None
+    try:
+        return training_images.training_image_for(it.name, region)[0]
+    except training_images.TrainingImageError:
+        return None
+
+
+def image_support_rows(it) -> list[dict]:
+    """Patch support of every image the plan names: DLAMI (GPU instances), the EC2 training DLC,
+    the SageMaker training DLC and the inference DLC (:meth:`Support.as_dict` each)."""
+    from pt2aws.aws import image_support
+
+    facts = image_support.image_facts()
+    ec2_line = facts["training"]["ec2"]["versions"][training_images.EC2_DLC_VERSION]
+    rows = []
+    if it.kind == "gpu":
+        rows.append(image_support.dlami_support(training_images.DLAMI_PYTORCH_VERSION))
+    rows += [
+        image_support.dlc_support(ec2_line["repository"], training_images.EC2_DLC_VERSION),
+        image_support.dlc_support("pytorch-training", training_images.TRAINING_TORCH_VERSION),
+        image_support.dlc_support(
+            images.ARM64_INFERENCE_IMAGES[images.INFERENCE_TORCH_VERSION]["repository"],
+            images.INFERENCE_TORCH_VERSION,
+        ),
+    ]
+    return [row.as_dict() for row in rows]
 
 
 def format_launch_plan(plan: dict) -> str:
@@ -281,6 +341,9 @@ def format_launch_plan(plan: dict) -> str:
         f"{tr['training_image'] or 'none (not offered / Neuron)'}; {tr['distributed']}",
         f"  SageMaker endpoint: {ep['instance_type']}, image {ep['image_uri'] or 'n/a'}",
         "  endpoint env: " + ", ".join(f"{k}={v}" for k, v in ep["environment"].items()),
+        f"  EC2 training DLC: {ec2.get('dlc_image') or 'none (Neuron / arm64 CPU)'}",
+        "patch support:",
+        *[f"  {row['message']}" for row in plan.get("support", [])],
         "next steps:",
     ]
     lines += [f"  {i}. {s}" for i, s in enumerate(plan["next_steps"], 1)]
@@ -318,7 +381,7 @@ def plan_for_target(
         with aws_target(target, region) as emulator:
             if emulator is not None:
                 emulator.seed_public_parameter(
-                    images.dlami_parameter(train_instance), EMULATOR_PLACEHOLDER_AMI
+                    training_images.dlami_parameter(train_instance), EMULATOR_PLACEHOLDER_AMI
                 )
             plan = launch_plan(train_instance, nodes, serve_instance, region)
     else:

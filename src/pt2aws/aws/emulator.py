@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+from pathlib import Path
 
 from pt2aws.aws import moto_patches
 from pt2aws.aws.session import billable_resources
@@ -48,6 +49,11 @@ class Emulator:
         port: TCP port; default a free one.
         invocations_url: where ``InvokeEndpoint`` forwards requests (moto_patches patch 3), e.g.
             ``LocalEndpoint(...).url + "/invocations"``; ``None`` keeps moto's canned answers.
+        training_seconds: training jobs created while it runs stay ``InProgress`` this long
+            (moto_patches patch 6); 0: ``Completed`` at once.
+
+    moto keeps its state in this process, not in the server: an emulator started later in the
+    same process (a later notebook cell) still sees the buckets, jobs and endpoints.
     """
 
     def __init__(
@@ -55,9 +61,11 @@ class Emulator:
         region: str = EMULATOR_REGION,
         port: int | None = None,
         invocations_url: str | None = None,
+        training_seconds: float = 0.0,
     ):
         self.region = region
         self.invocations_url = invocations_url
+        self.training_seconds = training_seconds
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self._server = None
@@ -71,6 +79,7 @@ class Emulator:
         moto_patches.apply()
         moto_patches.clear_faults()
         moto_patches.forward_invocations_to(self.invocations_url)
+        moto_patches.set_training_seconds(self.training_seconds)
         logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one log line per request otherwise
         self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
         self._server.start()
@@ -97,6 +106,7 @@ class Emulator:
         """Stop the server and restore the environment (idempotent)."""
         moto_patches.clear_faults()
         moto_patches.forward_invocations_to(None)
+        moto_patches.set_training_seconds(0)
         if self._sts_patch:
             module, original = self._sts_patch
             module.sts_regional_endpoint = original
@@ -199,9 +209,46 @@ class Emulator:
             )
         )
 
+    def seed_training_output(self, model_artifact_s3: str, train_dir: str | os.PathLike) -> int:
+        """Put a real run folder where an emulated training job's ``model.tar.gz`` belongs.
+
+        An emulated job runs nothing, so it writes nothing: this uploads ``train_dir`` (a local
+        run of the same config: ``model/``, ``metrics.json``, ``train_log.jsonl`` ...; without
+        ``checkpoints/``, which a job keeps out of its model archive) as a gzipped tar to
+        ``model_artifact_s3``, so downloading and extracting the job's model is exercised.
+
+        Returns:
+            The archive's size in bytes.
+
+        Raises:
+            FileNotFoundError: ``train_dir`` has no ``model/`` folder.
+        """
+        from pt2aws.aws.session import boto_session
+
+        body = _run_folder_tarball(Path(train_dir))
+        bucket, key = model_artifact_s3.removeprefix("s3://").split("/", 1)
+        boto_session(self.region).client("s3").put_object(Bucket=bucket, Key=key, Body=body)
+        return len(body)
+
     def sagemaker_resources(self) -> dict[str, list[str]]:
         """Models, endpoint configs, endpoints and scalable targets the emulator holds."""
         return billable_resources(region=self.region)
+
+
+def _run_folder_tarball(train_dir: Path) -> bytes:
+    """``train_dir`` as a gzipped tar, members relative to it, ``checkpoints/`` and
+    ``sagemaker_job*`` left out (what a job's ``/opt/ml/model`` holds)."""
+    import io
+    import tarfile
+
+    if not (train_dir / "model").is_dir():
+        raise FileNotFoundError(f"{train_dir} has no model/ folder: train first (notebook 01)")
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for path in sorted(train_dir.iterdir()):
+            if path.name != "checkpoints" and not path.name.startswith("sagemaker_job"):
+                tar.add(path, arcname=path.name)
+    return buffer.getvalue()
 
 
 @contextlib.contextmanager
@@ -249,13 +296,19 @@ def local_model_server(model, workdir, *, attempts: int = 3, env: dict[str, str]
 
 
 @contextlib.contextmanager
-def aws_target(target: str, region: str | None = None, invocations_url: str | None = None):
+def aws_target(
+    target: str,
+    region: str | None = None,
+    invocations_url: str | None = None,
+    training_seconds: float = 0.0,
+):
     """``with aws_target("emulator") as emulator:`` ... (``None`` for ``"aws"``, the real account).
 
     Args:
         target: ``"emulator"`` (a local moto server, no cost) or ``"aws"`` (your account).
         region: the emulator's region (default ``us-east-1``); ignored for ``"aws"``.
         invocations_url: emulator only: forward ``InvokeEndpoint`` there (see :class:`Emulator`).
+        training_seconds: emulator only: how long new training jobs stay ``InProgress``.
 
     Yields:
         The running :class:`Emulator`, or ``None`` for ``"aws"``.
@@ -265,7 +318,9 @@ def aws_target(target: str, region: str | None = None, invocations_url: str | No
     """
     if target == "emulator":
         with Emulator(
-            region=region or EMULATOR_REGION, invocations_url=invocations_url
+            region=region or EMULATOR_REGION,
+            invocations_url=invocations_url,
+            training_seconds=training_seconds,
         ) as emulator:
             yield emulator
     elif target == "aws":

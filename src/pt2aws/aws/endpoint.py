@@ -24,14 +24,27 @@ from pt2aws.aws.emulator import aws_target, execution_role, local_model_server, 
 from pt2aws.aws.images import (
     DEFAULT_INSTANCE_TYPE,
     INFERENCE_TORCH_VERSION,
+    check_custom_image_uri,
     check_image_matches_instance,
     check_instance_type,
+    inference_image_support,
     inference_image_uri,
 )
-from pt2aws.aws.invoke import DEFAULT_MAX_PAYLOAD_BYTES, REALTIME_PAYLOAD_LIMIT_BYTES
-from pt2aws.aws.session import billable_resources, default_bucket
+from pt2aws.aws.invoke import DEFAULT_MAX_PAYLOAD_BYTES, REALTIME_PAYLOAD_LIMIT_BYTES, load_test
+from pt2aws.aws.session import (
+    billable_resources,
+    check_name,
+    default_bucket,
+    resource_name,
+    resource_tags,
+)
 
 logger = logging.getLogger(__name__)
+
+
+#: The images a deployment can use (issue 12): the AWS PyTorch inference DLC, or the project's
+#: own serving image pushed to the user's ECR repository (``container/``).
+IMAGE_CHOICES = ("dlc", "custom")
 
 
 @dataclass
@@ -40,48 +53,75 @@ class DeploySettings:
 
     Attributes:
         instance_type: SageMaker hosting type (default ``ml.c7g.xlarge``: Graviton3, 4 vCPUs).
+        image: ``"dlc"`` (the AWS PyTorch inference DLC; past its end of patch, it warns) or
+            ``"custom"`` (the project's own image in your ECR repository: ``image_uri``).
+        image_uri: ``dlc``: an explicit DLC, empty for the one of ``instance_type`` and
+            ``torch_version``; ``custom``: required, ``<account>.dkr.ecr.<region>.amazonaws.com/
+            <repository>:<tag>`` built for the instance's architecture.
         torch_version: PyTorch version of the AWS inference DLC.
-        image_uri: an explicit image; empty: the DLC for ``instance_type`` and ``torch_version``.
+        network_isolation: ``EnableNetworkIsolation`` on the model: the container gets no
+            network at all. Only with ``image="custom"``: the DLC pip-installs
+            ``code/requirements.txt`` (transformers) when it starts, which then fails.
         region: AWS region; empty: the session's (the emulator's is ``us-east-1``).
         role_arn: SageMaker execution role; required on ``"aws"``.
         bucket: S3 bucket for the archive; empty: ``sagemaker-<region>-<account>``.
+        keep_model_data: keep the uploaded ``model.tar.gz`` in S3 after the clean-up.
         name_prefix: prefix of the timestamped resource name.
         max_batch: texts per request the handler accepts (``PT2AWS_MAX_BATCH``).
         max_payload_bytes: bytes per request the client sends (SageMaker's limit: 6 MB).
         wait_timeout_s: seconds to wait for ``InService``.
         autoscaling: target-tracking autoscaling; None: one instance, no autoscaling.
+        load_test_requests: requests of the bounded load test after the first answer; 0: none.
+        load_test_seconds: the load test stops after this many seconds at the latest.
         tags: extra resource tags (``project=pt2aws`` and ``pt2aws:created-at`` are always set).
         progress: show the wait as a progress bar.
 
     Raises:
-        pt2aws.aws.images.ImageSelectionError: an instance type SageMaker hosting does not offer.
-        ValueError: a name prefix SageMaker names do not allow, limits out of range.
+        pt2aws.aws.images.ImageSelectionError: an instance type SageMaker hosting does not offer,
+            a malformed custom image URI.
+        ValueError: an unknown image choice, network isolation with the DLC, a name prefix
+            SageMaker names do not allow, limits out of range.
     """
 
     instance_type: str = DEFAULT_INSTANCE_TYPE
-    torch_version: str = INFERENCE_TORCH_VERSION
+    image: str = "dlc"
     image_uri: str = ""
+    torch_version: str = INFERENCE_TORCH_VERSION
+    network_isolation: bool = False
     region: str = ""
     role_arn: str = ""
     bucket: str = ""
+    keep_model_data: bool = False
     name_prefix: str = "pt2aws"
     max_batch: int = 64
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
     wait_timeout_s: int = 1800
     autoscaling: AutoScaling | None = None
+    load_test_requests: int = 0
+    load_test_seconds: float = 60.0
     tags: dict[str, str] = field(default_factory=dict)
     progress: bool = True
 
     def __post_init__(self):
         check_instance_type(self.instance_type)
-        hosting.check_name(f"{self.name_prefix}-20261201-000000")
+        check_name(f"{self.name_prefix}-20261201-000000")
+        if self.image not in IMAGE_CHOICES:
+            raise ValueError(f"image must be one of {IMAGE_CHOICES}, not {self.image!r}")
+        if self.image == "custom":
+            check_custom_image_uri(self.image_uri, self.region or None)
+        elif self.network_isolation:
+            raise ValueError(
+                "network_isolation needs image='custom': the AWS PyTorch DLC pip-installs "
+                "code/requirements.txt (transformers) when it starts, which fails without "
+                "network; the project's own image installs everything at build time"
+            )
         if not 0 < self.max_payload_bytes <= REALTIME_PAYLOAD_LIMIT_BYTES:
             raise ValueError(
                 f"max_payload_bytes {self.max_payload_bytes:,} must be in 1 .. "
                 f"{REALTIME_PAYLOAD_LIMIT_BYTES:,} (SageMaker's real-time limit)"
             )
-        if self.max_batch < 1 or self.wait_timeout_s <= 0:
-            raise ValueError("max_batch must be >= 1 and wait_timeout_s > 0")
+        if self.max_batch < 1 or self.wait_timeout_s <= 0 or self.load_test_requests < 0:
+            raise ValueError("need max_batch >= 1, wait_timeout_s > 0, load_test_requests >= 0")
 
     def environment(self) -> dict[str, str]:
         """The container environment (:func:`pt2aws.aws.hosting.endpoint_environment`)."""
@@ -90,12 +130,31 @@ class DeploySettings:
     def resolve_image_uri(self, region: str) -> str:
         """The image to deploy in ``region``, checked against the instance (no AWS call).
 
+        Warns:
+            pt2aws.aws.image_support.ImageSupportWarning: a DLC past its end of patch.
+
         Raises:
-            pt2aws.aws.images.ImageSelectionError: see :func:`pt2aws.aws.images.inference_image_uri`.
+            pt2aws.aws.images.ImageSelectionError: see :func:`pt2aws.aws.images.inference_image_uri`
+                and :func:`pt2aws.aws.images.check_custom_image_uri`.
         """
+        if self.image == "custom":
+            check_custom_image_uri(self.image_uri, region)
+            return self.image_uri
         uri = self.image_uri or inference_image_uri(region, self.torch_version, self.instance_type)
         check_image_matches_instance(uri, self.instance_type)
         return uri
+
+    def image_support(self, region: str) -> dict:
+        """Patch support of the chosen image, for the record (no warning)."""
+        if self.image == "custom":
+            return {
+                "image": "custom",
+                "message": "your own image: rebuild and push it to pick up security fixes",
+            }
+        try:
+            return inference_image_support(region, self.torch_version, self.instance_type)
+        except KeyError:
+            return {"image": "dlc", "message": "no support data for this DLC"}
 
 
 def sagemaker_requests(
@@ -122,8 +181,9 @@ def sagemaker_requests(
         image_uri=settings.resolve_image_uri(region),
         instance_type=settings.instance_type,
         environment=settings.environment(),
-        tags=hosting.resource_tags(settings.tags),
+        tags=resource_tags(settings.tags),
         instance_count=settings.autoscaling.min_instances if settings.autoscaling else 1,
+        network_isolation=settings.network_isolation,
     )
 
 
@@ -131,8 +191,12 @@ def sagemaker_requests(
 LocalServer = Callable[[Path, Path], contextlib.AbstractContextManager]
 
 
-def _start_answerer(stack, archive: Path, workdir: Path, local_server, max_batch: int):
-    """Start the emulator's model server; returns ``(invocations_url or None, answer_source)``."""
+def _start_answerer(stack, archive: Path, workdir: Path, local_server, settings: DeploySettings):
+    """Start the emulator's model server; returns ``(invocations_url or None, answer_source)``.
+
+    With ``image="custom"`` and no ``local_server`` callable, the TorchServe stack stands in
+    for the custom image's server (same handler, same contract; the source says so).
+    """
     from pt2aws.serving.local import serve_stack_missing
 
     if callable(local_server):
@@ -144,12 +208,13 @@ def _start_answerer(stack, archive: Path, workdir: Path, local_server, max_batch
         logger.warning("local model server skipped (%s): the emulator replays the handler", missing)
         return None, f"replayed handler output ({missing})"
     server = stack.enter_context(
-        local_model_server(archive, workdir, env={"PT2AWS_MAX_BATCH": str(max_batch)})
+        local_model_server(archive, workdir, env={"PT2AWS_MAX_BATCH": str(settings.max_batch)})
     )
     logger.info("model server %s up in %.1f s", server.url, server.startup_s)
+    stand_in = ", standing in for the custom image" if settings.image == "custom" else ""
     return (
         f"{server.url}/invocations",
-        "local serving stack (SageMaker PyTorch toolkit + TorchServe)",
+        f"local serving stack (SageMaker PyTorch toolkit + TorchServe{stand_in})",
     )
 
 
@@ -186,12 +251,15 @@ def deploy_on(
             (e.g. the project's own serving image).
 
     Returns:
-        ``{"target", "region", "instance_type", "image_uri", "role_arn", "archive_bytes",
-        "archive_valid", "local_predictions", "endpoint_name", "model_data_url", "requests", "answer",
-        "answer_source", "matches_local", "created", "deleted", "resources_left", "left"}``
-        (``requests``: the three ``Create*`` requests as sent); ``resources_left``
-        is the number of SageMaker resources still carrying the run's name (0 after a clean
-        run). ``answer`` and ``matches_local`` are missing when the deployment failed.
+        ``{"target", "region", "instance_type", "image", "image_uri", "image_support",
+        "network_isolation", "role_arn", "archive_bytes", "archive_valid", "local_predictions",
+        "endpoint_name", "model_data_url", "requests", "answer", "answer_source",
+        "matches_local", "load_test", "created", "deleted", "model_data_deleted",
+        "resources_left", "left"}``: ``requests`` are the three ``Create*`` requests as sent;
+        ``load_test`` (:func:`pt2aws.aws.invoke.load_test`) only with ``load_test_requests``
+        and a server that answers (AWS, or the emulator with a local server); ``resources_left``
+        counts the SageMaker resources still carrying the run's name (0 after a clean run);
+        ``answer`` and ``matches_local`` are missing when the deployment failed.
 
     Raises:
         pt2aws.aws.artifact.ArchiveError: the archive breaks the SageMaker layout.
@@ -208,7 +276,7 @@ def deploy_on(
         if target == "emulator":
             workdir = Path(workdir) if workdir else archive.parent / "serve"
             invocations_url, result["answer_source"] = _start_answerer(
-                stack, archive, workdir, local_server, settings.max_batch
+                stack, archive, workdir, local_server, settings
             )
         emulator = stack.enter_context(aws_target(target, result["region"], invocations_url))
         _deploy_predict_delete(result, archive, settings, texts, emulator, invocations_url)
@@ -227,18 +295,21 @@ def _checked_plan(
         "target": target,
         "region": region,
         "instance_type": settings.instance_type,
+        "image": settings.image,
         "image_uri": settings.resolve_image_uri(region),
+        "image_support": settings.image_support(region),
+        "network_isolation": settings.network_isolation,
         "role_arn": execution_role(target, settings.role_arn),
         "archive_bytes": check["bytes"],
         "archive_valid": True,
         "local_predictions": local_predictions,
-        "endpoint_name": hosting.resource_name(settings.name_prefix),
+        "endpoint_name": resource_name(settings.name_prefix),
         "answer_source": "SageMaker endpoint",
     }
 
 
 def _deploy_predict_delete(result, archive, settings, texts, emulator, invocations_url) -> None:
-    """Upload, create, predict; in ``finally`` delete and list what is left (into ``result``)."""
+    """Upload, create, predict (and load-test); in ``finally`` clean up (into ``result``)."""
     name, region = result["endpoint_name"], result["region"]
     deployment, succeeded = None, False
     try:
@@ -255,6 +326,7 @@ def _deploy_predict_delete(result, archive, settings, texts, emulator, invocatio
             tags=settings.tags,
             environment=settings.environment(),
             autoscaling=settings.autoscaling,
+            network_isolation=settings.network_isolation,
         )
         result["requests"] = deployment.requests
         deployment.create(wait_timeout_s=settings.wait_timeout_s, progress=settings.progress)
@@ -264,31 +336,61 @@ def _deploy_predict_delete(result, archive, settings, texts, emulator, invocatio
         result["answer"] = answer
         expected = [p["label"] for p in result["local_predictions"]]
         result["matches_local"] = [a["label"] for a in answer] == expected
+        if settings.load_test_requests and (invocations_url or not emulator):
+            result["load_test"] = load_test(
+                deployment.client(max_payload_bytes=settings.max_payload_bytes),
+                texts,
+                max_requests=settings.load_test_requests,
+                max_seconds=settings.load_test_seconds,
+                concurrency=int(deployment.environment["SAGEMAKER_MODEL_SERVER_WORKERS"]),
+            )
         succeeded = True
     finally:
-        result["created"] = [list(pair) for pair in deployment.created] if deployment else []
-        result["deleted"] = [list(pair) for pair in (deployment.delete() if deployment else [])]
-        result["left"] = billable_resources(prefix=name, region=region)
-        result["resources_left"] = sum(len(v) for v in result["left"].values())
-        if not succeeded:
-            logger.warning(
-                "deploy failed; clean-up deleted %s, %d resources left with the name %s: %s",
-                result["deleted"],
-                result["resources_left"],
-                name,
-                result["left"],
-            )
+        _clean_up(result, deployment, settings, succeeded)
+
+
+def _clean_up(result: dict, deployment, settings: DeploySettings, succeeded: bool) -> None:
+    """Delete the endpoint's resources and (unless kept) the S3 model; list what is left."""
+    name, region = result["endpoint_name"], result["region"]
+    result["created"] = [list(pair) for pair in deployment.created] if deployment else []
+    result["deleted"] = [list(pair) for pair in (deployment.delete() if deployment else [])]
+    result["model_data_deleted"] = False
+    if "model_data_url" in result and not settings.keep_model_data:
+        result["model_data_deleted"] = artifact.delete_uploaded(result["model_data_url"], region)
+    result["left"] = billable_resources(prefix=name, region=region)
+    result["resources_left"] = sum(len(v) for v in result["left"].values())
+    if not succeeded:
+        logger.warning(
+            "deploy failed; clean-up deleted %s, %d resources left with the name %s: %s",
+            result["deleted"],
+            result["resources_left"],
+            name,
+            result["left"],
+        )
 
 
 def format_result(result: dict) -> str:
     """Lines a notebook prints after :func:`deploy_on`: where, what answered, what was deleted."""
     lines = [
         f"target {result['target']} ({result['region']}): {result['instance_type']}",
-        f"image {result['image_uri']}",
+        f"image ({result['image']}) {result['image_uri']}",
+        f"  {result['image_support']['message']}",
         f"model data {result.get('model_data_url', 'not uploaded')}",
         f"created {result['created']}",
         f"answer ({result['answer_source']}): {result.get('answer')}",
         f"matches the in-process handler: {result.get('matches_local')}",
-        f"deleted {result['deleted']}; resources left with this name: {result['resources_left']}",
+    ]
+    load = result.get("load_test")
+    if load:
+        latency = load["latency_ms"] or {}
+        lines.append(
+            f"load test: {load['requests']} requests ({load['errors']} failed) in "
+            f"{load['seconds']:.1f} s, {load['concurrency']} in flight: "
+            f"{load['throughput_per_s']:.1f} inferences/s, p50 {latency.get('p50', 0):.1f} ms, "
+            f"p99 {latency.get('p99', 0):.1f} ms"
+        )
+    lines += [
+        f"deleted {result['deleted']}; S3 model deleted: {result['model_data_deleted']}",
+        f"resources left with this name: {result['resources_left']}",
     ]
     return "\n".join(lines)

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import re
-import time
 from dataclasses import dataclass, field
 
 from pt2aws.aws.autoscaling import AutoScaling, disable_autoscaling, enable_autoscaling
@@ -22,15 +20,15 @@ from pt2aws.aws.images import (
     check_image_matches_instance,
     check_instance_type,
     inference_image_uri,
+    is_aws_dlc,
 )
-from pt2aws.aws.session import retrying_client
+from pt2aws.aws.session import check_name, resource_name, resource_tags, retrying_client
 from pt2aws.aws.waiting import wait_for_status
 from pt2aws.inference.runtime import graviton_settings
 from pt2aws.sizing.catalog import has_bf16, instance_vcpus, is_graviton
 
 logger = logging.getLogger(__name__)
 
-NAME_PATTERN = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 VARIANT_NAME = "AllTraffic"
 #: Endpoint states after which waiting longer cannot help.
 FAILED_STATES = ("Failed", "OutOfService", "RollingBack", "UpdateRollbackFailed")
@@ -91,29 +89,6 @@ def endpoint_environment(
     return env
 
 
-def check_name(name: str) -> str:
-    """Return ``name`` if SageMaker accepts it as a model / endpoint name.
-
-    Raises:
-        ValueError: characters SageMaker names do not allow, or over 63 characters.
-    """
-    if not NAME_PATTERN.match(name):
-        raise ValueError(
-            f"{name!r}: SageMaker names allow letters, digits and single hyphens "
-            "(pattern ^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62})"
-        )
-    return name
-
-
-def resource_name(prefix: str = "pt2aws") -> str:
-    """``<prefix>-<UTC yyyymmdd-HHMMSS>``, within SageMaker's 63-character name limit.
-
-    Raises:
-        ValueError: a prefix with characters SageMaker names do not allow.
-    """
-    return check_name(f"{prefix}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}"[:63])
-
-
 def hosting_requests(
     name: str,
     *,
@@ -124,6 +99,7 @@ def hosting_requests(
     environment: dict[str, str],
     tags: dict[str, str],
     instance_count: int = 1,
+    network_isolation: bool = False,
 ) -> dict[str, dict]:
     """The ``CreateModel``, ``CreateEndpointConfig`` and ``CreateEndpoint`` requests for ``name``.
 
@@ -136,6 +112,7 @@ def hosting_requests(
         environment: the container environment (:func:`endpoint_environment`).
         tags: resource tags.
         instance_count: initial instances of the variant.
+        network_isolation: ``EnableNetworkIsolation``: the container gets no network access.
 
     Returns:
         ``{"CreateModel": {...}, "CreateEndpointConfig": {...}, "CreateEndpoint": {...}}``, each
@@ -151,6 +128,7 @@ def hosting_requests(
                 "ModelDataUrl": model_data_url,
                 "Environment": dict(environment),
             },
+            "EnableNetworkIsolation": network_isolation,
             "Tags": tag_list,
         },
         "CreateEndpointConfig": {
@@ -331,12 +309,6 @@ class Deployment:
         return self.client(**kwargs).predict(texts)
 
 
-def resource_tags(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """``project=pt2aws``, ``pt2aws:created-at=<UTC ISO time>`` and ``extra``."""
-    created_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    return {"project": "pt2aws", "pt2aws:created-at": created_at, **(extra or {})}
-
-
 def new_deployment(
     model_data_url: str,
     *,
@@ -349,8 +321,12 @@ def new_deployment(
     tags: dict[str, str] | None = None,
     environment: dict[str, str] | None = None,
     autoscaling: AutoScaling | None = None,
+    network_isolation: bool = False,
 ) -> Deployment:
     """A :class:`Deployment` with its requests built and checked; nothing is sent yet.
+
+    An AWS DLC's architecture is checked against the instance; an image of your own is not (its
+    URI does not say which platform it was built for).
 
     Raises:
         pt2aws.aws.images.ImageSelectionError: see :func:`pt2aws.aws.images.inference_image_uri`.
@@ -358,7 +334,8 @@ def new_deployment(
     """
     check_instance_type(instance_type)
     image_uri = image_uri or inference_image_uri(region, torch_version, instance_type)
-    check_image_matches_instance(image_uri, instance_type)
+    if is_aws_dlc(image_uri):
+        check_image_matches_instance(image_uri, instance_type)
     name = check_name(name or resource_name())
     requests = hosting_requests(
         name,
@@ -369,6 +346,7 @@ def new_deployment(
         environment={**endpoint_environment(instance_type), **(environment or {})},
         tags=resource_tags(tags),
         instance_count=autoscaling.min_instances if autoscaling else 1,
+        network_isolation=network_isolation,
     )
     return Deployment(name=name, region=region, requests=requests, autoscaling=autoscaling)
 
@@ -389,7 +367,8 @@ def deployed_endpoint(
     creation (including the autoscaling set-up), so nothing billable is left behind.
 
     Args:
-        model_data_url: ``s3://`` URL of ``model.tar.gz`` (:func:`pt2aws.aws.artifact.upload_archive`).
+        model_data_url: ``s3://`` URL of ``model.tar.gz``
+            (:func:`pt2aws.aws.artifact.upload_archive`).
         wait_timeout_s: seconds to wait for ``InService``.
         poll_s: seconds between status polls.
         progress: show the wait as a progress bar.

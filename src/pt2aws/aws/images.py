@@ -1,38 +1,39 @@
-"""Every image pt2aws runs on: the inference and training containers, and the machine images.
+"""Every serving image pt2aws deploys: the AWS inference DLC or the project's own, and why it fits.
 
-Which image fits is decided here, before any AWS call, from the facts in ``images.json`` beside
-this file (each with its source and date) and the instance facts of
-:mod:`pt2aws.sizing.catalog`:
+Which image fits is decided here, before any AWS call, from the facts in ``images.json`` (each
+with its source and date; :func:`pt2aws.aws.image_support.image_facts`) and the instance facts
+of :mod:`pt2aws.sizing.catalog`:
 
 * :func:`inference_image_uri`: the SageMaker PyTorch CPU inference DLC for an instance type.
   Graviton gets the arm64 image (``pytorch-inference-arm64`` from 2.5 on, ``-graviton`` before)
   even where the SDK's own family list would hand out an x86 one (it stops at c7g), and a Hugging
   Face DLC on Graviton, an x86 image on arm64 or an unknown version stop with a message naming
   the family, the architecture and the supported versions (aws/sagemaker-python-sdk#5532,
-  #3679; ``../shared/notes/aws-reference-notes.md`` section 3).
-* :func:`training_image_uri`: the SageMaker PyTorch training DLC (GPU or CPU) for a training job.
-* :func:`dlami_parameter`: the public SSM parameter that holds the Deep Learning AMI (GPU), the
-  Neuron DLAMI (Trainium / Inferentia) or Amazon Linux 2023 (CPU) to launch an EC2 instance with.
+  #3679; ``../shared/notes/aws-reference-notes.md`` section 3). A DLC past its end of patch
+  warns (:mod:`pt2aws.aws.image_support`): the last arm64 one, 2.6, ended on 2026-06-30.
+* :func:`custom_image_uri` / :func:`check_custom_image_uri`: the project's own serving image in
+  the user's ECR repository, ``<account>.dkr.ecr.<region>.amazonaws.com/<repository>:<tag>``.
 
-The registry of the AWS Deep Learning Containers is ``<account>.dkr.ecr.<region>.amazonaws.com``
-with one account per region (:func:`dlc_registry`).
+Training images and machine images (SageMaker / EC2 training DLC, Deep Learning AMI) are in
+:mod:`pt2aws.aws.training_images`. The registry of the AWS Deep Learning Containers is
+``<account>.dkr.ecr.<region>.amazonaws.com`` with one account per region (:func:`dlc_registry`).
 """
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
+import contextlib
+import re
+import warnings
 
+from pt2aws.aws.image_support import dlc_support, image_facts, warn_if_past
 from pt2aws.sizing.catalog import (
     architecture,
     botocore_instance_types,
-    get_instance,
     instance_family,
     is_graviton,
 )
 
-IMAGES_PATH = Path(__file__).with_name("images.json")
-_FACTS = json.loads(IMAGES_PATH.read_text())
+_FACTS = image_facts()
 
 #: ECR account of the AWS Deep Learning Containers per region (``images.json``, sources
 #: dlc-available-images and sagemaker-sdk-3.27.0; a unit test checks they agree).
@@ -42,29 +43,19 @@ DLC_REGISTRY_ACCOUNTS: dict[str, str] = _FACTS["registry_accounts"]["accounts"]
 ARM64_INFERENCE_IMAGES: dict[str, dict] = _FACTS["inference"]["arm64"]["versions"]
 #: PyTorch version of the inference image deployments use unless told otherwise.
 INFERENCE_TORCH_VERSION: str = _FACTS["inference"]["default_torch_version"]
-#: PyTorch version of the SageMaker training image jobs use unless told otherwise.
-TRAINING_TORCH_VERSION: str = _FACTS["training"]["sagemaker_default_torch_version"]
-#: PyTorch version of the GPU Deep Learning AMI and the OS in its name.
-DLAMI_PYTORCH_VERSION: str = _FACTS["dlami"]["default_pytorch_version"]
-DLAMI_OS: str = _FACTS["dlami"]["default_os"]
-NEURON_DLAMI_PARAMETER: str = _FACTS["dlami"]["neuron_parameter"]
-
 #: Graviton3, 4 vCPUs: the endpoint instance pt2aws deploys to unless told otherwise.
 DEFAULT_INSTANCE_TYPE = "ml.c7g.xlarge"
-#: 8x A100 40 GB, the source blog's training instance.
-DEFAULT_TRAINING_INSTANCE_TYPE = "ml.p4d.24xlarge"
-#: Instance families with NVIDIA GPUs that SageMaker training accepts, and the Trainium ones
-#: (they need the Neuron images and ``torch-neuronx``, which ``pt2aws.train`` does not target).
-GPU_TRAINING_FAMILIES: tuple[str, ...] = tuple(_FACTS["training"]["gpu_families"])
-NEURON_TRAINING_FAMILIES: tuple[str, ...] = tuple(_FACTS["training"]["neuron_families"])
+#: A private ECR image URI: account, region, repository (lower case, ``/``-separated path) and
+#: tag (ECR's naming rules, "Creating a private repository", AWS ECR user guide).
+ECR_IMAGE_PATTERN = re.compile(
+    r"^(?P<account>\d{12})\.dkr\.ecr\.(?P<region>[a-z]{2}(?:-[a-z]+)+-\d)\.amazonaws\.com(?:\.cn)?"
+    r"/(?P<repository>(?:[a-z0-9]+(?:[._-][a-z0-9]+)*/)*[a-z0-9]+(?:[._-][a-z0-9]+)*)"
+    r":(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})$"
+)
 
 
 class ImageSelectionError(ValueError):
     """No inference image matches the requested instance type, PyTorch version and region."""
-
-
-class TrainingImageError(ValueError):
-    """No SageMaker PyTorch training image fits the instance type and PyTorch version."""
 
 
 def dlc_registry(region: str) -> str:
@@ -112,6 +103,12 @@ def check_instance_type(instance_type: str) -> None:
             f"{instance_type} is not a SageMaker real-time hosting instance type "
             f"(botocore ProductionVariantInstanceType); {hint}"
         )
+
+
+def is_aws_dlc(image_uri: str) -> bool:
+    """True when ``image_uri`` is in an AWS Deep Learning Containers registry."""
+    account = image_uri.split(".", 1)[0]
+    return account in set(DLC_REGISTRY_ACCOUNTS.values())
 
 
 def image_repository(image_uri: str) -> str:
@@ -256,125 +253,73 @@ def inference_image_uri(
     else:
         uri = _x86_inference_uri(region, torch_version, instance_type)
     check_image_matches_instance(uri, instance_type)
+    with contextlib.suppress(KeyError):  # a version without support data: nothing to say
+        warn_if_past(dlc_support(image_repository(uri), torch_version))
     return uri
 
 
-# ------------------------------------------------------------------------------------- training
-def training_family(instance_type: str) -> str:
-    """``"ml.p4d.24xlarge"`` -> ``"p4d"``; the ``ml.`` prefix is required (a SageMaker type).
-
-    Raises:
-        TrainingImageError: not of the form ``ml.<family>.<size>``.
-    """
-    parts = instance_type.split(".") if isinstance(instance_type, str) else []
-    if len(parts) != 3 or parts[0] != "ml" or not all(parts):
-        raise TrainingImageError(
-            f"instance type {instance_type!r} is not of the form ml.<family>.<size>, "
-            "e.g. ml.p4d.24xlarge"
-        )
-    return parts[1]
-
-
-def is_gpu_instance(instance_type: str) -> bool:
-    """True for instance types with NVIDIA GPUs (``ml.p4d.24xlarge``, ``g5.xlarge`` ...)."""
-    return instance_family(instance_type) in GPU_TRAINING_FAMILIES
-
-
-def training_image_uri(
-    instance_type: str = DEFAULT_TRAINING_INSTANCE_TYPE,
-    region: str = "us-east-1",
-    pytorch_version: str = TRAINING_TORCH_VERSION,
-    py_version: str | None = None,
-) -> str:
-    """URI of the SageMaker PyTorch training DLC for ``instance_type`` and ``pytorch_version``.
-
-    Looks the image up in the SDK's bundled table (offline; ``sagemaker.core.image_uris``, scope
-    ``training``) and checks that the processor in the tag (``-gpu-``/``-cpu-``) matches the
-    instance.
-
-    Args:
-        instance_type: SageMaker training instance, e.g. ``ml.p4d.24xlarge`` (8x A100) or
-            ``ml.p5.48xlarge`` (8x H100); CPU types such as ``ml.c5.2xlarge`` get the CPU image.
-        region: AWS region of the job (the image lives in that region's ECR).
-        pytorch_version: e.g. ``"2.8.0"``; default :data:`TRAINING_TORCH_VERSION`.
-        py_version: e.g. ``"py312"``; default the newest AWS publishes for that version.
+def inference_image_support(
+    region: str, torch_version: str = INFERENCE_TORCH_VERSION, instance_type=DEFAULT_INSTANCE_TYPE
+) -> dict:
+    """Patch support of the inference DLC :func:`inference_image_uri` picks (no warning).
 
     Returns:
-        e.g. ``763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.10.0-gpu-py313``.
+        :meth:`pt2aws.aws.image_support.Support.as_dict`: ``{"image", "end_of_patch", "past",
+        "message", "verified"}``.
 
     Raises:
-        TrainingImageError: malformed or unknown instance type, a Trainium type, or a PyTorch /
-            Python version without a training image; the message lists what exists.
+        KeyError: no support data for that image's line and version.
     """
-    from sagemaker.core import image_uris
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        repository = image_repository(inference_image_uri(region, torch_version, instance_type))
+    return dlc_support(repository, torch_version).as_dict()
 
-    family = training_family(instance_type)
-    if family in NEURON_TRAINING_FAMILIES:
-        raise TrainingImageError(
-            f"{instance_type} is Trainium: it needs the Neuron images and torch-neuronx, which "
-            "pt2aws.train does not target; use a GPU type such as ml.p4d.24xlarge or ml.p5.48xlarge"
-        )
-    known = botocore_instance_types("training")
-    if instance_type not in known:
-        examples = sorted(t for t in known if instance_family(t) in ("p4d", "p5", "g5"))
-        raise TrainingImageError(
-            f"{instance_type!r} is not a SageMaker training instance type; GPU examples: "
-            f"{', '.join(examples)}"
-        )
-    table = image_uris.config_for_framework("pytorch")["training"]
-    version = table["version_aliases"].get(pytorch_version, pytorch_version)
-    if version not in table["versions"]:
-        raise TrainingImageError(
-            f"no SageMaker PyTorch training image for version {pytorch_version!r}; the installed "
-            f"SDK knows {', '.join(table['versions'])} (newer DLCs need a newer sagemaker SDK)"
-        )
-    published = table["versions"][version].get("py_versions", [])
-    py_version = py_version or (published[-1] if published else None)
-    try:
-        uri = image_uris.retrieve(
-            "pytorch",
-            region,
-            version=version,
-            py_version=py_version,
-            instance_type=instance_type,
-            image_scope="training",
-        )
-    except ValueError as err:
-        raise TrainingImageError(
-            f"no PyTorch {version} training image for {instance_type} in {region} "
-            f"(py_version={py_version}; published: {published}): {err}"
-        ) from err
-    want = "-gpu-" if is_gpu_instance(instance_type) else "-cpu-"
-    if want not in uri:
-        raise TrainingImageError(f"{uri} does not match {instance_type} (expected {want} image)")
+
+# ------------------------------------------------------------------------------- custom image
+def custom_image_uri(account: str, region: str, repository: str, tag: str) -> str:
+    """``<account>.dkr.ecr.<region>.amazonaws.com/<repository>:<tag>``, checked.
+
+    The project's own serving image (``container/``), built for linux/arm64 (Graviton) or
+    linux/amd64 and pushed to the user's private ECR repository. SageMaker pulls it with the
+    endpoint's execution role, which needs ``ecr:GetAuthorizationToken``,
+    ``ecr:BatchGetImage`` and ``ecr:GetDownloadUrlForLayer`` on that repository (the managed
+    policy ``AmazonSageMakerFullAccess`` grants them).
+
+    Raises:
+        ImageSelectionError: a malformed account, region, repository or tag.
+    """
+    suffix = ".amazonaws.com.cn" if region.startswith("cn-") else ".amazonaws.com"
+    uri = f"{account}.dkr.ecr.{region}{suffix}/{repository}:{tag}"
+    check_custom_image_uri(uri)
     return uri
 
 
-# ------------------------------------------------------------------------------ machine images
-def dlami_parameter(
-    instance_type: str, pytorch_version: str = DLAMI_PYTORCH_VERSION, os_name: str = DLAMI_OS
-) -> str:
-    """The public SSM parameter holding the AMI ID to launch ``instance_type`` with.
-
-    GPU instances: the PyTorch Deep Learning AMI (NVIDIA driver, CUDA, EFA, Docker with the
-    NVIDIA container toolkit); Trainium / Inferentia: the Neuron multi-framework DLAMI; CPU
-    instances: Amazon Linux 2023 (arm64 for Graviton).
+def check_custom_image_uri(image_uri: str, region: str | None = None) -> dict[str, str]:
+    """Parse a private ECR image URI; raise before any AWS call if SageMaker cannot pull it.
 
     Args:
-        instance_type: a catalog instance (``"p4d.24xlarge"``; the ``ml.`` prefix is accepted).
-        pytorch_version: PyTorch version in the DLAMI's name, e.g. ``"2.13"``.
-        os_name: OS in the DLAMI's name, e.g. ``"amazon-linux-2023"`` or ``"ubuntu-24.04"``.
+        image_uri: e.g. ``123456789012.dkr.ecr.eu-west-1.amazonaws.com/pt2aws-serve:2026.12``.
+        region: the endpoint's region: SageMaker pulls from the ECR of its own region.
 
     Returns:
-        e.g. ``/aws/service/deeplearning/ami/x86_64/oss-nvidia-driver-gpu-pytorch-2.13-amazon-linux-2023/latest/ami-id``.
+        ``{"account", "region", "repository", "tag"}``.
 
     Raises:
-        KeyError: the instance type is not in the catalog.
+        ImageSelectionError: not a private ECR URI (Docker Hub, ``public.ecr.aws``, no tag,
+            upper-case repository ...), or a region other than the endpoint's.
     """
-    it = get_instance(instance_type)
-    dlami = _FACTS["dlami"]
-    if it.kind == "gpu":
-        return dlami["gpu_parameter"].format(arch="x86_64", version=pytorch_version, os=os_name)
-    if it.kind in ("trainium", "inferentia"):
-        return NEURON_DLAMI_PARAMETER
-    return dlami["cpu_parameter"].format(arch=architecture(it.name))
+    match = ECR_IMAGE_PATTERN.match(image_uri or "")
+    if not match:
+        raise ImageSelectionError(
+            f"{image_uri!r} is not a private ECR image URI "
+            "<12-digit account>.dkr.ecr.<region>.amazonaws.com/<repository>:<tag> "
+            "(lower-case repository, explicit tag); SageMaker hosting pulls only from private ECR"
+        )
+    parts = match.groupdict()
+    if region and parts["region"] != region:
+        raise ImageSelectionError(
+            f"{image_uri} is in {parts['region']} but the endpoint is in {region}: push the image "
+            f"to an ECR repository in {region} (or replicate it there)"
+        )
+    return parts

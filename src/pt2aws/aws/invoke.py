@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 
 logger = logging.getLogger(__name__)
 
@@ -183,3 +184,104 @@ class EndpointClient:
             for i, prediction in zip(indices, answer):
                 results[i] = prediction
         return results
+
+
+def _percentile(sorted_values: list[float], q: float) -> float:
+    """Nearest-rank percentile ``q`` (0-100) of already sorted values."""
+    rank = max(1, math.ceil(q / 100 * len(sorted_values)))
+    return sorted_values[rank - 1]
+
+
+def load_test(
+    client: EndpointClient,
+    texts: list[str],
+    *,
+    max_requests: int = 200,
+    max_seconds: float = 60.0,
+    concurrency: int = 4,
+    batch_size: int = 1,
+) -> dict:
+    """A short, bounded load test: requests from ``concurrency`` threads until either bound.
+
+    Each request carries ``batch_size`` texts (taken round-robin from ``texts``), as real-time
+    traffic does; with ``concurrency`` equal to the endpoint's model-server workers the
+    instance is kept busy, so the throughput is what it serves at full load. Throttled or failed
+    requests are counted, not retried beyond the client's own retries.
+
+    Args:
+        client: the endpoint's client (:meth:`pt2aws.aws.hosting.Deployment.client`).
+        texts: texts to send (at least one).
+        max_requests: stop after this many requests.
+        max_seconds: stop starting requests after this many seconds (wall clock).
+        concurrency: requests in flight at once.
+        batch_size: texts per request.
+
+    Returns:
+        ``{"requests", "errors", "texts", "seconds", "concurrency", "batch_size",
+        "throughput_per_s" (texts answered per second), "requests_per_s", "latency_ms":
+        {"p50", "p90", "p99", "mean", "max"} (None without a successful request),
+        "stopped_by" ("requests" or "seconds")}``.
+
+    Raises:
+        ValueError: no texts, or bounds below 1 (seconds <= 0).
+    """
+    import threading
+    import time
+
+    if not texts or max_requests < 1 or max_seconds <= 0 or concurrency < 1 or batch_size < 1:
+        raise ValueError("need texts, max_requests >= 1, max_seconds > 0, concurrency >= 1")
+    lock = threading.Lock()
+    state = {"started": 0, "errors": 0, "latencies": []}
+    start = time.perf_counter()
+
+    def worker() -> None:
+        while True:
+            with lock:
+                if state["started"] >= max_requests or time.perf_counter() - start >= max_seconds:
+                    return
+                first = state["started"] * batch_size
+                state["started"] += 1
+            body = request_body([texts[(first + i) % len(texts)] for i in range(batch_size)])
+            sent = time.perf_counter()
+            try:
+                client.invoke_raw(body)
+            except Exception as err:  # noqa: BLE001 - counted; the test goes on
+                logger.warning("load test request failed: %s", err)
+                with lock:
+                    state["errors"] += 1
+                continue
+            with lock:
+                state["latencies"].append(time.perf_counter() - sent)
+
+    threads = [threading.Thread(target=worker) for _ in range(concurrency)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    seconds = time.perf_counter() - start
+    latencies = sorted(1000 * s for s in state["latencies"])
+    return {
+        "requests": len(latencies),
+        "errors": state["errors"],
+        "texts": len(latencies) * batch_size,
+        "seconds": seconds,
+        "concurrency": concurrency,
+        "batch_size": batch_size,
+        "throughput_per_s": len(latencies) * batch_size / seconds,
+        "requests_per_s": len(latencies) / seconds,
+        "latency_ms": _latency_summary(latencies),
+        "stopped_by": "requests" if state["started"] >= max_requests else "seconds",
+    }
+
+
+def _latency_summary(latencies_ms: list[float]) -> dict | None:
+    """p50 / p90 / p99 / mean / max of sorted latencies in ms; None when there are none."""
+    if not latencies_ms:
+        return None
+    return {
+        "p50": _percentile(latencies_ms, 50),
+        "p90": _percentile(latencies_ms, 90),
+        "p99": _percentile(latencies_ms, 99),
+        "mean": sum(latencies_ms) / len(latencies_ms),
+        "max": latencies_ms[-1],
+    }

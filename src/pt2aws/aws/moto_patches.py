@@ -21,11 +21,17 @@ once per process by :func:`apply` (documented in ``../shared/notes/stack-notes.m
    a traceback per try); SDK v3 ``ModelTrainer`` calls it to check that the role may write to the
    staging bucket. The patch answers ``allowed`` for every requested action and resource, as for
    a role with the usual ``AmazonSageMakerFullAccess`` policy.
+6. **Training jobs.** moto's training job is ``Completed`` the moment it is created and moto has
+   no ``StopTrainingJob``. With :func:`set_training_seconds` a new job stays ``InProgress``
+   that long (``DescribeTrainingJob`` then answers ``Completed``), and ``StopTrainingJob`` stops
+   an ``InProgress`` job (``Stopped``) and refuses any other with a ``ValidationException``, as
+   AWS does. (Its output: :meth:`pt2aws.aws.emulator.Emulator.seed_training_output`.)
 """
 
 from __future__ import annotations
 
 import json
+import time
 
 #: Operations whose next calls :func:`add_fault` can make fail -> moto's handler method.
 FAULT_OPERATIONS = {
@@ -36,7 +42,7 @@ FAULT_OPERATIONS = {
 }
 
 #: Per-process state read by the patched handlers (one emulator at a time).
-_state: dict = {"applied": False, "faults": {}, "forward_url": None}
+_state: dict = {"applied": False, "faults": {}, "forward_url": None, "training_seconds": 0.0}
 
 
 def add_fault(operation: str, code: str, message: str, status: int, times: int = 1) -> None:
@@ -58,17 +64,24 @@ def clear_faults() -> None:
 
 
 def forward_invocations_to(url: str | None) -> None:
-    """Send every later ``InvokeEndpoint`` to ``url`` (``POST``); ``None``: moto's canned answers."""
+    """Send every later ``InvokeEndpoint`` to ``url`` (``POST``); None: moto's canned answers."""
     _state["forward_url"] = url
 
 
+def set_training_seconds(seconds: float) -> None:
+    """Training jobs created from now on stay ``InProgress`` for ``seconds`` (0: moto's instant
+    ``Completed``)."""
+    _state["training_seconds"] = max(0.0, float(seconds))
+
+
 def apply() -> None:
-    """Apply patches 1, 3, 4 and 5 of the module docstring, once per process."""
+    """Apply patches 1, 3, 4, 5 and 6 of the module docstring, once per process."""
     if _state["applied"]:
         return
     _patch_instance_types()
     _patch_faults_and_forwarding()
     _patch_simulate_principal_policy()
+    _patch_training_jobs()
     _state["applied"] = True
 
 
@@ -179,3 +192,51 @@ def _patch_simulate_principal_policy() -> None:  # patch 5
         return ActionResult({"EvaluationResults": results, "IsTruncated": False})
 
     IamResponse.simulate_principal_policy = simulate_principal_policy
+
+
+def _refresh_training_status(job) -> None:
+    done_at = getattr(job, "pt2aws_done_at", None)
+    if job.training_job_status == "InProgress" and done_at and time.time() >= done_at:
+        job.training_job_status = job.secondary_status = "Completed"
+
+
+def _patch_training_jobs() -> None:  # patch 6
+    from moto.core.responses import ActionResult
+    from moto.sagemaker import models, responses
+    from moto.sagemaker.exceptions import ValidationError
+
+    original_init = models.FakeTrainingJob.__init__
+
+    def init(self, *args, **kwargs):
+        original_init(self, *args, **kwargs)
+        if _state["training_seconds"] > 0:
+            self.training_job_status, self.secondary_status = "InProgress", "Training"
+            self.pt2aws_done_at = time.time() + _state["training_seconds"]
+
+    def job_named(response):
+        name = response._get_param("TrainingJobName")
+        job = response.sagemaker_backend.training_jobs.get(name)
+        if job is None:
+            raise ValidationError(message=f"Could not find training job '{name}'.")
+        _refresh_training_status(job)
+        return job
+
+    original_describe = responses.SageMakerResponse.describe_training_job
+
+    def describe_training_job(self):
+        job_named(self)
+        return original_describe(self)
+
+    def stop_training_job(self):
+        job = job_named(self)
+        if job.training_job_status != "InProgress":
+            raise ValidationError(
+                message="The request was rejected because the training job is in status "
+                f"{job.training_job_status}."
+            )
+        job.training_job_status = job.secondary_status = "Stopped"
+        return ActionResult({})
+
+    models.FakeTrainingJob.__init__ = init
+    responses.SageMakerResponse.describe_training_job = describe_training_job
+    responses.SageMakerResponse.stop_training_job = stop_training_job

@@ -1,4 +1,5 @@
-"""AWS sessions and clients, the default bucket, and what SageMaker resources exist.
+"""AWS sessions and clients, the default bucket, how pt2aws names and tags what it creates, and
+which SageMaker resources exist.
 
 Everything AWS-facing in pt2aws builds its clients here, so that the same code runs against a
 real account and against the local emulator (:class:`pt2aws.aws.emulator.Emulator` sets
@@ -8,7 +9,12 @@ real account and against the local emulator (:class:`pt2aws.aws.emulator.Emulato
 
 from __future__ import annotations
 
+import re
+import time
+
 _LOADER = None
+#: SageMaker resource names: letters, digits and single hyphens, 63 characters at most.
+NAME_PATTERN = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 
 
 def boto_session(region: str | None = None):
@@ -45,7 +51,7 @@ def retrying_client(service: str, region: str | None = None, max_attempts: int =
 
 
 def default_bucket(region: str) -> str:
-    """SageMaker's default bucket name for this account and region: ``sagemaker-<region>-<account>``.
+    """SageMaker's default bucket for this account and region: ``sagemaker-<region>-<account>``.
 
     One STS ``GetCallerIdentity`` call (any credentials may make it).
     """
@@ -101,3 +107,32 @@ def billable_resources(prefix: str = "", region: str | None = None) -> dict[str,
     found = list_sagemaker_resources(prefix, region)
     found["scalable_targets"] = list_scalable_targets(prefix, region)
     return found
+
+
+def check_name(name: str) -> str:
+    """Return ``name`` if SageMaker accepts it as a model / endpoint name.
+
+    Raises:
+        ValueError: characters SageMaker names do not allow, or over 63 characters.
+    """
+    if not NAME_PATTERN.match(name):
+        raise ValueError(
+            f"{name!r}: SageMaker names allow letters, digits and single hyphens "
+            "(pattern ^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62})"
+        )
+    return name
+
+
+def resource_name(prefix: str = "pt2aws") -> str:
+    """``<prefix>-<UTC yyyymmdd-HHMMSS>``, within SageMaker's 63-character name limit.
+
+    Raises:
+        ValueError: a prefix with characters SageMaker names do not allow.
+    """
+    return check_name(f"{prefix}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}"[:63])
+
+
+def resource_tags(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """``project=pt2aws``, ``pt2aws:created-at=<UTC ISO time>`` and ``extra``."""
+    created_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return {"project": "pt2aws", "pt2aws:created-at": created_at, **(extra or {})}

@@ -3,7 +3,7 @@
 The job runs the very same entry point as a local run: SageMaker's torchrun driver starts
 ``torchrun --nnodes <instances> --nproc_per_node <GPUs> train_entry.py --<field> <value> ...`` on
 every instance, and ``train_entry.py`` calls :func:`pt2aws.train.main`. The image is the AWS
-PyTorch training DLC (:func:`pt2aws.aws.images.training_image_uri`); code, data and
+PyTorch training DLC (:func:`pt2aws.aws.training_images.training_image_uri`); code, data and
 hyperparameters come from :mod:`pt2aws.aws.training_inputs`.
 
 * :func:`training_job_spec`: what the job will run, resolved offline.
@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pt2aws.aws.images import (
+from pt2aws.aws.training_images import (
     DEFAULT_TRAINING_INSTANCE_TYPE,
     TRAINING_TORCH_VERSION,
     training_image_uri,
@@ -87,7 +87,8 @@ def training_job_spec(
     network isolation is on, so hub ids are downloaded in the container).
 
     Raises:
-        pt2aws.aws.images.TrainingImageError: see :func:`pt2aws.aws.images.training_image_uri`.
+        pt2aws.aws.training_images.TrainingImageError: see
+            :func:`pt2aws.aws.training_images.training_image_uri`.
         ValueError: ``instance_count`` < 1, ``processes_per_node`` < 1 or ``max_runtime_s`` < 1.
     """
     if instance_count < 1:
@@ -191,8 +192,8 @@ def launch_training_job(
         A :class:`LaunchedJob`.
 
     Raises:
-        pt2aws.aws.images.TrainingImageError, ValueError: see :func:`training_job_spec` (before
-            any AWS call).
+        pt2aws.aws.training_images.TrainingImageError, ValueError: see :func:`training_job_spec`
+            (before any AWS call).
     """
     from sagemaker.train.configs import InputData
 
@@ -230,13 +231,47 @@ def launch_training_job(
     )
 
 
+def training_cost_bound(instance_type: str, instance_count: int, max_runtime_s: int) -> dict:
+    """The most a job can cost: max runtime x instances x hourly price (SageMaker stops it then).
+
+    Storage, data transfer and a job that fails early are not counted; Spot training would cost
+    less. The price is the catalog's (:func:`pt2aws.sizing.catalog.training_price`).
+
+    Returns:
+        ``{"usd": float | None, "usd_per_hour", "instance_hours", "price_verified",
+        "price_source", "formula"}``; ``usd`` is None when the catalog has no price for the type.
+    """
+    from pt2aws.sizing.catalog import training_price
+
+    price = training_price(instance_type)
+    instance_hours = max_runtime_s / 3600 * instance_count
+    return {
+        "usd": round(instance_hours * price.usd_per_hour, 2) if price else None,
+        "usd_per_hour": price.usd_per_hour if price else None,
+        "instance_hours": instance_hours,
+        "price_verified": bool(price and price.verified),
+        "price_source": price.source["url"] if price else "none in sizing/instances.json",
+        "formula": f"{max_runtime_s / 3600:g} h x {instance_count} x "
+        + (f"{price.usd_per_hour:g} USD/h" if price else "(no price known)"),
+    }
+
+
 def launch_on(
-    target: str, cfg, *, work_dir: str | Path, role_arn: str = "", region: str = "", **kwargs
+    target: str,
+    cfg,
+    *,
+    work_dir: str | Path,
+    role_arn: str = "",
+    region: str = "",
+    emulator_output: str | Path | None = None,
+    emulator_training_seconds: float = 0.0,
+    **kwargs,
 ) -> dict:
     """Launch on ``target`` (``"emulator"``: the local moto server; ``"aws"``: your account).
 
     The notebooks' one call: starts and stops the emulator around the launch when asked, picks
-    the emulator's role, and returns :func:`job_summary` plus ``target`` and ``region``.
+    the emulator's role, and returns :func:`job_summary` plus ``target``, ``region`` and the
+    ``cost_bound`` (:func:`training_cost_bound`).
 
     Args:
         target: ``emulator`` | ``aws``.
@@ -244,6 +279,10 @@ def launch_on(
         work_dir: local scratch folder for staged code and data.
         role_arn: SageMaker execution role (required for ``aws``).
         region: AWS region; empty = the session's (``us-east-1`` for the emulator).
+        emulator_output: emulator only: a local run folder (``train/``) uploaded as the job's
+            ``model.tar.gz`` (:meth:`pt2aws.aws.emulator.Emulator.seed_training_output`), so the
+            way back into the run folder can be followed without AWS.
+        emulator_training_seconds: emulator only: how long the job stays ``InProgress``.
         **kwargs: passed to :func:`launch_training_job` (instance type and count, ...).
 
     Raises:
@@ -254,11 +293,15 @@ def launch_on(
 
     region = target_region(target, region)
     role_arn = execution_role(target, role_arn)
-    with aws_target(target, region):
+    with aws_target(target, region, training_seconds=emulator_training_seconds) as emulator:
         job = launch_training_job(
             cfg, role_arn=role_arn, work_dir=work_dir, region=region, **kwargs
         )
-    return {"target": target, "region": region, **job_summary(job)}
+        if emulator is not None and emulator_output is not None:
+            emulator.seed_training_output(job.model_artifact_s3, emulator_output)
+    spec = job.spec
+    bound = training_cost_bound(spec.instance_type, spec.instance_count, spec.max_runtime_s)
+    return {"target": target, "region": region, **job_summary(job), "cost_bound": bound}
 
 
 def job_summary(job: LaunchedJob) -> dict:

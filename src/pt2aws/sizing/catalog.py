@@ -13,7 +13,8 @@ material (``verified: false`` figures must be checked at the source before anyon
 * the processor of each instance family, hence architecture, Graviton generation and bf16
   (:func:`family_processor`, :func:`architecture`, :func:`graviton_generation`,
   :func:`has_bf16`), and vCPUs per size (:func:`instance_vcpus`);
-* SageMaker real-time hosting prices (:func:`hosting_price`), which differ from EC2 prices.
+* SageMaker real-time hosting prices (:func:`hosting_price`) and training prices
+  (:func:`training_price`), which differ from EC2 prices and from each other.
 
 Which instance types the AWS APIs accept is read from botocore's bundled service models, here
 and nowhere else (:func:`botocore_instance_types`), so it follows the installed botocore.
@@ -359,12 +360,13 @@ def peak_bf16_flops(device_name: str) -> float | None:
 
 
 @dataclass(frozen=True)
-class HostingPrice:
-    """A SageMaker real-time hosting price (on-demand, us-east-1).
+class InstancePrice:
+    """A SageMaker price (on-demand, us-east-1), for hosting or for training.
 
     Attributes:
         instance_type: e.g. ``"ml.c7g.xlarge"``.
-        usd_per_hour: USD per instance-hour.
+        usd_per_hour: USD per instance-hour (a training job bills its billable seconds x
+            instances; an endpoint every hour it exists).
         processor: e.g. ``"Graviton3"`` (:func:`family_processor`; ``""`` when unknown).
         source: the catalog's source entry (``url``, ``date``, ``verified``, ``note``, ``id``).
     """
@@ -380,21 +382,34 @@ class HostingPrice:
         return bool(self.source.get("verified"))
 
 
-def hosting_prices() -> dict[str, HostingPrice]:
-    """Every SageMaker hosting price in the catalog, by ``ml.`` instance type, in file order."""
-    rows = _data()["sagemaker_hosting_prices"]
+def _prices(section: str) -> dict[str, InstancePrice]:
     return {
-        name: HostingPrice(
+        name: InstancePrice(
             instance_type=name,
             usd_per_hour=float(row["usd_per_hour"]),
             processor=family_processor(name) or "",
             source=source(row["source"]),
         )
-        for name, row in rows.items()
+        for name, row in _data()[section].items()
         if name != "note"
     }
 
 
-def hosting_price(instance_type: str) -> HostingPrice | None:
+def hosting_prices() -> dict[str, InstancePrice]:
+    """Every SageMaker real-time hosting price in the catalog, by ``ml.`` type, in file order."""
+    return _prices("sagemaker_hosting_prices")
+
+
+def training_prices() -> dict[str, InstancePrice]:
+    """Every SageMaker training price in the catalog, by ``ml.`` type, in file order."""
+    return _prices("sagemaker_training_prices")
+
+
+def hosting_price(instance_type: str) -> InstancePrice | None:
     """The SageMaker hosting price of ``instance_type`` (``ml.`` prefix optional), or None."""
     return hosting_prices().get("ml." + instance_type.removeprefix("ml."))
+
+
+def training_price(instance_type: str) -> InstancePrice | None:
+    """The SageMaker training price of ``instance_type`` (``ml.`` prefix optional), or None."""
+    return training_prices().get("ml." + instance_type.removeprefix("ml."))
