@@ -250,3 +250,20 @@ def test_image_choice_is_checked_offline():
         endpoint.DeploySettings(image="custom")
     with pytest.raises(images.ImageSelectionError, match="is in us-east-1 but the endpoint"):
         endpoint.DeploySettings(image="custom", image_uri=CUSTOM, region="eu-west-1")
+
+
+def test_custom_image_is_answered_by_the_serving_image_server(smoke_model_dir, tmp_path):
+    """On the emulator, InvokeEndpoint of a custom-image endpoint reaches the project's own
+    Starlette/uvicorn server (what container/Dockerfile starts), not TorchServe."""
+    from pt2aws.aws import artifact
+
+    archive = artifact.package(smoke_model_dir, tmp_path / "model.tar.gz")
+    local = artifact.smoke_test_archive(archive, TEXTS)
+    settings = endpoint.DeploySettings(
+        image="custom", image_uri=CUSTOM, name_prefix="pt2aws-asgi", progress=False
+    )
+    result = endpoint.deploy_on(
+        "emulator", archive, settings, texts=TEXTS, local_predictions=local, workdir=tmp_path / "s"
+    )
+    assert result["answer_source"].startswith("local serving image server")
+    assert result["matches_local"] is True and result["resources_left"] == 0

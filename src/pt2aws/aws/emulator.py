@@ -252,8 +252,15 @@ def _run_folder_tarball(train_dir: Path) -> bytes:
 
 
 @contextlib.contextmanager
-def local_model_server(model, workdir, *, attempts: int = 3, env: dict[str, str] | None = None):
-    """Start :class:`pt2aws.serving.local.LocalEndpoint` to answer the emulator's invocations.
+def local_model_server(
+    model,
+    workdir,
+    *,
+    attempts: int = 3,
+    env: dict[str, str] | None = None,
+    server: str = "torchserve",
+):
+    """Start a local model server to answer the emulator's invocations.
 
     Each attempt takes fresh free ports: the ports are picked before TorchServe binds them, so on
     a busy machine another process can take one in between ("Address already in use"); that
@@ -264,6 +271,9 @@ def local_model_server(model, workdir, *, attempts: int = 3, env: dict[str, str]
         workdir: folder for the server's files (``workdir``, then ``workdir-retry2`` ...).
         attempts: starts to try.
         env: extra server environment (e.g. ``{"PT2AWS_MAX_BATCH": "64"}``).
+        server: ``"torchserve"`` (:class:`pt2aws.serving.local.LocalEndpoint`: the AWS DLC's
+            serving stack) or ``"asgi"`` (:class:`pt2aws.serving.asgi_local.AsgiEndpoint`: the
+            project's serving image's server).
 
     Yields:
         The running endpoint (``.url``, ``.startup_s``).
@@ -273,12 +283,14 @@ def local_model_server(model, workdir, *, attempts: int = 3, env: dict[str, str]
     """
     from pathlib import Path
 
+    from pt2aws.serving.asgi_local import AsgiEndpoint
     from pt2aws.serving.local import LocalEndpoint, LocalEndpointError
 
+    endpoint_class = {"torchserve": LocalEndpoint, "asgi": AsgiEndpoint}[server]
     last = None
     for attempt in range(1, attempts + 1):
         folder = Path(workdir) if attempt == 1 else Path(f"{workdir}-retry{attempt}")
-        endpoint = LocalEndpoint(model, folder, env=env)
+        endpoint = endpoint_class(model, folder, env=env)
         try:
             endpoint.start()
         except LocalEndpointError as err:

@@ -194,28 +194,35 @@ LocalServer = Callable[[Path, Path], contextlib.AbstractContextManager]
 def _start_answerer(stack, archive: Path, workdir: Path, local_server, settings: DeploySettings):
     """Start the emulator's model server; returns ``(invocations_url or None, answer_source)``.
 
-    With ``image="custom"`` and no ``local_server`` callable, the TorchServe stack stands in
-    for the custom image's server (same handler, same contract; the source says so).
+    The server is the one the chosen image runs: ``dlc``: the SageMaker PyTorch toolkit +
+    TorchServe (needs Java); ``custom``: the project's Starlette/uvicorn server
+    (:mod:`pt2aws.serving.server`, what ``container/Dockerfile`` starts). ``local_server`` may
+    also be a callable ``(archive, workdir) -> context manager yielding a server with .url``.
     """
-    from pt2aws.serving.local import serve_stack_missing
+    from pt2aws.serving.asgi_local import AsgiEndpoint
+    from pt2aws.serving.local import LocalEndpoint
 
     if callable(local_server):
         server = stack.enter_context(local_server(archive, workdir))
         name = getattr(local_server, "__name__", type(local_server).__name__)
         return f"{server.url}/invocations", f"local server ({name})"
-    missing = serve_stack_missing() if local_server else "local_server=False"
+    kind = "asgi" if settings.image == "custom" else "torchserve"
+    endpoint_class = AsgiEndpoint if kind == "asgi" else LocalEndpoint
+    missing = endpoint_class.missing() if local_server else "local_server=False"
     if missing:
         logger.warning("local model server skipped (%s): the emulator replays the handler", missing)
         return None, f"replayed handler output ({missing})"
     server = stack.enter_context(
-        local_model_server(archive, workdir, env={"PT2AWS_MAX_BATCH": str(settings.max_batch)})
+        local_model_server(
+            archive, workdir, env={"PT2AWS_MAX_BATCH": str(settings.max_batch)}, server=kind
+        )
     )
     logger.info("model server %s up in %.1f s", server.url, server.startup_s)
-    stand_in = ", standing in for the custom image" if settings.image == "custom" else ""
-    return (
-        f"{server.url}/invocations",
-        f"local serving stack (SageMaker PyTorch toolkit + TorchServe{stand_in})",
-    )
+    source = {
+        "torchserve": "local serving stack (SageMaker PyTorch toolkit + TorchServe)",
+        "asgi": "local serving image server (pt2aws.serving.server, Starlette + uvicorn)",
+    }[kind]
+    return f"{server.url}/invocations", source
 
 
 def deploy_on(

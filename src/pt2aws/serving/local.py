@@ -167,25 +167,13 @@ class LocalEndpoint:
                 parts.append(f"--- {path} (last {len(text)} lines)\n" + "\n".join(text))
         return "\n".join(parts) or "(no log written)"
 
-    def start(self) -> LocalEndpoint:
-        """Start the server and block until ``GET /ping`` returns 200.
+    @staticmethod
+    def missing() -> str | None:
+        """Why this kind of server cannot start here (a missing package or Java), or None."""
+        return serve_stack_missing()
 
-        Returns:
-            ``self``.
-
-        Raises:
-            LocalEndpointError: Java or the ``serve`` extra is missing, the server exited, or
-                ``/ping`` did not answer 200 within ``startup_timeout_s`` seconds; the message
-                includes the log tail. The server is stopped before raising.
-        """
-        if self.running:
-            return self
-        missing = serve_stack_missing()
-        if missing:
-            raise LocalEndpointError(f"cannot start the local endpoint: {missing}")
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        _prepare_model_dir(self.model, self.workdir / "model")
-        self.port = self.port or free_port()
+    def _launch_spec(self) -> tuple[list[str], dict[str, str]]:
+        """The command and environment that start TorchServe through the SageMaker toolkit."""
         self.management_port = free_port()
         ports = {
             "management_port": self.management_port,
@@ -199,14 +187,10 @@ class LocalEndpoint:
             prefix="pt2aws-ts-", dir="/tmp" if os.path.isdir("/tmp") else None
         )
         env = {
-            **os.environ,
-            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
             "SAGEMAKER_BASE_DIR": str(self.workdir),
             "SAGEMAKER_BIND_TO_PORT": str(self.port),
             "SAGEMAKER_MODEL_SERVER_WORKERS": str(self.workers),
             "SAGEMAKER_PROGRAM": "inference.py",
-            "HF_HUB_OFFLINE": "1",
-            "TOKENIZERS_PARALLELISM": "false",
             "LOG_LOCATION": str(self.workdir / "logs"),
             "METRICS_LOCATION": str(self.workdir / "logs"),
             "TEMP": self._tmp,
@@ -214,23 +198,56 @@ class LocalEndpoint:
             "PT2AWS_TS_LAUNCH": json.dumps(
                 {"config_file": str(self.workdir / "ts.properties"), **ports}
             ),
+        }
+        return [sys.executable, str(LAUNCHER_PATH)], env
+
+    def start(self) -> LocalEndpoint:
+        """Start the server and block until ``GET /ping`` returns 200.
+
+        Returns:
+            ``self``.
+
+        Raises:
+            LocalEndpointError: Java or the ``serve`` extra is missing, the server exited, or
+                ``/ping`` did not answer 200 within ``startup_timeout_s`` seconds; the message
+                includes the log tail. The server is stopped before raising.
+        """
+        if self.running:
+            return self
+        missing = self.missing()
+        if missing:
+            raise LocalEndpointError(f"cannot start the local endpoint: {missing}")
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        _prepare_model_dir(self.model, self.workdir / "model")
+        self.port = self.port or free_port()
+        cmd, server_env = self._launch_spec()
+        env = {
+            **os.environ,
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+            "HF_HUB_OFFLINE": "1",
+            "TOKENIZERS_PARALLELISM": "false",
+            **server_env,
             **self.env,
         }
         self._log_fh = open(self.log_path, "ab")
         t0 = time.perf_counter()
         self._proc = subprocess.Popen(
-            [sys.executable, str(LAUNCHER_PATH)],
+            cmd,
             cwd=self.workdir,
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=self._log_fh,
             stderr=subprocess.STDOUT,
-            start_new_session=True,  # its own process group: stop() ends the JVM and workers too
+            start_new_session=True,  # its own process group: stop() ends the server and workers
         )
         _RUNNING.add(self)
         logger.info(
             "local endpoint: pid %s, %s, logs in %s", self._proc.pid, self.url, self.workdir
         )
+        self._wait_healthy(t0)
+        return self
+
+    def _wait_healthy(self, t0: float) -> None:
         deadline = t0 + self.startup_timeout_s
         while time.perf_counter() < deadline:
             code = self._proc.poll()
@@ -244,7 +261,7 @@ class LocalEndpoint:
             if self.ping() and self.workers_ready():
                 self.startup_s = time.perf_counter() - t0
                 logger.info("local endpoint healthy after %.1f s", self.startup_s)
-                return self
+                return
             time.sleep(0.25)
         tail = self.log_tail()
         self.stop()
