@@ -149,7 +149,7 @@ def load_tokenizer_and_model(
     label_names: Sequence[str],
     *,
     train_texts: Iterable[str] | None = None,
-    max_length: int = 128,
+    max_length: int | None = 128,
 ):
     """Return ``(tokenizer, model)`` for ``name`` with a fresh head over ``label_names``.
 
@@ -163,7 +163,8 @@ def load_tokenizer_and_model(
         label_names: class names in id order; they become ``config.id2label``/``label2id``.
         train_texts: texts to train the tiny tokenizer on (``tiny-roberta`` only; required).
         max_length: tokens per text in training. Sizes ``tiny-roberta`` only (its position
-            embeddings, hence its limit); other models keep their pretrained limit.
+            embeddings, hence its limit); ``None`` chooses it from ``train_texts``
+            (:func:`pt2aws.data.choose_max_length`). Other models keep their pretrained limit.
 
     Raises:
         ValueError: ``tiny-roberta`` without ``train_texts``.
@@ -176,7 +177,13 @@ def load_tokenizer_and_model(
             raise ValueError(
                 "tiny-roberta trains its tokenizer on the training texts: pass train_texts"
             )
-        tokenizer = build_tiny_roberta_tokenizer(train_texts, max_length=max_length)
+        texts = list(train_texts)
+        tokenizer = build_tiny_roberta_tokenizer(texts, max_length=max_length or ROBERTA_MAX_TOKENS)
+        if max_length is None:
+            from pt2aws.data.lengths import choose_max_length
+
+            choice = choose_max_length(tokenizer, texts, model_max_tokens=ROBERTA_MAX_TOKENS)
+            tokenizer.model_max_length = choice.max_length
         return tokenizer, build_tiny_roberta(tokenizer, label_names)
 
     path = resolve_model_path(name)

@@ -63,3 +63,15 @@ def test_model_max_tokens_is_the_real_limit():
     assert model_max_tokens(RobertaConfig(max_position_embeddings=514)) == 512
     assert model_max_tokens(RobertaConfig(max_position_embeddings=66), NoLimitTokenizer()) == 64
     assert model_max_tokens(BertConfig(max_position_embeddings=2048)) == 512
+
+
+def test_tiny_roberta_sized_from_the_data_when_max_length_is_none():
+    from pt2aws.data import choose_max_length
+
+    texts = [f"the movie number {i} was " + "very " * (i % 30) + "good" for i in range(300)]
+    tok, model = load_tokenizer_and_model(
+        "tiny-roberta", ["a", "b"], train_texts=texts, max_length=None
+    )
+    chosen = choose_max_length(tok, texts, model_max_tokens=512).max_length
+    assert tok.model_max_length == chosen and chosen % 8 == 0
+    assert model.config.max_position_embeddings == chosen + 2
