@@ -26,6 +26,32 @@ logger = logging.getLogger(__name__)
 #: Longest input RoBERTa-family models accept: 512 tokens. Their configs list 514 positions
 #: because positions are offset by ``padding_idx + 1`` (fairseq convention).
 ROBERTA_MAX_TOKENS = 512
+#: Model types whose position ids are offset by ``padding_idx + 1`` (fairseq): their configs list
+#: 2 more positions than the model accepts (RoBERTa: 514 listed, 512 usable).
+OFFSET_POSITION_MODELS = ("roberta", "xlm-roberta", "camembert", "longformer")
+
+
+def model_max_tokens(config, tokenizer=None) -> int:
+    """The longest input the model really accepts, in tokens (special tokens included).
+
+    ``config.max_position_embeddings`` minus the 2-slot offset of RoBERTa-family models
+    (:data:`OFFSET_POSITION_MODELS`), capped by the tokenizer's ``model_max_length`` when it
+    is a real limit (tokenizers without one report about 1e30) and by
+    :data:`ROBERTA_MAX_TOKENS` (512; every model this project trains has that limit).
+
+    Args:
+        config: a ``transformers`` model config.
+        tokenizer: optional; its ``model_max_length`` caps the result.
+
+    Returns:
+        Tokens, e.g. 512 for ``roberta-base`` (514 positions) and for MiniLM-L6 (512).
+    """
+    limit = int(getattr(config, "max_position_embeddings", ROBERTA_MAX_TOKENS))
+    if getattr(config, "model_type", "") in OFFSET_POSITION_MODELS:
+        limit -= 2
+    if tokenizer is not None and int(tokenizer.model_max_length) > 0:
+        limit = min(limit, int(tokenizer.model_max_length))
+    return min(limit, ROBERTA_MAX_TOKENS)
 
 #: ``tiny-roberta``'s ``RobertaConfig`` sizes; ``vocab_size`` is the most its trained tokenizer
 #: may have (the model takes the tokenizer's actual size). :mod:`pt2aws.sizing.workload` counts
@@ -133,15 +159,22 @@ def load_tokenizer_and_model(
     label_names: Sequence[str],
     *,
     train_texts: Iterable[str] | None = None,
-    max_length: int = 128,
+    max_length: int | None = 128,
 ):
     """Return ``(tokenizer, model)`` for ``name`` with a fresh head over ``label_names``.
+
+    The tokenizer's ``model_max_length`` is the model's real limit
+    (:func:`model_max_tokens`), not the training length, so a saved model serves texts up to
+    that limit (512 tokens for MiniLM-L6 and roberta-base) although training may cut them
+    sooner: training passes its own ``max_length`` when it tokenizes.
 
     Args:
         name: ``"tiny-roberta"``, ``"minilm-l6"``, a local directory or a hub id.
         label_names: class names in id order; they become ``config.id2label``/``label2id``.
         train_texts: texts to train the tiny tokenizer on (``tiny-roberta`` only; required).
-        max_length: longest sequence in tokens; the tokenizer's ``model_max_length`` is capped to it.
+        max_length: tokens per text in training. Sizes ``tiny-roberta`` only (its position
+            embeddings, hence its limit); ``None`` chooses it from ``train_texts``
+            (:func:`pt2aws.data.choose_max_length`). Other models keep their pretrained limit.
 
     Raises:
         ValueError: ``tiny-roberta`` without ``train_texts``.
@@ -154,14 +187,17 @@ def load_tokenizer_and_model(
             raise ValueError(
                 "tiny-roberta trains its tokenizer on the training texts: pass train_texts"
             )
-        tokenizer = build_tiny_roberta_tokenizer(train_texts, max_length=max_length)
+        texts = list(train_texts)
+        tokenizer = build_tiny_roberta_tokenizer(texts, max_length=max_length or ROBERTA_MAX_TOKENS)
+        if max_length is None:
+            from pt2aws.data.lengths import choose_max_length
+
+            choice = choose_max_length(tokenizer, texts, model_max_tokens=ROBERTA_MAX_TOKENS)
+            tokenizer.model_max_length = choice.max_length
         return tokenizer, build_tiny_roberta(tokenizer, label_names)
 
     path = resolve_model_path(name)
     tokenizer = AutoTokenizer.from_pretrained(path)
-    tokenizer.model_max_length = min(
-        int(tokenizer.model_max_length), max_length, ROBERTA_MAX_TOKENS
-    )
     same_labels = False
     if os.path.isdir(path):
         from transformers import AutoConfig
@@ -182,6 +218,7 @@ def load_tokenizer_and_model(
     )
     model = AutoModelForSequenceClassification.from_pretrained(path, **kwargs)
     model.config.problem_type = "single_label_classification"
+    tokenizer.model_max_length = model_max_tokens(model.config, tokenizer)
     return tokenizer, model
 
 

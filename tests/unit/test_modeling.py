@@ -24,7 +24,8 @@ def test_minilm_loads_offline_with_new_head():
         "minilm-l6", ["negative", "neutral", "positive"], max_length=64
     )
     assert model.config.num_labels == 3
-    assert tok.model_max_length == 64
+    # the model's limit, not the training length: a saved model serves up to 512 tokens (issue 11)
+    assert tok.model_max_length == 512
     assert 22_000_000 < count_parameters(model) < 23_500_000
 
 
@@ -40,3 +41,37 @@ def test_hub_model_fails_fast_naming_offline_alternative():
 def test_tiny_roberta_needs_texts():
     with pytest.raises(ValueError, match="train_texts"):
         load_tokenizer_and_model("tiny-roberta", ["a", "b"])
+
+
+def test_saved_tokenizer_keeps_the_model_limit_not_the_training_length(tmp_path):
+    from transformers import AutoTokenizer
+
+    tok, model = load_tokenizer_and_model("minilm-l6", ["negative", "positive"], max_length=64)
+    tok.save_pretrained(tmp_path)
+    # the served model reads up to 512 tokens of a 600-token review, not the 64 trained on
+    assert AutoTokenizer.from_pretrained(tmp_path).model_max_length == 512
+
+
+def test_model_max_tokens_is_the_real_limit():
+    from transformers import BertConfig, RobertaConfig
+
+    from pt2aws.modeling import model_max_tokens
+
+    class NoLimitTokenizer:
+        model_max_length = int(1e30)  # what tokenizers without a limit report
+
+    assert model_max_tokens(RobertaConfig(max_position_embeddings=514)) == 512
+    assert model_max_tokens(RobertaConfig(max_position_embeddings=66), NoLimitTokenizer()) == 64
+    assert model_max_tokens(BertConfig(max_position_embeddings=2048)) == 512
+
+
+def test_tiny_roberta_sized_from_the_data_when_max_length_is_none():
+    from pt2aws.data import choose_max_length
+
+    texts = [f"the movie number {i} was " + "very " * (i % 30) + "good" for i in range(300)]
+    tok, model = load_tokenizer_and_model(
+        "tiny-roberta", ["a", "b"], train_texts=texts, max_length=None
+    )
+    chosen = choose_max_length(tok, texts, model_max_tokens=512).max_length
+    assert tok.model_max_length == chosen and chosen % 8 == 0
+    assert model.config.max_position_embeddings == chosen + 2
