@@ -12,7 +12,10 @@ full      ``FacebookAI/roberta-base`` from the hub     all train tweets, 3 epoch
 
 Every field can be overridden one by one (notebook parameters, ``--flag`` on the command line):
 :class:`TrainConfig` is the profile plus those overrides, validated, and saved as JSON with every
-run.
+run. Sequence length: ``local`` and ``full`` choose ``max_length`` from the training data
+(``auto``: the 95th percentile of tokenized lengths rounded up to a multiple of 8, capped at the
+model's limit; :func:`pt2aws.data.choose_max_length`); ``smoke`` keeps a fixed 48 so tests and
+timings stay comparable. A profile's ``max_length`` is also the length sizing assumes.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ class Profile:
     max_train_samples: int | None
     max_eval_samples: int | None
     max_length: int
+    max_length_from_data: bool
     num_train_epochs: float
     per_device_train_batch_size: int
     per_device_eval_batch_size: int
@@ -65,6 +69,7 @@ PROFILES: dict[str, Profile] = {
         max_train_samples=800,
         max_eval_samples=200,
         max_length=48,
+        max_length_from_data=False,
         num_train_epochs=3,
         per_device_train_batch_size=32,
         per_device_eval_batch_size=64,
@@ -81,6 +86,7 @@ PROFILES: dict[str, Profile] = {
         max_train_samples=3000,
         max_eval_samples=None,
         max_length=64,
+        max_length_from_data=True,
         num_train_epochs=2,
         per_device_train_batch_size=32,
         per_device_eval_batch_size=128,
@@ -97,6 +103,7 @@ PROFILES: dict[str, Profile] = {
         max_train_samples=None,
         max_eval_samples=None,
         max_length=128,
+        max_length_from_data=True,
         num_train_epochs=3,
         per_device_train_batch_size=32,
         per_device_eval_batch_size=128,
@@ -107,6 +114,18 @@ PROFILES: dict[str, Profile] = {
         description="roberta-base from the Hugging Face hub; needs network and a GPU",
     ),
 }
+
+
+def _length(value) -> int | str:
+    """``"auto"`` or a whole number of tokens (command-line values arrive as strings)."""
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return "auto"
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"--max_length {value!r}: use a number of tokens, e.g. 128, or auto"
+        ) from None
 
 
 def get_profile(name: str) -> Profile:
@@ -156,10 +175,24 @@ class TrainConfig:
     )
     dataset_config: str | None = field(default=None, metadata={"help": "hub dataset config name"})
     text_column: str = field(
-        default="text", metadata={"help": "text column (files and hub datasets)"}
+        default="text", metadata={"help": "text column: a name or a 0-based position"}
     )
     label_column: str = field(
-        default="label", metadata={"help": "label column (files and hub datasets)"}
+        default="label", metadata={"help": "label column: a name or a 0-based position"}
+    )
+    header: str = field(
+        default="auto", metadata={"help": "CSV/TSV header row: auto | true | false"}
+    )
+    encoding: str = field(
+        default="auto",
+        metadata={"help": "data file encoding: auto, or a codec (utf-8, latin-1, cp1252, utf-16)"},
+    )
+    label_map: str | None = field(
+        default=None,
+        metadata={
+            "help": 'raw label -> class: "1=positive,-1=negative" or JSON; rows with other '
+            "labels are dropped and counted"
+        },
     )
     three_class: bool = field(
         default=False, metadata={"help": "negative/neutral/positive instead of binary"}
@@ -170,7 +203,13 @@ class TrainConfig:
     max_eval_samples: int | None = field(
         default=None, metadata={"help": "cap on validation and test examples"}
     )
-    max_length: int | None = field(default=None, metadata={"help": "max tokens per example"})
+    max_length: str | None = field(
+        default=None,
+        metadata={
+            "help": "max tokens per example: a number, or auto (the 95th percentile of the "
+            "training texts' lengths, rounded up to a multiple of 8, capped at the model's limit)"
+        },
+    )
     num_train_epochs: float | None = field(
         default=None, metadata={"help": "epochs (fractions allowed)"}
     )
@@ -239,8 +278,12 @@ class TrainConfig:
     def __post_init__(self) -> None:
         profile = get_profile(self.profile)
         for name, value in profile.as_dict().items():
-            if hasattr(self, name) and getattr(self, name) is None:
+            if name != "max_length" and hasattr(self, name) and getattr(self, name) is None:
                 setattr(self, name, value)
+        if self.max_length is None:  # the profile's: from the data, or its fixed length
+            self.max_length = "auto" if profile.max_length_from_data else profile.max_length
+        self.max_length = _length(self.max_length)
+        self._check_data_options()
         if self.checkpoint_dir is None:
             self.checkpoint_dir = str(Path(self.output_dir) / "checkpoints")
         if self.gradient_accumulation_steps < 1:
@@ -253,8 +296,12 @@ class TrainConfig:
                 "num_train_epochs must be >= 0; max_train_samples, max_eval_samples and "
                 "per_device_eval_batch_size >= 1 (or unset for the profile's value)"
             )
-        if self.per_device_train_batch_size < 1 or self.max_length < 8:
-            raise ValueError("per_device_train_batch_size must be >= 1 and max_length >= 8")
+        if self.per_device_train_batch_size < 1 or (
+            self.max_length != "auto" and self.max_length < 8
+        ):
+            raise ValueError(
+                "per_device_train_batch_size must be >= 1 and max_length >= 8 (or auto)"
+            )
         if self.torch_compile_mode not in COMPILE_MODES:
             raise ValueError(
                 f"--torch_compile_mode {self.torch_compile_mode!r}: use one of {COMPILE_MODES}"
@@ -268,6 +315,25 @@ class TrainConfig:
                 f"--resume {self.resume!r}: not a checkpoint file; use auto, never or a "
                 "path such as <output_dir>/checkpoints/step-000100.pt"
             )
+
+    def _check_data_options(self) -> None:
+        """Header, encoding and label map are checked here, before any data is read."""
+        import codecs
+
+        if str(self.header).lower() not in ("auto", "true", "false"):
+            raise ValueError(f"--header {self.header!r}: use auto, true or false")
+        if self.encoding != "auto":
+            try:
+                codecs.lookup(self.encoding)
+            except LookupError:
+                raise ValueError(
+                    f"--encoding {self.encoding!r}: not a codec Python knows; use auto, utf-8, "
+                    "latin-1, cp1252 or utf-16"
+                ) from None
+        if self.label_map is not None:
+            from pt2aws.data.labels import parse_label_map
+
+            parse_label_map(self.label_map)  # raises DataError naming the problem
 
     def to_dict(self) -> dict:
         """The resolved fields as a JSON-serialisable dict (what ``train_config.json`` holds)."""

@@ -53,6 +53,7 @@ def model_max_tokens(config, tokenizer=None) -> int:
         limit = min(limit, int(tokenizer.model_max_length))
     return min(limit, ROBERTA_MAX_TOKENS)
 
+
 #: ``tiny-roberta``'s ``RobertaConfig`` sizes; ``vocab_size`` is the most its trained tokenizer
 #: may have (the model takes the tokenizer's actual size). :mod:`pt2aws.sizing.workload` counts
 #: the model's parameters from these.

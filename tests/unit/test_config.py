@@ -18,8 +18,25 @@ def test_unknown_profile_names_the_choices():
 def test_train_config_takes_profile_defaults_and_keeps_overrides():
     cfg = TrainConfig(profile="local", learning_rate=1e-4)
     assert cfg.learning_rate == 1e-4
-    assert cfg.max_length == 64
+    assert cfg.max_length == "auto"  # local and full choose it from the data (issue 11)
+    assert TrainConfig(profile="local", max_length="64").max_length == 64  # a CLI string
+    assert TrainConfig(profile="smoke").max_length == 48  # smoke keeps a fixed length
     assert cfg.per_device_train_batch_size == 32
+
+
+def test_data_options_are_checked_before_any_data_is_read():
+    from pt2aws.data import DataError
+
+    with pytest.raises(ValueError, match="--max_length 'long': use a number of tokens"):
+        TrainConfig(max_length="long")
+    with pytest.raises(ValueError, match="--header 'maybe': use auto, true or false"):
+        TrainConfig(header="maybe")
+    with pytest.raises(ValueError, match="--encoding 'klingon'"):
+        TrainConfig(encoding="klingon")
+    with pytest.raises(DataError, match="--label_map"):
+        TrainConfig(label_map="positive")
+    cfg = TrainConfig(header="false", encoding="cp1252", label_map="1=positive,-1=negative")
+    assert (cfg.header, cfg.encoding) == ("false", "cp1252")
 
 
 def test_train_config_rejects_bad_values():

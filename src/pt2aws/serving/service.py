@@ -69,6 +69,8 @@ def load_handler(model_dir: str | os.PathLike) -> ModuleType:
     """
     path = Path(model_dir) / "code" / os.environ.get("SAGEMAKER_PROGRAM", "inference.py")
     if path.is_file():
+        if str(path.parent) not in sys.path:  # as the toolkit does: the handler's own modules
+            sys.path.insert(0, str(path.parent))
         spec = importlib.util.spec_from_file_location("inference", path)
         module = importlib.util.module_from_spec(spec)
         sys.modules["inference"] = module  # as the toolkit imports it, for pickling and logs

@@ -18,29 +18,47 @@ def load_data_and_model(cfg: TrainConfig):
     Shared with the HF ``Trainer`` peer in :mod:`pt2aws.bench.trainer_peer`, so both start from
     the same data, weights, attention implementation and dropout.
 
+    ``cfg.max_length == "auto"`` is resolved here, from the tokenized training texts
+    (:func:`pt2aws.data.choose_max_length`), and written back into ``cfg``; the choice is kept
+    in ``data.stats["max_length_choice"]`` for the log and ``metrics.json``.
+
     Returns:
         ``(data, tokenizer, model, sdpa_choice)``: a :class:`pt2aws.data.SentimentData`, the
         tokenizer, the model on CPU, and the :class:`pt2aws.train.flags.Choice` made for SDPA.
+
+    Raises:
+        pt2aws.data.DataError, pt2aws.data.DataFileNotFoundError: data the user must fix.
     """
-    from pt2aws.data import load_sentiment_data
-    from pt2aws.modeling import load_tokenizer_and_model
+    from pt2aws.data import choose_max_length, load_sentiment_data
+    from pt2aws.modeling import load_tokenizer_and_model, model_max_tokens
 
     data = load_sentiment_data(
         cfg.dataset,
         config_name=cfg.dataset_config,
         text_column=cfg.text_column,
         label_column=cfg.label_column,
+        header=cfg.header,
+        encoding=cfg.encoding,
+        label_map=cfg.label_map,
         three_class=cfg.three_class,
         max_train_samples=cfg.max_train_samples,
         max_eval_samples=cfg.max_eval_samples,
         seed=cfg.seed,
     )
+    auto = cfg.max_length == "auto"
+    train_texts = data.splits["train"]["text"]
     tokenizer, model = load_tokenizer_and_model(
         cfg.model_name_or_path,
         data.label_names,
-        train_texts=data.splits["train"]["text"],
-        max_length=cfg.max_length,
+        train_texts=train_texts,
+        max_length=None if auto else cfg.max_length,
     )
+    if auto:
+        choice = choose_max_length(
+            tokenizer, train_texts, model_max_tokens=model_max_tokens(model.config, tokenizer)
+        )
+        cfg.max_length = choice.max_length
+        data.stats["max_length_choice"] = choice.to_dict() | {"describe": choice.describe()}
     sdpa = choose_sdpa(model, cfg.attn_implementation)
     if cfg.dropout is not None:
         for module in model.modules():

@@ -45,6 +45,8 @@ from pathlib import Path
 import torch
 
 from pt2aws.config import TrainConfig
+from pt2aws.data import sequence_length_record, token_lengths
+from pt2aws.modeling import model_max_tokens
 from pt2aws.system import peak_memory_bytes
 from pt2aws.train.checkpointing import open_train_log, resume, save_checkpoint, save_model
 from pt2aws.train.distributed import (
@@ -124,6 +126,8 @@ class FineTune:
         self._print_header()
         self.rows = tokenize_splits(self.data, self.tokenizer, cfg.max_length)
         self.lengths = [len(r["input_ids"]) for r in self.rows["train"]]
+        self.full_lengths = token_lengths(self.tokenizer, self.data.splits["train"]["text"])
+        self.model_config = self.model.config
         # Batches are padded per batch, to a multiple of 8 (tensor-core friendly shapes).
         self.collator = DataCollatorWithPadding(
             self.tokenizer, pad_to_multiple_of=8, return_tensors="pt"
@@ -147,6 +151,9 @@ class FineTune:
         )
         for name, choice in self.flags.items():
             print(f"{name}: {'on' if choice.enabled else 'off'} ({choice.reason})", flush=True)
+        print(self.data.summary(), flush=True)
+        length = self.data.stats.get("max_length_choice")
+        print(length["describe"] if length else f"max_length {self.cfg.max_length} tokens (set)")
 
     def _batches(self, epoch: int) -> list[list[int]]:
         return epoch_batches(
@@ -338,6 +345,11 @@ class FineTune:
             "majority_baseline_accuracy": self.data.majority_baseline("test"),
             "label_names": self.data.label_names,
             "data": self.data.stats,
+            "sequence_length": sequence_length_record(
+                train_max_length=cfg.max_length,
+                model_max_tokens=model_max_tokens(self.model_config, self.tokenizer),
+                train_lengths=self.full_lengths,
+            ),
             "history": history,
         }
 
