@@ -5,7 +5,7 @@ Layout of ``runs/<UTC timestamp>/`` (``make run``) or any folder a notebook's ``
     env.json                 00  environment report
     recommendation.json      00  sizing, ranking and launch plan
     train/                   01  model/, metrics.json, train_log.jsonl, train_config.json,
-                                 checkpoints/, sagemaker_job.json
+                                 checkpoints/, sagemaker_job.json, explained.json
     ab/ab.json               01  training speed A/B
     inference/               02  metrics.json, model.tar.gz, serve/ (local endpoint logs)
     deploy/                  03  model.tar.gz, deploy.json, cost.md, serve/
@@ -94,6 +94,11 @@ class RunDir:
     @property
     def sagemaker_job_json(self) -> Path:
         return self.train_dir / "sagemaker_job.json"
+
+    @property
+    def explained_json(self) -> Path:
+        """Notebook 01's lessons as measured: graphs, recompiles, DDP vs FSDP memory."""
+        return self.train_dir / "explained.json"
 
     @property
     def ab_dir(self) -> Path:
