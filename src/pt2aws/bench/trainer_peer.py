@@ -100,7 +100,10 @@ def _trainer_run(argv: list[str]) -> dict:
     if cfg.max_steps <= 0:
         raise ValueError("the Trainer benchmark needs --max_steps > 0")
     if getattr(cfg, "length_bucketing", False):
-        raise ValueError("HF Trainer has no length bucketing here: drop --length_bucketing")
+        raise ValueError(
+            "HF Trainer has no length bucketing here: pass --length_bucketing false (the local "
+            "profile buckets by default)"
+        )
     cuda = torch.cuda.is_available()
     device = torch.device("cuda", 0) if cuda else torch.device("cpu")
     if not cuda:  # the same CPU thread count as pt2aws.train

@@ -8,8 +8,9 @@
   (first layer column-wise, second row-wise, Megatron-LM style): each rank holds half of each
   weight, and the output equals the unsplit model's.
 
-Each runs ``torchrun --nproc_per_node 2 -m pt2aws.train.parallelism --mode …`` (gloo) in fresh
-processes, so a notebook kernel never starts a process group and each measurement starts clean.
+Each runs ``torchrun --nproc_per_node 2 -m pt2aws.train.parallelism --mode …`` in fresh CPU
+processes (gloo, also on a GPU machine), so a notebook kernel never starts a process group and
+each measurement starts clean.
 """
 
 from __future__ import annotations
@@ -151,7 +152,9 @@ def _launch(modes: dict[str, list[str]], nproc: int, timeout_s: float) -> dict[s
         # glibc keeps freed blocks for reuse, so RSS would stay at its high-water mark after
         # FSDP frees a gathered layer; with a fixed mmap threshold, blocks of 64 KiB and more
         # go back to the OS when freed and RSS follows the live tensors (no effect off glibc).
-        env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"}
+        # CUDA_VISIBLE_DEVICES="": CPU processes and gloo on a GPU machine too (the models and
+        # inputs here live on the CPU; NCCL would refuse them).
+        env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536", "CUDA_VISIBLE_DEVICES": ""}
         procs = {}
         for mode, extra in modes.items():
             out = Path(tmp) / f"{mode}.json"
