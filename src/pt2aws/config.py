@@ -54,9 +54,11 @@ class Profile:
     description: str
     #: Batches of similar length: on where it measured faster. ``local``: CPU time per training
     #: sample fell 1.59x (MiniLM-L6, pad fraction 0.45 -> 0.11; median of interleaved blocks on
-    #: 2 cores, 2026-12-01). ``smoke``: only 1.25x (per-step overhead dominates the tiny model)
-    #: and its loss fell less in the smoke budget (last logged 0.649 vs 0.586), so off. ``full``:
-    #: not measured on GPU, so off. ``--length_bucketing true|false`` overrides.
+    #: 2 cores, 2026-12-01); a whole local run reached test accuracy 0.856 vs 0.862 without (one
+    #: seed; the standard error on 1,363 test tweets is 0.009). ``smoke``: only 1.25x (per-step
+    #: overhead dominates the tiny model) and its loss fell less in the smoke budget (last logged
+    #: 0.649 vs 0.586), so off. ``full``: not measured on GPU, so off. ``--length_bucketing
+    #: true|false`` overrides.
     length_bucketing: bool = False
 
     def as_dict(self) -> dict:
