@@ -140,6 +140,8 @@ def test_trainer_peer_trains_on_the_same_batches_as_our_loop(tmp_path):
         "off",
         "--fused_adamw",
         "off",
+        "--length_bucketing",
+        "false",  # the Trainer peer trains on the plain shuffled batches only
     ]
     loop.main([*common, "--output_dir", str(tmp_path / "ours")])
     metrics = trainer_peer.trainer_main([*common, "--output_dir", str(tmp_path / "trainer")])

@@ -38,6 +38,8 @@ TINY = [
     "1",  # 2 threads were 5-10x slower on the shared, loaded 2-core test machine
     "--dropout",
     "0",
+    "--length_bucketing",
+    "false",  # bucketing groups examples per global batch: 1 x 8 and 2 x 2 x 2 would differ
 ]
 LOSS_TOL = 2e-5  # fp32 sums in another order (2 ranks, 2 micro-batches); a lost or doubled
 # example shifts the loss by > 1e-3 (1 of 8 examples with a loss near 0.69).
@@ -261,3 +263,22 @@ def test_length_bucketing_cuts_padding_and_varies_by_epoch():
     assert pad_fraction(plain) > 0.35 and pad_fraction(bucketed) < 0.1
     assert bucketed == epoch_batches(lengths, 32, seed=0, epoch=0, bucketing=True)
     assert bucketed != epoch_batches(lengths, 32, seed=0, epoch=1, bucketing=True)
+
+
+def test_cleanup_meets_at_a_barrier_before_destroying_and_skips_both_after_a_failure(
+    monkeypatch,
+):
+    """The teardown fix: without the barrier a gloo worker could still be releasing the last
+    gather's tensors when rank 1 reached interpreter shutdown (SIGABRT, "terminate called
+    without an active exception"); after a failure the peers may be gone, so neither runs."""
+    from pt2aws.train.distributed import DistInfo, compute_cleanup
+
+    calls = []
+    monkeypatch.setattr(torch.distributed, "barrier", lambda: calls.append("barrier"))
+    monkeypatch.setattr(torch.distributed, "destroy_process_group", lambda: calls.append("destroy"))
+    compute_cleanup(DistInfo(rank=1, world_size=2), succeeded=True)
+    assert calls == ["barrier", "destroy"]
+    calls.clear()
+    compute_cleanup(DistInfo(rank=1, world_size=2), succeeded=False)
+    compute_cleanup(DistInfo(), succeeded=True)  # one process: no group to end
+    assert calls == []

@@ -74,7 +74,10 @@ def _trainer_run(argv: list[str]) -> dict:
     if cfg.max_steps <= 0:
         raise ValueError("the Trainer benchmark needs --max_steps > 0")
     if cfg.length_bucketing:
-        raise ValueError("HF Trainer has no length bucketing here: drop --length_bucketing")
+        raise ValueError(
+            "HF Trainer has no length bucketing here: pass --length_bucketing false (the local "
+            "profile buckets by default)"
+        )
     cuda = torch.cuda.is_available()
     if cuda:
         flags.apply_tf32(flags.choose_tf32(torch.device("cuda", 0), cfg.tf32).enabled)

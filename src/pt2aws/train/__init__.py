@@ -6,6 +6,6 @@ subprocess with :func:`launch_training`.
 
 from pt2aws.config import TrainConfig
 from pt2aws.train.launch import launch_training
-from pt2aws.train.loop import main
+from pt2aws.train.loop import main, parse_args
 
-__all__ = ["TrainConfig", "launch_training", "main"]
+__all__ = ["TrainConfig", "launch_training", "main", "parse_args"]

@@ -146,6 +146,13 @@ def choose_sdpa(model, requested: str) -> Choice:
     return Choice(False, f"attn_implementation={using!r} requested")
 
 
+def choose_length_bucketing(enabled: bool) -> Choice:
+    """Explain ``--length_bucketing`` (profile default or requested; see :class:`Profile`)."""
+    if enabled:
+        return Choice(True, "similar lengths per batch: less padding (1.59x on CPU for MiniLM)")
+    return Choice(False, "shuffled batches, as HF Trainer sees them; --length_bucketing true")
+
+
 def resolve_flags(cfg: TrainConfig, device: torch.device) -> dict[str, Choice]:
     """Every performance flag of ``cfg`` resolved for ``device`` (SDPA comes with the model).
 
@@ -161,7 +168,7 @@ def resolve_flags(cfg: TrainConfig, device: torch.device) -> dict[str, Choice]:
         "torch_compile": choose_compile(device, cfg.torch_compile),
         "fused_adamw": choose_fused_adamw(device, cfg.fused_adamw),
         "tf32": choose_tf32(device, cfg.tf32),
-        "length_bucketing": Choice(cfg.length_bucketing, "requested"),
+        "length_bucketing": choose_length_bucketing(cfg.length_bucketing),
     }
     flags["fp16"] = choose_fp16(device, cfg.bf16, flags["bf16"])
     return flags

@@ -8,24 +8,17 @@ Run it as::
         -m pt2aws.train --profile full --resume auto --save_steps 200 …         # 2 nodes
     python -m pt2aws.train --config runs/x/train/train_config.json --max_steps 50  # a saved config
 
-:class:`FineTune` is the recipe, stage by stage (torchtune's recipe layout): set up the data and
-model, compile and wrap them (:mod:`pt2aws.train.recipe`), resume
-(:mod:`pt2aws.train.checkpointing`), train epoch by epoch, evaluate, measure throughput
-(:mod:`pt2aws.train.throughput`), check the replicas, save. Each performance flag is resolved
-against the hardware and printed once with its reason (:mod:`pt2aws.train.flags`).
+:class:`FineTune` is the recipe, stage by stage (torchtune's layout): set up the data and model,
+compile and wrap them (:mod:`~pt2aws.train.recipe`), resume (:mod:`~pt2aws.train.checkpointing`),
+train epoch by epoch, evaluate, measure throughput (:mod:`~pt2aws.train.throughput`), check the
+replicas, save. Performance flags are printed once with their reasons (:mod:`~pt2aws.train.flags`).
 
-Gradient accumulation skips the gradient all-reduce on all but the last micro-step; every
-micro-batch's loss is weighted by its share of the step's examples, so ``4 x 2`` equals ``8 x 1``
-exactly. Every rank runs the same number of steps (the data is split like
-``DistributedSampler``, padded to equal counts), so an uneven split cannot hang; evaluation
-shards the data without padding and gathers predictions, so each example counts exactly once.
-
+Every rank runs the same number of steps (the data is split like ``DistributedSampler``, padded
+to equal counts), so an uneven split cannot hang; evaluation counts each example exactly once.
 Checkpoints every ``--save_steps`` and at the end; ``--resume auto`` continues from the newest
-complete one to the same losses as an uninterrupted run, also after ``torchrun --max-restarts``
-restarted the job. Test hook: the environment variable ``PT2AWS_FAIL_AT_STEP=N`` makes the last
-rank (or ``PT2AWS_FAIL_RANK``) die right after optimizer step N on the first attempt only
-(``TORCHELASTIC_RESTART_COUNT`` unset or 0): ``os._exit(1)`` under torchrun, a
-``RuntimeError`` in-process.
+to the same losses as an uninterrupted run, also after ``torchrun --max-restarts``. Test hook:
+``PT2AWS_FAIL_AT_STEP=N`` makes the last rank (or ``PT2AWS_FAIL_RANK``) die right after step N
+on the first attempt only: ``os._exit(1)`` under torchrun, a ``RuntimeError`` in-process.
 
 Outputs in ``--output_dir``: ``model/`` (``save_pretrained`` of the unwrapped, uncompiled model and
 its tokenizer, with the label names), ``metrics.json``, ``train_log.jsonl`` (one line per
@@ -370,6 +363,7 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
         The validated config.
 
     Raises:
+        FileNotFoundError: the ``--config`` file does not exist.
         ValueError: an unknown key in the file, or a value out of range.
         SystemExit: an unknown flag (argparse prints the usage).
     """
@@ -386,6 +380,11 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
         "--config", default=None, help="a TrainConfig JSON file; --<field> flags override it"
     )
     if known.config:
+        if not Path(known.config).is_file():
+            raise FileNotFoundError(
+                f"--config {known.config}: no such file; pass a run's train_config.json or a "
+                "file written by TrainConfig.to_json"
+            )
         saved = TrainConfig.from_json(known.config).to_dict()
         if saved["checkpoint_dir"] == str(Path(saved["output_dir"]) / "checkpoints"):
             saved["checkpoint_dir"] = None  # derived: re-derive from the final output_dir

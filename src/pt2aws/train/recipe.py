@@ -97,9 +97,11 @@ def prepare_model_and_optimizer(
         fused=fused_adamw,  # one kernel updates every tensor, instead of a loop over them
         foreach=None if fused_adamw else False,
     )
+    # Autocast runs matmuls in bf16 (or fp16); weights, gradients and AdamW state stay fp32.
     autocast = functools.partial(
         torch.autocast, device.type, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None
     )
+    # fp16's 5-bit exponent underflows small gradients: scale the loss. bf16 has fp32's range.
     scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype == torch.float16)
     return Prepared(model, step_model, optimizer, autocast, scaler, parallelism)
 

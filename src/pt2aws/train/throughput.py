@@ -49,6 +49,7 @@ class ThroughputMeter:
         return time.perf_counter() - self.t_start - self.paused_s
 
     def start(self) -> None:
+        """Start the clock (before the first step)."""
         self.t_start = time.perf_counter()
 
     def count(self, batch: dict) -> None:
@@ -77,6 +78,7 @@ class ThroughputMeter:
             self.paused_s += time.perf_counter() - t_pause
 
     def stop(self) -> None:
+        """Stop the clock (after the last step): fixes ``runtime_s``."""
         self._synchronize()
         self.runtime_s = self.elapsed()
 
