@@ -42,7 +42,7 @@ lint: setup ## check only: ruff lint + format, notebooks stripped of outputs
 format: setup ## fix: ruff format + autofix, strip notebook outputs
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
-	$(VENV)/bin/nbstripout --keep-id notebooks/*.ipynb
+	$(VENV)/bin/nbstripout notebooks/*.ipynb
 
 kernel: setup ## register this environment as the Jupyter kernel "pt2aws" (Studio/JupyterLab)
 	$(PY) -m ipykernel install --user --name pt2aws --display-name "Python (pt2aws)"

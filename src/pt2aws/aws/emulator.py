@@ -283,10 +283,12 @@ def local_model_server(
     """
     from pathlib import Path
 
-    from pt2aws.serving.asgi_local import AsgiEndpoint
     from pt2aws.serving.local import LocalEndpoint, LocalEndpointError
 
-    endpoint_class = {"torchserve": LocalEndpoint, "asgi": AsgiEndpoint}[server]
+    if server == "asgi":  # imported only when asked: it subclasses LocalEndpoint at import
+        from pt2aws.serving.asgi_local import AsgiEndpoint as endpoint_class
+    else:
+        endpoint_class = LocalEndpoint
     last = None
     for attempt in range(1, attempts + 1):
         folder = Path(workdir) if attempt == 1 else Path(f"{workdir}-retry{attempt}")

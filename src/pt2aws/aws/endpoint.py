@@ -199,15 +199,15 @@ def _start_answerer(stack, archive: Path, workdir: Path, local_server, settings:
     (:mod:`pt2aws.serving.server`, what ``container/Dockerfile`` starts). ``local_server`` may
     also be a callable ``(archive, workdir) -> context manager yielding a server with .url``.
     """
-    from pt2aws.serving.asgi_local import AsgiEndpoint
-    from pt2aws.serving.local import LocalEndpoint
-
     if callable(local_server):
         server = stack.enter_context(local_server(archive, workdir))
         name = getattr(local_server, "__name__", type(local_server).__name__)
         return f"{server.url}/invocations", f"local server ({name})"
     kind = "asgi" if settings.image == "custom" else "torchserve"
-    endpoint_class = AsgiEndpoint if kind == "asgi" else LocalEndpoint
+    if kind == "asgi":
+        from pt2aws.serving.asgi_local import AsgiEndpoint as endpoint_class
+    else:
+        from pt2aws.serving.local import LocalEndpoint as endpoint_class
     missing = endpoint_class.missing() if local_server else "local_server=False"
     if missing:
         logger.warning("local model server skipped (%s): the emulator replays the handler", missing)
