@@ -65,7 +65,10 @@ def executed(tmp_path_factory):
             "AB_VARIANTS": ["baseline", "+fused", "Trainer baseline"],
             "LAUNCH_SAGEMAKER_JOB": True,
             "AWS_TARGET": "emulator",
-        }
+            "EXPLAIN_COMPILE": True,
+            "COMPARE_PARALLELISM": True,
+        },
+        "03_deploy_sagemaker_graviton.ipynb": {"LOAD_TEST_SECONDS": 10},
     }
     out = {}
     for name in NOTEBOOKS:
@@ -108,6 +111,14 @@ def test_00_recommends_an_instance_and_a_launch_plan(executed):
     assert plan["ec2"]["ami_id"].startswith("ami-")
     for name in ("memory_breakdown.png", "time_vs_cost.png"):
         assert executed.plot(name).stat().st_size > 5_000
+    # the blog's EC2 route: training commands for the DLC on a p4d, accepted through SSM
+    ec2 = saved["ec2_training"]
+    assert ec2["target"] == "emulator" and ec2["instance_type"] == "p4d.24xlarge"
+    script = "\n".join(ec2["commands"])
+    assert "docker login" in script and "docker run" in script and "--gpus all" in script
+    assert "--ipc host" in script and "torchrun" in script and "--nproc_per_node 8" in script
+    assert "/pytorch-training:" in ec2["image_uri"] and ec2["command_id"]
+    assert ec2["status"] in ("Pending", "InProgress", "Success")
 
 
 def test_01_trains_and_loss_falls(executed):
@@ -142,9 +153,41 @@ def test_01_ab_measures_each_variant_against_baseline_and_trainer(executed):
     assert executed.plot("ab_speed").stat().st_size > 5_000
 
 
+def test_01_records_what_torch_compile_and_the_parallelisms_did(executed):
+    explained = json.loads(executed.explained_json.read_text())
+    breaks = explained["graph_breaks"]
+    assert (breaks["with_break"]["graph_count"], breaks["with_break"]["graph_break_count"]) == (
+        2,
+        1,
+    )
+    assert (
+        breaks["without_break"]["graph_count"],
+        breaks["without_break"]["graph_break_count"],
+    ) == (1, 0)
+    assert "item" in breaks["with_break"]["break_reasons"][0]
+    rows = {r["setting"]: r for r in explained["recompiles"]}
+    static = rows["bucketed, pad to longest, static shapes"]
+    # one compile per distinct padded shape; multiples of 8 and dynamic shapes bound them
+    assert all(r["compiles"] == r["distinct_shapes"] for k, r in rows.items() if "static" in k)
+    assert rows["bucketed, pad to multiple of 8, static"]["compiles"] < static["compiles"]
+    assert rows["bucketed, pad to longest, dynamic=None"]["compiles"] < static["compiles"]
+    assert static["pad_fraction"] < rows["shuffled, pad to longest, static shapes"]["pad_fraction"]
+    assert explained["aot"]["forward"] > 5 and explained["aot"]["backward"] > 5
+    assert explained["inductor"]["kernels"] >= 1
+    memory = {r["parallelism"]: r for r in explained["memory"]}
+    assert memory["fsdp"]["total_bytes"] * 2 == memory["ddp"]["total_bytes"]  # 2 ranks: half each
+    for rank in explained["tensor_parallel"]["ranks"]:
+        assert rank["up_weight_local_shape"][0] * 2 == rank["up_weight_full_shape"][0]
+        assert rank["output_max_abs_diff"] < 1e-5
+
+
 def test_01_creates_the_sagemaker_training_job_on_the_emulator(executed):
     job = json.loads(executed.sagemaker_job_json.read_text())
-    assert job["target"] == "emulator" and job["status"] == "Completed"
+    assert job["target"] == "emulator" and job["status"] in ("InProgress", "Completed")
+    assert job["final"]["status"] == "Completed"
+    assert "model/config.json" in job["fetched"]["files"]  # the job's model is in the run folder
+    assert (executed.model_dir / "config.json").is_file()
+    assert job["cost_bound"]["usd"] > 0 and job["cost_bound"]["price_verified"] is False
     assert job["spec"]["image_uri"].endswith("/pytorch-training:2.10.0-gpu-py313")
     assert (job["spec"]["instance_type"], job["spec"]["instance_count"]) == ("ml.p4d.24xlarge", 1)
     assert job["spec"]["hyperparameters"]["profile"] == "smoke"

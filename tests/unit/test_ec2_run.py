@@ -65,6 +65,7 @@ def test_gpu_instance_runs_torchrun_in_the_dlc_with_gpus_ipc_and_network():
         label_column="label",
         checkpoint_dir="/workspace/output/checkpoints",
         resume="auto",
+        encoding="utf-8",  # the prepared data file is UTF-8 JSON Lines
     )
     assert parse_args(_train_args(commands)) == expected
     script = "\n".join(commands)
