@@ -3,8 +3,8 @@ import os
 import pytest
 import torch
 
-from pt2aws.inference.metrics import classification_metrics
 from pt2aws.inference.predictor import Predictor
+from pt2aws.metrics import classification_metrics
 
 
 def test_predictor_batches_preserve_input_order(smoke_model_dir):

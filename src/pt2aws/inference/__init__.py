@@ -3,5 +3,5 @@
 * :mod:`~pt2aws.inference.predictor`: :class:`Predictor`, batched predictions from a model folder;
 * :mod:`~pt2aws.inference.variants`: the fast variants (compile, bf16, int8) and where each runs;
 * :mod:`~pt2aws.inference.runtime`: the Graviton guide's CPU runtime settings;
-* :mod:`~pt2aws.inference.metrics`: label agreement and test-set metrics.
+* :mod:`~pt2aws.inference.metrics`: label agreement with fp32 (test-set metrics: :mod:`pt2aws.metrics`).
 """

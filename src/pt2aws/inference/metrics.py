@@ -1,4 +1,4 @@
-"""Quality of predictions: label agreement between two variants, and test-set metrics."""
+"""Label agreement between two variants (test-set metrics: :mod:`pt2aws.metrics`)."""
 
 from __future__ import annotations
 
@@ -21,27 +21,3 @@ def label_agreement(reference: Sequence[int], other: Sequence[int]) -> float:
             f"and {len(other)}"
         )
     return sum(int(a == b) for a, b in zip(reference, other)) / len(reference)
-
-
-def classification_metrics(
-    references: Sequence[int], predictions: Sequence[int], label_names: Sequence[str]
-) -> dict:
-    """Accuracy, macro F1, per-class F1 and the confusion matrix.
-
-    Returns:
-        ``{"accuracy", "f1", "f1_per_class": {name: f1}, "confusion_matrix": [[int]] (rows = true,
-        columns = predicted, in label-id order), "num_examples"}``.
-    """
-    from sklearn.metrics import accuracy_score, confusion_matrix, f1_score
-
-    labels = list(range(len(label_names)))
-    per_class = f1_score(references, predictions, labels=labels, average=None, zero_division=0)
-    return {
-        "accuracy": float(accuracy_score(references, predictions)),
-        "f1": float(
-            f1_score(references, predictions, labels=labels, average="macro", zero_division=0)
-        ),
-        "f1_per_class": {name: float(v) for name, v in zip(label_names, per_class)},
-        "confusion_matrix": confusion_matrix(references, predictions, labels=labels).tolist(),
-        "num_examples": len(references),
-    }

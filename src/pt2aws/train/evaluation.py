@@ -1,4 +1,8 @@
-"""Evaluation that counts every example exactly once across ranks (loss, accuracy, macro F1)."""
+"""Evaluation that counts every example exactly once across ranks (loss, accuracy, macro F1).
+
+Accuracy and F1 are computed by the Hugging Face ``evaluate`` modules shipped in
+:mod:`pt2aws.metrics` (offline), the same as notebook 02 reports.
+"""
 
 from __future__ import annotations
 
@@ -26,9 +30,10 @@ def evaluate(
 
     Returns:
         ``{"loss", "accuracy", "f1", "num_examples"}`` (same on all ranks); loss is the mean
-        per-example cross-entropy (nats).
+        per-example cross-entropy (nats); accuracy and macro F1 come from the Hugging Face
+        ``evaluate`` modules shipped in :mod:`pt2aws.metrics` (as notebook 02's).
     """
-    from sklearn.metrics import accuracy_score, f1_score
+    from pt2aws.metrics import load_metric
 
     model.eval()
     mine = examples[info.rank :: info.world_size]
@@ -53,9 +58,10 @@ def evaluate(
     preds = [p for g in gathered for p in g[1]]
     refs = [r for g in gathered for r in g[2]]
     n = max(len(refs), 1)
+    scores = {"predictions": preds, "references": refs}
     return {
         "loss": total_loss / n,
-        "accuracy": float(accuracy_score(refs, preds)) if refs else 0.0,
-        "f1": float(f1_score(refs, preds, average="macro")) if refs else 0.0,
+        "accuracy": load_metric("accuracy").compute(**scores)["accuracy"] if refs else 0.0,
+        "f1": load_metric("f1").compute(**scores, average="macro")["f1"] if refs else 0.0,
         "num_examples": len(refs),
     }
