@@ -49,20 +49,10 @@ from pathlib import Path
 
 def _test_split(train_dir: Path):
     """The run's data, with its test split uncapped (caps apply after the split: no overlap)."""
-    from pt2aws.data import load_sentiment_data
+    from pt2aws.data import load_for_run
 
     cfg = json.loads((train_dir / "train_config.json").read_text())
-    return load_sentiment_data(
-        cfg["dataset"],
-        config_name=cfg.get("dataset_config"),
-        text_column=cfg.get("text_column", "text"),
-        label_column=cfg.get("label_column", "label"),
-        header=cfg.get("header", "auto"),
-        encoding=cfg.get("encoding", "auto"),
-        label_map=cfg.get("label_map"),
-        three_class=cfg.get("three_class", False),
-        seed=cfg.get("seed", 42),
-    ), cfg
+    return load_for_run(train_dir, capped=False), cfg
 
 
 def _joined(texts, labels, lengths, target: int, seed: int):

@@ -117,7 +117,7 @@ def test_00_recommends_an_instance_and_a_launch_plan(executed):
     script = "\n".join(ec2["commands"])
     assert "docker login" in script and "docker run" in script and "--gpus all" in script
     assert "--ipc host" in script and "torchrun" in script and "--nproc_per_node 8" in script
-    assert "/pytorch-training:" in ec2["image_uri"] and ec2["command_id"]
+    assert "/pytorch" in ec2["image_uri"] and "-cu" in ec2["image_uri"] and ec2["command_id"]
     assert ec2["status"] in ("Pending", "InProgress", "Success")
 
 

@@ -344,8 +344,13 @@ def _stratified_take(frame: pd.DataFrame, n: int | None, seed: int) -> pd.DataFr
     return taken
 
 
-def load_for_run(train_dir: str | Path) -> SentimentData:
+def load_for_run(train_dir: str | Path, *, capped: bool = True) -> SentimentData:
     """Rebuild exactly the splits a training run used, from its ``train_config.json``.
+
+    Args:
+        train_dir: the run's ``train/`` folder.
+        capped: apply the run's ``max_train_samples`` / ``max_eval_samples``; False gives the
+            whole splits (the caps apply after splitting, so they never overlap).
 
     Raises:
         DataFileNotFoundError: ``train_dir`` has no ``train_config.json`` (run training first).
@@ -367,7 +372,7 @@ def load_for_run(train_dir: str | Path) -> SentimentData:
         encoding=cfg.get("encoding", "auto"),
         label_map=cfg.get("label_map"),
         three_class=cfg.get("three_class", False),
-        max_train_samples=cfg.get("max_train_samples"),
-        max_eval_samples=cfg.get("max_eval_samples"),
+        max_train_samples=cfg.get("max_train_samples") if capped else None,
+        max_eval_samples=cfg.get("max_eval_samples") if capped else None,
         seed=cfg.get("seed", 42),
     )
