@@ -173,9 +173,14 @@ def test_01_records_what_torch_compile_and_the_parallelisms_did(executed):
     assert rows["bucketed, pad to longest, dynamic=None"]["compiles"] < static["compiles"]
     assert static["pad_fraction"] < rows["shuffled, pad to longest, static shapes"]["pad_fraction"]
     assert explained["aot"]["forward"] > 5 and explained["aot"]["backward"] > 5
-    assert explained["inductor"]["kernels"] >= 1
+    assert len(explained["inductor"]["kernels"]) >= 1
     memory = {r["parallelism"]: r for r in explained["memory"]}
-    assert memory["fsdp"]["total_bytes"] * 2 == memory["ddp"]["total_bytes"]  # 2 ranks: half each
+    for part in ("parameters_bytes", "gradients_bytes"):  # 2 ranks: FSDP holds half of each
+        assert memory["fsdp"][part] * 2 == memory["ddp"][part]
+    # AdamW states are halved too, up to a few bytes of per-tensor step counters
+    assert memory["fsdp"]["total_bytes"] * 2 == pytest.approx(
+        memory["ddp"]["total_bytes"], rel=1e-5
+    )
     for rank in explained["tensor_parallel"]["ranks"]:
         assert rank["up_weight_local_shape"][0] * 2 == rank["up_weight_full_shape"][0]
         assert rank["output_max_abs_diff"] < 1e-5
