@@ -74,6 +74,42 @@ def _json_reply(status: int, payload: dict) -> Reply:
     return Reply(status, (json.dumps(payload, indent=2) + "\n").encode(), "application/json")
 
 
+def respond(reply: Reply):
+    """A Starlette response for a :class:`~pt2aws.serving.service.Reply`."""
+    from starlette.responses import Response
+
+    headers = {"content-type": reply.content_type} if reply.content_type else None
+    return Response(reply.body, status_code=reply.status, headers=headers)
+
+
+def _load_in_thread(service, on_load_failure, loop, loaded) -> None:
+    """Load the model (in a daemon thread); on failure log it and tell ``on_load_failure``."""
+    try:
+        service.load()
+    except BaseException as err:  # noqa: BLE001 - reported, then the worker stops
+        service.error = err
+        logger.error("the model failed to load:\n%s", traceback.format_exc())
+        if on_load_failure is not None:
+            on_load_failure(err)
+    finally:
+        loop.call_soon_threadsafe(loaded.set)
+
+
+async def _read_body(request, max_request_bytes: int) -> bytes | Reply:
+    """The request body, or a 413 :class:`Reply` as soon as it exceeds ``max_request_bytes``
+    (by its declared ``Content-Length`` or while streaming)."""
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > max_request_bytes:
+        return _too_large(int(declared), max_request_bytes)
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > max_request_bytes:
+            return _too_large(None, max_request_bytes)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 def create_app(
     service: ModelService,
     *,
@@ -95,25 +131,9 @@ def create_app(
         A :class:`starlette.applications.Starlette` application.
     """
     from starlette.applications import Starlette
-    from starlette.responses import Response
     from starlette.routing import Route
 
     state: dict = {}
-
-    def respond(reply: Reply) -> Response:
-        headers = {"content-type": reply.content_type} if reply.content_type else None
-        return Response(reply.body, status_code=reply.status, headers=headers)
-
-    def _load_in_thread(loop: asyncio.AbstractEventLoop, loaded: asyncio.Event) -> None:
-        try:
-            service.load()
-        except BaseException as err:  # noqa: BLE001 - reported, then the worker stops
-            service.error = err
-            logger.error("the model failed to load:\n%s", traceback.format_exc())
-            if on_load_failure is not None:
-                on_load_failure(err)
-        finally:
-            loop.call_soon_threadsafe(loaded.set)
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
@@ -124,7 +144,7 @@ def create_app(
         # a daemon thread, not anyio's pool: a SIGTERM during a long load must not wait for it
         threading.Thread(
             target=_load_in_thread,
-            args=(asyncio.get_running_loop(), loaded),
+            args=(service, on_load_failure, asyncio.get_running_loop(), loaded),
             name="model-load",
             daemon=True,
         ).start()
@@ -144,15 +164,9 @@ def create_app(
     async def invocations(request):
         import anyio
 
-        declared = request.headers.get("content-length")
-        if declared and declared.isdigit() and int(declared) > max_request_bytes:
-            return respond(_too_large(int(declared), max_request_bytes))
-        chunks, size = [], 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > max_request_bytes:
-                return respond(_too_large(None, max_request_bytes))
-            chunks.append(chunk)
+        body = await _read_body(request, max_request_bytes)
+        if isinstance(body, Reply):
+            return respond(body)
         if not service.ready and service.error is None:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(state["loaded"].wait(), load_wait_s)
@@ -161,7 +175,7 @@ def create_app(
             return respond(Reply.error(503, f"the model {reason}; retry later"))
         reply = await anyio.to_thread.run_sync(
             service.invoke,
-            b"".join(chunks),
+            body,
             request.headers.get("content-type"),
             request.headers.get("accept"),
             limiter=state["limiter"],
