@@ -116,7 +116,7 @@ def choose_by_measurement(
     *,
     candidates: Sequence[str] = AUTO_CANDIDATES,
     device: torch.device | str | None = None,
-    repeats: int = 3,
+    repeats: int = 5,
     verbose: bool = True,
 ) -> tuple[VariantChoice, list[dict]]:
     """Time the candidate variants here and pick one by the ``auto`` rule (module docstring).
@@ -127,7 +127,8 @@ def choose_by_measurement(
         candidates: variants to consider; ``eager`` is always added (it is the reference) and
             those that do not run natively on ``device`` are left out with their reason.
         device: ``None``: CUDA when available, else CPU.
-        repeats: interleaved timed passes per variant (median reported).
+        repeats: interleaved timed passes per variant (median reported; 5, because one busy
+            neighbour process can slow a single pass several-fold on a small machine).
         verbose: print the table, what was not timed and why, and the choice.
 
     Returns:
