@@ -13,7 +13,8 @@
                  matmuls (without it the quantization runs op by op and is slower than fp32).
 ``int8-legacy``  ``torch.ao.quantization.quantize_dynamic`` of every ``nn.Linear`` (CPU only):
                  weights int8 per tensor, activations per batch; deprecated since torch 2.10,
-                 kept for comparison (it changed 3.7% of the labels of the ``make run`` MiniLM).
+                 kept for comparison (it changed 3.4% of the validation labels of the ``make run``
+                 MiniLM, torchao's int8 0.6%: ``benchmarks/README.md``).
 ===============  =============================================================================
 
 :func:`variant_support` says whether a variant runs natively on a device, and why not; the
