@@ -1,19 +1,21 @@
-"""Inference speed on this machine: predictor variants beside the HF pipeline and the local endpoint.
+"""Inference speed on this machine: predictor variants beside the HF pipeline and ONNX Runtime.
 
-For each model (default: MiniLM-L6 fine-tuned briefly on the tweets, and the tiny RoBERTa):
+On the ``make run`` model (MiniLM-L6 fine-tuned with ``--profile local``; trained here first when
+``--model-dir`` is not given), in one run:
 
-* p50/p90/p99 latency at batch 1 and median throughput at batch 32 for each predictor variant
-  (eager fp32, torch.compile, bf16, dynamic int8) and for ``transformers.pipeline
-  ("text-classification")`` on the same model and texts, measured in one run, one after another;
-* each variant's label agreement with fp32 eager on the test texts;
-* the local endpoint (real SageMaker serving stack on 127.0.0.1): request latency and
-  requests/s for one short review.
+* p50/p90/p99 latency at batch 1 and median throughput at batch 32 (repeats interleaved) for
+  ``transformers.pipeline("text-classification")``, each predictor variant (eager fp32,
+  torch.compile, bf16 where native, int8 (torchao), int8-legacy (``torch.ao``)), ONNX Runtime
+  fp32 and int8, and ``auto`` (the variant :func:`pt2aws.inference.selection.choose_by_measurement`
+  chose on validation texts, measured here as its own row);
+* each row's label agreement with fp32 eager on the test texts;
+* optionally the local endpoint (``--endpoint``: the SageMaker serving stack on 127.0.0.1).
 
-Targets on a CPU (reported, never asserted): best variant >= 2x the pipeline's batch-32
-throughput with >= 99% agreement; local endpoint p50 < 50 ms.
+Targets (reported, never asserted): the best servable variant >= 2x the pipeline's batch-32
+throughput at >= 99% agreement, and at or above ONNX Runtime fp32; ``auto`` not slower than eager.
 
-    python benchmarks/inference_speed.py --json runs/bench/inference_speed.json
-    python benchmarks/inference_speed.py --models tiny-roberta --no-endpoint    # quick look
+    python benchmarks/inference_speed.py --model-dir runs/latest/train/model --threads 2 \\
+        --json runs/bench/inference_speed.json
 """
 
 from __future__ import annotations
@@ -22,207 +24,175 @@ import argparse
 import json
 import os
 import platform
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 SHORT_REVIEW = "Great phone, the battery lasts all day."
+PEERS = ("hf-pipeline", "ort-fp32", "ort-int8")
 
 
-def _train(model: str, out: Path, train_samples: int, epochs: float) -> Path:
-    from pt2aws.train import loop
-
-    profile = "smoke" if model == "tiny-roberta" else "local"
-    if not (out / "model" / "config.json").is_file():
-        loop.main(
-            [
-                "--profile", profile,
-                "--model_name_or_path", model,
-                "--output_dir", str(out),
-                "--max_train_samples", str(train_samples),
-                "--max_eval_samples", "600",
-                "--num_train_epochs", str(epochs),
-                "--torch_compile", "off",
-            ]
-        )  # fmt: skip
-    return out
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model-dir", default=None, help="a fine-tuned model (default: train one)")
+    parser.add_argument("--workdir", default="runs/bench-inference", help="models, ONNX files")
+    parser.add_argument("--variants", default="eager,compile,bf16,int8,int8-legacy")
+    parser.add_argument("--peers", default=",".join(PEERS), help="hf-pipeline, ort-fp32, ort-int8")
+    parser.add_argument("--no-auto", action="store_true", help="skip the auto row")
+    parser.add_argument("--n-texts", type=int, default=512, help="test texts per row")
+    parser.add_argument("--auto-texts", type=int, default=128, help="validation texts for auto")
+    parser.add_argument("--latency-calls", type=int, default=60, help="batch-1 calls per row")
+    parser.add_argument("--repeats", type=int, default=3, help="throughput passes (median)")
+    parser.add_argument("--threads", type=int, default=None, help="intra-op threads (all rows)")
+    parser.add_argument("--endpoint", action="store_true", help="also time the local endpoint")
+    parser.add_argument("--json", default=None, help="also write the results here")
+    return parser.parse_args(argv)
 
 
-def _texts(train_dir: Path, n: int) -> list[str]:
-    from pt2aws.data import load_for_run
+def ensure_model(args) -> Path:
+    """The model to measure: ``--model-dir``, or MiniLM fine-tuned like ``make run``."""
+    if args.model_dir:
+        return Path(args.model_dir)
+    train_dir = Path(args.workdir) / "minilm-train"
+    if not (train_dir / "model" / "config.json").is_file():
+        cmd = [sys.executable, "-m", "pt2aws.train", "--profile", "local"]
+        subprocess.run([*cmd, "--output_dir", str(train_dir)], check=True)
+    return train_dir / "model"
 
-    data = load_for_run(train_dir)
-    texts = list(data.splits["test"]["text"]) + list(data.splits["validation"]["text"])
-    return texts[:n]
 
-
-def bench_model(model: str, args, workdir: Path) -> dict:
-    from pt2aws.bench import inference
-    from pt2aws.inference.metrics import label_agreement
+def build_predictors(model_dir: Path, args, auto_variant: str | None) -> tuple[dict, dict]:
+    """``({row name: predictor}, {row name: reason skipped})`` in table order."""
+    from pt2aws.bench import onnx_peer
+    from pt2aws.bench.inference import PipelinePredictor
     from pt2aws.inference.predictor import Predictor
-    from pt2aws.inference.variants import choose_variant
+    from pt2aws.inference.variants import variant_support
 
-    train_dir = Path(args.model_dir).parent if args.model_dir else workdir / model / "train"
-    t0 = time.perf_counter()
-    if not args.model_dir:
-        _train(model, train_dir, args.train_samples, args.epochs)
-    model_dir = str(Path(args.model_dir) if args.model_dir else train_dir / "model")
-    texts = _texts(train_dir, args.n_texts)
-    lat_texts = texts[: args.latency_calls]
-    print(
-        f"\n== {model}: {len(texts)} texts, model {model_dir} (ready in {time.perf_counter() - t0:.0f} s)"
-    )
-
-    rows, reference = [], None
-    for variant in args.variants:
-        t1 = time.perf_counter()
-        predictor = Predictor(model_dir, variant=variant, batch_size=32)
-        predictor.predict_proba(texts[:64])  # compile / first-call costs stay out of the timings
-        setup_s = time.perf_counter() - t1
-        ids = predictor.predict_ids(texts)
-        reference = ids if variant == "eager" else reference
-        row = inference.measure_predictor(predictor, texts, lat_texts, repeats=args.repeats)
-        row["agreement"] = label_agreement(reference, ids) if reference else None
-        row["setup_s"] = setup_s
-        row["variant_reason"] = predictor.variant_reason
-        rows.append(row)
-        print(f"  {variant}: p50 {row['p50_ms']:.1f} ms, {row['samples_per_s']:.1f} samples/s")
-        max_length = predictor.max_length
-        del predictor
-
-    pipe = inference.make_pipeline(model_dir)
-    row = inference.measure_pipeline(
-        pipe, texts, lat_texts, max_length=max_length, repeats=args.repeats
-    )
-    label2id = pipe.model.config.label2id
-    row["agreement"] = (
-        label_agreement(
-            reference, [label2id[x] for x in inference.pipeline_labels(pipe, texts, max_length)]
-        )
-        if reference
-        else None
-    )
-    rows.insert(0, row)
-    print(f"  hf-pipeline: p50 {row['p50_ms']:.1f} ms, {row['samples_per_s']:.1f} samples/s")
-    del pipe
-
-    endpoint = None
-    if not args.no_endpoint:
-        from pt2aws.aws.artifact import package
-        from pt2aws.serving.local import LocalEndpoint, serve_stack_missing
-
-        missing = serve_stack_missing()
-        if missing:
-            print(f"  local endpoint skipped: {missing}")
+    predictors, skipped = {}, {}
+    variants = ["eager", *[v for v in args.variants.split(",") if v and v != "eager"]]
+    for variant in variants:
+        native, why = variant_support(variant, "cpu")
+        if native:
+            predictors[variant] = Predictor(str(model_dir), variant=variant, device="cpu")
         else:
-            archive = package(model_dir, workdir / model / "model.tar.gz")
-            with LocalEndpoint(archive, workdir / model / "serve") as ep:
-                endpoint = inference.measure_endpoint(ep, SHORT_REVIEW, calls=args.endpoint_calls)
-                endpoint["startup_s"] = ep.startup_s
-            rows.append(endpoint)
-            print(
-                f"  local endpoint: p50 {endpoint['p50_ms']:.1f} ms, {endpoint['requests_per_s']:.1f} req/s"
-            )
+            skipped[variant] = why
+    max_length = predictors["eager"].max_length
+    peers = args.peers.split(",")
+    if "hf-pipeline" in peers:
+        predictors = {"hf-pipeline": PipelinePredictor(str(model_dir), max_length), **predictors}
+    onnx_dir = Path(args.workdir) / "onnx"
+    if "ort-fp32" in peers or "ort-int8" in peers:
+        fp32 = onnx_peer.export_onnx(model_dir, onnx_dir / "model.onnx")
+        if "ort-fp32" in peers:
+            predictors["ort-fp32"] = onnx_peer.OrtPredictor(fp32, model_dir)
+        if "ort-int8" in peers:
+            int8 = onnx_peer.quantize_onnx_int8(fp32, onnx_dir / "model-int8.onnx")
+            predictors["ort-int8"] = onnx_peer.OrtPredictor(int8, model_dir)
+    if auto_variant:
+        predictors["auto"] = Predictor(str(model_dir), variant=auto_variant, device="cpu")
+    return predictors, skipped
 
-    pipe_sps = rows[0]["samples_per_s"]
-    good = [
-        r
-        for r in rows[1:]
-        if r.get("agreement") is not None and r["agreement"] >= 0.99 and "samples_per_s" in r
-    ]
-    best = max(good, key=lambda r: r["samples_per_s"]) if good else None
-    choice = choose_variant("cpu")
-    return {
-        "model": model,
-        "model_dir": model_dir,
-        "n_texts": len(texts),
-        "latency_calls": len(lat_texts),
-        "rows": rows,
-        "best_variant": best["variant"] if best else None,
-        "best_vs_pipeline": best["samples_per_s"] / pipe_sps if best else None,
-        "auto_variant": {"variant": choice.variant, "reason": choice.reason},
-        "endpoint": endpoint,
-        "table": inference.format_table(rows),
-    }
+
+def time_endpoint(model_dir: Path, args) -> dict | None:
+    from pt2aws.aws.artifact import package
+    from pt2aws.bench.inference import measure_endpoint
+    from pt2aws.serving.local import LocalEndpoint, serve_stack_missing
+
+    missing = serve_stack_missing()
+    if missing:
+        print(f"local endpoint skipped: {missing}")
+        return None
+    work = Path(args.workdir)
+    with LocalEndpoint(package(model_dir, work / "model.tar.gz"), work / "serve") as ep:
+        return {
+            **measure_endpoint(ep, SHORT_REVIEW, calls=args.latency_calls),
+            "startup_s": ep.startup_s,
+        }
+
+
+def summary_lines(rows: list[dict], auto: dict | None) -> list[str]:
+    """The target checks: best servable vs the pipeline and ORT fp32, auto vs eager."""
+    from pt2aws.inference.selection import fastest_agreeing
+
+    by = {r["variant"]: r for r in rows}
+    servable = [r for r in rows if r["variant"] not in ("hf-pipeline", "auto")]
+    best = fastest_agreeing(servable)
+    pipe = by.get("hf-pipeline", {}).get("samples_per_s")
+    lines = [f"best servable variant with >= 99% agreement: {best['variant']}"]
+    if pipe:
+        lines[-1] += f", {best['samples_per_s'] / pipe:.2f}x the pipeline's batch-32 throughput"
+    if "ort-fp32" in by:
+        lines.append(
+            f"vs ONNX Runtime fp32: {best['samples_per_s'] / by['ort-fp32']['samples_per_s']:.2f}x"
+        )
+    fastest = max(servable, key=lambda r: r["samples_per_s"])
+    if fastest is not best:
+        lines.append(
+            f"fastest of all: {fastest['variant']} ({fastest['samples_per_s'] / best['samples_per_s']:.2f}x "
+            f"the best servable) at {fastest['agreement']:.2%} agreement"
+        )
+    if auto and "auto" in by:
+        ratio = by["auto"]["samples_per_s"] / by["eager"]["samples_per_s"]
+        lines.append(f"auto chose {auto['variant']} ({auto['reason']}); here {ratio:.2f}x eager")
+    return lines
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--models", default="minilm-l6,tiny-roberta", help="comma list: minilm-l6, tiny-roberta"
-    )
-    parser.add_argument(
-        "--model-dir",
-        default=None,
-        help="an already fine-tuned model dir (its parent holds train_config.json)",
-    )
-    parser.add_argument("--variants", default="eager,compile,bf16,int8")
-    parser.add_argument("--n-texts", type=int, default=512, help="texts for throughput/agreement")
-    parser.add_argument("--latency-calls", type=int, default=60, help="batch-1 calls per variant")
-    parser.add_argument("--endpoint-calls", type=int, default=100)
-    parser.add_argument("--repeats", type=int, default=3, help="throughput repeats (median)")
-    parser.add_argument("--train-samples", type=int, default=1280, help="fine-tuning examples")
-    parser.add_argument("--epochs", type=float, default=1.0)
-    parser.add_argument("--workdir", default="runs/bench-inference")
-    parser.add_argument("--no-endpoint", action="store_true")
-    parser.add_argument("--json", default=None, help="also write the results here")
-    parser.add_argument(
-        "--threads",
-        type=int,
-        default=None,
-        help="intra-op threads for every row and the endpoint worker (default: vCPUs); on a "
-        "machine shared with other jobs, 1 avoids OpenMP threads waiting on each other",
-    )
-    args = parser.parse_args(argv)
-    from pt2aws.inference.variants import VARIANTS
-
-    wanted = [v.strip() for v in args.variants.split(",") if v.strip()]
-    unknown = sorted(set(wanted) - set(VARIANTS))
-    if unknown:
-        parser.error(f"unknown variant(s) {unknown}: choose from {', '.join(VARIANTS)}")
-    # eager first: it is the reference for label agreement
-    args.variants = ["eager"] + [v for v in wanted if v != "eager"]
-
+    args = parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    from pt2aws.env import cpu_info
-    from pt2aws.inference.runtime import apply_runtime_settings
-
     if args.threads:
         os.environ["OMP_NUM_THREADS"] = str(args.threads)  # kept by apply_runtime_settings
+    from pt2aws.bench.inference import compare_predictors, format_table
+    from pt2aws.data import load_for_run
+    from pt2aws.env import cpu_info
+    from pt2aws.inference.runtime import apply_runtime_settings
+    from pt2aws.inference.selection import choose_by_measurement
+
     runtime = apply_runtime_settings()
     load_before = os.getloadavg()
-    workdir = Path(args.workdir)
+    model_dir = ensure_model(args)
+    data = load_for_run(model_dir.parent)
+    texts = list(data.splits["test"]["text"])[: args.n_texts]
+    auto = None
+    if not args.no_auto:
+        print("== auto: choosing on validation texts")
+        validation = list(data.splits["validation"]["text"])[: args.auto_texts]
+        choice, _ = choose_by_measurement(str(model_dir), validation, device="cpu")
+        auto = {"variant": choice.variant, "reason": choice.reason}
+    started = time.perf_counter()
+    predictors, skipped = build_predictors(model_dir, args, auto and auto["variant"])
+    setup_s = time.perf_counter() - started
+    print(f"== {len(predictors)} rows on {len(texts)} test texts (set up in {setup_s:.0f} s)")
+    rows = compare_predictors(
+        predictors, texts, latency_calls=args.latency_calls, repeats=args.repeats
+    )
+    endpoint = time_endpoint(model_dir, args) if args.endpoint else None
+    load_after = os.getloadavg()
+    cpu = cpu_info()
     results = {
-        "machine": {
-            "cpu": cpu_info(),
-            "platform": platform.platform(),
-            "python": sys.version.split()[0],
-        },
+        "machine": {"cpu": cpu, "platform": platform.platform(), "python": sys.version.split()[0]},
         "runtime": runtime,
         "load_avg_before": load_before,
-        "models": [],
+        "load_avg_after": load_after,
+        "model_dir": str(model_dir),
+        "n_texts": len(texts),
+        "rows": rows,
+        "skipped": skipped,
+        "auto": auto,
+        "endpoint": endpoint,
+        "table": format_table(rows + ([endpoint] if endpoint else [])),
+        "summary": summary_lines(rows, auto),
     }
-    for model in [m.strip() for m in args.models.split(",") if m.strip()]:
-        results["models"].append(bench_model(model, args, workdir))
-    results["load_avg_after"] = os.getloadavg()
-
     print(
-        f"\nCPU: {results['machine']['cpu']['model']}, {results['machine']['cpu']['logical_cores']} "
-        f"logical cores; torch threads {runtime['torch_threads']}; load average "
-        f"{load_before[0]:.1f} before, {results['load_avg_after'][0]:.1f} after"
+        f"\nCPU: {cpu['model']}, {cpu['logical_cores']} logical cores, bf16 {cpu['bf16']}, "
+        f"AMX {cpu['amx']}; torch threads {runtime['torch_threads']}; load average "
+        f"{load_before[0]:.2f} before, {load_after[0]:.2f} after\n"
     )
-    for m in results["models"]:
-        print(
-            f"\n### {m['model']} ({m['n_texts']} texts; batch-1 latency over {m['latency_calls']} calls)\n"
-        )
-        print(m["table"])
-        if m["best_variant"]:
-            print(
-                f"\nbest variant with >= 99% agreement: {m['best_variant']}, "
-                f"{m['best_vs_pipeline']:.2f}x the pipeline's batch-32 throughput"
-            )
-        print(f"auto choice here: {m['auto_variant']['variant']} ({m['auto_variant']['reason']})")
+    print(results["table"])
+    for variant, why in skipped.items():
+        print(f"{variant} skipped: {why}")
+    print("\n" + "\n".join(results["summary"]))
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(results, indent=2, default=str))

@@ -32,8 +32,16 @@ Command line: ``pt2aws env|recommend|train|run|serve|cleanup`` (:mod:`pt2aws.cli
 from __future__ import annotations
 
 import importlib
+import logging
 
 __version__ = "0.1.0"
+
+# torchao (the int8 inference variant) is imported by transformers whenever a model class loads.
+# On a CPU build of torch it logs a warning for each CUDA-only extension it cannot load, and
+# torch logs a deprecation for the pytree types torchao registers; neither matters to this
+# project, so keep them out of every notebook and log.
+logging.getLogger("torchao").setLevel(logging.ERROR)
+logging.getLogger("torch.utils._pytree").setLevel(logging.ERROR)
 
 #: Public name -> the module that defines it (imported on first access, PEP 562).
 _EXPORTS = {

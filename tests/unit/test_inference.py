@@ -53,9 +53,19 @@ def eager_probs(smoke_model_dir):
     return Predictor(str(smoke_model_dir)).predict_proba(TEXTS)
 
 
-@pytest.mark.parametrize(("variant", "tol"), [("int8", 0.02), ("bf16", 0.03)])
-def test_fast_variants_stay_close_to_fp32_eager(smoke_model_dir, eager_probs, variant, tol):
-    fast = Predictor(str(smoke_model_dir), variant=variant)
+@pytest.fixture(scope="module")
+def int8_predictor(smoke_model_dir):
+    """The torchao int8 variant (quantized, then compiled on its first call)."""
+    return Predictor(str(smoke_model_dir), variant="int8")
+
+
+@pytest.mark.parametrize(
+    ("variant", "tol"), [("int8", 0.02), ("int8-legacy", 0.02), ("bf16", 0.03)]
+)
+def test_fast_variants_stay_close_to_fp32_eager(
+    smoke_model_dir, eager_probs, int8_predictor, variant, tol
+):
+    fast = int8_predictor if variant == "int8" else Predictor(str(smoke_model_dir), variant=variant)
     assert fast.variant == variant
     probs = fast.predict_proba(TEXTS)
     assert probs.dtype == torch.float32 and probs.shape == eager_probs.shape
@@ -67,13 +77,34 @@ def test_fast_variants_stay_close_to_fp32_eager(smoke_model_dir, eager_probs, va
     assert bool(agree.all())
 
 
-def test_int8_variant_quantizes_every_linear(smoke_model_dir):
-    fast = Predictor(str(smoke_model_dir), variant="int8")
+def test_int8_legacy_variant_quantizes_every_linear(smoke_model_dir):
+    fast = Predictor(str(smoke_model_dir), variant="int8-legacy")
     from torch.ao.nn.quantized.dynamic import Linear as DynamicInt8Linear
 
     modules = list(fast.module.modules())
     assert sum(isinstance(m, DynamicInt8Linear) for m in modules) >= 2 * 6  # 2 layers x 6+
     assert not any(type(m) is torch.nn.Linear for m in modules)
+
+
+def test_int8_torchao_keeps_the_classifier_in_fp32(int8_predictor):
+    from torchao.quantization import Int8Tensor
+
+    linears = {n: m for n, m in int8_predictor.module.named_modules() if type(m) is torch.nn.Linear}
+    int8 = [n for n, m in linears.items() if isinstance(m.weight, Int8Tensor)]
+    fp32 = [n for n, m in linears.items() if not isinstance(m.weight, Int8Tensor)]
+    assert len(int8) >= 2 * 6  # every encoder Linear of the 2 layers
+    assert fp32 and all(n.startswith("classifier") for n in fp32)
+    assert type(int8_predictor.model).__name__ == "OptimizedModule"  # compiled: fused quant ops
+
+
+def test_measure_agreement_of_int8_on_given_texts(smoke_model_dir, eager_probs, int8_predictor):
+    from pt2aws.inference.metrics import label_agreement
+    from pt2aws.inference.selection import measure_agreement
+
+    agreement = measure_agreement(str(smoke_model_dir), TEXTS, "int8")
+    by_hand = label_agreement(eager_probs.argmax(-1).tolist(), int8_predictor.predict_ids(TEXTS))
+    assert agreement == by_hand
+    assert 0.9 <= agreement <= 1.0
 
 
 @pytest.mark.slow
@@ -100,14 +131,18 @@ def test_variant_errors_are_clear(smoke_model_dir):
         ({"model": "old x86", "bf16": False, "amx": False, "graviton": False}, "eager"),
     ],
 )
-def test_choose_variant_per_cpu(monkeypatch, cpu, expected):
+def test_supported_variants_per_cpu(monkeypatch, cpu, expected):
+    """bf16 is a candidate only where the CPU computes it natively; the reason names the CPU."""
     from pt2aws import env
-    from pt2aws.inference.variants import choose_variant
+    from pt2aws.inference.selection import AUTO_CANDIDATES
+    from pt2aws.inference.variants import supported_variants
 
     monkeypatch.setattr(env, "cpu_info", lambda: cpu)
-    choice = choose_variant("cpu")
-    assert choice.variant == expected
-    assert cpu["model"] in choice.reason
+    runnable, left_out = supported_variants("cpu", AUTO_CANDIDATES)
+    assert ("bf16" in runnable) is (expected == "bf16")
+    assert {"eager", "int8", "int8-legacy"} <= set(runnable)
+    if expected == "eager":
+        assert cpu["model"] in left_out["bf16"]
 
 
 @pytest.mark.parametrize(
@@ -218,19 +253,21 @@ def test_compare_variants_skips_what_the_hardware_cannot_run(smoke_model_dir, mo
     no_bf16 = {"model": "old x86", "bf16": False, "amx": False, "graviton": False}
     monkeypatch.setattr(env, "cpu_info", lambda: no_bf16)
     result = compare_variants(
-        str(smoke_model_dir), TEXTS, ["int8", "bf16"], latency_calls=2, repeats=1, device="cpu"
-    )
-    assert [r["variant"] for r in result["rows"]] == ["eager", "int8"]  # eager first: reference
+        str(smoke_model_dir), TEXTS, ["int8-legacy", "bf16"], latency_calls=2, repeats=1,
+        device="cpu",
+    )  # fmt: skip
+    assert [r["variant"] for r in result["rows"]] == ["eager", "int8-legacy"]  # eager: reference
     assert "old x86 has no bf16" in result["skipped"]["bf16"]
     eager, int8 = result["rows"]
     assert eager["agreement"] == 1.0 and eager["calls"] == 2
     assert 0.0 <= int8["agreement"] <= 1.0 and int8["setup_s"] > 0
     agreeing = [r for r in result["rows"] if r["agreement"] >= 0.99]
     assert result["best"] == max(agreeing, key=lambda r: r["samples_per_s"])["variant"]
+    assert result["auto"]["variant"] in ("eager", "int8-legacy") and result["auto"]["reason"]
 
 
 def test_fastest_agreeing_needs_the_agreement_target():
-    from pt2aws.bench.inference import fastest_agreeing
+    from pt2aws.inference.selection import fastest_agreeing
 
     rows = [
         {"variant": "eager", "samples_per_s": 100.0, "agreement": 1.0},
@@ -251,3 +288,109 @@ def test_variant_support_reasons():
     assert not ok and "CPU only" in why
     with pytest.raises(ValueError, match="choose one of"):
         variant_support("fp8", "cpu")
+
+
+# ------------------------------------------------------------------ auto: choice by measurement
+def _rows(**speeds_and_agreement):
+    return [
+        {"variant": name, "samples_per_s": sps, "agreement": agree}
+        for name, (sps, agree) in speeds_and_agreement.items()
+    ]
+
+
+def test_pick_variant_keeps_eager_unless_another_agrees_and_is_faster():
+    from pt2aws.inference.selection import pick_variant
+
+    choice = pick_variant(_rows(eager=(100.0, 1.0), int8=(250.0, 0.995), bf16=(90.0, 1.0)))
+    assert choice.variant == "int8" and "2.50x" in choice.reason
+    # faster but changes more than 1% of the labels: not eligible
+    assert pick_variant(_rows(eager=(100.0, 1.0), int8=(250.0, 0.985))).variant == "eager"
+    # within the 5% margin of eager: eager (simpler, and the gain is within the noise)
+    choice = pick_variant(_rows(eager=(100.0, 1.0), bf16=(104.0, 1.0)))
+    assert choice.variant == "eager" and "bf16 at 1.04x" in choice.reason
+    with pytest.raises(ValueError, match="eager row"):
+        pick_variant(_rows(int8=(250.0, 1.0)))
+
+
+@pytest.fixture
+def fixed_timings(monkeypatch):
+    """Replace measured speeds and agreements by fixed ones (the choice becomes deterministic);
+    the predictors are still built for real."""
+    from pt2aws.bench import inference
+
+    table = {"eager": (100.0, 1.0), "int8-legacy": (300.0, 1.0)}
+
+    def fake_compare(predictors, texts, **kwargs):
+        return [
+            {"variant": n, "p50_ms": 1.0, "p90_ms": 1.0, "p99_ms": 1.0, "samples_per_s": table[n][0],
+             "agreement": table[n][1]}
+            for n in predictors
+        ]  # fmt: skip
+
+    monkeypatch.setattr(inference, "compare_predictors", fake_compare)
+    return table
+
+
+def test_choose_by_measurement_picks_the_fastest_agreeing(smoke_model_dir, fixed_timings, capsys):
+    from pt2aws import env
+    from pt2aws.inference.selection import choose_by_measurement
+
+    no_bf16 = {"model": "old x86", "bf16": False, "amx": False, "graviton": False}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(env, "cpu_info", lambda: no_bf16)
+        choice, rows = choose_by_measurement(
+            str(smoke_model_dir), TEXTS[:6], candidates=["bf16", "int8-legacy"], device="cpu"
+        )
+    assert choice.variant == "int8-legacy" and "3.00x" in choice.reason
+    assert [r["variant"] for r in rows] == ["eager", "int8-legacy"]
+    printed = capsys.readouterr().out
+    assert "| int8-legacy |" in printed and "bf16: not timed" in printed
+    assert "auto: int8-legacy" in printed
+    fixed_timings["int8-legacy"] = (300.0, 0.98)  # now it changes 2% of the labels
+    choice, _ = choose_by_measurement(
+        str(smoke_model_dir), TEXTS[:6], candidates=["int8-legacy"], device="cpu", verbose=False
+    )
+    assert choice.variant == "eager"
+
+
+def test_predictor_auto_uses_the_measured_choice(smoke_model_dir, monkeypatch):
+    from pt2aws.inference import selection
+    from pt2aws.inference.variants import VariantChoice
+
+    calls = []
+
+    def fake_choose(model_dir, texts, *, device):
+        calls.append((model_dir, list(texts), str(device)))
+        return VariantChoice("int8-legacy", "3.00x eager's batch-32 throughput here"), []
+
+    monkeypatch.setattr(selection, "choose_by_measurement", fake_choose)
+    predictor = Predictor(str(smoke_model_dir), variant="auto", auto_texts=TEXTS[:6], device="cpu")
+    assert calls == [(str(smoke_model_dir), TEXTS[:6], "cpu")]
+    assert predictor.variant == "int8-legacy" and "x eager" in predictor.variant_reason
+    assert len(predictor.predict(TEXTS[:3])) == 3
+    with pytest.raises(ValueError, match="auto_texts"):
+        Predictor(str(smoke_model_dir), variant="auto")
+
+
+# --------------------------------------------------------------------- ONNX Runtime, the peer
+def test_onnx_runtime_rows_build_and_agree(smoke_model_dir, tmp_path, eager_probs):
+    pytest.importorskip("onnxruntime", reason="onnxruntime is pinned in pyproject.toml")
+    from pt2aws.bench import onnx_peer
+    from pt2aws.bench.inference import compare_predictors
+
+    fp32 = onnx_peer.export_onnx(smoke_model_dir, tmp_path / "model.onnx")
+    int8 = onnx_peer.quantize_onnx_int8(fp32, tmp_path / "model-int8.onnx")
+    ort_fp32 = onnx_peer.OrtPredictor(fp32, smoke_model_dir)
+    probs = ort_fp32.predict_proba(TEXTS)
+    assert probs.shape == tuple(eager_probs.shape)
+    assert abs(probs - eager_probs.numpy()).max() < 1e-4  # the same fp32 model
+    predictors = {
+        "eager": Predictor(str(smoke_model_dir), batch_size=5),
+        "ort-fp32": ort_fp32,
+        "ort-int8": onnx_peer.OrtPredictor(int8, smoke_model_dir),
+    }
+    rows = compare_predictors(predictors, TEXTS, latency_calls=2, repeats=1)
+    assert [r["variant"] for r in rows] == ["eager", "ort-fp32", "ort-int8"]
+    assert rows[1]["agreement"] == 1.0 and 0.9 <= rows[2]["agreement"] <= 1.0
+    assert all(r["samples_per_s"] > 0 and r["calls"] == 2 for r in rows)
+    assert predictors["eager"].batch_size == 5  # timed at batch 32, then restored

@@ -9,6 +9,13 @@ Definitions:
 
 * latency at batch 1: one text per call, after ``warmup`` calls; p50/p90/p99 over the calls, ms.
 * throughput at batch 32: all texts in batches of 32, repeated; median samples/s over repeats.
+  When several predictors are compared (:func:`compare_predictors`) the repeats are interleaved
+  (each predictor once, then again), so a slow patch of a shared machine hits all alike.
+* agreement: the share of texts whose label equals fp32 eager's.
+
+A "predictor" here is anything with ``predict_ids(texts) -> list[int]`` and a ``batch_size``
+attribute: :class:`pt2aws.inference.predictor.Predictor`, :class:`PipelinePredictor` (the HF
+pipeline) or :class:`pt2aws.bench.onnx_peer.OrtPredictor` (ONNX Runtime).
 """
 
 from __future__ import annotations
@@ -78,6 +85,28 @@ def throughput(fn: Callable[[], object], n_samples: int, repeats: int = 3) -> di
     return {"samples_per_s": float(statistics.median(rates)), "runs_samples_per_s": rates}
 
 
+def interleaved_throughput(
+    fns: dict[str, Callable[[], object]], n_samples: int, repeats: int = 3
+) -> dict[str, dict]:
+    """:func:`throughput` of several functions, repeats interleaved (all once, then again).
+
+    Returns:
+        ``{name: {"samples_per_s": median, "runs_samples_per_s": [...]}}``.
+    """
+    for fn in fns.values():
+        fn()  # warm-up
+    rates: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            rates[name].append(n_samples / (time.perf_counter() - t0))
+    return {
+        name: {"samples_per_s": float(statistics.median(r)), "runs_samples_per_s": r}
+        for name, r in rates.items()
+    }
+
+
 def measure_predictor(
     predictor,
     texts: Sequence[str],
@@ -114,6 +143,62 @@ def measure_predictor(
     return {"variant": predictor.variant, **latency_summary(lat), **thr}
 
 
+def compare_predictors(
+    predictors: dict,
+    texts: Sequence[str],
+    *,
+    reference: str = "eager",
+    latency_calls: int = 10,
+    repeats: int = 3,
+) -> list[dict]:
+    """Batch-1 latency, batch-32 throughput (interleaved repeats) and label agreement of each.
+
+    Args:
+        predictors: ``{row name: predictor}`` (see the module docstring); one is ``reference``.
+        texts: texts for the throughput and the agreement.
+        reference: the row whose labels the others are compared with.
+        latency_calls: batch-1 calls per predictor (the first ``latency_calls`` texts).
+        repeats: timed throughput passes per predictor.
+
+    Returns:
+        One row per predictor, in order: ``variant`` (the row name), :func:`latency_summary`'s
+        keys, ``samples_per_s``, ``runs_samples_per_s`` and ``agreement``.
+
+    Raises:
+        KeyError: ``reference`` is not among ``predictors``.
+    """
+    from pt2aws.inference.metrics import label_agreement
+
+    labels = {name: p.predict_ids(texts) for name, p in predictors.items()}
+    rows = {}
+    for name, p in predictors.items():
+        for text in list(texts)[:2]:  # warm-up
+            p.predict_ids([text])
+        lat = [_time_one(p, text) for text in list(texts)[:latency_calls]]
+        rows[name] = {
+            "variant": name,
+            **latency_summary(lat),
+            "agreement": label_agreement(labels[reference], labels[name]),
+        }
+    sizes = {name: p.batch_size for name, p in predictors.items()}
+    try:
+        for p in predictors.values():
+            p.batch_size = 32
+        fns = {name: (lambda p=p: p.predict_ids(texts)) for name, p in predictors.items()}
+        for name, thr in interleaved_throughput(fns, len(texts), repeats).items():
+            rows[name].update(thr)
+    finally:
+        for name, p in predictors.items():
+            p.batch_size = sizes[name]
+    return list(rows.values())
+
+
+def _time_one(predictor, text: str) -> float:
+    t0 = time.perf_counter()
+    predictor.predict_ids([text])
+    return time.perf_counter() - t0
+
+
 def compare_variants(
     model_dir: str,
     texts: Sequence[str],
@@ -125,7 +210,7 @@ def compare_variants(
 ) -> dict:
     """Time each predictor variant beside fp32 eager and measure its label agreement.
 
-    ``eager`` is always measured first: it is the reference. A variant that does not run natively
+    ``eager`` is always measured: it is the reference. A variant that does not run natively
     here is skipped with the reason :func:`pt2aws.inference.variants.variant_support` gives
     (e.g. bf16 on a CPU without bf16 instructions, where it runs emulated and slowly).
 
@@ -134,101 +219,74 @@ def compare_variants(
         texts: texts for the batch-32 throughput and the agreement.
         variants: names from :data:`pt2aws.inference.variants.VARIANTS`.
         latency_calls: batch-1 calls per variant (the first ``latency_calls`` texts).
-        repeats: timed throughput runs per variant (median reported).
+        repeats: timed throughput passes per variant (median reported; interleaved).
         device: ``"cpu"``, ``"cuda"`` or ``None`` (CUDA when available).
 
     Returns:
-        ``{"rows": [...], "skipped": {variant: reason}, "best": str}``. Each row holds
-        :func:`measure_predictor`'s keys plus ``agreement`` (share of labels equal to eager's),
-        ``setup_s`` (load, quantize or compile, and the first batch; seconds) and
-        ``variant_reason``. ``best`` is the fastest variant at batch 32 whose agreement is at
-        least :data:`pt2aws.inference.metrics.AGREEMENT_TARGET` (``eager`` at worst).
+        ``{"rows", "skipped": {variant: reason}, "best": str, "auto": {"variant", "reason"}}``.
+        Each row holds :func:`compare_predictors`' keys plus ``setup_s`` (load, quantize or
+        compile, and a first pass over ``texts``; seconds) and ``variant_reason``. ``best`` is
+        the fastest variant whose agreement is at least
+        :data:`pt2aws.inference.metrics.AGREEMENT_TARGET` (``eager`` at worst); ``auto`` what
+        the ``auto`` rule picks from these rows
+        (:func:`pt2aws.inference.selection.pick_variant`: another variant must beat eager by
+        5%).
     """
     import torch
 
-    from pt2aws.inference.metrics import label_agreement
     from pt2aws.inference.predictor import Predictor
-    from pt2aws.inference.variants import variant_support
+    from pt2aws.inference.selection import fastest_agreeing, pick_variant
+    from pt2aws.inference.variants import supported_variants
 
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    rows, skipped, reference = [], {}, None
-    for variant in ["eager", *[v for v in variants if v != "eager"]]:
-        native, why = variant_support(variant, device)
-        if not native:
-            skipped[variant] = why
-            continue
+    runnable, skipped = supported_variants(device, list(dict.fromkeys(["eager", *variants])))
+    predictors, setup_s = {}, {}
+    for variant in runnable:
         started = time.perf_counter()
-        predictor = Predictor(model_dir, variant=variant, device=device)
-        ids = predictor.predict_ids(texts)  # compile / first-call costs stay out of the timings
-        setup_s = time.perf_counter() - started
-        reference = reference or ids
-        row = measure_predictor(predictor, texts, list(texts)[:latency_calls], repeats=repeats)
+        predictors[variant] = Predictor(model_dir, variant=variant, device=device)
+        predictors[variant].predict_ids(texts)  # compile / first-call costs stay out of timings
+        setup_s[variant] = time.perf_counter() - started
+    rows = compare_predictors(predictors, texts, latency_calls=latency_calls, repeats=repeats)
+    for row in rows:
         row.update(
-            agreement=label_agreement(reference, ids),
-            setup_s=setup_s,
-            variant_reason=predictor.variant_reason,
+            setup_s=setup_s[row["variant"]],
+            variant_reason=predictors[row["variant"]].variant_reason,
         )
-        rows.append(row)
-    return {"rows": rows, "skipped": skipped, "best": fastest_agreeing(rows)["variant"]}
+    auto = pick_variant(rows)
+    return {
+        "rows": rows,
+        "skipped": skipped,
+        "best": fastest_agreeing(rows)["variant"],
+        "auto": {"variant": auto.variant, "reason": auto.reason},
+    }
 
 
-def fastest_agreeing(rows: Sequence[dict], min_agreement: float | None = None) -> dict:
-    """The row with the highest ``samples_per_s`` among those with ``agreement >= min_agreement``.
+class PipelinePredictor:
+    """The Hugging Face reference, ``pipeline("text-classification")`` on the same model, with
+    the predictor interface (its own batching: texts in input order, ``batch_size`` per call).
 
     Args:
-        rows: rows with ``variant``, ``samples_per_s`` and ``agreement`` (rows without either
-            are ignored).
-        min_agreement: default :data:`pt2aws.inference.metrics.AGREEMENT_TARGET` (0.99).
-
-    Raises:
-        ValueError: no row qualifies.
+        model_dir: a saved model directory.
+        max_length: tokens per text (truncation), as the predictors use.
+        device: a pipeline ``device`` (``"cpu"``, ``0``...).
     """
-    from pt2aws.inference.metrics import AGREEMENT_TARGET
 
-    floor = AGREEMENT_TARGET if min_agreement is None else min_agreement
-    good = [
-        r
-        for r in rows
-        if r.get("samples_per_s") and r.get("agreement") is not None and r["agreement"] >= floor
-    ]
-    if not good:
-        raise ValueError(f"no variant keeps >= {floor:.0%} label agreement with fp32 eager")
-    return max(good, key=lambda r: r["samples_per_s"])
+    def __init__(self, model_dir: str, max_length: int, device: int | str = "cpu"):
+        from transformers import pipeline
 
+        self.pipe = pipeline(
+            "text-classification", model=model_dir, tokenizer=model_dir, device=device
+        )
+        self.label2id = self.pipe.model.config.label2id
+        self.max_length = max_length
+        self.batch_size = 1
 
-def make_pipeline(model_dir: str, device: int | str = "cpu"):
-    """The Hugging Face reference: ``pipeline("text-classification")`` on the same model."""
-    from transformers import pipeline
-
-    return pipeline("text-classification", model=model_dir, tokenizer=model_dir, device=device)
-
-
-def pipeline_labels(pipe, texts: Sequence[str], max_length: int) -> list[str]:
-    """Top label per text from the HF pipeline, batch 32, truncated to ``max_length`` tokens."""
-    out = pipe(list(texts), batch_size=32, truncation=True, max_length=max_length)
-    return [o["label"] for o in out]
-
-
-def measure_pipeline(
-    pipe,
-    texts: Sequence[str],
-    latency_texts: Sequence[str],
-    *,
-    max_length: int,
-    repeats: int = 3,
-    warmup: int = 2,
-) -> dict:
-    """Same measurements as :func:`measure_predictor` for the HF pipeline (its own batching)."""
-    kw = {"truncation": True, "max_length": max_length}
-    for text in list(latency_texts)[:warmup]:
-        pipe(text, **kw)
-    lat = []
-    for text in latency_texts:
-        t0 = time.perf_counter()
-        pipe(text, **kw)
-        lat.append(time.perf_counter() - t0)
-    thr = throughput(lambda: pipe(list(texts), batch_size=32, **kw), len(texts), repeats)
-    return {"variant": "hf-pipeline", **latency_summary(lat), **thr}
+    def predict_ids(self, texts: Sequence[str]) -> list[int]:
+        """Top label id per text, in order."""
+        out = self.pipe(
+            list(texts), batch_size=self.batch_size, truncation=True, max_length=self.max_length
+        )
+        return [self.label2id[o["label"]] for o in out]
 
 
 def measure_endpoint(endpoint, text: str, calls: int = 50, warmup: int = 3) -> dict:

@@ -2,7 +2,7 @@
 
 Example::
 
-    predictor = Predictor("runs/x/train/model", variant="auto")   # prints the variant and why
+    predictor = Predictor("runs/x/train/model", variant="int8")
     predictor.predict(["What a great phone!", "Worst service ever."])
     # [{"label": "positive", "score": 0.97, "label_id": 1}, {"label": "negative", ...}]
 
@@ -17,12 +17,7 @@ from collections.abc import Sequence
 
 import torch
 
-from pt2aws.inference.variants import (
-    VARIANTS,
-    choose_variant,
-    quantize_dynamic_int8,
-    variant_support,
-)
+from pt2aws.inference.variants import VARIANTS, build_variant, variant_support
 from pt2aws.modeling import ROBERTA_MAX_TOKENS
 
 logger = logging.getLogger(__name__)
@@ -47,6 +42,13 @@ def model_max_tokens(config, tokenizer=None) -> int:
     return min(limit, ROBERTA_MAX_TOKENS)
 
 
+def length_sorted_batches(texts: Sequence[str], batch_size: int) -> list[list[int]]:
+    """Positions of ``texts`` in batches of ``batch_size``, shortest texts first (by characters),
+    so each batch pads little."""
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+    return [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
+
+
 class Predictor:
     """Batched text classification with truncation, for CPU or GPU, in one of :data:`VARIANTS`.
 
@@ -57,12 +59,16 @@ class Predictor:
             pads little).
         max_length: tokens per text; default: the model's real limit (:func:`model_max_tokens`:
             512 for RoBERTa, whose config lists 514 positions, 2 of them a padding offset).
-        variant: ``"eager"`` (fp32), ``"compile"``, ``"bf16"``, ``"int8"`` or ``"auto"``
-            (:func:`choose_variant`, which prints its reason).
+        variant: one of :data:`~pt2aws.inference.variants.VARIANTS`, or ``"auto"``: the fastest
+            variant here that keeps 99% label agreement with fp32 on ``auto_texts``, chosen by
+            measurement (:func:`pt2aws.inference.selection.choose_by_measurement`, which prints
+            its table).
+        auto_texts: a sample of validation texts for ``variant="auto"`` (128 is plenty).
 
     Raises:
-        ValueError: unknown variant, ``int8`` on a GPU, or ``bf16`` on a GPU without bf16 (on a
-            CPU without native bf16 it runs emulated, with a warning).
+        ValueError: unknown variant, ``int8`` on a GPU, ``bf16`` on a GPU without bf16 (on a
+            CPU without native bf16 it runs emulated, with a warning), or ``auto`` without
+            ``auto_texts``.
     """
 
     def __init__(
@@ -73,6 +79,7 @@ class Predictor:
         batch_size: int = 32,
         max_length: int | None = None,
         variant: str = "eager",
+        auto_texts: Sequence[str] | None = None,
     ):
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
@@ -83,8 +90,11 @@ class Predictor:
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         self.variant_reason = "requested"
         if variant == "auto":
-            choice = choose_variant(self.device)
-            print(f"predictor variant: {choice.variant} ({choice.reason})")
+            if not auto_texts:
+                raise ValueError("variant auto chooses by measurement: pass auto_texts=[...]")
+            from pt2aws.inference.selection import choose_by_measurement
+
+            choice, _ = choose_by_measurement(model_dir, auto_texts, device=self.device)
             variant, self.variant_reason = choice.variant, choice.reason
         native, why = variant_support(variant, self.device)
         if not native and variant == "bf16" and self.device.type == "cpu":
@@ -102,13 +112,8 @@ class Predictor:
         self.batch_size = batch_size
         self.max_length = max_length or model_max_tokens(model.config, self.tokenizer)
         self.label_names = [model.config.id2label[i] for i in range(model.config.num_labels)]
-        if variant == "int8":
-            model = quantize_dynamic_int8(model)
-        elif variant == "bf16":
-            model = model.to(torch.bfloat16)
-        model = model.to(self.device)
-        self.module = model  # the uncompiled module (save/inspect this one)
-        self.model = torch.compile(model) if variant == "compile" else model
+        # module: the uncompiled one (save or inspect this); model: what predictions call
+        self.module, self.model = build_variant(model, variant, self.device)
 
     @torch.inference_mode()
     def predict_proba(self, texts: Sequence[str]) -> torch.Tensor:
@@ -118,10 +123,8 @@ class Predictor:
         """
         if isinstance(texts, str):
             raise TypeError("predict_proba takes a list of texts; wrap a single text in [ ]")
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         probs = torch.empty(len(texts), len(self.label_names))
-        for start in range(0, len(order), self.batch_size):
-            idx = order[start : start + self.batch_size]
+        for idx in length_sorted_batches(texts, self.batch_size):
             enc = self.tokenizer(
                 [texts[i] for i in idx],
                 truncation=True,

@@ -1,30 +1,45 @@
 """The predictor's fast variants: what each one is, where it runs natively, how it is built.
 
-==============  ==============================================================================
-``eager``       fp32, no compilation; the reference every other variant is compared with.
-``compile``     ``torch.compile`` (Inductor) of the fp32 model; a one-off compile (25-55 s cold
-                on 2 cores, see the stack notes) for faster steady-state kernels.
-``bf16``        bf16 weights and activations, where the CPU (AVX512-BF16/AMX on x86, BF16 on
-                Graviton3+) or the GPU (Ampere+) computes bf16 natively.
-``int8``        dynamic int8 quantization of every ``nn.Linear`` (CPU only): weights int8,
-                activations quantized per batch at run time.
-==============  ==============================================================================
+===============  =============================================================================
+``eager``        fp32, no compilation; the reference every other variant is compared with.
+``compile``      ``torch.compile`` (Inductor) of the fp32 model; a one-off compile (25-55 s cold
+                 on 2 cores, see the stack notes) for faster steady-state kernels.
+``bf16``         bf16 weights and activations, where the CPU (AVX512-BF16/AMX on x86, BF16 on
+                 Graviton3+) or the GPU (Ampere+) computes bf16 natively.
+``int8``         torchao ``quantize_`` with ``Int8DynamicActivationInt8WeightConfig`` (CPU only):
+                 weights int8 per output channel, activations int8 per token, quantized at run
+                 time; the layers in :data:`INT8_FP32_LAYERS` (the classification head) stay
+                 fp32; then ``torch.compile``, which fuses the (de)quantization into the int8
+                 matmuls (without it the quantization runs op by op and is slower than fp32).
+``int8-legacy``  ``torch.ao.quantization.quantize_dynamic`` of every ``nn.Linear`` (CPU only):
+                 weights int8 per tensor, activations per batch; deprecated since torch 2.10,
+                 kept for comparison (it changed 3.4% of the validation labels of the ``make run``
+                 MiniLM, torchao's int8 0.6%: ``benchmarks/README.md``).
+===============  =============================================================================
 
 :func:`variant_support` says whether a variant runs natively on a device, and why not; the
 :class:`~pt2aws.inference.predictor.Predictor` raises or warns with that reason, and
-:func:`pt2aws.bench.inference.compare_variants` skips the variant with it.
+:func:`pt2aws.bench.inference.compare_variants` skips the variant with it. ``auto`` (choosing by
+measurement) is in :mod:`pt2aws.inference.selection`.
 """
 
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 
 from pt2aws.system import is_arm64
 
-VARIANTS = ("eager", "compile", "bf16", "int8")
+VARIANTS = ("eager", "compile", "bf16", "int8", "int8-legacy")
+
+#: Linear layers the torchao ``int8`` variant keeps in fp32, by name (a layer is kept when its
+#: dotted name starts with one of these). The classification head: its 2-3 outputs decide the
+#: label directly, it is a negligible share of the compute, and torchao skips tiny layers
+#: anyway; measured on the ``make run`` MiniLM, see ``benchmarks/README.md``.
+INT8_FP32_LAYERS = ("classifier",)
 
 
 @dataclass
@@ -74,41 +89,70 @@ def variant_support(variant: str, device: torch.device | str) -> tuple[bool, str
     return True, f"{variant} runs on {device.type}"
 
 
-def choose_variant(device: torch.device | str | None = None) -> VariantChoice:
-    """Pick the predictor variant for this hardware.
+def supported_variants(
+    device: torch.device | str, candidates: Sequence[str]
+) -> tuple[list[str], dict[str, str]]:
+    """Split ``candidates`` into those that run natively on ``device`` and the others.
 
-    * GPU with bf16 (Ampere+): ``bf16``; older GPU: ``eager`` (int8 dynamic quantization is
-      CPU-only).
-    * CPU with native bf16 (x86 AVX512-BF16/AMX, Graviton3+ BF16): ``bf16``; bf16 matmuls run at
-      twice the fp32 rate or more on these units.
-    * Other CPUs (e.g. Graviton2, older x86): ``eager``. Dynamic int8 quantization is faster
-      (1.85x the HF pipeline vs 1.18x for eager on the fine-tuned MiniLM of ``make run``, 2-core
-      Xeon, 2026-11-30) but changed 3.7% of the labels, below the 99% agreement this project
-      asks of a variant; so it is opt-in (``variant="int8"``): measure the agreement on your
-      own model first (:func:`pt2aws.inference.metrics.label_agreement`).
-
-    ``compile`` is never chosen automatically: its one-off cost (tens of seconds per process)
-    only pays back in long-running servers; pass ``variant="compile"`` to use it.
+    Returns:
+        ``(runnable, {variant: reason it is left out})``, in the order of ``candidates``.
     """
-    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    ok, why = bf16_supported(device)
-    if ok:
-        return VariantChoice("bf16", why)
-    if device.type == "cuda":
-        return VariantChoice("eager", why + "; int8 dynamic quantization is CPU-only")
-    return VariantChoice(
-        "eager",
-        why + "; fp32 eager (int8 is opt-in: it changed 3.7% of labels on the fine-tuned MiniLM)",
-    )
+    runnable, left_out = [], {}
+    for variant in candidates:
+        native, why = variant_support(variant, device)
+        if native:
+            runnable.append(variant)
+        else:
+            left_out[variant] = why
+    return runnable, left_out
 
 
-def quantize_dynamic_int8(model):
+def build_variant(model: torch.nn.Module, variant: str, device: torch.device):
+    """``model`` (fp32, eval mode, on CPU) turned into ``variant`` on ``device``.
+
+    Returns:
+        ``(module, callable)``: the uncompiled module (save or inspect this one) and what to
+        call for predictions (the compiled module for ``compile`` and ``int8``).
+    """
+    if variant == "int8":
+        model = quantize_int8(model)
+    elif variant == "int8-legacy":
+        model = quantize_dynamic_int8(model)
+    elif variant == "bf16":
+        model = model.to(torch.bfloat16)
+    model = model.to(device)
+    return model, torch.compile(model) if variant in ("compile", "int8") else model
+
+
+def quantize_int8(model: torch.nn.Module, keep_fp32: Sequence[str] = INT8_FP32_LAYERS):
+    """torchao int8: dynamic per-token int8 activations and per-channel int8 weights, in place.
+
+    ``torchao.quantization.quantize_(model, Int8DynamicActivationInt8WeightConfig(),
+    filter_fn=...)`` (torchao 0.18); every ``nn.Linear`` whose name does not start with one of
+    ``keep_fp32`` is quantized (torchao itself skips layers with ``in_features <= 16``).
+
+    Args:
+        model: an fp32 model on CPU.
+        keep_fp32: name prefixes of Linear layers left in fp32 (default :data:`INT8_FP32_LAYERS`).
+
+    Returns:
+        ``model``, quantized in place.
+    """
+    from torchao.quantization import Int8DynamicActivationInt8WeightConfig, quantize_
+
+    def quantize_this(module: torch.nn.Module, name: str) -> bool:
+        return isinstance(module, torch.nn.Linear) and not name.startswith(tuple(keep_fp32))
+
+    quantize_(model, Int8DynamicActivationInt8WeightConfig(), filter_fn=quantize_this)
+    return model
+
+
+def quantize_dynamic_int8(model: torch.nn.Module):
     """``nn.Linear`` -> dynamically quantized int8 Linear (weights int8, activations per batch).
 
     Uses ``torch.ao.quantization.quantize_dynamic``: deprecated since torch 2.10 in favour of
-    torchao's ``quantize_(model, Int8DynamicActivationInt8WeightConfig())``, but still built in
-    and working in torch 2.13; its warnings are silenced here. On arm64 it uses the QNNPACK
-    engine (fbgemm is x86-only).
+    torchao (:func:`quantize_int8`), but still built in and working in torch 2.13; its warnings
+    are silenced here. On arm64 it uses the QNNPACK engine (fbgemm is x86-only).
     """
     from torch.ao.quantization import quantize_dynamic
 

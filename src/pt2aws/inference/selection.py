@@ -1,0 +1,151 @@
+"""``variant="auto"``: choose the predictor variant by measuring it on the machine that serves.
+
+The rule (:func:`choose_by_measurement`): on a sample of validation texts, time each candidate
+variant that runs natively here (batch 32, median of interleaved repeats) and measure how often
+its label equals fp32 eager's; keep the fastest whose agreement is at least
+:data:`~pt2aws.inference.metrics.AGREEMENT_TARGET` (99%). A variant other than ``eager`` must
+beat eager by :data:`MARGIN` (5%): less is within the run-to-run noise of a shared machine, and
+eager is the simpler model to serve. So ``auto`` is never slower than eager on the machine where
+it chose (within that noise), which a choice from the hardware alone could not promise: bf16 on
+an AVX512-BF16 CPU without AMX ran slower than fp32 eager (issue 12).
+
+**Where the endpoint chooses.** Agreement is a property of the model and the variant: it is
+measured once, on the whole validation split, when the archive is packaged
+(:func:`measure_agreement`), and recorded in it. Speed is a property of the machine: the archive
+is usually packaged on an x86 notebook instance while the endpoint runs on Graviton, where bf16
+fast math, oneDNN/ACL and the int8 kernels rank the variants differently. So the endpoint
+**re-measures at start-up on its own hardware**: it calls :func:`choose_by_measurement` with the
+variants the archive records as agreeing (``candidates``) on the few validation texts the
+archive carries, before ``/ping`` answers healthy. That costs seconds at start-up (plus a
+torch.compile for ``int8``); it is paid once per instance, and it is what keeps the promise above
+on the machine that actually serves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from pt2aws.inference.metrics import AGREEMENT_TARGET
+from pt2aws.inference.variants import VariantChoice, supported_variants
+
+#: What ``auto`` times unless told otherwise. ``compile`` (fp32) is left out: on CPU its
+#: one-off compile rarely pays back (0.94x eager in the training A/B on 2 cores).
+AUTO_CANDIDATES = ("eager", "bf16", "int8", "int8-legacy")
+
+#: How much faster than eager (fraction) a variant must be for ``auto`` to prefer it.
+MARGIN = 0.05
+
+
+def measure_agreement(
+    model_dir: str, texts: Sequence[str], variant: str, *, device: str = "cpu"
+) -> float:
+    """Share of ``texts`` whose label under ``variant`` equals fp32 eager's (1.0 = all).
+
+    For the packaging step: run it on the validation split and record the result in the
+    archive, so the endpoint only considers variants that keep the model's answers.
+
+    Args:
+        model_dir: a saved model directory (``save_pretrained``).
+        texts: the texts to compare on (the validation split).
+        variant: one of :data:`~pt2aws.inference.variants.VARIANTS`.
+        device: where both models run.
+
+    Raises:
+        ValueError: unknown variant, one that cannot run on ``device``, or no texts.
+    """
+    from pt2aws.inference.metrics import label_agreement
+    from pt2aws.inference.predictor import Predictor
+
+    reference = Predictor(model_dir, device=device).predict_ids(texts)
+    fast = Predictor(model_dir, device=device, variant=variant)
+    return label_agreement(reference, fast.predict_ids(texts))
+
+
+def fastest_agreeing(rows: Sequence[dict], min_agreement: float | None = None) -> dict:
+    """The row with the highest ``samples_per_s`` among those with ``agreement >= min_agreement``.
+
+    Args:
+        rows: rows with ``variant``, ``samples_per_s`` and ``agreement`` (rows without either
+            are ignored).
+        min_agreement: default :data:`pt2aws.inference.metrics.AGREEMENT_TARGET` (0.99).
+
+    Raises:
+        ValueError: no row qualifies.
+    """
+    floor = AGREEMENT_TARGET if min_agreement is None else min_agreement
+    good = [
+        r
+        for r in rows
+        if r.get("samples_per_s") and r.get("agreement") is not None and r["agreement"] >= floor
+    ]
+    if not good:
+        raise ValueError(f"no variant keeps >= {floor:.0%} label agreement with fp32 eager")
+    return max(good, key=lambda r: r["samples_per_s"])
+
+
+def pick_variant(rows: Sequence[dict], margin: float = MARGIN) -> VariantChoice:
+    """The ``auto`` rule applied to measured rows (see the module docstring).
+
+    Args:
+        rows: rows with ``variant``, ``samples_per_s`` and ``agreement``; one is ``eager``.
+        margin: how much faster than eager (fraction) another variant must be.
+
+    Raises:
+        ValueError: no ``eager`` row.
+    """
+    eager = next((r for r in rows if r["variant"] == "eager"), None)
+    if eager is None:
+        raise ValueError("choosing a variant needs the eager row: it is the reference")
+    best = fastest_agreeing(rows)
+    gain = best["samples_per_s"] / eager["samples_per_s"]
+    if best["variant"] == "eager" or gain < 1 + margin:
+        runner_up = f"; best other: {best['variant']} at {gain:.2f}x" if best is not eager else ""
+        return VariantChoice("eager", f"no variant beats eager by {margin:.0%} here{runner_up}")
+    return VariantChoice(
+        best["variant"],
+        f"{gain:.2f}x eager's batch-32 throughput here, "
+        f"{best['agreement']:.1%} label agreement (>= {AGREEMENT_TARGET:.0%})",
+    )
+
+
+def choose_by_measurement(
+    model_dir: str,
+    texts: Sequence[str],
+    *,
+    candidates: Sequence[str] = AUTO_CANDIDATES,
+    device: torch.device | str | None = None,
+    repeats: int = 5,
+    verbose: bool = True,
+) -> tuple[VariantChoice, list[dict]]:
+    """Time the candidate variants here and pick one by the ``auto`` rule (module docstring).
+
+    Args:
+        model_dir: a saved model directory (``save_pretrained``).
+        texts: a sample of validation texts (128 is plenty; timings use all of them).
+        candidates: variants to consider; ``eager`` is always added (it is the reference) and
+            those that do not run natively on ``device`` are left out with their reason.
+        device: ``None``: CUDA when available, else CPU.
+        repeats: interleaved timed passes per variant (median reported; 5, because one busy
+            neighbour process can slow a single pass several-fold on a small machine).
+        verbose: print the table, what was not timed and why, and the choice.
+
+    Returns:
+        ``(choice, rows)``: rows as from :func:`pt2aws.bench.inference.compare_variants`.
+    """
+    from pt2aws.bench.inference import compare_variants, format_table
+
+    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    runnable, left_out = supported_variants(device, list(dict.fromkeys(["eager", *candidates])))
+    result = compare_variants(
+        model_dir, texts, runnable, latency_calls=min(8, len(texts)), repeats=repeats,
+        device=str(device),
+    )  # fmt: skip
+    choice = pick_variant(result["rows"])
+    if verbose:
+        print(format_table(result["rows"], baseline="eager"))
+        for variant, why in left_out.items():
+            print(f"{variant}: not timed ({why})")
+        print(f"auto: {choice.variant} ({choice.reason})", flush=True)
+    return choice, result["rows"]
