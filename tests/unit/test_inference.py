@@ -185,7 +185,7 @@ def test_apply_runtime_settings_keeps_preset_values(monkeypatch):
 def test_model_max_tokens_is_the_real_limit():
     from transformers import BertConfig, RobertaConfig
 
-    from pt2aws.inference.predictor import model_max_tokens
+    from pt2aws.modeling import model_max_tokens
 
     assert model_max_tokens(RobertaConfig(max_position_embeddings=514)) == 512
     assert model_max_tokens(BertConfig(max_position_embeddings=512)) == 512

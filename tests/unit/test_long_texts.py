@@ -62,3 +62,24 @@ def test_the_archive_ships_the_windows_module_the_handler_imports(smoke_model_di
     module = importlib.util.module_from_spec(spec)
     exec(compile(shipped, "pt2aws_windows.py", "exec"), module.__dict__)  # stdlib only
     assert module.combine_window_scores([[0.2, 0.8], [0.6, 0.4]]) == pytest.approx([0.4, 0.6])
+
+
+def test_predictor_windows_match_the_handlers(smoke_model_dir):
+    from pt2aws.inference.predictor import Predictor
+
+    texts = [SHORT, LONG]
+    truncating = Predictor(str(smoke_model_dir))
+    windowed = Predictor(str(smoke_model_dir), long_texts="windows")
+    model = handler.model_fn(str(smoke_model_dir))
+    served = handler.predict_fn(
+        texts, {**model, "long_texts": "windows", "window_overlap": model["max_length"] // 4}
+    )
+    probs = windowed.predict_proba(texts)
+    assert [p["label"] for p in windowed.predict(texts)] == [r["label"] for r in served]
+    assert float(probs[1].max()) == pytest.approx(served[1]["score"], abs=1e-5)
+    # a text that fits is classified exactly as with truncation
+    assert truncating.predict_proba([SHORT])[0].tolist() == pytest.approx(
+        probs[0].tolist(), abs=1e-6
+    )
+    with pytest.raises(ValueError, match="long_texts='summarize'"):
+        Predictor(str(smoke_model_dir), long_texts="summarize")

@@ -107,7 +107,7 @@ class OrtPredictor:
         import torch
         from transformers import AutoConfig, AutoTokenizer
 
-        from pt2aws.inference.predictor import model_max_tokens
+        from pt2aws.modeling import model_max_tokens
 
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads or torch.get_num_threads()

@@ -18,28 +18,9 @@ from collections.abc import Sequence
 import torch
 
 from pt2aws.inference.variants import VARIANTS, build_variant, variant_support
-from pt2aws.modeling import ROBERTA_MAX_TOKENS
+from pt2aws.modeling import model_max_tokens
 
 logger = logging.getLogger(__name__)
-
-
-#: Model types whose position ids are offset by ``padding_idx + 1`` (fairseq): their configs list
-#: 2 more positions than the model accepts (RoBERTa: 514 listed, 512 usable).
-OFFSET_POSITION_MODELS = ("roberta", "xlm-roberta", "camembert", "longformer")
-
-
-def model_max_tokens(config, tokenizer=None) -> int:
-    """The longest input the model really accepts, in tokens.
-
-    ``max_position_embeddings`` minus the 2-slot offset for RoBERTa-family models, capped by the
-    tokenizer's ``model_max_length`` and by 512 (RoBERTa-base's real limit).
-    """
-    limit = int(getattr(config, "max_position_embeddings", ROBERTA_MAX_TOKENS))
-    if getattr(config, "model_type", "") in OFFSET_POSITION_MODELS:
-        limit -= 2
-    if tokenizer is not None and int(tokenizer.model_max_length) > 0:
-        limit = min(limit, int(tokenizer.model_max_length))
-    return min(limit, ROBERTA_MAX_TOKENS)
 
 
 def length_sorted_batches(texts: Sequence[str], batch_size: int) -> list[list[int]]:
@@ -64,11 +45,15 @@ class Predictor:
             measurement (:func:`pt2aws.inference.selection.choose_by_measurement`, which prints
             its table).
         auto_texts: a sample of validation texts for ``variant="auto"`` (128 is plenty).
+        long_texts: ``"truncate"`` (read the first ``max_length`` tokens) or ``"windows"``
+            (texts over ``max_length`` read as windows overlapping by ``max_length // 4``
+            tokens, whose probabilities are averaged weighted by tokens:
+            :mod:`pt2aws.data.windows`; the serving handler's ``PT2AWS_LONG_TEXTS=windows``).
 
     Raises:
         ValueError: unknown variant, ``int8`` on a GPU, ``bf16`` on a GPU without bf16 (on a
-            CPU without native bf16 it runs emulated, with a warning), or ``auto`` without
-            ``auto_texts``.
+            CPU without native bf16 it runs emulated, with a warning), ``auto`` without
+            ``auto_texts``, or ``long_texts`` other than ``truncate``/``windows``.
     """
 
     def __init__(
@@ -80,6 +65,7 @@ class Predictor:
         max_length: int | None = None,
         variant: str = "eager",
         auto_texts: Sequence[str] | None = None,
+        long_texts: str = "truncate",
     ):
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
@@ -87,6 +73,9 @@ class Predictor:
             raise ValueError(f"variant {variant!r}: choose one of {', '.join(VARIANTS)} or auto")
         if batch_size < 1:
             raise ValueError(f"batch_size={batch_size}: need at least 1")
+        if long_texts not in ("truncate", "windows"):
+            raise ValueError(f"long_texts={long_texts!r}: use truncate or windows")
+        self.long_texts = long_texts
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         self.variant_reason = "requested"
         if variant == "auto":
@@ -123,6 +112,8 @@ class Predictor:
         """
         if isinstance(texts, str):
             raise TypeError("predict_proba takes a list of texts; wrap a single text in [ ]")
+        if self.long_texts == "windows":
+            return self._windowed_proba(texts)
         probs = torch.empty(len(texts), len(self.label_names))
         for idx in length_sorted_batches(texts, self.batch_size):
             enc = self.tokenizer(
@@ -134,6 +125,26 @@ class Predictor:
             ).to(self.device)
             probs[idx] = self.model(**enc).logits.float().softmax(-1).cpu()
         return probs
+
+    def _windowed_proba(self, texts: Sequence[str]) -> torch.Tensor:
+        """Probabilities from overlapping windows (texts that fit: one window, as truncation)."""
+        from pt2aws.data import windows
+
+        ids = self.tokenizer(list(texts), add_special_tokens=False, truncation=False)["input_ids"]
+        prefix, suffix = windows.special_tokens(self.tokenizer)
+        spans, owners, weights = windows.plan_windows(
+            ids,
+            max_tokens=self.max_length,
+            overlap=self.max_length // 4,
+            prefix=prefix,
+            suffix=suffix,
+        )
+        per_window = torch.empty(len(spans), len(self.label_names))
+        for idx in length_sorted_batches(spans, self.batch_size):
+            batch = self.tokenizer.pad({"input_ids": [spans[i] for i in idx]}, return_tensors="pt")
+            per_window[idx] = self.model(**batch.to(self.device)).logits.float().softmax(-1).cpu()
+        combined = windows.combine_by_text(per_window.tolist(), owners, len(texts), weights=weights)
+        return torch.tensor(combined, dtype=torch.float32)
 
     def predict(self, texts: Sequence[str]) -> list[dict]:
         """``[{"label": str, "score": float, "label_id": int}, ...]``, one per text, in order."""
