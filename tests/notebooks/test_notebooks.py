@@ -68,7 +68,7 @@ def executed(tmp_path_factory):
             "EXPLAIN_COMPILE": True,
             "COMPARE_PARALLELISM": True,
         },
-        "03_deploy_sagemaker_graviton.ipynb": {"LOAD_TEST_SECONDS": 10},
+        "03_deploy_sagemaker_graviton.ipynb": {"LOAD_TEST_SECONDS": 10, "AGREEMENT_TEXTS": 20},
     }
     out = {}
     for name in NOTEBOOKS:
@@ -250,6 +250,10 @@ def test_03_deploys_to_emulator_and_leaves_nothing(executed):
             r["usd_per_hour"] / (r["throughput_per_s"] * 3600) * 1e6, rel=1e-9
         )
     assert "| ml.c7g.xlarge | arm64 |" in executed.cost_md.read_text()
+    variants = result["variants"]  # recorded in the archive for PT2AWS_VARIANT=auto
+    assert set(variants["agreement"]) == {"int8", "int8-legacy", "bf16"}
+    assert variants["eligible"] == [v for v, a in variants["agreement"].items() if a >= 0.99]
+    assert variants["texts"] == 20  # the smoke profile's validation split, capped by the parameter
 
 
 def test_summary_from_executed_run(executed):

@@ -83,3 +83,63 @@ def test_predictor_windows_match_the_handlers(smoke_model_dir):
     )
     with pytest.raises(ValueError, match="long_texts='summarize'"):
         Predictor(str(smoke_model_dir), long_texts="summarize")
+
+
+def test_the_endpoint_serves_the_variant_asked_for_or_chosen_by_measurement(
+    smoke_model_dir, tmp_path, monkeypatch
+):
+    """PT2AWS_VARIANT: a named variant is built; auto times only what variants.json records as
+    agreeing (here stubbed); without a record, eager. The AWS DLC (no pt2aws) cannot."""
+    import json
+    import shutil
+
+    from pt2aws.inference import selection
+    from pt2aws.inference.variants import VariantChoice
+
+    model_dir = tmp_path / "model"
+    shutil.copytree(smoke_model_dir, model_dir)
+    monkeypatch.setenv("PT2AWS_VARIANT", "int8-legacy")
+    loaded = handler.model_fn(str(model_dir))
+    assert loaded["variant"] == "int8-legacy"
+    assert {r["label"] for r in handler.predict_fn([SHORT, LONG], loaded)} <= {
+        "negative",
+        "positive",
+    }
+
+    monkeypatch.setenv("PT2AWS_VARIANT", "auto")
+    assert handler.model_fn(str(model_dir))["variant"] == "eager"  # no variants.json
+    timed = []
+
+    def fake_choice(model_dir, texts, *, candidates, **kwargs):
+        timed.append(list(candidates))
+        return VariantChoice("int8-legacy", "fastest agreeing (stub)"), []
+
+    monkeypatch.setattr(selection, "choose_by_measurement", fake_choice)
+    report = {"eligible": ["int8-legacy"], "sample": [SHORT], "agreement": {"int8": 0.9}}
+    (model_dir / "variants.json").write_text(json.dumps(report))
+    assert handler.model_fn(str(model_dir))["variant"] == "int8-legacy"
+    assert timed == [["int8-legacy"]]  # only what the archive recorded as agreeing
+
+    monkeypatch.setenv("PT2AWS_VARIANT", "fp4")
+    with pytest.raises(ValueError, match="PT2AWS_VARIANT='fp4'"):
+        handler.model_fn(str(model_dir))
+
+
+def test_packaging_records_each_variants_agreement_on_validation_texts(smoke_model_dir, tmp_path):
+    import json
+    import tarfile
+
+    from pt2aws.aws import artifact
+    from pt2aws.inference.selection import variant_report
+
+    texts = [SHORT, LONG, "", "ok phone", "the battery died after a day"]
+    report = variant_report(str(smoke_model_dir), texts, variants=("int8-legacy",), sample=2)
+    assert report["texts"] == 4 and report["sample"] == [SHORT, LONG]  # empty texts left out
+    assert 0.0 <= report["agreement"]["int8-legacy"] <= 1.0
+    assert report["eligible"] == (
+        ["int8-legacy"] if report["agreement"]["int8-legacy"] >= 0.99 else []
+    )
+    archive = artifact.package(smoke_model_dir, tmp_path / "m.tar.gz", variants=report)
+    with tarfile.open(archive) as tar:
+        assert json.loads(tar.extractfile("variants.json").read()) == report
+    assert artifact.validate_archive(archive, smoke_test=False)["bytes"] > 0

@@ -27,6 +27,8 @@ from pt2aws.serving import HANDLER_PATH
 logger = logging.getLogger(__name__)
 
 
+#: The fast variants' agreement with fp32, measured at packaging (the handler reads it).
+VARIANTS_FILE = "variants.json"
 #: The long-text windows module the handler imports from ``code/`` (no pt2aws in the DLC).
 WINDOWS_MODULE = "pt2aws_windows"
 WINDOWS_PATH = Path(__file__).resolve().parents[1] / "data" / "windows.py"
@@ -110,13 +112,19 @@ def _check_no_compiled_prefix(weights: Path) -> None:
 
 
 def package(
-    model_dir: str | Path, output_path: str | Path, *, handler: str | Path = HANDLER_PATH
+    model_dir: str | Path,
+    output_path: str | Path,
+    *,
+    handler: str | Path = HANDLER_PATH,
+    variants: dict | None = None,
 ) -> Path:
     """Write ``model.tar.gz``: the files of ``model_dir`` at the root plus ``code/``.
 
     ``code/inference.py`` is ``handler``, ``code/pt2aws_windows.py`` the long-text windows it
     imports (:mod:`pt2aws.data.windows`, standard library only); ``code/requirements.txt`` comes
-    from :func:`requirements_for`. Symlinks to files are dereferenced (the HF cache uses them; a tar
+    from :func:`requirements_for`. ``variants`` (:func:`pt2aws.inference.selection.variant_report`:
+    each fast variant's agreement with fp32 on the validation split) is written as
+    ``variants.json`` at the root, where the handler's ``PT2AWS_VARIANT=auto`` reads it. Symlinks to files are dereferenced (the HF cache uses them; a tar
     with links fails to extract on SageMaker); broken or folder links are refused. Members are
     sorted, time-stamped 0 and owned by uid 0, so the same inputs give the same bytes. The size
     is logged (INFO) and is ``output_path.stat().st_size``.
@@ -153,6 +161,8 @@ def package(
         (f"code/{WINDOWS_MODULE}.py", WINDOWS_PATH.read_bytes()),
         ("code/requirements.txt", requirements_for(model_dir).encode()),
     ]
+    if variants is not None:
+        members.append((VARIANTS_FILE, json.dumps(variants, indent=1).encode()))
     output_path.parent.mkdir(parents=True, exist_ok=True)
     with (
         open(output_path, "wb") as raw,

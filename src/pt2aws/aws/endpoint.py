@@ -124,8 +124,13 @@ class DeploySettings:
             raise ValueError("need max_batch >= 1, wait_timeout_s > 0, load_test_requests >= 0")
 
     def environment(self) -> dict[str, str]:
-        """The container environment (:func:`pt2aws.aws.hosting.endpoint_environment`)."""
-        return hosting.endpoint_environment(self.instance_type, max_batch=self.max_batch)
+        """The container environment (:func:`pt2aws.aws.hosting.endpoint_environment`); the
+        project's image also gets ``PT2AWS_VARIANT=auto`` (the fastest variant on the instance
+        among those the archive records as keeping 99% agreement; the AWS DLC serves fp32)."""
+        env = hosting.endpoint_environment(self.instance_type, max_batch=self.max_batch)
+        if self.image == "custom":
+            env["PT2AWS_VARIANT"] = "auto"
+        return env
 
     def resolve_image_uri(self, region: str) -> str:
         """The image to deploy in ``region``, checked against the instance (no AWS call).

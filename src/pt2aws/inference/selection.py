@@ -60,6 +60,9 @@ def measure_agreement(
 
     reference = Predictor(model_dir, device=device).predict_ids(texts)
     fast = Predictor(model_dir, device=device, variant=variant)
+    # the uncompiled module: compiling changes speed, not the quantized numerics, and costs
+    # tens of seconds on a small CPU
+    fast.model = fast.module
     return label_agreement(reference, fast.predict_ids(texts))
 
 
@@ -149,3 +152,95 @@ def choose_by_measurement(
             print(f"{variant}: not timed ({why})")
         print(f"auto: {choice.variant} ({choice.reason})", flush=True)
     return choice, result["rows"]
+
+
+#: Variants whose agreement the archive records (``eager`` is the reference: always 1.0).
+RECORDED_VARIANTS = ("int8", "int8-legacy", "bf16")
+#: Validation texts the archive carries for the endpoint's start-up measurement.
+SAMPLE_TEXTS = 64
+
+
+def variant_report(
+    model_dir: str,
+    validation_texts: Sequence[str],
+    variants: Sequence[str] = RECORDED_VARIANTS,
+    *,
+    sample: int = SAMPLE_TEXTS,
+) -> dict:
+    """What the archive records for the endpoint: each variant's agreement with fp32 eager.
+
+    Agreement is measured on ``validation_texts`` (the whole validation split, or a few hundred
+    of its texts) on this machine's CPU; a variant this CPU cannot run natively is still
+    measured (bf16 runs emulated: slow but exact enough for agreement). The endpoint later
+    times only ``eligible`` variants, on ``sample``, on its own hardware (module docstring).
+
+    Returns:
+        ``{"target": 0.99, "texts": int, "agreement": {variant: float}, "eligible": [variant],
+        "sample": [str], "measured_on": str}`` (JSON-serialisable; ``variants.json`` in the
+        archive).
+
+    Raises:
+        ValueError: no validation texts.
+    """
+    import warnings
+
+    from pt2aws.system import cpu_name
+
+    texts = [t for t in validation_texts if t.strip()]
+    if not texts:
+        raise ValueError("variant_report needs validation texts (the split is empty)")
+    agreement = {}
+    for variant in variants:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "bf16 is emulated": expected here
+            agreement[variant] = round(measure_agreement(model_dir, texts, variant), 6)
+    return {
+        "target": AGREEMENT_TARGET,
+        "texts": len(texts),
+        "agreement": agreement,
+        "eligible": [v for v, a in agreement.items() if a >= AGREEMENT_TARGET],
+        "sample": texts[:sample],
+        "measured_on": cpu_name(),
+    }
+
+
+def serving_variant(model_dir: str, model: torch.nn.Module, requested: str) -> tuple:
+    """The variant an endpoint serves (``PT2AWS_VARIANT``), built from the loaded fp32 model.
+
+    ``auto``: among the variants ``variants.json`` in the archive records as keeping 99%
+    agreement, the fastest on this machine by :func:`choose_by_measurement` on the archive's
+    sample texts (eager when the archive has no record). A named variant is built as asked.
+
+    Args:
+        model_dir: the extracted archive (``/opt/ml/model``).
+        model: the fp32 model ``model_fn`` loaded (eval mode, CPU).
+        requested: ``auto`` or one of :data:`~pt2aws.inference.variants.VARIANTS`.
+
+    Returns:
+        ``(callable model, variant, reason)``.
+
+    Raises:
+        ValueError: an unknown variant, or one that cannot run on this CPU.
+    """
+    import json
+    from pathlib import Path
+
+    from pt2aws.inference.variants import VARIANTS, build_variant, variant_support
+
+    reason = "PT2AWS_VARIANT"
+    if requested == "auto":
+        record = Path(model_dir) / "variants.json"
+        if not record.is_file():
+            return model, "eager", "auto: the archive records no variant agreement (variants.json)"
+        report = json.loads(record.read_text())
+        choice, _ = choose_by_measurement(
+            model_dir, report["sample"], candidates=report["eligible"]
+        )
+        requested, reason = choice.variant, f"auto, measured at start-up: {choice.reason}"
+    if requested not in VARIANTS:
+        raise ValueError(f"PT2AWS_VARIANT={requested!r}: use auto or one of {', '.join(VARIANTS)}")
+    native, why = variant_support(requested, "cpu")
+    if not native:
+        raise ValueError(f"PT2AWS_VARIANT={requested}: {why}")
+    _, call = build_variant(model, requested, torch.device("cpu"))
+    return call, requested, reason

@@ -33,7 +33,10 @@ error type (``GenericInferenceToolkitError``), which it turns into a 4xx respons
 with the message (415 unsupported type, 406 unsupported Accept, 400 bad body, 413 too many texts);
 the toolkit appends its traceback after that first line. Any other exception would be a 500.
 
-Environment: ``PT2AWS_LONG_TEXTS`` (``truncate``, the default, or ``windows``: texts over the
+Environment: ``PT2AWS_VARIANT`` (``eager``, the default; ``auto``: the fastest variant on this
+machine among those ``variants.json`` in the archive records as keeping 99% agreement, measured
+at start-up; or a named one; needs the project's serving image),
+``PT2AWS_LONG_TEXTS`` (``truncate``, the default, or ``windows``: texts over the
 limit read as windows that overlap by ``PT2AWS_WINDOW_OVERLAP`` tokens, default a quarter of
 the limit), ``PT2AWS_MAX_BATCH`` (default 64 texts per request), ``PT2AWS_MAX_LENGTH``
 (default: the model's limit, 512 tokens for RoBERTa).
@@ -199,6 +202,17 @@ def model_fn(model_dir: str, context=None) -> dict:
             "PT2AWS_MAX_LENGTH", min(limit, tokenizer.model_max_length, MODEL_MAX_TOKENS)
         )
     )
+    variant, reason = os.environ.get("PT2AWS_VARIANT", "eager").strip().lower(), "default"
+    if variant != "eager":
+        try:  # the project's serving image has pt2aws (and torchao); the AWS DLC does not
+            from pt2aws.inference.selection import serving_variant
+        except ImportError:
+            raise RuntimeError(
+                f"PT2AWS_VARIANT={variant} needs the pt2aws serving image (container/); the AWS "
+                "DLC serves fp32 eager: unset PT2AWS_VARIANT"
+            ) from None
+        model, variant, reason = serving_variant(model_dir, model, variant)
+    print(f"pt2aws handler: serving variant {variant} ({reason})", flush=True)
     long_texts = os.environ.get("PT2AWS_LONG_TEXTS", "truncate").strip().lower()
     if long_texts not in ("truncate", "windows"):
         raise ValueError(f"PT2AWS_LONG_TEXTS={long_texts!r}: set truncate or windows")
@@ -209,6 +223,7 @@ def model_fn(model_dir: str, context=None) -> dict:
         "max_length": max_length,
         "long_texts": long_texts,
         "window_overlap": overlap,
+        "variant": variant,
     }
 
 
