@@ -5,7 +5,8 @@ A user error (bad flag value, missing data file, unknown model) prints one line 
 """
 
 from pt2aws.errors import run_cli
+from pt2aws.train.distributed import exit_worker
 from pt2aws.train.loop import main
 
 if __name__ == "__main__":
-    raise SystemExit(run_cli(main, prog="python -m pt2aws.train"))
+    exit_worker(run_cli(main, prog="python -m pt2aws.train"))

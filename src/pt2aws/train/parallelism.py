@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 from pt2aws.system import peak_memory_bytes
-from pt2aws.train.distributed import all_gather, compute_cleanup, compute_init
+from pt2aws.train.distributed import all_gather, compute_cleanup, compute_init, exit_worker
 
 
 def make_mlp(dim: int = 1024, layers: int = 8) -> nn.Sequential:
@@ -228,3 +228,4 @@ def tensor_parallel_demo(dim: int = 16, nproc: int = 2, timeout_s: float = 300) 
 
 if __name__ == "__main__":
     main()
+    exit_worker(0)
