@@ -13,7 +13,7 @@ full      ``FacebookAI/roberta-base`` from the hub     all train tweets, 3 epoch
 Every field can be overridden one by one (notebook parameters, ``--flag`` on the command line):
 :class:`TrainConfig` is the profile plus those overrides, validated, and saved as JSON with every
 run. Sequence length: ``local`` and ``full`` choose ``max_length`` from the training data
-(``auto``: the 95th percentile of tokenized lengths rounded up to a multiple of 8, capped at the
+(``auto``: the 99th percentile of tokenized lengths rounded up to a multiple of 8, capped at the
 model's limit; :func:`pt2aws.data.choose_max_length`); ``smoke`` keeps a fixed 48 so tests and
 timings stay comparable. A profile's ``max_length`` is also the length sizing assumes.
 """
@@ -215,7 +215,7 @@ class TrainConfig:
     max_length: str | None = field(
         default=None,
         metadata={
-            "help": "max tokens per example: a number, or auto (the 95th percentile of the "
+            "help": "max tokens per example: a number, or auto (the 99th percentile of the "
             "training texts' lengths, rounded up to a multiple of 8, capped at the model's limit)"
         },
     )

@@ -34,9 +34,11 @@ def minilm_tokenizer():
     return AutoTokenizer.from_pretrained(minilm_path())
 
 
-def test_max_length_is_the_95th_percentile_rounded_up_to_8():
+def test_max_length_is_a_percentile_rounded_up_to_8():
     texts = [" ".join(["w"] * (n - 2)) for n in range(3, 103)]  # 3..102 tokens, 100 texts
-    choice = choose_max_length(WordTokenizer(), texts, model_max_tokens=512)
+    default = choose_max_length(WordTokenizer(), texts, model_max_tokens=512)
+    assert (default.percentile, default.percentile_tokens, default.max_length) == (99.0, 101, 104)
+    choice = choose_max_length(WordTokenizer(), texts, model_max_tokens=512, percentile=95)
     assert choice.percentile_tokens == 97  # nearest rank: the 95th of 100 sorted lengths
     assert choice.max_length == 104
     assert choice.fraction_truncated == 0.0 and choice.longest == 102
