@@ -11,7 +11,7 @@ export TOKENIZERS_PARALLELISM := false
 .PHONY: help setup run test lint format kernel lab clean bench
 
 help: ## list the targets
-	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
+	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 
 setup: $(STAMP) ## create .venv and install everything (skipped when up to date)
 

@@ -3,10 +3,10 @@
 A profile picks a model, a data budget and training hyper-parameters that fit a machine:
 
 ========  ===========================================  ==============================  ==========
-profile   model                                        data                            needs
+profile   model                                        data                            training
 ========  ===========================================  ==============================  ==========
-smoke     tiny RoBERTa built here (about 0.1 M params) 800 train tweets, 3 epochs      any CPU, < 1 min
-local     MiniLM-L6 from PyPI (22.7 M params)          3,000 train tweets, 2 epochs    CPU, about 4 min
+smoke     tiny RoBERTa built here (about 0.2 M params) 800 train tweets, 3 epochs      any CPU, ~10 s
+local     MiniLM-L6 from PyPI (22.7 M params)          3,000 train tweets, 2 epochs    CPU, about 2 min
 full      ``FacebookAI/roberta-base`` from the hub     all train tweets, 3 epochs      1+ GPUs, hub
 ========  ===========================================  ==============================  ==========
 
@@ -85,7 +85,7 @@ PROFILES: dict[str, Profile] = {
         warmup_ratio=0.1,
         weight_decay=0.01,
         suggested_instance="any CPU (ml.t3.medium is enough)",
-        description="tiny RoBERTa built offline; checks the plumbing in under a minute",
+        description="tiny RoBERTa built offline; checks the plumbing (about 3 minutes for all notebooks)",
     ),
     "local": Profile(
         name="local",

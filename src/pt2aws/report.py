@@ -65,6 +65,11 @@ def _training(train: dict | None) -> list[str]:
     if not train:
         return ["## Fine-tuning: missing (train/metrics.json not found)", ""]
     lines = ["## Fine-tuning (notebook 01)", "| metric | value |", "| --- | --- |"]
+    data = train.get("data") or {}
+    if data.get("source"):
+        lines.append(
+            f"| data | {data['source']}, classes {', '.join(train.get('label_names', []))} |"
+        )
     lines += [f"| {key} | {_fmt(train.get(key))} |" for key in TRAINING_KEYS]
     flags = ", ".join(
         f"{k}={'on' if v['enabled'] else 'off'}" for k, v in train.get("flags", {}).items()

@@ -24,6 +24,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+#: The link to the newest run (the notebooks' default ``RUN_DIR`` is ``../runs/latest``).
+LATEST = "latest"
 #: Which notebook writes the files under each top-level entry (for "run NN first" hints).
 WRITERS = {
     "env.json": "00_instance_setup",
@@ -50,13 +52,19 @@ class RunDir:
 
     @classmethod
     def new(cls, runs: str | Path = "runs") -> RunDir:
-        """Create and return ``runs/<UTC timestamp>`` (``YYYYmmdd-HHMMSS``).
+        """Create and return ``runs/<UTC timestamp>`` (``YYYYmmdd-HHMMSS``), and point
+        ``runs/latest`` at it, the notebooks' default ``RUN_DIR``, so a notebook opened in
+        JupyterLab after ``make run`` continues from that run.
 
         Raises:
             FileExistsError: a run of the same second exists.
         """
         path = Path(runs) / time.strftime("%Y%m%d-%H%M%S", time.gmtime())
         path.mkdir(parents=True, exist_ok=False)
+        latest = Path(runs) / LATEST
+        if latest.is_symlink() or not latest.exists():  # never replace a real folder
+            latest.unlink(missing_ok=True)
+            latest.symlink_to(path.name, target_is_directory=True)
         return cls(path)
 
     # notebook 00

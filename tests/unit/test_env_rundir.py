@@ -85,3 +85,5 @@ def test_new_run_dir_is_a_utc_timestamp(tmp_path):
 
     run = rundir.RunDir.new(tmp_path / "runs")
     assert run.root.is_dir() and re.fullmatch(r"\d{8}-\d{6}", run.root.name)
+    latest = tmp_path / "runs" / "latest"  # the notebooks' default RUN_DIR follows it
+    assert latest.is_symlink() and latest.resolve() == run.root.resolve()

@@ -394,3 +394,17 @@ def test_onnx_runtime_rows_build_and_agree(smoke_model_dir, tmp_path, eager_prob
     assert rows[1]["agreement"] == 1.0 and 0.9 <= rows[2]["agreement"] <= 1.0
     assert all(r["samples_per_s"] > 0 and r["calls"] == 2 for r in rows)
     assert predictors["eager"].batch_size == 5  # timed at batch 32, then restored
+
+
+def test_auto_leaves_out_a_variant_that_is_slow_for_single_requests():
+    from pt2aws.inference.selection import pick_variant
+
+    rows = [
+        {"variant": "eager", "samples_per_s": 100.0, "agreement": 1.0, "p50_ms": 2.0},
+        {"variant": "bf16", "samples_per_s": 400.0, "agreement": 0.998, "p50_ms": 180.0},
+        {"variant": "int8", "samples_per_s": 300.0, "agreement": 0.995, "p50_ms": 3.0},
+    ]
+    choice = pick_variant(rows)
+    assert choice.variant == "int8"  # bf16 is faster at batch 32 but 90x slower at batch 1
+    rows[2]["p50_ms"] = 5.0  # 2.5x eager's latency: left out too
+    assert pick_variant(rows).variant == "eager"

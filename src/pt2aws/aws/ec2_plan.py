@@ -257,13 +257,23 @@ def launch_plan(
     )
     checked = dry_run(request, region) if (dry_run_ec2 and ami) else None
     dlc = _ec2_dlc(it, region)
+    gpus = "--gpus all " if it.kind == "gpu" else ""
     steps = [
         f"EC2: launch {nodes} x {it.name} from the AMI in {parameter} with an instance profile "
-        "allowing SSM, ECR pulls and S3; then pt2aws.aws.ec2_run.run_on('aws', ...) sends, "
-        f"through SSM Run Command, `docker run --gpus all ... {dlc or '<no DLC>'} torchrun "
-        f"--nproc_per_node {it.devices} -m pt2aws.train ...`",
-        f"SageMaker: ModelTrainer(training_image=..., compute=Compute('ml.{it.name}', "
-        f"instance_count={nodes}), distributed=Torchrun()) (notebook 01)",
+        "allowing SSM, ECR pulls and S3; then "
+        + (
+            f"pt2aws.aws.ec2_run.run_on('aws', ...) sends, through SSM Run Command, `docker run "
+            f"{gpus}... {dlc} torchrun --nproc_per_node {it.devices} -m pt2aws.train ...`"
+            if dlc
+            else "install the project there (`make setup`) and run `python -m pt2aws.train` "
+            "(no training DLC exists for this instance's architecture)"
+        ),
+        (
+            f"SageMaker: ModelTrainer(training_image=..., compute=Compute('ml.{it.name}', "
+            f"instance_count={nodes}), distributed=Torchrun()) (notebook 01)"
+            if catalog.availability(it.name)["sagemaker_training"]
+            else f"SageMaker training does not offer ml.{it.name}: train on EC2 as above"
+        ),
         f"serve on ml.{serve_instance.removeprefix('ml.')} with notebook 03 (package, validate, deploy)",
     ]
     if it.kind in ("trainium", "inferentia"):
@@ -337,8 +347,12 @@ def format_launch_plan(plan: dict) -> str:
             if dry is None
             else f"{'would succeed' if dry['would_succeed'] else 'would FAIL'} ({dry['code']})"
         ),
-        f"  SageMaker training: {tr['instance_count']} x {tr['instance_type']}, image "
-        f"{tr['training_image'] or 'none (not offered / Neuron)'}; {tr['distributed']}",
+        (
+            f"  SageMaker training: {tr['instance_count']} x {tr['instance_type']}, image "
+            f"{tr['training_image']}; {tr['distributed']}"
+            if tr["training_image"]
+            else f"  SageMaker training: {tr['instance_type']} is not offered (or needs Neuron)"
+        ),
         f"  SageMaker endpoint: {ep['instance_type']}, image {ep['image_uri'] or 'n/a'}",
         "  endpoint env: " + ", ".join(f"{k}={v}" for k, v in ep["environment"].items()),
         f"  EC2 training DLC: {ec2.get('dlc_image') or 'none (Neuron / arm64 CPU)'}",

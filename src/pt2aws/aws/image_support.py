@@ -28,6 +28,10 @@ class ImageSupportWarning(UserWarning):
     """The chosen image or AMI is past its end of patch (no more security fixes)."""
 
 
+# one notice per image is enough, wherever it is checked from (a deploy checks it several times)
+warnings.filterwarnings("once", category=ImageSupportWarning)
+
+
 @lru_cache(maxsize=1)
 def image_facts() -> dict:
     """``images.json``: registries, tags, support dates and AMI rules, each with its source."""

@@ -23,6 +23,14 @@ from pt2aws.modeling import model_max_tokens
 logger = logging.getLogger(__name__)
 
 
+def _quiet_loading() -> None:
+    """transformers 5 draws a "Loading weights" bar per model; a local model loads in about a
+    second, and in notebooks (the bars render as widgets) they pile up as noise."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+
+
 def length_sorted_batches(texts: Sequence[str], batch_size: int) -> list[list[int]]:
     """Positions of ``texts`` in batches of ``batch_size``, shortest texts first (by characters),
     so each batch pads little."""
@@ -69,6 +77,7 @@ class Predictor:
     ):
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
+        _quiet_loading()
         if variant not in (*VARIANTS, "auto"):
             raise ValueError(f"variant {variant!r}: choose one of {', '.join(VARIANTS)} or auto")
         if batch_size < 1:

@@ -36,6 +36,10 @@ AUTO_CANDIDATES = ("eager", "bf16", "int8", "int8-legacy")
 
 #: How much faster than eager (fraction) a variant must be for ``auto`` to prefer it.
 MARGIN = 0.05
+#: A real-time endpoint mostly answers single requests: ``auto`` never picks a variant whose
+#: batch-1 median latency is more than this many times eager's (bf16 through oneDNN on a CPU
+#: without AMX built kernels per new shape: 180 ms p50 against eager's 1.7 ms, 2026-12-01).
+MAX_LATENCY_RATIO = 2.0
 
 
 def measure_agreement(
@@ -88,12 +92,17 @@ def fastest_agreeing(rows: Sequence[dict], min_agreement: float | None = None) -
     return max(good, key=lambda r: r["samples_per_s"])
 
 
-def pick_variant(rows: Sequence[dict], margin: float = MARGIN) -> VariantChoice:
+def pick_variant(
+    rows: Sequence[dict], margin: float = MARGIN, max_latency_ratio: float = MAX_LATENCY_RATIO
+) -> VariantChoice:
     """The ``auto`` rule applied to measured rows (see the module docstring).
 
     Args:
-        rows: rows with ``variant``, ``samples_per_s`` and ``agreement``; one is ``eager``.
+        rows: rows with ``variant``, ``samples_per_s`` and ``agreement`` (and ``p50_ms``, the
+            batch-1 median latency, when measured); one is ``eager``.
         margin: how much faster than eager (fraction) another variant must be.
+        max_latency_ratio: a variant whose ``p50_ms`` exceeds eager's by more than this factor
+            is left out (single requests matter on a real-time endpoint).
 
     Raises:
         ValueError: no ``eager`` row.
@@ -101,7 +110,9 @@ def pick_variant(rows: Sequence[dict], margin: float = MARGIN) -> VariantChoice:
     eager = next((r for r in rows if r["variant"] == "eager"), None)
     if eager is None:
         raise ValueError("choosing a variant needs the eager row: it is the reference")
-    best = fastest_agreeing(rows)
+    limit = (eager.get("p50_ms") or 0) * max_latency_ratio
+    responsive = [r for r in rows if not limit or not r.get("p50_ms") or r["p50_ms"] <= limit]
+    best = fastest_agreeing(responsive)
     gain = best["samples_per_s"] / eager["samples_per_s"]
     if best["variant"] == "eager" or gain < 1 + margin:
         runner_up = f"; best other: {best['variant']} at {gain:.2f}x" if best is not eager else ""

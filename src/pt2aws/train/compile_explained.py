@@ -17,7 +17,9 @@ machine, then cached). :func:`precision` adds the bf16-versus-fp32 facts behind 
 
 from __future__ import annotations
 
+import contextlib
 import inspect
+import logging
 import math
 import textwrap
 
@@ -101,6 +103,18 @@ def _op_count(gm: torch.fx.GraphModule) -> int:
     return sum(n.op in ("call_function", "call_method", "call_module") for n in gm.graph.nodes)
 
 
+@contextlib.contextmanager
+def _quiet_dynamo():
+    """Dynamo's own graph-break warnings off for the duration (the caller reports them)."""
+    logger = logging.getLogger("torch._dynamo")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
 def capture_graphs(fn, *args, dynamic: bool | None = None) -> dict:
     """Compile ``fn`` with a recording backend, call it once, and report what Dynamo captured.
 
@@ -119,7 +133,8 @@ def capture_graphs(fn, *args, dynamic: bool | None = None) -> dict:
     counters.clear()
     recorder = _GraphRecorder()
     with torch.no_grad():
-        torch.compile(fn, backend=recorder, dynamic=dynamic)(*args)
+        with _quiet_dynamo():  # the breaks are the lesson: returned, not logged as warnings
+            torch.compile(fn, backend=recorder, dynamic=dynamic)(*args)
     reasons = [r.splitlines()[0] for r, n in counters["graph_break"].items() for _ in range(n)]
     return {
         "graph_count": len(recorder.graphs),

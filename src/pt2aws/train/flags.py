@@ -60,8 +60,13 @@ def choose_bf16(device: torch.device, requested: Switch) -> Choice:
         return Choice(
             supported, "GPU supports bf16" if supported else "GPU lacks bf16 (pre-Ampere)"
         )
+    from pt2aws.env.probes import cpu_info
+
+    native = "this CPU has bf16 instructions" if cpu_info().get("bf16") else "no native bf16"
     return Choice(
-        False, "CPU: bf16 autocast was slower than fp32 for small models here; --bf16 on forces it"
+        False,
+        f"CPU ({native}): off by default, bf16 autocast ranged from 0.45x to 1.6x fp32 on "
+        "2-core machines depending on the CPU; measure it with the A/B, --bf16 on forces it",
     )
 
 
