@@ -28,7 +28,7 @@ $(STAMP): pyproject.toml
 run: setup ## notebooks 00-03 into runs/<UTC timestamp>/ (PROFILE=, DATA=your file: README)
 	$(PY) -m pt2aws.pipeline --profile $(PROFILE) --data "$(DATA)" --model "$(MODEL)" \
 	    --text-column "$(TEXT_COLUMN)" --label-column "$(LABEL_COLUMN)" --header "$(HEADER)" \
-	    --encoding "$(ENCODING)" --label-map "$(LABEL_MAP)"
+	    --encoding "$(ENCODING)" --label-map "$(LABEL_MAP)" --max-length "$(MAX_LENGTH)"
 
 test: setup ## unit tests and every notebook headless (smoke profile), offline
 	$(PY) -m pytest -m "not container"  # the serving image has its own target: make container

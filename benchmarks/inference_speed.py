@@ -143,9 +143,9 @@ def main(argv: list[str] | None = None) -> dict:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     if args.threads:
         os.environ["OMP_NUM_THREADS"] = str(args.threads)  # kept by apply_runtime_settings
-    from pt2aws.bench.inference import compare_predictors, format_table
     from pt2aws.data import load_for_run
     from pt2aws.env import cpu_info
+    from pt2aws.inference.measure import compare_predictors, format_table
     from pt2aws.inference.runtime import apply_runtime_settings
     from pt2aws.inference.selection import choose_by_measurement
 

@@ -115,6 +115,7 @@ DATA_OPTIONS = {
     "header": "HEADER",
     "encoding": "ENCODING",
     "label_map": "LABEL_MAP",
+    "max_length": "MAX_LENGTH",
 }
 
 
@@ -136,6 +137,9 @@ def build_parser():
     data.add_argument("--header", default="", help="auto | true | false (CSV/TSV)")
     data.add_argument("--encoding", default="", help="auto or a codec, e.g. latin-1")
     data.add_argument("--label-map", default="", help='e.g. "1=positive,-1=negative"')
+    data.add_argument(
+        "--max-length", default="", help="training tokens per text: a number, or auto (the data's)"
+    )
     return parser
 
 

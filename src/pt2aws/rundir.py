@@ -4,9 +4,11 @@ Layout of ``runs/<UTC timestamp>/`` (``make run``) or any folder a notebook's ``
 
     env.json                 00  environment report
     recommendation.json      00  sizing, ranking and launch plan
+    ec2/                     00  what the EC2 DLC route sent through SSM (its working files)
     train/                   01  model/, metrics.json, train_log.jsonl, train_config.json,
                                  checkpoints/, sagemaker_job.json, explained.json
     ab/ab.json               01  training speed A/B
+    sagemaker_job/           01  the SageMaker training job's source, data channel, model
     inference/               02  metrics.json, model.tar.gz, serve/ (local endpoint logs)
     deploy/                  03  model.tar.gz, deploy.json, cost.md, serve/
     plots/*.png              every plot the notebooks draw
@@ -30,8 +32,10 @@ LATEST = "latest"
 WRITERS = {
     "env.json": "00_instance_setup",
     "recommendation.json": "00_instance_setup",
+    "ec2": "00_instance_setup",
     "train": "01_finetune_multi_gpu",
     "ab": "01_finetune_multi_gpu",
+    "sagemaker_job": "01_finetune_multi_gpu",
     "inference": "02_local_inference",
     "deploy": "03_deploy_sagemaker_graviton",
 }
@@ -76,6 +80,11 @@ class RunDir:
     def recommendation_json(self) -> Path:
         return self.root / "recommendation.json"
 
+    @property
+    def ec2_dir(self) -> Path:
+        """Working files of the EC2 Deep Learning Container route (section 6)."""
+        return self.root / "ec2"
+
     # notebook 01
     @property
     def train_dir(self) -> Path:
@@ -107,6 +116,11 @@ class RunDir:
     def explained_json(self) -> Path:
         """Notebook 01's lessons as measured: graphs, recompiles, DDP vs FSDP memory."""
         return self.train_dir / "explained.json"
+
+    @property
+    def sagemaker_job_dir(self) -> Path:
+        """Working files of the SageMaker training job: source, data channel, fetched model."""
+        return self.root / "sagemaker_job"
 
     @property
     def ab_dir(self) -> Path:

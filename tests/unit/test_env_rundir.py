@@ -71,6 +71,8 @@ def test_run_dir_names_every_path_and_says_which_notebook_writes_it(tmp_path):
     assert run.writer_of(run.inference_metrics) == "02_local_inference"
     assert run.writer_of(run.cost_md) == "03_deploy_sagemaker_graviton"
     assert run.writer_of(run.recommendation_json) == "00_instance_setup"
+    assert run.writer_of(run.ec2_dir / "commands.json") == "00_instance_setup"
+    assert run.writer_of(run.sagemaker_job_dir / "model") == "01_finetune_multi_gpu"
     with pytest.raises(FileNotFoundError, match="run 01_finetune_multi_gpu first with RUN_DIR"):
         run.require(run.model_dir)
     rundir.write_json(run.ab_json, {"rows": [1]})

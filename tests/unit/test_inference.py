@@ -216,7 +216,7 @@ def test_label_agreement():
 
 
 def test_latency_summary_and_table_by_hand():
-    from pt2aws.bench import inference
+    from pt2aws.inference import measure as inference
 
     s = inference.latency_summary([0.001 * k for k in range(1, 101)])  # 1..100 ms
     assert s["p50_ms"] == pytest.approx(50.5)
@@ -237,7 +237,7 @@ def test_latency_summary_and_table_by_hand():
 
 
 def test_measure_predictor_restores_batch_size(smoke_model_dir):
-    from pt2aws.bench.inference import measure_predictor
+    from pt2aws.inference.measure import measure_predictor
 
     predictor = Predictor(str(smoke_model_dir), batch_size=5)
     row = measure_predictor(predictor, ["good", "bad"] * 8, ["good", "bad"], repeats=2, warmup=1)
@@ -248,7 +248,7 @@ def test_measure_predictor_restores_batch_size(smoke_model_dir):
 
 def test_compare_variants_skips_what_the_hardware_cannot_run(smoke_model_dir, monkeypatch):
     from pt2aws import env
-    from pt2aws.bench.inference import compare_variants
+    from pt2aws.inference.selection import compare_variants
 
     no_bf16 = {"model": "old x86", "bf16": False, "amx": False, "graviton": False}
     monkeypatch.setattr(env, "cpu_info", lambda: no_bf16)
@@ -316,7 +316,7 @@ def test_pick_variant_keeps_eager_unless_another_agrees_and_is_faster():
 def fixed_timings(monkeypatch):
     """Replace measured speeds and agreements by fixed ones (the choice becomes deterministic);
     the predictors are still built for real."""
-    from pt2aws.bench import inference
+    from pt2aws.inference import measure
 
     table = {"eager": (100.0, 1.0), "int8-legacy": (300.0, 1.0)}
 
@@ -327,7 +327,7 @@ def fixed_timings(monkeypatch):
             for n in predictors
         ]  # fmt: skip
 
-    monkeypatch.setattr(inference, "compare_predictors", fake_compare)
+    monkeypatch.setattr(measure, "compare_predictors", fake_compare)
     return table
 
 
@@ -376,7 +376,7 @@ def test_predictor_auto_uses_the_measured_choice(smoke_model_dir, monkeypatch):
 def test_onnx_runtime_rows_build_and_agree(smoke_model_dir, tmp_path, eager_probs):
     pytest.importorskip("onnxruntime", reason="onnxruntime is pinned in pyproject.toml")
     from pt2aws.bench import onnx_peer
-    from pt2aws.bench.inference import compare_predictors
+    from pt2aws.inference.measure import compare_predictors
 
     fp32 = onnx_peer.export_onnx(smoke_model_dir, tmp_path / "model.onnx")
     int8 = onnx_peer.quantize_onnx_int8(fp32, tmp_path / "model-int8.onnx")

@@ -122,8 +122,8 @@ def test_cost_table_prices_come_from_the_catalog_with_date_and_source():
     assert cost.PRICING_PAGE.startswith("https://aws.amazon.com/sagemaker/pricing/")
 
 
-def test_measure_throughput_times_the_predictor_with_the_bench_helper(monkeypatch):
-    import pt2aws.bench.inference as bench_inference
+def test_measure_throughput_times_the_predictor_with_the_shared_helper(monkeypatch):
+    import pt2aws.inference.measure as measure
     import pt2aws.inference.predictor as predictor_module
 
     calls = []
@@ -135,7 +135,7 @@ def test_measure_throughput_times_the_predictor_with_the_bench_helper(monkeypatc
         def predict(self, texts):
             calls.append(len(texts))
 
-    real = bench_inference.throughput
+    real = measure.throughput
     seen = {}
 
     def spy(fn, n_samples, repeats=3):
@@ -143,7 +143,7 @@ def test_measure_throughput_times_the_predictor_with_the_bench_helper(monkeypatc
         return real(fn, n_samples, repeats)
 
     monkeypatch.setattr(predictor_module, "Predictor", FakePredictor)
-    monkeypatch.setattr(bench_inference, "throughput", spy)
+    monkeypatch.setattr(measure, "throughput", spy)
     out = cost.measure_throughput("m", ["a"] * 10, batch_size=4, repeats=2)
     assert seen == {"n_samples": 10, "repeats": 2}
     assert calls == [10, 10, 10]  # one untimed warm-up pass, then two timed passes

@@ -132,8 +132,17 @@ class LaunchedJob:
     status: str
 
 
-def _model_trainer(spec: TrainingJobSpec, *, role_arn, session, bucket, source_dir, base_job_name):
-    """The SDK v3 ``ModelTrainer`` for ``spec`` (nothing is sent yet)."""
+def model_trainer(spec: TrainingJobSpec, *, role_arn, session, bucket, source_dir, base_job_name):
+    """The SDK v3 ``ModelTrainer`` for ``spec`` (nothing is sent yet; notebook 01 shows this).
+
+    Args:
+        spec: what :func:`training_job_spec` resolved (image, compute, hyperparameters).
+        role_arn: the SageMaker execution role.
+        session: a ``boto3.Session`` (the emulator's or the account's).
+        bucket: S3 bucket for the source, the data channel, checkpoints and the model.
+        source_dir: folder with the entry script and ``requirements.txt``.
+        base_job_name: job name prefix (SageMaker adds a timestamp).
+    """
     from sagemaker.core.helper.session_helper import Session
     from sagemaker.core.shapes import OutputDataConfig, StoppingCondition
     from sagemaker.train import ModelTrainer
@@ -205,7 +214,7 @@ def launch_training_job(
     data_file = prepare_data(cfg, work_dir / "data")
     session = boto_session(region)
     bucket = bucket or default_bucket(region)
-    trainer = _model_trainer(
+    trainer = model_trainer(
         spec,
         role_arn=role_arn,
         session=session,

@@ -83,7 +83,7 @@ def quantize_onnx_int8(fp32_path: str | Path, path: str | Path) -> Path:
 
 class OrtPredictor:
     """Batched predictions with ONNX Runtime, with the predictor interface of
-    :mod:`pt2aws.bench.inference` (texts sorted by length, truncated like the Predictor).
+    :mod:`pt2aws.inference.measure` (texts sorted by length, truncated like the Predictor).
 
     Args:
         onnx_path: a model from :func:`export_onnx` or :func:`quantize_onnx_int8`.

@@ -23,6 +23,7 @@ on the machine that actually serves.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 
 import torch
@@ -124,6 +125,64 @@ def pick_variant(
     )
 
 
+def compare_variants(
+    model_dir: str,
+    texts: Sequence[str],
+    variants: Sequence[str] = ("eager", "int8", "bf16"),
+    *,
+    latency_calls: int = 10,
+    repeats: int = 3,
+    device: str | None = None,
+) -> dict:
+    """Time each predictor variant beside fp32 eager and measure its label agreement.
+
+    ``eager`` is always measured: it is the reference. A variant that does not run natively
+    here is skipped with the reason :func:`pt2aws.inference.variants.variant_support` gives
+    (e.g. bf16 on a CPU without bf16 instructions, where it runs emulated and slowly).
+
+    Args:
+        model_dir: a saved model directory (``save_pretrained``).
+        texts: texts for the batch-32 throughput and the agreement.
+        variants: names from :data:`pt2aws.inference.variants.VARIANTS`.
+        latency_calls: batch-1 calls per variant (the first ``latency_calls`` texts).
+        repeats: timed throughput passes per variant (median reported; interleaved).
+        device: ``"cpu"``, ``"cuda"`` or ``None`` (CUDA when available).
+
+    Returns:
+        ``{"rows", "skipped": {variant: reason}, "best": str, "auto": {"variant", "reason"}}``.
+        Each row holds :func:`compare_predictors`' keys plus ``setup_s`` (load, quantize or
+        compile, and a first pass over ``texts``; seconds) and ``variant_reason``. ``best`` is
+        the fastest variant whose agreement is at least
+        :data:`pt2aws.inference.metrics.AGREEMENT_TARGET` (``eager`` at worst); ``auto`` what
+        the ``auto`` rule picks from these rows
+        (:func:`pick_variant`: another variant must beat eager by 5%).
+    """
+    from pt2aws.inference.measure import compare_predictors
+    from pt2aws.inference.predictor import Predictor
+
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    runnable, skipped = supported_variants(device, list(dict.fromkeys(["eager", *variants])))
+    predictors, setup_s = {}, {}
+    for variant in runnable:
+        started = time.perf_counter()
+        predictors[variant] = Predictor(model_dir, variant=variant, device=device)
+        predictors[variant].predict_ids(texts)  # compile / first-call costs stay out of timings
+        setup_s[variant] = time.perf_counter() - started
+    rows = compare_predictors(predictors, texts, latency_calls=latency_calls, repeats=repeats)
+    for row in rows:
+        row.update(
+            setup_s=setup_s[row["variant"]],
+            variant_reason=predictors[row["variant"]].variant_reason,
+        )
+    auto = pick_variant(rows)
+    return {
+        "rows": rows,
+        "skipped": skipped,
+        "best": fastest_agreeing(rows)["variant"],
+        "auto": {"variant": auto.variant, "reason": auto.reason},
+    }
+
+
 def choose_by_measurement(
     model_dir: str,
     texts: Sequence[str],
@@ -146,9 +205,9 @@ def choose_by_measurement(
         verbose: print the table, what was not timed and why, and the choice.
 
     Returns:
-        ``(choice, rows)``: rows as from :func:`pt2aws.bench.inference.compare_variants`.
+        ``(choice, rows)``: rows as from :func:`compare_variants`.
     """
-    from pt2aws.bench.inference import compare_variants, format_table
+    from pt2aws.inference.measure import format_table
 
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     runnable, left_out = supported_variants(device, list(dict.fromkeys(["eager", *candidates])))

@@ -19,7 +19,7 @@
 
 :func:`variant_support` says whether a variant runs natively on a device, and why not; the
 :class:`~pt2aws.inference.predictor.Predictor` raises or warns with that reason, and
-:func:`pt2aws.bench.inference.compare_variants` skips the variant with it. ``auto`` (choosing by
+:func:`pt2aws.inference.selection.compare_variants` skips the variant with it. ``auto`` (choosing by
 measurement) is in :mod:`pt2aws.inference.selection`.
 """
 

@@ -155,7 +155,7 @@ def measure_throughput(
 ) -> dict:
     """Inferences per second of the fp32 eager model on this machine (a quick local figure).
 
-    Timed by :func:`pt2aws.bench.inference.throughput`: one untimed pass over ``texts``, then
+    Timed by :func:`pt2aws.inference.measure.throughput`: one untimed pass over ``texts``, then
     ``repeats`` timed passes; the median rate is reported. Prefer notebook 02's benchmark
     (``inference/metrics.json``) when it exists.
 
@@ -165,7 +165,7 @@ def measure_throughput(
     """
     import torch
 
-    from pt2aws.bench.inference import throughput
+    from pt2aws.inference.measure import throughput
     from pt2aws.inference.predictor import Predictor
 
     predictor = Predictor(model_dir, device="cpu", batch_size=batch_size, variant="eager")

@@ -1,0 +1,227 @@
+"""Timing inference: batch-1 latency, batch-32 throughput, label agreement, the table.
+
+The measuring primitives that ``variant="auto"`` (:mod:`pt2aws.inference.selection`, also at
+an endpoint's start-up), notebook 02, :mod:`pt2aws.sizing.cost` and ``benchmarks/`` share.
+All timings are wall-clock ``time.perf_counter`` seconds on whatever else the machine is doing,
+so compare rows measured in the same run only.
+
+Definitions:
+
+* latency at batch 1: one text per call, after ``warmup`` calls; p50/p90/p99 over the calls, ms.
+* throughput at batch 32: all texts in batches of 32, repeated; median samples/s over repeats.
+  When several predictors are compared (:func:`compare_predictors`) the repeats are interleaved
+  (each predictor once, then again), so a slow patch of a shared machine hits all alike.
+* agreement: the share of texts whose label equals fp32 eager's.
+
+A "predictor" here is anything with ``predict_ids(texts) -> list[int]`` and a ``batch_size``
+attribute: :class:`pt2aws.inference.predictor.Predictor`,
+:class:`pt2aws.bench.inference.PipelinePredictor` (the HF pipeline) or
+:class:`pt2aws.bench.onnx_peer.OrtPredictor` (ONNX Runtime).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+
+def latency_summary(seconds: Sequence[float]) -> dict:
+    """p50/p90/p99 and mean of per-call latencies.
+
+    Args:
+        seconds: one wall-clock duration per call, in seconds.
+
+    Returns:
+        ``{"p50_ms", "p90_ms", "p99_ms", "mean_ms", "calls"}`` (milliseconds; numpy's linear
+        percentile interpolation).
+
+    Raises:
+        ValueError: no samples.
+    """
+    if len(seconds) == 0:
+        raise ValueError("latency_summary needs at least one timing")
+    ms = np.asarray(seconds, dtype=float) * 1000.0
+    p50, p90, p99 = np.percentile(ms, [50, 90, 99])
+    return {
+        "p50_ms": float(p50),
+        "p90_ms": float(p90),
+        "p99_ms": float(p99),
+        "mean_ms": float(ms.mean()),
+        "calls": int(len(ms)),
+    }
+
+
+def time_calls(fn: Callable[[], object], calls: int, warmup: int = 2) -> list[float]:
+    """Run ``fn`` ``warmup`` times untimed, then ``calls`` times; per-call seconds."""
+    for _ in range(warmup):
+        fn()
+    out = []
+    for _ in range(calls):
+        t0 = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+def throughput(fn: Callable[[], object], n_samples: int, repeats: int = 3) -> dict:
+    """Median samples/s of ``fn`` over ``repeats`` timed runs, after one untimed warm-up run.
+
+    Args:
+        fn: processes ``n_samples`` samples per call (e.g. one pass over a list of texts).
+        n_samples: samples ``fn`` processes per call.
+        repeats: timed calls (wall clock, ``time.perf_counter``).
+
+    Returns:
+        ``{"samples_per_s": median, "runs_samples_per_s": [one rate per timed call]}``.
+    """
+    fn()
+    rates = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        rates.append(n_samples / (time.perf_counter() - t0))
+    return {"samples_per_s": float(statistics.median(rates)), "runs_samples_per_s": rates}
+
+
+def interleaved_throughput(
+    fns: dict[str, Callable[[], object]], n_samples: int, repeats: int = 3
+) -> dict[str, dict]:
+    """:func:`throughput` of several functions, repeats interleaved (all once, then again).
+
+    Returns:
+        ``{name: {"samples_per_s": median, "runs_samples_per_s": [...]}}``.
+    """
+    for fn in fns.values():
+        fn()  # warm-up
+    rates: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            rates[name].append(n_samples / (time.perf_counter() - t0))
+    return {
+        name: {"samples_per_s": float(statistics.median(r)), "runs_samples_per_s": r}
+        for name, r in rates.items()
+    }
+
+
+def measure_predictor(
+    predictor,
+    texts: Sequence[str],
+    latency_texts: Sequence[str],
+    *,
+    repeats: int = 3,
+    warmup: int = 2,
+) -> dict:
+    """Batch-1 latency over ``latency_texts`` and batch-32 throughput over ``texts``.
+
+    Args:
+        predictor: a :class:`pt2aws.inference.predictor.Predictor` (its ``batch_size`` is set to 32 for the
+            throughput part and restored).
+        texts: texts for the throughput runs.
+        latency_texts: one call per text for the latency percentiles.
+
+    Returns:
+        :func:`latency_summary` keys plus ``samples_per_s`` (batch 32), ``runs_samples_per_s``
+        and ``variant``.
+    """
+    it = iter(list(latency_texts) * (warmup + 1))
+    for _ in range(warmup):
+        predictor.predict_proba([next(it)])
+    lat = []
+    for text in latency_texts:
+        t0 = time.perf_counter()
+        predictor.predict_proba([text])
+        lat.append(time.perf_counter() - t0)
+    batch_size, predictor.batch_size = predictor.batch_size, 32
+    try:
+        thr = throughput(lambda: predictor.predict_proba(texts), len(texts), repeats)
+    finally:
+        predictor.batch_size = batch_size
+    return {"variant": predictor.variant, **latency_summary(lat), **thr}
+
+
+def compare_predictors(
+    predictors: dict,
+    texts: Sequence[str],
+    *,
+    reference: str = "eager",
+    latency_calls: int = 10,
+    repeats: int = 3,
+) -> list[dict]:
+    """Batch-1 latency, batch-32 throughput (interleaved repeats) and label agreement of each.
+
+    Args:
+        predictors: ``{row name: predictor}`` (see the module docstring); one is ``reference``.
+        texts: texts for the throughput and the agreement.
+        reference: the row whose labels the others are compared with.
+        latency_calls: batch-1 calls per predictor (the first ``latency_calls`` texts).
+        repeats: timed throughput passes per predictor.
+
+    Returns:
+        One row per predictor, in order: ``variant`` (the row name), :func:`latency_summary`'s
+        keys, ``samples_per_s``, ``runs_samples_per_s`` and ``agreement``.
+
+    Raises:
+        KeyError: ``reference`` is not among ``predictors``.
+    """
+    from pt2aws.inference.metrics import label_agreement
+
+    labels = {name: p.predict_ids(texts) for name, p in predictors.items()}
+    rows = {}
+    for name, p in predictors.items():
+        for text in list(texts)[:2]:  # warm-up
+            p.predict_ids([text])
+        lat = [_time_one(p, text) for text in list(texts)[:latency_calls]]
+        rows[name] = {
+            "variant": name,
+            **latency_summary(lat),
+            "agreement": label_agreement(labels[reference], labels[name]),
+        }
+    sizes = {name: p.batch_size for name, p in predictors.items()}
+    try:
+        for p in predictors.values():
+            p.batch_size = 32
+        fns = {name: (lambda p=p: p.predict_ids(texts)) for name, p in predictors.items()}
+        for name, thr in interleaved_throughput(fns, len(texts), repeats).items():
+            rows[name].update(thr)
+    finally:
+        for name, p in predictors.items():
+            p.batch_size = sizes[name]
+    return list(rows.values())
+
+
+def _time_one(predictor, text: str) -> float:
+    t0 = time.perf_counter()
+    predictor.predict_ids([text])
+    return time.perf_counter() - t0
+
+
+def format_table(rows: Sequence[dict], baseline: str = "hf-pipeline") -> str:
+    """Markdown table of rows from the ``measure_*`` functions, with throughput ratios.
+
+    Columns: variant, p50/p90/p99 ms at batch 1, samples/s at batch 32, ``x <baseline>`` (ratio
+    to the baseline row's samples/s), label agreement with fp32 eager (when a row has it).
+    """
+    base = next((r["samples_per_s"] for r in rows if r["variant"] == baseline), None)
+    lines = [
+        f"| variant | p50 ms | p90 ms | p99 ms | samples/s (batch 32) | x {baseline} | agreement |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        sps = r.get("samples_per_s")
+        ratio = f"{sps / base:.2f}" if sps and base else "-"
+        agree = f"{r['agreement']:.4f}" if r.get("agreement") is not None else "-"
+        sps_s = (
+            f"{sps:.1f}"
+            if sps
+            else (f"{r['requests_per_s']:.1f} req/s" if "requests_per_s" in r else "-")
+        )
+        lines.append(
+            f"| {r['variant']} | {r['p50_ms']:.1f} | {r['p90_ms']:.1f} | {r['p99_ms']:.1f} | "
+            f"{sps_s} | {ratio} | {agree} |"
+        )
+    return "\n".join(lines)
