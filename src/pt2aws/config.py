@@ -6,7 +6,7 @@ A profile picks a model, a data budget and training hyper-parameters that fit a 
 profile   model                                        data                            training
 ========  ===========================================  ==============================  ==========
 smoke     tiny RoBERTa built here (about 0.2 M params) 800 train tweets, 3 epochs      any CPU, ~10 s
-local     MiniLM-L6 from PyPI (22.7 M params)          3,000 train tweets, 2 epochs    CPU, about 2 min
+local     MiniLM-L6 from PyPI (22.7 M params)          3,000 train tweets, 2 epochs    CPU, 1.5-2 min
 full      ``FacebookAI/roberta-base`` from the hub     all train tweets, 3 epochs      1+ GPUs, hub
 ========  ===========================================  ==============================  ==========
 
@@ -85,7 +85,7 @@ PROFILES: dict[str, Profile] = {
         warmup_ratio=0.1,
         weight_decay=0.01,
         suggested_instance="any CPU (ml.t3.medium is enough)",
-        description="tiny RoBERTa built offline; checks the plumbing (about 3 minutes for all notebooks)",
+        description="tiny RoBERTa built offline; checks the plumbing (about 2.5 min for all notebooks)",
     ),
     "local": Profile(
         name="local",
@@ -101,7 +101,7 @@ PROFILES: dict[str, Profile] = {
         learning_rate=5e-5,
         warmup_ratio=0.1,
         weight_decay=0.01,
-        suggested_instance="ml.m7i.xlarge or any 2+ core CPU (about 5 min on 2 cores)",
+        suggested_instance="ml.m7i.xlarge or any 2+ core CPU (make run: about 6 min on 2 cores)",
         description="pretrained MiniLM-L6 from PyPI; a real fine-tune on CPU, no network",
         length_bucketing=True,
     ),
@@ -349,6 +349,17 @@ class TrainConfig:
             from pt2aws.data.labels import parse_label_map
 
             parse_label_map(self.label_map)  # raises DataError naming the problem
+
+    def reader_options(self) -> dict:
+        """How to read :attr:`dataset`: the keyword arguments of
+        :func:`pt2aws.data.read_source` (also taken by :func:`pt2aws.data.load_sentiment_data`)."""
+        return {
+            "config_name": self.dataset_config,
+            "text_column": self.text_column,
+            "label_column": self.label_column,
+            "header": self.header,
+            "encoding": self.encoding,
+        }
 
     def to_dict(self) -> dict:
         """The resolved fields as a JSON-serialisable dict (what ``train_config.json`` holds)."""

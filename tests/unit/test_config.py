@@ -63,3 +63,20 @@ def test_length_bucketing_defaults_to_the_profile_and_flags_override_it():
     assert TrainConfig(profile="full").length_bucketing is False  # not measured on GPU
     assert TrainConfig(profile="local", length_bucketing=False).length_bucketing is False
     assert TrainConfig(profile="full", length_bucketing=True).length_bucketing is True
+
+
+def test_reader_options_are_what_read_source_takes():
+    import inspect
+
+    from pt2aws.data import read_source
+
+    cfg = TrainConfig(profile="smoke", dataset="x.tsv", header="false", text_column="1")
+    options = cfg.reader_options()
+    assert options == {
+        "config_name": None,
+        "text_column": "1",
+        "label_column": "label",
+        "header": "false",
+        "encoding": "auto",
+    }
+    assert set(options) <= set(inspect.signature(read_source).parameters)

@@ -1,6 +1,7 @@
 """Notebook 03's cost table: which throughput it rests on (endpoint, notebook 02, or measured)."""
 
 import json
+import os
 
 import pytest
 
@@ -13,12 +14,43 @@ def test_notebook_02_figure_is_used_and_scaled_by_vcpus(tmp_path):
     metrics = tmp_path / "metrics.json"
     metrics.write_text(json.dumps({"throughput_samples_per_second": 100.0}))
     report = endpoint_cost.cost_report(metrics, tmp_path / "no-model", TEXTS)
-    assert report["throughput"] == {"throughput_samples_per_second": 100.0, "source": str(metrics)}
+    assert report["throughput"] == {
+        "throughput_samples_per_second": 100.0,
+        "variant": "best variant",
+        "source": f"{metrics} (best variant, batch 32)",
+    }
     assert report["endpoint_throughput"] == {}
     rows = {r["instance_type"]: r for r in report["rows"]}
     assert {"ml.c6g.xlarge", "ml.c7g.xlarge", "ml.c8g.xlarge", "ml.c6i.xlarge"} == set(rows)
     assert all(r["throughput_basis"].startswith("estimate") for r in rows.values())
     assert "| ml.c7g.xlarge | arm64 |" in report["table"]
+
+
+def test_the_row_of_the_variant_the_image_serves_is_used_not_the_fastest(tmp_path):
+    metrics = tmp_path / "metrics.json"
+    rows = [
+        {"variant": "eager", "samples_per_s": 140.0},
+        {"variant": "int8", "samples_per_s": 470.0},
+        {"variant": "bf16", "samples_per_s": 370.0},
+    ]
+    metrics.write_text(
+        json.dumps(
+            {
+                "variants": rows,
+                "best_variant": "int8",
+                "auto_variant": {"variant": "bf16", "reason": "..."},
+                "throughput_samples_per_second": 470.0,
+            }
+        )
+    )
+    dlc = endpoint_cost.cost_report(metrics, tmp_path, TEXTS, {"image": "dlc"})
+    assert dlc["throughput"]["variant"] == "eager"  # the AWS image's handler serves fp32 eager
+    assert dlc["throughput"]["throughput_samples_per_second"] == 140.0
+    custom = endpoint_cost.cost_report(metrics, tmp_path, TEXTS, {"image": "custom"})
+    assert custom["throughput"]["variant"] == "bf16"  # auto's choice, not the fastest row
+    c7g = next(r for r in custom["rows"] if r["instance_type"] == "ml.c7g.xlarge")
+    assert c7g["throughput_per_s"] == pytest.approx(370.0 * 4 / (os.cpu_count() or 1))  # 4 vCPUs
+    assert endpoint_cost.cost_report(metrics, tmp_path, TEXTS)["throughput"]["variant"] == "eager"
 
 
 def test_live_load_test_feeds_the_deployed_instance_only_on_aws(tmp_path):

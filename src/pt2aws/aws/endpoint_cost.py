@@ -5,7 +5,9 @@ behind them, best first:
 
 1. measured on the endpoint itself: the bounded load test :func:`pt2aws.aws.endpoint.deploy_on`
    runs against a live endpoint (target ``"aws"``), used for that instance type only;
-2. notebook 02's benchmark on this machine (``inference/metrics.json``), scaled by vCPUs;
+2. notebook 02's benchmark on this machine (``inference/metrics.json``), scaled by vCPUs: the
+   row of the variant the chosen image serves (the AWS DLC: fp32 ``eager``; the project's image:
+   ``auto``, the variant notebook 02's ``auto`` picked), not the fastest row;
 3. a quick measurement here (fp32 eager, median of 3), scaled by vCPUs.
 
 The scaled figures are estimates (equal per-vCPU speed assumed) and the table says so.
@@ -17,27 +19,55 @@ import json
 from pathlib import Path
 
 
-def local_throughput(metrics_path: str | Path, model_dir: str | Path, texts: list[str]) -> dict:
-    """Inferences/s on this machine: notebook 02's figure when recorded, else measured now.
+def served_variant(image: str | None, metrics: dict) -> str:
+    """The predictor variant an endpoint on ``image`` serves, as notebook 02 measured it.
+
+    Args:
+        image: ``"dlc"`` (the AWS image: its handler serves fp32 ``eager``), ``"custom"`` (the
+            project's image: ``PT2AWS_VARIANT=auto``, re-measured at start-up; notebook 02's
+            ``auto`` choice stands in for it) or ``None`` (``eager``).
+        metrics: notebook 02's ``inference/metrics.json`` (may be empty).
+    """
+    if image == "custom":
+        return (metrics.get("auto_variant") or {}).get("variant") or "eager"
+    return "eager"
+
+
+def local_throughput(
+    metrics_path: str | Path, model_dir: str | Path, texts: list[str], variant: str = "eager"
+) -> dict:
+    """Inferences/s of ``variant`` on this machine: notebook 02's figure, else measured now.
 
     Args:
         metrics_path: notebook 02's ``inference/metrics.json`` (may not exist).
         model_dir: the fine-tuned model folder, for the quick measurement.
         texts: texts for the quick measurement (a few hundred: about 10 s on 2 cores).
+        variant: the variant the endpoint serves (:func:`served_variant`); notebook 02's row
+            for it (batch 32) is used when it has one.
 
     Returns:
-        ``{"throughput_samples_per_second": float, "source": str, ...}``.
+        ``{"throughput_samples_per_second": float, "variant": str, "source": str, ...}``.
     """
     from pt2aws.sizing import cost
 
     metrics_path = Path(metrics_path)
     metrics = json.loads(metrics_path.read_text()) if metrics_path.is_file() else {}
-    if metrics.get("throughput_samples_per_second"):
+    row = next((r for r in metrics.get("variants", []) if r.get("variant") == variant), None)
+    if row and row.get("samples_per_s"):
+        return {
+            "throughput_samples_per_second": row["samples_per_s"],
+            "variant": variant,
+            "source": f"{metrics_path} ({variant}, batch 32)",
+        }
+    if metrics.get("throughput_samples_per_second") and not metrics.get("variants"):
+        best = metrics.get("best_variant", "best variant")  # a record with no per-variant rows
         return {
             "throughput_samples_per_second": metrics["throughput_samples_per_second"],
-            "source": str(metrics_path),
+            "variant": best,
+            "source": f"{metrics_path} ({best}, batch 32)",
         }
     measured = cost.measure_throughput(str(model_dir), texts)
+    measured["variant"] = "eager"
     measured["source"] = f"measured here (fp32 eager, {len(texts)} texts, median of 3)"
     return measured
 
@@ -54,8 +84,10 @@ def cost_report(
         metrics_path: notebook 02's ``inference/metrics.json`` (may not exist).
         model_dir: the fine-tuned model folder (for a quick measurement when needed).
         texts: texts for the quick measurement.
-        deploy_result: :func:`pt2aws.aws.endpoint.deploy_on`'s result; its ``load_test`` feeds
-            the deployed instance's row when it ran against a live endpoint (target ``"aws"``).
+        deploy_result: :func:`pt2aws.aws.endpoint.deploy_on`'s result; its ``image`` says
+            which variant the endpoint serves (:func:`served_variant`), and its ``load_test``
+            feeds the deployed instance's row when it ran against a live endpoint (target
+            ``"aws"``).
 
     Returns:
         ``{"throughput": {...}, "endpoint_throughput": {instance: inferences/s},
@@ -63,7 +95,10 @@ def cost_report(
     """
     from pt2aws.sizing import catalog, cost
 
-    throughput = local_throughput(metrics_path, model_dir, texts)
+    metrics_path = Path(metrics_path)
+    metrics = json.loads(metrics_path.read_text()) if metrics_path.is_file() else {}
+    variant = served_variant((deploy_result or {}).get("image"), metrics)
+    throughput = local_throughput(metrics_path, model_dir, texts, variant)
     measured_on_endpoint = {}
     load = (deploy_result or {}).get("load_test")
     if deploy_result and deploy_result.get("target") == "aws" and load:

@@ -13,13 +13,10 @@ from __future__ import annotations
 
 import datetime
 import json
-import logging
 import warnings
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-
-logger = logging.getLogger(__name__)
 
 IMAGES_PATH = Path(__file__).with_name("images.json")
 
@@ -166,6 +163,7 @@ def warn_if_past(support: Support, today: datetime.date | None = None) -> bool:
     if not support.past(today):
         return False
     message = support.describe(today)
+    # a warning, not also a log line: with no logging configured Python prints WARNING records
+    # to stderr as well, and a notebook showed the same notice twice per cell
     warnings.warn(message, ImageSupportWarning, stacklevel=3)
-    logger.warning(message)
     return True

@@ -133,14 +133,7 @@ def prepare_data(cfg, out_dir: str | Path) -> Path:
 
     out = Path(out_dir) / DATA_FILE
     out.parent.mkdir(parents=True, exist_ok=True)
-    frame = data.read_source(
-        cfg.dataset,
-        config_name=cfg.dataset_config,
-        text_column=cfg.text_column,
-        label_column=cfg.label_column,
-        header=cfg.header,
-        encoding=cfg.encoding,
-    )
+    frame = data.read_source(cfg.dataset, **cfg.reader_options())
     # raw labels as the container's reader will see them again (the label map applies there)
     frame = frame[["text", "label"]].astype({"label": str})
     frame.to_json(out, orient="records", lines=True, force_ascii=False)

@@ -143,9 +143,10 @@ def quantize_int8(model: torch.nn.Module, keep_fp32: Sequence[str] = INT8_FP32_L
     def quantize_this(module: torch.nn.Module, name: str) -> bool:
         return isinstance(module, torch.nn.Linear) and not name.startswith(tuple(keep_fp32))
 
-    with warnings.catch_warnings():  # torchao 0.18 warns about its own caching hash: noise
-        warnings.filterwarnings("ignore", message=".*_stable_hash_for_caching.*")
-        quantize_(model, Int8DynamicActivationInt8WeightConfig(), filter_fn=quantize_this)
+    # torchao 0.18's Int8Tensor warns that it has no caching hash, once, when the compiled model
+    # first runs (after this function returns): noise for the user, so ignored for the process
+    warnings.filterwarnings("ignore", message=".*_stable_hash_for_caching.*")
+    quantize_(model, Int8DynamicActivationInt8WeightConfig(), filter_fn=quantize_this)
     return model
 
 

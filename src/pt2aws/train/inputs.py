@@ -34,11 +34,7 @@ def load_data_and_model(cfg: TrainConfig):
 
     data = load_sentiment_data(
         cfg.dataset,
-        config_name=cfg.dataset_config,
-        text_column=cfg.text_column,
-        label_column=cfg.label_column,
-        header=cfg.header,
-        encoding=cfg.encoding,
+        **cfg.reader_options(),
         label_map=cfg.label_map,
         three_class=cfg.three_class,
         max_train_samples=cfg.max_train_samples,
