@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import os
 import platform
+import signal
 import socket
+import subprocess
+import time
 from pathlib import Path
 
 #: ``platform.machine()`` values of 64-bit Arm (Linux reports ``aarch64``, macOS ``arm64``).
@@ -86,3 +89,53 @@ def cpu_name(root: str | Path = "/") -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def stop_process_group(proc: subprocess.Popen, timeout_s: float = 15.0) -> None:
+    """Stop ``proc`` (started with ``start_new_session=True``) and every process of its group.
+
+    SIGTERM to ``proc`` first (a server forwards it to its children), then SIGTERM and, after
+    ``timeout_s`` seconds, SIGKILL to the whole group; returns once ``proc`` is reaped. Safe on
+    a process that has already exited.
+    """
+    pgid = proc.pid  # start_new_session: the group id is the leader's pid
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            pass
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(pgid, sig)
+        except (ProcessLookupError, PermissionError):
+            break
+        end = time.monotonic() + (timeout_s if sig == signal.SIGTERM else 5)
+        while time.monotonic() < end and process_group_alive(pgid):
+            time.sleep(0.1)
+        if not process_group_alive(pgid):
+            break
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait()
+
+
+def process_group_alive(pgid: int) -> bool:
+    """Whether any process of group ``pgid`` is alive (zombies do not count)."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # zombies still count for killpg(0); reap ours via /proc state
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False

@@ -13,7 +13,8 @@ import socket
 import pytest
 
 from pt2aws.serving import inference as handler
-from pt2aws.serving.local import LocalEndpoint, LocalEndpointError, _group_alive
+from pt2aws.serving.local import LocalEndpoint, LocalEndpointError
+from pt2aws.system import process_group_alive
 
 pytestmark = pytest.mark.serve
 
@@ -151,12 +152,30 @@ def test_port_in_use_fails_with_the_log_tail(smoke_model_dir, tmp_path):
     assert not ep.running
 
 
+def test_a_picked_port_taken_before_the_bind_is_retried_on_fresh_ports(
+    smoke_model_dir, tmp_path, monkeypatch
+):
+    import pt2aws.serving.local as local
+
+    real = local.free_port
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        picks = iter([port])  # the first pick is a port another process holds by now
+        monkeypatch.setattr(local, "free_port", lambda: next(picks, None) or real())
+        with LocalEndpoint(smoke_model_dir, tmp_path / "w", startup_timeout_s=120) as ep:
+            assert ep.port != port and ep.ping()
+    log = (tmp_path / "w" / "server.log").read_text(errors="replace")
+    assert local._port_taken(log)  # the first attempt failed on the taken port, then retried
+
+
 def test_stop_ends_every_process(endpoint):
     """Last in the module: stop() leaves no launcher, JVM or worker behind, and frees the port."""
     pgid = endpoint._proc.pid
     endpoint.stop()
     assert not endpoint.running and not endpoint.ping()
-    assert not _group_alive(pgid)  # no live (non-zombie) process left in its group
+    assert not process_group_alive(pgid)  # no live (non-zombie) process left in its group
     with pytest.raises(LocalEndpointError, match="not running"):
         endpoint.invoke("x", "text/plain")
     endpoint.stop()  # twice is fine

@@ -24,7 +24,6 @@ import json
 import logging
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tarfile
@@ -34,7 +33,7 @@ import weakref
 from pathlib import Path
 
 from pt2aws.serving import HANDLER_PATH
-from pt2aws.system import free_port
+from pt2aws.system import free_port, stop_process_group
 
 logger = logging.getLogger(__name__)
 
@@ -95,6 +94,15 @@ def _prepare_model_dir(model: Path, target: Path) -> None:
     if not (code / "inference.py").is_file():
         code.mkdir(exist_ok=True)
         shutil.copy(HANDLER_PATH, code / "inference.py")
+
+
+#: Starts :meth:`LocalEndpoint.start` tries when a port it picked was taken before it was bound.
+PORT_ATTEMPTS = 3
+
+
+def _port_taken(message: str) -> bool:
+    """Whether a start failure's log tail says a port was already bound (Java or Python)."""
+    return "Address already in use" in message or "BindException" in message
 
 
 class LocalEndpoint:
@@ -219,6 +227,22 @@ class LocalEndpoint:
             raise LocalEndpointError(f"cannot start the local endpoint: {missing}")
         self.workdir.mkdir(parents=True, exist_ok=True)
         _prepare_model_dir(self.model, self.workdir / "model")
+        # free ports are picked before the server binds them, so on a busy machine another
+        # process can take one in between: then start again on fresh ports (ours only)
+        chosen = self.port is None
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            try:
+                self._start_once()
+                return self
+            except LocalEndpointError as err:
+                if not chosen or attempt == PORT_ATTEMPTS or not _port_taken(str(err)):
+                    raise
+                logger.warning("local endpoint: a port was taken (attempt %d); retrying", attempt)
+                self.port = None
+        return self
+
+    def _start_once(self) -> None:
+        """One start: pick the ports, launch, wait until healthy (see :meth:`start`)."""
         self.port = self.port or free_port()
         cmd, server_env = self._launch_spec()
         env = {
@@ -245,7 +269,6 @@ class LocalEndpoint:
             "local endpoint: pid %s, %s, logs in %s", self._proc.pid, self.url, self.workdir
         )
         self._wait_healthy(t0)
-        return self
 
     def _wait_healthy(self, t0: float) -> None:
         deadline = t0 + self.startup_timeout_s
@@ -279,26 +302,7 @@ class LocalEndpoint:
         proc, self._proc = self._proc, None
         _RUNNING.discard(self)
         if proc is not None:
-            pgid = proc.pid  # start_new_session: the group id is the launcher's pid
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(timeout=timeout_s)
-                except subprocess.TimeoutExpired:
-                    pass
-            for sig in (signal.SIGTERM, signal.SIGKILL):
-                try:
-                    os.killpg(pgid, sig)
-                except (ProcessLookupError, PermissionError):
-                    break
-                end = time.monotonic() + (timeout_s if sig == signal.SIGTERM else 5)
-                while time.monotonic() < end and _group_alive(pgid):
-                    time.sleep(0.1)
-                if not _group_alive(pgid):
-                    break
-            if proc.poll() is None:
-                proc.kill()
-            proc.wait()
+            stop_process_group(proc, timeout_s)
         if self._log_fh is not None:
             self._log_fh.close()
             self._log_fh = None
@@ -408,23 +412,3 @@ _RUNNING: weakref.WeakSet[LocalEndpoint] = weakref.WeakSet()
 def _stop_all() -> None:
     for endpoint in list(_RUNNING):
         endpoint.stop(timeout_s=5)
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # zombies still count for killpg(0); reap ours via /proc state
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            return True
-    return False
