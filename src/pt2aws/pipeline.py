@@ -7,6 +7,7 @@ into ``<run>/``; ``summary.md`` collects the key figures at the end.
 from __future__ import annotations
 
 import io
+import signal
 import sys
 import time
 from pathlib import Path
@@ -166,12 +167,19 @@ def data_parameters(args) -> dict:
     return params
 
 
+def _terminate(signum, frame):
+    raise KeyboardInterrupt(f"stopped by signal {signum}")
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m pt2aws.pipeline [--profile local] [--data FILE ...]``; prints the summary."""
     from pt2aws.report import write_summary
 
     args = build_parser().parse_args(argv)
     extra = {"01_finetune_multi_gpu.ipynb": data_parameters(args)}
+    # a SIGTERM (CI timeout, `kill`) ends like Ctrl-C: papermill shuts the kernel down (the
+    # training subprocess follows it: die_with_parent) and the summary of what ran is written
+    previous = signal.signal(signal.SIGTERM, _terminate)
     run_dir = Path(args.run_dir) if args.run_dir else RunDir.new(args.runs_dir).root
     print(f"run folder: {run_dir}", flush=True)
     if extra["01_finetune_multi_gpu.ipynb"]:
@@ -180,9 +188,14 @@ def main(argv: list[str] | None = None) -> int:
     timings = None
     try:
         timings = run_notebooks(run_dir, profile=args.profile, per_notebook=extra)
+    except KeyboardInterrupt as stop:
+        print(f"stopped after {time.perf_counter() - t0:.1f} s ({stop or 'Ctrl-C'})", flush=True)
+        return 130  # 128 + SIGINT, as a shell reports an interrupted command
     finally:
+        signal.signal(signal.SIGTERM, previous)
         summary = write_summary(run_dir, timings)
-    print(f"all notebooks done in {time.perf_counter() - t0:.1f} s; summary: {summary}")
+        print(f"summary of what ran: {summary}", flush=True)
+    print(f"all notebooks done in {time.perf_counter() - t0:.1f} s")
     print(summary.read_text())
     return 0
 

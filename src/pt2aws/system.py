@@ -10,6 +10,7 @@ import platform
 import signal
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -89,6 +90,25 @@ def cpu_name(root: str | Path = "/") -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def die_with_parent():
+    """A ``preexec_fn`` that makes a child process get SIGTERM when its parent dies (Linux
+    ``prctl(PR_SET_PDEATHSIG)``), or ``None`` where that does not exist.
+
+    For the training subprocesses a notebook starts: when the kernel or ``make run`` is killed,
+    ``torchrun`` is told to stop (and stops its workers) instead of training on, orphaned.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+
+    def set_death_signal() -> None:
+        import ctypes
+
+        pr_set_pdeathsig = 1  # <linux/prctl.h>
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+    return set_death_signal
 
 
 def stop_process_group(proc: subprocess.Popen, timeout_s: float = 15.0) -> None:

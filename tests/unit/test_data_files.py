@@ -77,6 +77,15 @@ def test_names_on_a_headerless_file_name_the_first_row_and_the_fix(tmp_path):
         load_sentiment_data(path, header=False, text_column="text", label_column=1)
 
 
+def test_the_suggested_position_is_the_column_that_looks_like_text(tmp_path):
+    path = tmp_path / "labels_first.tsv"  # label first, as spreadsheet exports often are
+    path.write_text("-1\tthe plot was thin and the acting worse\n1\ta warm, funny film\n" * 30)
+    with pytest.raises(DataError, match=r"without a header row.*--text_column 1"):
+        load_sentiment_data(path, header=False)  # text_column "text" is a name
+    with pytest.raises(DataError, match=r"not found.*--text_column 1"):
+        load_sentiment_data(path, header=True)  # the first row taken as the header
+
+
 def test_utf8_bom_does_not_rename_the_first_column(tmp_path):
     path = write_csv(tmp_path / "d.csv", rows(), encoding="utf-8-sig")
     d = load_sentiment_data(path)

@@ -38,3 +38,92 @@ def test_make_run_max_length_is_a_valid_notebook_01_value():
     assert TrainConfig(profile="local", max_length="auto").max_length == "auto"
     with pytest.raises(ValueError, match="--max_length 'long'"):
         TrainConfig(profile="local", max_length="long")
+
+
+def _processes_mentioning(text: str) -> list[str]:
+    """Processes whose command line names ``text``, except this one and ``make run`` itself."""
+    from pathlib import Path
+
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if text in cmdline and "pt2aws.pipeline" not in cmdline:
+                found.append(f"{entry.name}: {cmdline[:160]}")
+    return found
+
+
+def _make_run_until_training(run_dir):
+    """``make run`` (smoke) in a subprocess, returned once notebook 01 runs a training process."""
+    import os
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pt2aws.pipeline", "--profile", "smoke", "--run-dir", str(run_dir)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+    out: list[str] = []
+    reader = threading.Thread(target=lambda: out.extend(proc.stdout), daemon=True)
+    reader.start()
+    deadline = time.monotonic() + 240  # notebook 00, then 01 starts its A/B subprocesses
+    while not _processes_mentioning(str(run_dir)) and time.monotonic() < deadline:
+        assert proc.poll() is None, "".join(out[-30:])
+        time.sleep(0.5)
+    assert _processes_mentioning(str(run_dir)), "".join(out[-30:])  # A/B run or torchrun
+    return proc, reader, out
+
+
+def _nothing_left_of(run_dir, wait_s: int = 60) -> list[str]:
+    import time
+
+    for _ in range(wait_s):
+        left = _processes_mentioning(str(run_dir))
+        if not left:
+            break
+        time.sleep(1)
+    return left
+
+
+linux_only = pytest.mark.skipif(
+    not __import__("sys").platform.startswith("linux"), reason="needs /proc and prctl"
+)
+
+
+@linux_only
+def test_sigterm_stops_make_run_with_its_training_subprocesses_and_writes_the_summary(tmp_path):
+    """A killed `make run` (CI timeout, `kill`) must not leave training running, orphaned."""
+    import signal
+
+    run_dir = tmp_path / "run"
+    proc, reader, out = _make_run_until_training(run_dir)
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=120)
+    reader.join(timeout=10)
+    text = "".join(out)
+    assert proc.returncode == 130, text[-2000:]
+    assert "stopped after" in text and "summary of what ran" in text
+    assert (run_dir / "summary.md").is_file()
+    assert not _nothing_left_of(run_dir)
+
+
+@linux_only
+def test_sigkill_of_make_run_still_ends_the_training_subprocesses(tmp_path):
+    """No clean-up runs after SIGKILL: the kernel notices its parent is gone and exits, and the
+    training processes it started get SIGTERM from the kernel's death (die_with_parent)."""
+    import signal
+
+    run_dir = tmp_path / "run"
+    proc, reader, _ = _make_run_until_training(run_dir)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    reader.join(timeout=10)
+    assert not _nothing_left_of(run_dir, wait_s=90)

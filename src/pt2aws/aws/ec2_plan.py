@@ -333,7 +333,8 @@ def format_launch_plan(plan: dict) -> str:
     dry = ec2["dry_run"]
     lines = [
         f"Launch plan: {plan['nodes']} x {plan['train_instance']} in {plan['region']}",
-        f"  DLAMI: SSM parameter {ec2['ssm_parameter']} -> {ec2['ami_id'] or 'not resolved'}",
+        f"  {'AMI (a CPU job needs no DLAMI)' if 'amazon-linux' in ec2['ssm_parameter'] else 'DLAMI'}: "
+        f"SSM parameter {ec2['ssm_parameter']} -> {ec2['ami_id'] or 'not resolved'}",
         f"  EC2 run_instances: {ec2['request']['MinCount']} x {ec2['request']['InstanceType']}, "
         f"{ec2['request']['BlockDeviceMappings'][0]['Ebs']['VolumeSize']} GB gp3"
         + (

@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 
 from pt2aws.bench.ab_variants import BenchSettings, Variant, default_variants
-from pt2aws.system import available_cpus, cpu_name
+from pt2aws.system import available_cpus, cpu_name, die_with_parent
 
 logger = logging.getLogger(__name__)
 
@@ -114,6 +114,7 @@ def run_variant(
             stderr=subprocess.STDOUT,
             text=True,
             timeout=settings.timeout_s,
+            preexec_fn=die_with_parent(),
         )
     except subprocess.TimeoutExpired as err:
         raise RuntimeError(f"{variant.name}: no result within {settings.timeout_s} s") from err

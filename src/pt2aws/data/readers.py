@@ -288,12 +288,24 @@ def resolve_column(columns: list, spec, role: str, where, first_row: list[str] |
         raise DataError(
             f"{where}: the {role} column {spec!r} is a name, but the file is read without a "
             f"header row (its first row is {first_row}); pass 0-based positions, e.g. "
-            f"{option(setting, 0)}, or {option('header', True)} if that row is a header"
+            f"{option(setting, _likely_position(first_row or [], role))}, or "
+            f"{option('header', True)} if that row is a header"
         )
     close = difflib.get_close_matches(str(spec), [str(c) for c in columns], n=1)
     maybe = f" (did you mean {close[0]!r}?)" if close else ""
     raise DataError(
         f"{where}: column(s) {[spec]} not found{maybe}; the file has {columns}. Pass the "
-        f"{role} column's name or its 0-based position, e.g. {option(setting, 0)}; if that first "
+        f"{role} column's name or its 0-based position, e.g. "
+        f"{option(setting, _likely_position([str(c) for c in columns], role))}; if that first "
         f"row is data, not a header, pass positions and {option('header', False)}"
     )
+
+
+def _likely_position(values: list[str], role: str) -> int:
+    """The position a message suggests for ``role``: the longest value for the text column,
+    the shortest for the label (a guess from one row, only for the example in a message)."""
+    if not values:
+        return 0
+    lengths = [len(str(v)) for v in values]
+    pick = max if role == "text" else min
+    return pick(range(len(values)), key=lengths.__getitem__)

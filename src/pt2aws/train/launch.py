@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 from pt2aws.config import TrainConfig
+from pt2aws.system import die_with_parent
 
 
 class TrainingFailedError(RuntimeError):
@@ -121,7 +122,12 @@ def launch_training(
     }
     tail: list[str] = []
     with subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=child_env
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=child_env,
+        preexec_fn=die_with_parent(),  # killed kernel or make run: torchrun stops too
     ) as proc:
         for line in proc.stdout:
             tail = (tail + [line])[-40:]
