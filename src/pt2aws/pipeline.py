@@ -177,8 +177,8 @@ def main(argv: list[str] | None = None) -> int:
 
     args = build_parser().parse_args(argv)
     extra = {"01_finetune_multi_gpu.ipynb": data_parameters(args)}
-    # a SIGTERM (CI timeout, `kill`) ends like Ctrl-C: papermill shuts the kernel down (the
-    # training subprocess follows it: die_with_parent) and the summary of what ran is written
+    # a SIGTERM (CI timeout, `kill`) ends like Ctrl-C: papermill shuts the kernel down with the
+    # training processes it started, and the summary of what ran is written
     previous = signal.signal(signal.SIGTERM, _terminate)
     run_dir = Path(args.run_dir) if args.run_dir else RunDir.new(args.runs_dir).root
     print(f"run folder: {run_dir}", flush=True)

@@ -12,12 +12,12 @@ TEXTS = ["good", "bad", "fine"] * 8
 
 def test_notebook_02_figure_is_used_and_scaled_by_vcpus(tmp_path):
     metrics = tmp_path / "metrics.json"
-    metrics.write_text(json.dumps({"throughput_samples_per_second": 100.0}))
+    metrics.write_text(json.dumps({"variants": [{"variant": "eager", "samples_per_s": 100.0}]}))
     report = endpoint_cost.cost_report(metrics, tmp_path / "no-model", TEXTS)
     assert report["throughput"] == {
         "throughput_samples_per_second": 100.0,
-        "variant": "best variant",
-        "source": f"{metrics} (best variant, batch 32)",
+        "variant": "eager",
+        "source": f"{metrics} (eager, batch 32)",
     }
     assert report["endpoint_throughput"] == {}
     rows = {r["instance_type"]: r for r in report["rows"]}
@@ -55,7 +55,7 @@ def test_the_row_of_the_variant_the_image_serves_is_used_not_the_fastest(tmp_pat
 
 def test_live_load_test_feeds_the_deployed_instance_only_on_aws(tmp_path):
     metrics = tmp_path / "metrics.json"
-    metrics.write_text(json.dumps({"throughput_samples_per_second": 100.0}))
+    metrics.write_text(json.dumps({"variants": [{"variant": "eager", "samples_per_s": 100.0}]}))
     deployed = {"target": "aws", "instance_type": "ml.c7g.xlarge"}
     deployed["load_test"] = {"throughput_per_s": 250.0}
     rows = {
@@ -72,6 +72,10 @@ def test_live_load_test_feeds_the_deployed_instance_only_on_aws(tmp_path):
 
 
 def test_quick_measurement_without_notebook_02(smoke_model_dir, tmp_path):
+    best_only = tmp_path / "old.json"  # a total of the fastest variant, no per-variant rows:
+    best_only.write_text(json.dumps({"throughput_samples_per_second": 999.0}))  # not eager's
+    old = endpoint_cost.cost_report(best_only, smoke_model_dir, TEXTS, {"image": "dlc"})
+    assert old["throughput"]["source"].startswith("measured here (fp32 eager")
     report = endpoint_cost.cost_report(tmp_path / "missing.json", smoke_model_dir, TEXTS)
     assert report["throughput"]["source"] == "measured here (fp32 eager, 24 texts, median of 3)"
     assert report["throughput"]["throughput_samples_per_second"] > 0

@@ -57,7 +57,10 @@ def test_ami_lookup_and_dry_run(emulator):
     assert "pytorch-training:2.10.0-gpu-py313" in plan["sagemaker_training"]["training_image"]
     assert "pytorch-inference-arm64" in plan["sagemaker_endpoint"]["image_uri"]
     assert plan["sagemaker_endpoint"]["environment"]["DNNL_DEFAULT_FPMATH_MODE"] == "BF16"
-    assert "Launch plan: 1 x p4d.24xlarge" in ec2_plan.format_launch_plan(plan)
+    text = ec2_plan.format_launch_plan(plan)
+    assert "Launch plan: 1 x p4d.24xlarge" in text and "\n  DLAMI: SSM parameter" in text
+    cpu = ec2_plan.format_launch_plan(ec2_plan.launch_plan("c7i.xlarge", 1, region=emulator.region))
+    assert "AMI (a CPU job needs no DLAMI): SSM parameter" in cpu and "DLAMI:" not in cpu
 
 
 def test_run_instances_request_validation():

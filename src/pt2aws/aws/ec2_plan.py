@@ -331,9 +331,10 @@ def format_launch_plan(plan: dict) -> str:
     """Human-readable text of :func:`launch_plan`."""
     ec2, tr, ep = plan["ec2"], plan["sagemaker_training"], plan["sagemaker_endpoint"]
     dry = ec2["dry_run"]
+    plain = "/ami-amazon-linux-latest/" in ec2["ssm_parameter"]  # CPU: plain Amazon Linux 2023
     lines = [
         f"Launch plan: {plan['nodes']} x {plan['train_instance']} in {plan['region']}",
-        f"  {'AMI (a CPU job needs no DLAMI)' if 'amazon-linux' in ec2['ssm_parameter'] else 'DLAMI'}: "
+        f"  {'AMI (a CPU job needs no DLAMI)' if plain else 'DLAMI'}: "
         f"SSM parameter {ec2['ssm_parameter']} -> {ec2['ami_id'] or 'not resolved'}",
         f"  EC2 run_instances: {ec2['request']['MinCount']} x {ec2['request']['InstanceType']}, "
         f"{ec2['request']['BlockDeviceMappings'][0]['Ebs']['VolumeSize']} GB gp3"

@@ -8,7 +8,8 @@ behind them, best first:
 2. notebook 02's benchmark on this machine (``inference/metrics.json``), scaled by vCPUs: the
    row of the variant the chosen image serves (the AWS DLC: fp32 ``eager``; the project's image:
    ``auto``, the variant notebook 02's ``auto`` picked), not the fastest row;
-3. a quick measurement here (fp32 eager, median of 3), scaled by vCPUs.
+3. when notebook 02 has no such row, a quick measurement here (fp32 eager, median of 3), scaled
+   by vCPUs.
 
 The scaled figures are estimates (equal per-vCPU speed assumed) and the table says so.
 """
@@ -34,16 +35,18 @@ def served_variant(image: str | None, metrics: dict) -> str:
 
 
 def local_throughput(
-    metrics_path: str | Path, model_dir: str | Path, texts: list[str], variant: str = "eager"
+    metrics_path: str | Path, model_dir: str | Path, texts: list[str], image: str | None = None
 ) -> dict:
-    """Inferences/s of ``variant`` on this machine: notebook 02's figure, else measured now.
+    """Inferences/s, on this machine, of the variant an endpoint on ``image`` serves.
+
+    Notebook 02's batch-32 row for that variant (:func:`served_variant`) when it recorded one,
+    else a quick measurement of fp32 eager here.
 
     Args:
         metrics_path: notebook 02's ``inference/metrics.json`` (may not exist).
         model_dir: the fine-tuned model folder, for the quick measurement.
         texts: texts for the quick measurement (a few hundred: about 10 s on 2 cores).
-        variant: the variant the endpoint serves (:func:`served_variant`); notebook 02's row
-            for it (batch 32) is used when it has one.
+        image: ``"dlc"``, ``"custom"`` or ``None`` (see :func:`served_variant`).
 
     Returns:
         ``{"throughput_samples_per_second": float, "variant": str, "source": str, ...}``.
@@ -52,19 +55,13 @@ def local_throughput(
 
     metrics_path = Path(metrics_path)
     metrics = json.loads(metrics_path.read_text()) if metrics_path.is_file() else {}
+    variant = served_variant(image, metrics)
     row = next((r for r in metrics.get("variants", []) if r.get("variant") == variant), None)
     if row and row.get("samples_per_s"):
         return {
             "throughput_samples_per_second": row["samples_per_s"],
             "variant": variant,
             "source": f"{metrics_path} ({variant}, batch 32)",
-        }
-    if metrics.get("throughput_samples_per_second") and not metrics.get("variants"):
-        best = metrics.get("best_variant", "best variant")  # a record with no per-variant rows
-        return {
-            "throughput_samples_per_second": metrics["throughput_samples_per_second"],
-            "variant": best,
-            "source": f"{metrics_path} ({best}, batch 32)",
         }
     measured = cost.measure_throughput(str(model_dir), texts)
     measured["variant"] = "eager"
@@ -95,10 +92,9 @@ def cost_report(
     """
     from pt2aws.sizing import catalog, cost
 
-    metrics_path = Path(metrics_path)
-    metrics = json.loads(metrics_path.read_text()) if metrics_path.is_file() else {}
-    variant = served_variant((deploy_result or {}).get("image"), metrics)
-    throughput = local_throughput(metrics_path, model_dir, texts, variant)
+    throughput = local_throughput(
+        metrics_path, model_dir, texts, (deploy_result or {}).get("image")
+    )
     measured_on_endpoint = {}
     load = (deploy_result or {}).get("load_test")
     if deploy_result and deploy_result.get("target") == "aws" and load:

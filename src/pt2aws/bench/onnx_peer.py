@@ -125,17 +125,11 @@ class OrtPredictor:
 
     def predict_proba(self, texts: Sequence[str]) -> np.ndarray:
         """Class probabilities, float32 array of shape ``(len(texts), num_labels)``, input order."""
-        from pt2aws.inference.predictor import length_sorted_batches
+        from pt2aws.inference.predictor import encoded_batches
 
         probs = np.empty((len(texts), self.num_labels), dtype=np.float32)
-        for idx in length_sorted_batches(texts, self.batch_size):
-            enc = self.tokenizer(
-                [texts[i] for i in idx],
-                truncation=True,
-                max_length=self.max_length,
-                padding=True,
-                return_tensors="np",
-            )
+        batches = encoded_batches(self.tokenizer, texts, self.batch_size, self.max_length, "np")
+        for idx, enc in batches:
             (logits,) = self.session.run(
                 ["logits"], {name: enc[name].astype(np.int64) for name in self.input_names}
             )

@@ -38,6 +38,23 @@ def length_sorted_batches(texts: Sequence[str], batch_size: int) -> list[list[in
     return [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
 
 
+def encoded_batches(
+    tokenizer, texts: Sequence[str], batch_size: int, max_length: int, tensors="pt"
+):
+    """``(positions, encoding)`` per :func:`length_sorted_batches` batch: the texts at those
+    positions tokenized, truncated to ``max_length`` tokens and padded to the batch's longest
+    (``tensors``: ``"pt"`` torch or ``"np"`` numpy arrays)."""
+    for idx in length_sorted_batches(texts, batch_size):
+        enc = tokenizer(
+            [texts[i] for i in idx],
+            truncation=True,
+            max_length=max_length,
+            padding=True,
+            return_tensors=tensors,
+        )
+        yield idx, enc
+
+
 class Predictor:
     """Batched text classification with truncation, for CPU or GPU, in one of :data:`VARIANTS`.
 
@@ -124,15 +141,9 @@ class Predictor:
         if self.long_texts == "windows":
             return self._windowed_proba(texts)
         probs = torch.empty(len(texts), len(self.label_names))
-        for idx in length_sorted_batches(texts, self.batch_size):
-            enc = self.tokenizer(
-                [texts[i] for i in idx],
-                truncation=True,
-                max_length=self.max_length,
-                padding=True,
-                return_tensors="pt",
-            ).to(self.device)
-            probs[idx] = self.model(**enc).logits.float().softmax(-1).cpu()
+        batches = encoded_batches(self.tokenizer, texts, self.batch_size, self.max_length)
+        for idx, enc in batches:
+            probs[idx] = self.model(**enc.to(self.device)).logits.float().softmax(-1).cpu()
         return probs
 
     def _windowed_proba(self, texts: Sequence[str]) -> torch.Tensor:

@@ -230,15 +230,16 @@ class LocalEndpoint:
         # free ports are picked before the server binds them, so on a busy machine another
         # process can take one in between: then start again on fresh ports (ours only)
         chosen = self.port is None
-        for attempt in range(1, PORT_ATTEMPTS + 1):
+        for attempt in range(1, PORT_ATTEMPTS):
             try:
                 self._start_once()
                 return self
             except LocalEndpointError as err:
-                if not chosen or attempt == PORT_ATTEMPTS or not _port_taken(str(err)):
+                if not chosen or not _port_taken(str(err)):
                     raise
                 logger.warning("local endpoint: a port was taken (attempt %d); retrying", attempt)
                 self.port = None
+        self._start_once()  # the last attempt: its error is the caller's
         return self
 
     def _start_once(self) -> None:
