@@ -122,27 +122,45 @@ def test_variant_errors_are_clear(smoke_model_dir):
         Predictor(str(smoke_model_dir), variant="int8", device="cuda")
 
 
+def _fake_cpu(model: str, arch: str, hardware: set[str], environ: dict | None = None):
+    """A :class:`pt2aws.env.CpuFeatures` for ``model``, to patch in as ``env.cpu_features``."""
+    from pt2aws.env.cpu import features_from
+
+    features = features_from(arch, hardware, environ=environ or {}, model=model)
+    return lambda: features
+
+
+OLD_X86 = _fake_cpu("old x86", "x86_64", {"avx2"})
+
+
 @pytest.mark.parametrize(
-    ("cpu", "expected"),
+    ("model", "arch", "hardware", "environ", "expected"),
     [
-        ({"model": "x86 AMX", "bf16": True, "amx": True, "graviton": False}, "bf16"),
-        ({"model": "Graviton3", "bf16": True, "amx": False, "graviton": True}, "bf16"),
-        ({"model": "Graviton2", "bf16": False, "amx": False, "graviton": True}, "eager"),
-        ({"model": "old x86", "bf16": False, "amx": False, "graviton": False}, "eager"),
+        ("x86 AMX", "x86_64", {"avx512f", "amx_bf16", "amx_tile"}, None, "bf16"),
+        ("Graviton3", "aarch64", {"asimd", "sve", "bf16"}, None, "bf16"),
+        ("Graviton2", "aarch64", {"asimd", "asimddp"}, None, "eager"),
+        ("old x86", "x86_64", {"avx2"}, None, "eager"),
+        (
+            "capped x86",
+            "x86_64",
+            {"avx512f", "avx512_bf16"},
+            {"ONEDNN_MAX_CPU_ISA": "AVX2"},
+            "eager",
+        ),
     ],
 )
-def test_supported_variants_per_cpu(monkeypatch, cpu, expected):
+def test_supported_variants_per_cpu(monkeypatch, model, arch, hardware, environ, expected):
     """bf16 is a candidate only where the CPU computes it natively; the reason names the CPU."""
     from pt2aws import env
     from pt2aws.inference.selection import AUTO_CANDIDATES
     from pt2aws.inference.variants import supported_variants
 
-    monkeypatch.setattr(env, "cpu_info", lambda: cpu)
+    monkeypatch.setattr(env, "cpu_features", _fake_cpu(model, arch, hardware, environ))
     runnable, left_out = supported_variants("cpu", AUTO_CANDIDATES)
     assert ("bf16" in runnable) is (expected == "bf16")
     assert {"eager", "int8", "int8-legacy"} <= set(runnable)
     if expected == "eager":
-        assert cpu["model"] in left_out["bf16"]
+        assert model in left_out["bf16"]
 
 
 @pytest.mark.parametrize(
@@ -250,14 +268,13 @@ def test_compare_variants_skips_what_the_hardware_cannot_run(smoke_model_dir, mo
     from pt2aws import env
     from pt2aws.inference.selection import compare_variants
 
-    no_bf16 = {"model": "old x86", "bf16": False, "amx": False, "graviton": False}
-    monkeypatch.setattr(env, "cpu_info", lambda: no_bf16)
+    monkeypatch.setattr(env, "cpu_features", OLD_X86)
     result = compare_variants(
         str(smoke_model_dir), TEXTS, ["int8-legacy", "bf16"], latency_calls=2, repeats=1,
         device="cpu",
     )  # fmt: skip
     assert [r["variant"] for r in result["rows"]] == ["eager", "int8-legacy"]  # eager: reference
-    assert "old x86 has no bf16" in result["skipped"]["bf16"]
+    assert "old x86 has no AVX512-BF16" in result["skipped"]["bf16"]
     eager, int8 = result["rows"]
     assert eager["agreement"] == 1.0 and eager["calls"] == 2
     assert 0.0 <= int8["agreement"] <= 1.0 and int8["setup_s"] > 0
@@ -335,9 +352,8 @@ def test_choose_by_measurement_picks_the_fastest_agreeing(smoke_model_dir, fixed
     from pt2aws import env
     from pt2aws.inference.selection import choose_by_measurement
 
-    no_bf16 = {"model": "old x86", "bf16": False, "amx": False, "graviton": False}
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(env, "cpu_info", lambda: no_bf16)
+        mp.setattr(env, "cpu_features", OLD_X86)
         choice, rows = choose_by_measurement(
             str(smoke_model_dir), TEXTS[:6], candidates=["bf16", "int8-legacy"], device="cpu"
         )

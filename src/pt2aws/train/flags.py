@@ -60,13 +60,19 @@ def choose_bf16(device: torch.device, requested: Switch) -> Choice:
         return Choice(
             supported, "GPU supports bf16" if supported else "GPU lacks bf16 (pre-Ampere)"
         )
-    from pt2aws.env.probes import cpu_info
+    from pt2aws.env import cpu_features
 
-    native = "this CPU has bf16 instructions" if cpu_info().get("bf16") else "no native bf16"
+    native = cpu_features().bf16_native
+    if not native:
+        return Choice(
+            False,
+            f"CPU without native bf16 ({native.reason}): bf16 would be emulated, 0.2-0.4x "
+            "fp32 (benchmarks/cpu_caps.py); --bf16 on forces it",
+        )
     return Choice(
         False,
-        f"CPU ({native}): off by default, bf16 autocast ranged from 0.45x to 1.6x fp32 on "
-        "2-core machines depending on the CPU; measure it with the A/B, --bf16 on forces it",
+        f"CPU with native bf16 ({native.reason}): off by default, bf16 autocast ranged from "
+        "0.45x to 2.1x fp32 on 2-core machines; measure it with the A/B, --bf16 on forces it",
     )
 
 
