@@ -5,6 +5,7 @@ once, when the library starts; so every setting runs in a fresh subprocess::
 
     python benchmarks/cpu_caps.py                      # every setting, 2 interleaved rounds
     python benchmarks/cpu_caps.py --settings native,avx2 --rounds 3 --json out.json
+    python benchmarks/cpu_caps.py --clock cpu --compile-int8   # a busy machine: CPU time, 1 thread
 
 Settings (``SETTINGS``): ``native``; each variable alone (``aten-avx2``, ``onednn-avx2``,
 ``mkl-avx2``), to see which one changes what; ``avx2`` (all three: an AVX2-only CPU, no
@@ -71,18 +72,23 @@ WORKLOADS = (
 M, K, N = 1536, 384, 1536  # tokens (32 x 48), MiniLM width, FFN width
 
 
-def _times(fn, repeats: int, min_s: float = 0.2) -> list[float]:
+#: The clock of the timings: wall (``perf_counter``) or this process's CPU time (``--clock cpu``,
+#: with one thread: what a call costs, little moved by other processes on a shared machine).
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
+
+
+def _times(fn, repeats: int, clock=time.perf_counter, min_s: float = 0.2) -> list[float]:
     """Seconds per call of ``fn``, one figure per repeat; each repeat makes as many calls as
     fill ``min_s`` seconds by the warm-up call's time (at least one)."""
-    start = time.perf_counter()
+    start = clock()
     fn()  # warm-up: kernels chosen, caches built
-    inner = max(1, int(min_s / max(time.perf_counter() - start, 1e-6)))
+    inner = max(1, int(min_s / max(clock() - start, 1e-6)))
     times = []
     for _ in range(repeats):
-        start = time.perf_counter()
+        start = clock()
         for _ in range(inner):
             fn()
-        times.append((time.perf_counter() - start) / inner)
+        times.append((clock() - start) / inner)
     return times
 
 
@@ -137,11 +143,15 @@ def _ort_sessions(torch, threads: int):
     return {name: (lambda s=s: s.run(None, {"x": x})) for name, s in sessions.items()}
 
 
-def child(repeats: int, compile_int8: bool = False) -> dict:
+def child(repeats: int, compile_int8: bool = False, clock: str = "wall") -> dict:
     """Time every workload in this process (its environment is the setting). Returns JSON."""
     import warnings
 
     import torch
+
+    if clock == "cpu":
+        torch.set_num_threads(1)
+    tick = CLOCKS[clock]
 
     warnings.filterwarnings("ignore")
     threads = torch.get_num_threads()
@@ -196,23 +206,24 @@ def child(repeats: int, compile_int8: bool = False) -> dict:
     for name, build in builders.items():
         try:
             fn = build()
-            out["seconds"][name] = _times(fn, min(repeats, 3) if "train" in name else repeats)
+            out["seconds"][name] = _times(fn, min(repeats, 3) if "train" in name else repeats, tick)
         except Exception as err:  # a workload this build cannot run: say so, time the rest
             out["errors"][name] = f"{type(err).__name__}: {err}"[:200]
     try:
         for name, fn in _ort_sessions(torch, threads).items():
-            out["seconds"][name] = _times(fn, repeats)
+            out["seconds"][name] = _times(fn, repeats, tick)
     except Exception as err:
         out["errors"]["ort"] = f"{type(err).__name__}: {err}"[:200]
     return out
 
 
-def _run_child(setting: str, repeats: int, compile_int8: bool) -> dict:
+def _run_child(setting: str, repeats: int, compile_int8: bool, clock: str) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in CAP_VARIABLES}
     env.update(SETTINGS[setting])
     proc = subprocess.run(
         [sys.executable, __file__, "--child", "--repeats", str(repeats)]
-        + (["--compile-int8"] if compile_int8 else []),
+        + (["--compile-int8"] if compile_int8 else [])
+        + ["--clock", clock],
         env=env,
         capture_output=True,
         text=True,
@@ -274,10 +285,17 @@ def main(argv: list[str] | None = None) -> dict:
         action="store_true",
         help="also time the torchao int8 linear compiled, as the int8 variant serves it",
     )
+    parser.add_argument(
+        "--clock",
+        choices=tuple(CLOCKS),
+        default="wall",
+        help="wall: elapsed time, the machine's threads; cpu: this process's CPU time with one "
+        "thread (steadier on a busy machine)",
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        print(json.dumps(child(args.repeats, args.compile_int8)))
+        print(json.dumps(child(args.repeats, args.compile_int8, args.clock)))
         return {}
     settings = [s.strip() for s in args.settings.split(",") if s.strip()]
     unknown = [s for s in settings if s not in SETTINGS]
@@ -288,7 +306,7 @@ def main(argv: list[str] | None = None) -> dict:
     for round_ in range(args.rounds):
         # odd rounds run the settings in reverse: a load that drifts hits first and last alike
         for setting in settings if round_ % 2 == 0 else settings[::-1]:
-            runs[setting].append(_run_child(setting, args.repeats, args.compile_int8))
+            runs[setting].append(_run_child(setting, args.repeats, args.compile_int8, args.clock))
             print(f"round {round_ + 1}/{args.rounds}: {setting} done", file=sys.stderr, flush=True)
     load_after = os.getloadavg()
     pooled = {
@@ -299,7 +317,8 @@ def main(argv: list[str] | None = None) -> dict:
     best = {s: {w: min(t) for w, t in p.items() if t} for s, p in pooled.items()}
     print(f"CPU: {cpu_flags()}")
     print(
-        f"threads {runs[settings[0]][0]['threads']}; load average {load_before[0]:.2f} before, "
+        f"clock {args.clock}, threads {runs[settings[0]][0]['threads']}; load average "
+        f"{load_before[0]:.2f} before, "
         f"{load_after[0]:.2f} after; {args.rounds} rounds x {args.repeats} repeats"
     )
     for title, stat in (("median", medians), ("best (min)", best)):

@@ -190,6 +190,7 @@ def main(argv: list[str] | None = None) -> dict:
         "thread (what the step costs, little moved by other processes on a shared machine)",
     )
     parser.add_argument("--profile", action="store_true", help="profile arm A first")
+    parser.add_argument("--json", default="", help="write every block's figure here")
     parser.add_argument("--profile-steps", type=int, default=5)
     args = parser.parse_args(argv)
     warnings.filterwarnings("ignore")
@@ -246,6 +247,12 @@ def main(argv: list[str] | None = None) -> dict:
             "arms": {a.name: a.samples_per_s for a in arms},
         }
         sys.stdout.flush()
+    if args.json:
+        import json
+        from pathlib import Path
+
+        record = {"clock": args.clock, "isa": torch.backends.cpu.get_cpu_capability(), "caps": caps}
+        Path(args.json).write_text(json.dumps(record | {"experiments": results}, indent=2))
     return results
 
 

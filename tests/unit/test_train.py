@@ -2,7 +2,12 @@ import json
 
 import torch
 
-from pt2aws.train.flags import choose_bf16, choose_compile, choose_fused_adamw
+from pt2aws.train.flags import (
+    choose_bf16,
+    choose_compile,
+    choose_fused_adamw,
+    choose_pad_to_multiple,
+)
 
 
 def test_smoke_run_writes_model_metrics_and_log(smoke_train_dir):
@@ -21,6 +26,7 @@ def test_smoke_run_writes_model_metrics_and_log(smoke_train_dir):
     assert metrics["train_samples_per_second"] > 0
     assert metrics["flags"]["torch_compile"]["enabled"] is False  # auto on CPU
     assert metrics["flags"]["fused_adamw"]["enabled"] is True  # torch 2.13 fuses AdamW on CPU
+    assert metrics["flags"]["pad_to_multiple_of_8"]["enabled"] is False  # eager CPU: longest
     assert all(lr >= 0 for lr in (r["learning_rate"] for r in log))
 
 
@@ -44,6 +50,10 @@ def test_flag_choices_on_cpu_have_reasons():
     fused = choose_fused_adamw(cpu, "auto")
     assert fused.enabled is True and "supports" in fused.reason
     assert choose_fused_adamw(cpu, "off").enabled is False
+    # eager CPU pads each batch to its longest text; GPUs and compiled models to a multiple of 8
+    assert choose_pad_to_multiple(cpu, compiled=False).enabled is False
+    assert choose_pad_to_multiple(cpu, compiled=True).enabled is True
+    assert choose_pad_to_multiple(torch.device("cuda"), compiled=False).enabled is True
 
 
 def test_training_loss_falls_and_model_learns(tmp_path):

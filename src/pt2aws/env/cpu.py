@@ -20,7 +20,8 @@
      ``AVX512_CORE_VNNI`` < ``AVX512_CORE_BF16`` < ``AVX512_CORE_FP16`` < ``AVX512_CORE_AMX``;
      oneDNN's "CPU Dispatcher Control",
      https://oneapi-src.github.io/oneDNN/dev_guide_cpu_dispatcher_control.html).
-   * ``MKL_ENABLE_INSTRUCTIONS`` caps MKL's fp32 GEMM only; it changes no bf16/int8 answer.
+   * ``MKL_ENABLE_INSTRUCTIONS`` caps MKL's fp32 GEMM only; it changes no bf16/int8 answer (and
+     timed nothing differently on an AMD EPYC, where MKL takes its generic path anyway).
 3. **What torch dispatches to**: ``torch.backends.cpu.get_cpu_capability()`` (``AVX512``,
    ``AVX2``, ``DEFAULT``, ``SVE256`` ...), which already honours ``ATEN_CPU_CAPABILITY``.
 

@@ -71,8 +71,10 @@ def int8_supported(device: torch.device) -> tuple[bool, str]:
 
     torchao's int8 matmuls are oneDNN int8 GEMMs: fast with x86 VNNI or AMX-INT8, Arm SDOT/UDOT
     or I8MM (:func:`pt2aws.env.cpu_features` ``int8_dot``, caps honoured), slow without them (the
-    ``int8`` variant ran at 0.09x eager on a 2-core AVX2-only AMD EPYC, issue 16). For defaults
-    that leave ``int8`` out; :func:`variant_support` still lets ``auto`` measure it.
+    ``int8`` variant ran at 0.09x eager on a 2-core AVX2-only AMD EPYC, issue 16). Capping a VNNI
+    CPU to AVX2 slows oneDNN's int8 GEMM 4x but leaves a compiled torchao int8 linear 1.4x fp32
+    (``benchmarks/cpu_caps.py``): the caps do not reproduce that 0.09x. For defaults that leave
+    ``int8`` out; :func:`variant_support` still lets ``auto`` measure it.
     """
     if device.type != "cpu":
         return False, "int8 dynamic quantization runs on CPU only: use bf16 on GPU"

@@ -1,8 +1,9 @@
 """Performance flags: each choice resolved against the hardware and printed once with its reason.
 
 * ``--bf16``: autocast to bfloat16. ``auto`` turns it on for GPUs with bf16 (Ampere and newer);
-  on a GPU without bf16 it falls back to fp16 autocast with a ``GradScaler``; off on CPU, where
-  it was slower for these small models in our measurements. ``off`` means plain fp32.
+  on a GPU without bf16 it falls back to fp16 autocast with a ``GradScaler``; off on CPU, with
+  the reason read from :func:`pt2aws.env.cpu_features` (native bf16 or emulated, caps honoured).
+  ``off`` means plain fp32.
 * ``--torch_compile`` (``--torch_compile_mode``): ``torch.compile`` the model. ``auto``: on for
   CUDA, off on CPU (compiling costs 25-55 s per process on 2 cores, no gain for small models).
   The wrap order (compile then DDP; FSDP2 shards then compiles) is in :mod:`pt2aws.train.recipe`.
@@ -68,13 +69,14 @@ def choose_bf16(device: torch.device, requested: Switch) -> Choice:
     if not native:
         return Choice(
             False,
-            f"CPU without native bf16 ({native.reason}): bf16 would be emulated, 0.2-0.4x "
-            "fp32 (benchmarks/cpu_caps.py); --bf16 on forces it",
+            f"CPU without native bf16 ({native.reason}): emulated, the local profile trained at "
+            "0.10x fp32 capped to AVX2 (benchmarks/train_step_cpu.py); --bf16 on forces it",
         )
     return Choice(
         False,
-        f"CPU with native bf16 ({native.reason}): off by default, bf16 autocast ranged from "
-        "0.45x to 2.1x fp32 on 2-core machines; measure it with the A/B, --bf16 on forces it",
+        f"CPU with native bf16 ({native.reason}): off by default on CPU; the local profile "
+        "trained 2.5x faster per CPU-second with it on an AVX512-BF16 EPYC "
+        "(benchmarks/train_step_cpu.py); --bf16 on turns it on",
     )
 
 
@@ -171,9 +173,10 @@ def choose_pad_to_multiple(device: torch.device, compiled: bool) -> Choice:
 
     A multiple of 8 pays on GPUs (tensor-core tiles) and under ``torch.compile`` (a few shapes
     instead of one per length, so few recompiles). In eager mode on CPU the extra pad tokens are
-    pure work: padding to the longest text trained the ``local`` profile 1.10-1.15x faster per
-    CPU-second (``benchmarks/train_step_cpu.py``, 2-core AMD EPYC, native and AVX2-capped). The
-    losses do not change: pad tokens are masked out of attention and the loss.
+    pure work: padding to the longest text trained the ``local`` profile 1.09x faster per
+    CPU-second (``benchmarks/train_step_cpu.py --clock cpu``, median of 6 paired blocks, 2-core
+    AMD EPYC, native and capped to AVX2 alike). The losses do not change beyond float rounding:
+    pad tokens are masked out of attention and the loss.
     """
     if device.type == "cuda":
         return Choice(True, "GPU: tensor-core friendly lengths")
