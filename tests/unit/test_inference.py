@@ -224,6 +224,22 @@ def test_latency_summary_and_table_by_hand():
     assert "40.0 req/s" in table[-1]
 
 
+def test_percentile_is_numpy_linear_interpolation():
+    import numpy as np
+
+    from pt2aws.inference.measure import percentile
+
+    rng = np.random.default_rng(0)
+    for n in (1, 2, 7, 100, 1001):
+        values = rng.exponential(5.0, n).tolist()
+        for q in (0, 50, 90, 99, 100):
+            assert percentile(values, q) == pytest.approx(np.percentile(values, q), rel=1e-12)
+    assert percentile([3.0, 1.0, 2.0, 4.0], 50) == 2.5  # unsorted input, between ranks 2 and 3
+    for bad in ([], [1.0]):
+        with pytest.raises(ValueError, match="percentile"):
+            percentile(bad, 101 if bad else 50)
+
+
 def test_measure_predictor_restores_batch_size(smoke_model_dir):
     from pt2aws.inference.measure import measure_predictor
 

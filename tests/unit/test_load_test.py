@@ -41,6 +41,19 @@ def test_stops_after_max_requests_and_reports_percentiles():
     assert result["throughput_per_s"] == pytest.approx(30 / result["seconds"])
 
 
+def test_load_test_percentiles_are_the_predictor_tables_definition():
+    from pt2aws.inference.measure import latency_summary
+
+    latencies_ms = [float(k) for k in range(1, 101)]  # 1..100 ms
+    summary = invoke._latency_summary(latencies_ms)
+    by_table = latency_summary([ms / 1000 for ms in latencies_ms])
+    assert (summary["p50"], summary["p90"], summary["p99"]) == pytest.approx((50.5, 90.1, 99.01))
+    assert summary["p50"] == pytest.approx(by_table["p50_ms"])
+    assert summary["p99"] == pytest.approx(by_table["p99_ms"])
+    assert (summary["mean"], summary["max"]) == (50.5, 100.0)
+    assert invoke._latency_summary([]) is None
+
+
 def test_stops_after_max_seconds_and_counts_errors():
     client = SlowClient(0.05, fail_every=4)
     result = invoke.load_test(

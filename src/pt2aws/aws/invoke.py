@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 
 logger = logging.getLogger(__name__)
 
@@ -186,12 +185,6 @@ class EndpointClient:
         return results
 
 
-def _percentile(sorted_values: list[float], q: float) -> float:
-    """Nearest-rank percentile ``q`` (0-100) of already sorted values."""
-    rank = max(1, math.ceil(q / 100 * len(sorted_values)))
-    return sorted_values[rank - 1]
-
-
 def load_test(
     client: EndpointClient,
     texts: list[str],
@@ -219,7 +212,8 @@ def load_test(
     Returns:
         ``{"requests", "errors", "texts", "seconds", "concurrency", "batch_size",
         "throughput_per_s" (texts answered per second), "requests_per_s", "latency_ms":
-        {"p50", "p90", "p99", "mean", "max"} (None without a successful request),
+        {"p50", "p90", "p99", "mean", "max"} (None without a successful request; percentiles
+        by :func:`pt2aws.inference.measure.percentile`, as the predictor tables),
         "stopped_by" ("requests" or "seconds")}``.
 
     Raises:
@@ -276,12 +270,12 @@ def load_test(
 
 def _latency_summary(latencies_ms: list[float]) -> dict | None:
     """p50 / p90 / p99 / mean / max of sorted latencies in ms; None when there are none."""
+    from pt2aws.inference.measure import LATENCY_PERCENTILES, percentile
+
     if not latencies_ms:
         return None
     return {
-        "p50": _percentile(latencies_ms, 50),
-        "p90": _percentile(latencies_ms, 90),
-        "p99": _percentile(latencies_ms, 99),
+        **{f"p{q}": percentile(latencies_ms, q) for q in LATENCY_PERCENTILES},
         "mean": sum(latencies_ms) / len(latencies_ms),
         "max": latencies_ms[-1],
     }
