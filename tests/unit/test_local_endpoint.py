@@ -66,12 +66,12 @@ def in_process(packaged, tmp_path_factory):
     """The handler loaded from the archive the server extracted, as the toolkit loads it."""
     import tarfile
 
-    from pt2aws.aws.artifact import load_handler
+    from pt2aws.serving.service import load_handler
 
     root = tmp_path_factory.mktemp("unpacked")
     with tarfile.open(packaged) as tar:
         tar.extractall(root, filter="data")
-    module = load_handler(root / "code")
+    module = load_handler(root, builtin=False)
     return module, module.model_fn(str(root))
 
 

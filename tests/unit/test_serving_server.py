@@ -159,6 +159,11 @@ def test_handler_from_the_archive_wins_and_must_be_complete(tmp_path):
     assert model_service.load_handler(tmp_path / "elsewhere").__name__ == "pt2aws.serving.handler"
 
 
+def test_an_archive_without_a_handler_is_an_error_when_asked(tmp_path):
+    with pytest.raises(FileNotFoundError, match="code/inference.py missing"):
+        model_service.load_handler(tmp_path, builtin=False)
+
+
 def test_model_dir_precedence(monkeypatch):
     for name in ("PT2AWS_MODEL_DIR", "SAGEMAKER_BASE_DIR"):
         monkeypatch.delenv(name, raising=False)
