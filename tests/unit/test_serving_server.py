@@ -4,6 +4,7 @@ errors, limits and settings. The HTTP contract against TorchServe is in tests/co
 from __future__ import annotations
 
 import json
+import os
 import threading
 
 import pytest
@@ -13,6 +14,7 @@ pytest.importorskip("httpx")  # starlette.testclient
 
 from starlette.testclient import TestClient
 
+from pt2aws.inference.runtime import set_runtime_environment
 from pt2aws.serving import server
 from pt2aws.serving import service as model_service
 from pt2aws.serving.server import HEALTHY_BODY, create_app
@@ -197,7 +199,9 @@ def test_runtime_settings_keep_what_the_environment_sets(monkeypatch):
         monkeypatch.setenv(name, "x")  # recorded, so the values set below are undone afterwards
         monkeypatch.delenv(name)
     monkeypatch.setenv("LRU_CACHE_CAPACITY", "64")  # e.g. from CreateModel Environment
-    applied = server.apply_runtime_settings(workers=1)
+    record = set_runtime_environment(1)  # what the server runs before its workers start
+    applied = {name: os.environ[name] for name in record["env"]}
+    assert record["kept"] == {"LRU_CACHE_CAPACITY": "64"} and "torch_threads" not in record
     assert applied["LRU_CACHE_CAPACITY"] == "64"
     assert applied["THP_MEM_ALLOC_ENABLE"] == "1"
     assert applied["OMP_NUM_THREADS"] == str(server.vcpus())
