@@ -6,6 +6,7 @@ import pytest
 
 from pt2aws.aws import invoke
 from pt2aws.lessons.sizing import cost
+from pt2aws.serving.handler import PayloadTooLargeError
 
 
 def test_chunks_keep_order_and_respect_both_limits():
@@ -33,10 +34,11 @@ def test_size_is_exact_for_utf8():
 def test_one_item_over_the_limit_suggests_async_or_batch():
     texts = ["ok", "x" * 10_000, "ok"]
     with pytest.raises(
-        invoke.PayloadTooLargeError,
-        match=r"text #1 is 10,002 bytes.*Asynchronous Inference.*Batch Transform",
-    ):
+        PayloadTooLargeError,
+        match=r"^text #1 is 10,002 bytes.*Asynchronous Inference.*Batch Transform",
+    ) as err:
         invoke.chunk_indices(texts, max_payload_bytes=5_000)
+    assert isinstance(err.value, ValueError) and err.value.status_code == 413  # one class
 
 
 def test_default_limit_is_below_the_realtime_limit():

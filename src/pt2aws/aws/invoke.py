@@ -33,10 +33,6 @@ DEFAULT_MAX_ITEMS = 64
 _PREFIX, _SEPARATOR, _SUFFIX = b'{"inputs": [', b", ", b"]}"
 
 
-class PayloadTooLargeError(ValueError):
-    """One text alone exceeds the request size limit of real-time inference."""
-
-
 def request_body(texts: list[str]) -> bytes:
     """The JSON request for ``texts``: ``{"inputs": [...]}`` encoded as UTF-8 (no ``\\u`` escapes)."""
     return json.dumps({"inputs": texts}, ensure_ascii=False).encode("utf-8")
@@ -61,7 +57,8 @@ def chunk_indices(
     Raises:
         TypeError: an item that is not a string.
         ValueError: limits below 1.
-        PayloadTooLargeError: one text alone does not fit; names its index and size.
+        pt2aws.serving.handler.PayloadTooLargeError: one text alone does not fit; names its
+            index and size.
     """
     if max_items < 1 or max_payload_bytes < len(_PREFIX) + len(_SUFFIX) + 2:
         raise ValueError(
@@ -75,6 +72,8 @@ def chunk_indices(
             raise TypeError(f"text #{i} is {type(text).__name__}, not str")
         item = _item_bytes(text)
         if len(_PREFIX) + item + len(_SUFFIX) > max_payload_bytes:
+            from pt2aws.serving.handler import PayloadTooLargeError
+
             raise PayloadTooLargeError(
                 f"text #{i} is {item:,} bytes as JSON (UTF-8); one real-time request carries at "
                 f"most {max_payload_bytes:,} bytes here (SageMaker's limit is 6 MB). Shorten it, or "
@@ -148,11 +147,14 @@ class EndpointClient:
         """One ``InvokeEndpoint`` call; returns ``(body bytes, content type)``.
 
         Raises:
-            PayloadTooLargeError: ``body`` over ``max_payload_bytes`` (before sending).
+            pt2aws.serving.handler.PayloadTooLargeError: ``body`` over ``max_payload_bytes``
+                (before sending).
             botocore.exceptions.ClientError: ``ModelError`` (the handler refused), or
                 ``ThrottlingException`` still failing after ``max_attempts`` tries.
         """
         if len(body) > self.max_payload_bytes:
+            from pt2aws.serving.handler import PayloadTooLargeError
+
             raise PayloadTooLargeError(
                 f"request of {len(body):,} bytes exceeds {self.max_payload_bytes:,}; split it "
                 "(predict() does) or use asynchronous inference / batch transform"
@@ -167,7 +169,8 @@ class EndpointClient:
         """Classify ``texts``; one ``{"label", "score"}`` per text, in the original order.
 
         Raises:
-            PayloadTooLargeError: one text alone is over the limit (suggests async / batch).
+            pt2aws.serving.handler.PayloadTooLargeError: one text alone is over the limit
+                (suggests async / batch).
             RuntimeError: the endpoint answered a different number of predictions.
         """
         if isinstance(texts, str):
