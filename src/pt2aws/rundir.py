@@ -105,10 +105,6 @@ class RunDir:
         return self.train_dir / "train_log.jsonl"
 
     @property
-    def train_config(self) -> Path:
-        return self.train_dir / "train_config.json"
-
-    @property
     def sagemaker_job_json(self) -> Path:
         return self.train_dir / "sagemaker_job.json"
 

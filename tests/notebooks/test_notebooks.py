@@ -9,6 +9,7 @@ import shutil
 import nbformat
 import pytest
 
+from pt2aws.config import saved_config_path
 from pt2aws.pipeline import NOTEBOOKS, notebooks_dir
 from pt2aws.rundir import RunDir
 
@@ -309,6 +310,6 @@ def test_pipeline_trains_on_a_headerless_file_through_the_notebook_parameters(tm
     stats = train["data"]
     assert stats["rows_read"] == len(rows) and stats["dropped_unmapped"] == 5
     assert stats["dropped_duplicates"] >= 1 and stats["dropped_empty"] >= 1
-    assert json.loads(run.train_config.read_text())["encoding"] == "latin-1"
+    assert json.loads(saved_config_path(run.train_dir).read_text())["encoding"] == "latin-1"
     inference = json.loads(run.inference_metrics.read_text())
     assert inference["accuracy"] == pytest.approx(train["test_accuracy"], abs=1e-9)

@@ -38,7 +38,7 @@ from pathlib import Path
 import torch
 
 from pt2aws.catalog import peak_bf16_flops
-from pt2aws.config import TrainConfig
+from pt2aws.config import TrainConfig, saved_config_path
 from pt2aws.data import sequence_length_record, token_lengths
 from pt2aws.modeling import model_max_tokens
 from pt2aws.system import peak_memory_bytes
@@ -306,7 +306,7 @@ class FineTune:
         if not info.is_main:
             return {}
         metrics = self._metrics(num_params, speed, test, replica_diff)
-        self.cfg.to_json(self.out_dir / "train_config.json")
+        self.cfg.to_json(saved_config_path(self.out_dir))
         (self.out_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
         print(
             f"test_accuracy={test['accuracy']:.4f} "
