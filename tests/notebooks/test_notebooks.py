@@ -52,6 +52,32 @@ def test_notebook_lint(name):
         )
 
 
+def test_each_notebook_checks_its_kernel_with_the_one_script():
+    """The check is one line per notebook; its fix names the one install script, which is what
+    `make setup` runs (no pin repeated in the notebooks or the check)."""
+    import subprocess
+    import sys
+
+    for name in ALL:
+        first = next(
+            c for c in nbformat.read(NB_DIR / name, as_version=4).cells if c.cell_type == "code"
+        )
+        assert first.source.splitlines()[-1] == "%run kernel_check.py", name
+        assert "==" not in first.source
+    # -I -S: no site-packages, so pt2aws cannot be found (a kernel without the project)
+    check = subprocess.run(
+        [sys.executable, "-I", "-S", str(NB_DIR / "kernel_check.py")],
+        capture_output=True,
+        text=True,
+    )
+    assert check.returncode == 1 and "ModuleNotFoundError: pt2aws is not installed" in check.stderr
+    assert "`make kernel`" in check.stderr and "bash scripts/setup-env.sh" in check.stderr
+    root = NB_DIR.parent
+    assert (root / "scripts" / "setup-env.sh").is_file()
+    assert "bash scripts/setup-env.sh $(PY)" in (root / "Makefile").read_text()
+    assert "==" not in (NB_DIR / "kernel_check.py").read_text()
+
+
 @pytest.fixture(scope="module")
 def executed(tmp_path_factory):
     """Run 00-03 in order into one run folder with the smoke profile (about two minutes)."""
