@@ -135,14 +135,6 @@ class RunDir:
     def inference_metrics(self) -> Path:
         return self.inference_dir / "metrics.json"
 
-    @property
-    def inference_archive(self) -> Path:
-        return self.inference_dir / "model.tar.gz"
-
-    @property
-    def inference_serve_dir(self) -> Path:
-        return self.inference_dir / "serve"
-
     # notebook 03
     @property
     def deploy_dir(self) -> Path:

@@ -15,6 +15,7 @@ from botocore.exceptions import ClientError
 from pt2aws.aws import artifact, autoscaling, hosting, images, session
 from pt2aws.aws.invoke import request_body
 from pt2aws.aws.session import boto_session, list_scalable_targets
+from pt2aws.standins import moto_patches
 from pt2aws.standins.aws_emulator import EMULATOR_ROLE_ARN, Emulator
 
 NOTHING = {"endpoints": [], "endpoint_configs": [], "models": [], "scalable_targets": []}
@@ -116,7 +117,7 @@ def test_deploy_invoke_and_cleanup(emulator, model_url, stub):
         assert json.loads(d.invoke('{"inputs": ["x"]}')) == [{"label": "x", "score": 1.0}]
     assert stub.requests == [("application/json", b'{"inputs": ["x"]}')]
     assert sorted(k for k, _ in d.deleted) == ["endpoint", "endpoint_config", "model"]
-    assert emulator.sagemaker_resources() == NOTHING
+    assert session.billable_resources(region=emulator.region) == NOTHING
 
 
 def test_large_batch_is_chunked_in_order_with_utf8(emulator, model_url, stub):
@@ -131,22 +132,22 @@ def test_large_batch_is_chunked_in_order_with_utf8(emulator, model_url, stub):
     assert all(len(body) <= 4_000 for _, body in stub.requests)
     assert all(len(json.loads(body)["inputs"]) <= 64 for _, body in stub.requests)
     assert "café ☕".encode() in stub.requests[0][1]  # UTF-8 on the wire, not \\u escapes
-    assert emulator.sagemaker_resources() == NOTHING
+    assert session.billable_resources(region=emulator.region) == NOTHING
 
 
 def test_throttling_is_retried_with_backoff(emulator, model_url, stub):
     stub.requests.clear()
     with _deploy(emulator, model_url, "pt2aws-throttle") as d:
-        emulator.inject_fault("InvokeEndpoint", "ThrottlingException", times=2)
+        moto_patches.add_fault("InvokeEndpoint", "ThrottlingException", times=2)
         assert d.client(max_attempts=3).predict(["a", "b"]) == [
             {"label": "a", "score": 1.0},
             {"label": "b", "score": 1.0},
         ]
         assert len(stub.requests) == 1  # two throttled tries never reached the model
-        emulator.inject_fault("InvokeEndpoint", "ThrottlingException", times=1)
+        moto_patches.add_fault("InvokeEndpoint", "ThrottlingException", times=1)
         with pytest.raises(ClientError, match="ThrottlingException"):
             d.client(max_attempts=1).predict(["a"])
-    assert emulator.sagemaker_resources() == NOTHING
+    assert session.billable_resources(region=emulator.region) == NOTHING
 
 
 def test_invoking_a_deleted_endpoint_fails_like_aws(emulator, model_url):
@@ -162,16 +163,16 @@ def test_model_server_error_becomes_model_error(emulator, model_url):
             d.client().invoke_raw(b"a,b", content_type="text/x-unknown")
     assert info.value.response["Error"]["Code"] == "ModelError"
     assert "Received client error (415)" in info.value.response["Error"]["Message"]
-    assert emulator.sagemaker_resources() == NOTHING
+    assert session.billable_resources(region=emulator.region) == NOTHING
 
 
 def test_invoke_failure_still_cleans_up(emulator, model_url):
     with pytest.raises(ClientError, match="ModelError"):
         with _deploy(emulator, model_url, "pt2aws-t2") as d:
-            emulator.inject_fault("InvokeEndpoint", "ModelError", "worker died", status=424)
+            moto_patches.add_fault("InvokeEndpoint", "ModelError", "worker died", status=424)
             d.predict(["x"])
     assert sorted(k for k, _ in d.deleted) == ["endpoint", "endpoint_config", "model"]
-    assert emulator.sagemaker_resources() == NOTHING
+    assert session.billable_resources(region=emulator.region) == NOTHING
 
 
 @pytest.mark.parametrize(
@@ -179,14 +180,14 @@ def test_invoke_failure_still_cleans_up(emulator, model_url):
     [("CreateModel", 0), ("CreateEndpointConfig", 1), ("CreateEndpoint", 2)],
 )
 def test_failed_create_leaves_nothing(emulator, model_url, operation, created_before, caplog):
-    emulator.inject_fault(operation, "ResourceLimitExceeded", "account quota reached")
+    moto_patches.add_fault(operation, "ResourceLimitExceeded", "account quota reached")
     with caplog.at_level("INFO", logger="pt2aws.aws.hosting"):
         with pytest.raises(ClientError, match="ResourceLimitExceeded"):
             with _deploy(emulator, model_url, f"pt2aws-fail-{created_before}"):
                 pytest.fail("the body must not run when creation failed")
     (deleted,) = [r.args[0] for r in caplog.records if r.msg == "deleted %s"]
     assert len(deleted) == created_before  # what was created before the failure, deleted
-    assert emulator.sagemaker_resources() == NOTHING
+    assert session.billable_resources(region=emulator.region) == NOTHING
 
 
 def test_autoscaling_is_set_and_removed(emulator, model_url):
@@ -215,7 +216,7 @@ def test_autoscaling_is_set_and_removed(emulator, model_url):
         )
     assert ("scalable_target", "endpoint/pt2aws-scale/variant/AllTraffic") in d.deleted
     assert client.describe_scaling_policies(ServiceNamespace="sagemaker")["ScalingPolicies"] == []
-    assert emulator.sagemaker_resources() == NOTHING
+    assert session.billable_resources(region=emulator.region) == NOTHING
 
 
 def test_bad_instance_or_image_fails_before_any_aws_call(emulator, model_url):
@@ -226,7 +227,7 @@ def test_bad_instance_or_image_fails_before_any_aws_call(emulator, model_url):
     with pytest.raises(images.ImageSelectionError, match="x86_64 but ml.c7g.xlarge"):
         with _deploy(emulator, model_url, "pt2aws-t5", image_uri=x86):
             pass
-    assert emulator.sagemaker_resources() == NOTHING
+    assert session.billable_resources(region=emulator.region) == NOTHING
 
 
 def test_emulator_validates_instance_types_like_aws(emulator):
@@ -239,7 +240,7 @@ def test_emulator_validates_instance_types_like_aws(emulator):
             ],
         )
     with pytest.raises(ValueError, match="cannot inject a fault into 'DeleteModel'"):
-        emulator.inject_fault("DeleteModel")
+        moto_patches.add_fault("DeleteModel")
 
 
 def test_wait_times_out_and_reports_failure(emulator, model_url, monkeypatch):
@@ -268,7 +269,7 @@ def test_wait_times_out_and_reports_failure(emulator, model_url, monkeypatch):
             "pt2aws-wait", "us-east-1", timeout_s=5, poll_s=0.5, progress=False
         )
     assert len(hosting.delete_resources("pt2aws-wait", "us-east-1")) == 3
-    assert emulator.sagemaker_resources() == NOTHING
+    assert session.billable_resources(region=emulator.region) == NOTHING
 
 
 def test_cli_cleanup_deletes_leftovers(emulator, capsys):
@@ -281,11 +282,11 @@ def test_cli_cleanup_deletes_leftovers(emulator, capsys):
     autoscaling.enable_autoscaling("pt2aws-left", "us-east-1", autoscaling.AutoScaling())
     assert main(["cleanup", "--prefix", "pt2aws-left"]) == 0
     assert "dry run" in capsys.readouterr().out
-    assert emulator.sagemaker_resources()["models"] == ["pt2aws-left"]
+    assert session.billable_resources(region=emulator.region)["models"] == ["pt2aws-left"]
     assert main(["cleanup", "--prefix", "pt2aws-left", "--yes"]) == 0
     out = capsys.readouterr().out
     assert "deleted model pt2aws-left" in out and "deleted scalable_target" in out
-    assert emulator.sagemaker_resources() == NOTHING
+    assert session.billable_resources(region=emulator.region) == NOTHING
     assert list_scalable_targets("pt2aws-left") == []
 
 

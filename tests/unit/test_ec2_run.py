@@ -115,9 +115,8 @@ def test_commands_reach_an_instance_through_ssm_and_the_output_comes_back(
         (command,) = ssm.list_commands(CommandId=sent["command_id"])["Commands"]
         assert command["Parameters"]["commands"] == sent["commands"]
         assert command["Parameters"]["executionTimeout"] == [str(8 * 3600)]
-        assert ec2_run.command_status(sent["command_id"], instance, "us-east-1")["status"] == (
-            "Success"
-        )
+        invocation = ssm.get_command_invocation(CommandId=sent["command_id"], InstanceId=instance)
+        assert invocation["Status"] == "Success"
         bucket, key = sent["bundle_s3"].removeprefix("s3://").split("/", 1)
         assert boto_session("us-east-1").client("s3").head_object(Bucket=bucket, Key=key)
     fetched = training_status.fetch_model("emulator", sent["output_s3"], tmp_path / "run/train")

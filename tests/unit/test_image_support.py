@@ -84,8 +84,7 @@ def test_ec2_training_image():
 
 
 def test_custom_image_uri_is_checked():
-    uri = images.custom_image_uri("123456789012", "eu-west-1", "team/pt2aws-serve", "2026.12-arm64")
-    assert uri == "123456789012.dkr.ecr.eu-west-1.amazonaws.com/team/pt2aws-serve:2026.12-arm64"
+    uri = "123456789012.dkr.ecr.eu-west-1.amazonaws.com/team/pt2aws-serve:2026.12-arm64"
     assert images.check_custom_image_uri(uri, "eu-west-1") == {
         "account": "123456789012",
         "region": "eu-west-1",

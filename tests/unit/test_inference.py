@@ -240,14 +240,16 @@ def test_percentile_is_numpy_linear_interpolation():
             percentile(bad, 101 if bad else 50)
 
 
-def test_measure_predictor_restores_batch_size(smoke_model_dir):
-    from pt2aws.inference.measure import measure_predictor
+def test_compare_predictors_restores_batch_size(smoke_model_dir):
+    from pt2aws.inference.measure import compare_predictors
 
     predictor = Predictor(str(smoke_model_dir), batch_size=5)
-    row = measure_predictor(predictor, ["good", "bad"] * 8, ["good", "bad"], repeats=2, warmup=1)
-    assert row["variant"] == "eager" and row["calls"] == 2
+    (row,) = compare_predictors(
+        {"eager": predictor}, ["good", "bad"] * 8, latency_calls=2, repeats=2
+    )
+    assert row["variant"] == "eager" and row["calls"] == 2 and row["agreement"] == 1.0
     assert row["samples_per_s"] > 0 and len(row["runs_samples_per_s"]) == 2
-    assert predictor.batch_size == 5
+    assert predictor.batch_size == 5  # timed at batch 32, then restored
 
 
 def test_compare_variants_skips_what_the_hardware_cannot_run(smoke_model_dir, monkeypatch):

@@ -164,42 +164,6 @@ def measure_endpoint(endpoint, text: str, calls: int = 50, warmup: int = 3) -> d
     }
 
 
-def measure_predictor(
-    predictor,
-    texts: Sequence[str],
-    latency_texts: Sequence[str],
-    *,
-    repeats: int = 3,
-    warmup: int = 2,
-) -> dict:
-    """Batch-1 latency over ``latency_texts`` and batch-32 throughput over ``texts``.
-
-    Args:
-        predictor: a :class:`pt2aws.inference.predictor.Predictor` (its ``batch_size`` is set to 32 for the
-            throughput part and restored).
-        texts: texts for the throughput runs.
-        latency_texts: one call per text for the latency percentiles.
-
-    Returns:
-        :func:`latency_summary` keys plus ``samples_per_s`` (batch 32), ``runs_samples_per_s``
-        and ``variant``.
-    """
-    it = iter(list(latency_texts) * (warmup + 1))
-    for _ in range(warmup):
-        predictor.predict_proba([next(it)])
-    lat = []
-    for text in latency_texts:
-        t0 = time.perf_counter()
-        predictor.predict_proba([text])
-        lat.append(time.perf_counter() - t0)
-    batch_size, predictor.batch_size = predictor.batch_size, 32
-    try:
-        thr = throughput(lambda: predictor.predict_proba(texts), len(texts), repeats)
-    finally:
-        predictor.batch_size = batch_size
-    return {"variant": predictor.variant, **latency_summary(lat), **thr}
-
-
 def compare_predictors(
     predictors: dict,
     texts: Sequence[str],
@@ -257,7 +221,7 @@ def _time_one(predictor, text: str) -> float:
 
 
 def format_table(rows: Sequence[dict], baseline: str = "hf-pipeline") -> str:
-    """Markdown table of rows from the ``measure_*`` functions, with throughput ratios.
+    """Markdown table of :func:`compare_predictors` rows (and :func:`measure_endpoint`'s).
 
     Columns: variant, p50/p90/p99 ms at batch 1, samples/s at batch 32, ``x <baseline>`` (ratio
     to the baseline row's samples/s), label agreement with fp32 eager (when a row has it).
