@@ -55,6 +55,38 @@ def resolve_model_dir(model_dir: str | os.PathLike | None = None) -> Path:
     return Path(DEFAULT_MODEL_DIR)
 
 
+def unmet_requirements(path: str) -> list[str]:
+    """The lines of a ``requirements.txt`` that the installed packages do not satisfy.
+
+    Only names and version specifiers are checked (environment markers, extras and URLs are not);
+    nothing is installed. Used by :class:`ModelService` (the serving image) and by the local
+    TorchServe launcher (:mod:`pt2aws.standins.ts_launcher`), neither of which pip-installs
+    ``code/requirements.txt`` (the SageMaker toolkit does, which fails in a network-isolated
+    endpoint).
+
+    Raises:
+        OSError: the file cannot be read.
+        packaging.requirements.InvalidRequirement: a line is not a requirement.
+    """
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+
+    with open(path) as fh:
+        lines = [ln.split("#")[0].strip() for ln in fh]
+    unmet = []
+    for line in filter(None, lines):
+        req = Requirement(line)
+        try:
+            version = metadata.version(req.name)
+        except metadata.PackageNotFoundError:
+            unmet.append(line)
+            continue
+        if req.specifier and not req.specifier.contains(version, prereleases=True):
+            unmet.append(f"{line} (installed: {version})")
+    return unmet
+
+
 def load_handler(model_dir: str | os.PathLike, *, builtin: bool = True) -> ModuleType:
     """Import the inference handler for ``model_dir``, as the SageMaker PyTorch toolkit does.
 
@@ -148,8 +180,6 @@ class ModelService:
             )
         requirements = self.model_dir / "code" / "requirements.txt"
         if requirements.is_file():
-            from pt2aws.standins.ts_launcher import unmet_requirements
-
             unmet = unmet_requirements(str(requirements))
             if unmet:
                 logger.warning(
