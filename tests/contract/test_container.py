@@ -124,9 +124,7 @@ def model_with_variants(contract_model, tmp_path_factory):
 
 
 @pytest.mark.parametrize("variant", ["int8", "compile", "auto"])
-def test_each_compiled_variant_starts_and_answers_in_the_image(
-    image, model_with_variants, variant
-):
+def test_each_compiled_variant_starts_and_answers_in_the_image(image, model_with_variants, variant):
     """int8 and compile run torch.compile: the image must carry the C++ compiler and Python
     headers Inductor needs (without them the server exited at its warm-up), and auto with int8
     eligible must time it and serve."""

@@ -48,9 +48,7 @@ def test_compiled_variants_are_not_supported_without_a_compiler(no_compiler):
         assert variants.variant_support(variant, "cpu")[1] != NO_COMPILER
 
 
-def test_a_named_compiled_variant_is_refused_at_start_with_the_reason(
-    no_compiler, smoke_model_dir
-):
+def test_a_named_compiled_variant_is_refused_at_start_with_the_reason(no_compiler, smoke_model_dir):
     from transformers import AutoModelForSequenceClassification
 
     model = AutoModelForSequenceClassification.from_pretrained(smoke_model_dir).eval()
