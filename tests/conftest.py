@@ -84,3 +84,13 @@ def smoke_train_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def smoke_model_dir(smoke_train_dir) -> Path:
     return smoke_train_dir / "model"
+
+
+@pytest.fixture(scope="session")
+def eager_probs(smoke_model_dir):
+    """fp32 eager class probabilities of :data:`support.texts.TEXTS`, shape ``(24, 2)``."""
+    from support.texts import TEXTS
+
+    from pt2aws.inference.predictor import Predictor
+
+    return Predictor(str(smoke_model_dir)).predict_proba(TEXTS)

@@ -3,7 +3,7 @@
 The rule (:func:`choose_by_measurement`): on a sample of validation texts, time each candidate
 variant that runs natively here (batch 32, median of interleaved repeats) and measure how often
 its label equals fp32 eager's; keep the fastest whose agreement is at least
-:data:`~pt2aws.inference.metrics.AGREEMENT_TARGET` (99%). A variant other than ``eager`` must
+:data:`~pt2aws.metrics.agreement.AGREEMENT_TARGET` (99%). A variant other than ``eager`` must
 beat eager by :data:`MARGIN` (5%): less is within the run-to-run noise of a shared machine, and
 eager is the simpler model to serve. So ``auto`` is never slower than eager on the machine where
 it chose (within that noise), which a choice from the hardware alone could not promise: bf16 on
@@ -29,8 +29,8 @@ from collections.abc import Sequence
 
 import torch
 
-from pt2aws.inference.metrics import AGREEMENT_TARGET
 from pt2aws.inference.variants import VariantChoice, supported_variants
+from pt2aws.metrics.agreement import AGREEMENT_TARGET
 
 logger = logging.getLogger(__name__)
 
@@ -63,8 +63,8 @@ def measure_agreement(
     Raises:
         ValueError: unknown variant, one that cannot run on ``device``, or no texts.
     """
-    from pt2aws.inference.metrics import label_agreement
     from pt2aws.inference.predictor import Predictor
+    from pt2aws.metrics.agreement import label_agreement
 
     reference = Predictor(model_dir, device=device).predict_ids(texts)
     fast = Predictor(model_dir, device=device, variant=variant)
@@ -86,7 +86,7 @@ def fastest_agreeing(rows: Sequence[dict], min_agreement: float | None = None) -
     Args:
         rows: rows with ``variant``, ``samples_per_s`` and ``agreement`` (rows without either
             are ignored).
-        min_agreement: default :data:`pt2aws.inference.metrics.AGREEMENT_TARGET` (0.99).
+        min_agreement: default :data:`pt2aws.metrics.agreement.AGREEMENT_TARGET` (0.99).
 
     Raises:
         ValueError: no row qualifies.
@@ -166,7 +166,7 @@ def compare_variants(
         Each row holds :func:`compare_predictors`' keys plus ``setup_s`` (load, quantize or
         compile, and a first pass over ``texts``; seconds) and ``variant_reason``. ``best`` is
         the fastest variant whose agreement is at least
-        :data:`pt2aws.inference.metrics.AGREEMENT_TARGET` (``eager`` at worst); ``auto`` what
+        :data:`pt2aws.metrics.agreement.AGREEMENT_TARGET` (``eager`` at worst); ``auto`` what
         the ``auto`` rule picks from these rows
         (:func:`pick_variant`: another variant must beat eager by 5%).
     """
