@@ -1,7 +1,13 @@
 """Tests of :mod:`pt2aws.inference.selection`: ``variant="auto"``, chosen by measurement."""
 
+import json
+import shutil
+
 import pytest
+from support.compiler import NO_COMPILER
 from support.texts import TEXTS
+
+from pt2aws.inference import selection, variants
 
 
 # ------------------------------------------------------------------ auto: choice by measurement
@@ -123,3 +129,71 @@ def test_auto_leaves_out_a_variant_that_is_slow_for_single_requests():
     assert choice.variant == "int8"  # bf16 is faster at batch 32 but 90x slower at batch 1
     rows[2]["p50_ms"] = 5.0  # 2.5x eager's latency: left out too
     assert pick_variant(rows).variant == "eager"
+
+
+#: Texts of the start-up tests (issue 17: the endpoint starts on the variants that work there).
+STARTUP_TEXTS = ["great phone", "worst service ever", "the battery died", "love it", "meh", "ok"]
+
+
+def test_a_named_compiled_variant_is_refused_at_start_with_the_reason(no_compiler, smoke_model_dir):
+    from transformers import AutoModelForSequenceClassification
+
+    model = AutoModelForSequenceClassification.from_pretrained(smoke_model_dir).eval()
+    with pytest.raises(ValueError, match="PT2AWS_VARIANT=int8: torch.compile on a CPU needs"):
+        selection.serving_variant(str(smoke_model_dir), model, "int8")
+
+
+def test_auto_with_int8_eligible_serves_without_a_compiler(
+    no_compiler, smoke_model_dir, tmp_path, capsys
+):
+    """The case that took the image down: variants.json lists int8 as eligible."""
+    from transformers import AutoModelForSequenceClassification
+
+    model_dir = tmp_path / "model"
+    shutil.copytree(smoke_model_dir, model_dir)
+    record = {"eligible": ["int8", "int8-legacy"], "sample": STARTUP_TEXTS, "agreement": {}}
+    (model_dir / "variants.json").write_text(json.dumps(record))
+    model = AutoModelForSequenceClassification.from_pretrained(model_dir).eval()
+    call, variant, reason = selection.serving_variant(str(model_dir), model, "auto")
+    assert variant in ("eager", "int8-legacy") and reason.startswith("auto, measured at start-up")
+    printed = capsys.readouterr().out
+    assert f"int8: not timed ({NO_COMPILER})" in printed  # the reason is in the log
+    assert call is not None
+
+
+def test_auto_skips_a_candidate_that_fails_to_build(smoke_model_dir, monkeypatch, caplog):
+    """Any build or first-call failure of a candidate leaves it out; eager still serves."""
+    real_build = variants.build_variant
+
+    def broken_int8_legacy(model, variant, device):
+        if variant == "int8-legacy":
+            raise RuntimeError("no kernel for this CPU\nlong compiler output ...")
+        return real_build(model, variant, device)
+
+    import pt2aws.inference.predictor as predictor_module
+
+    monkeypatch.setattr(predictor_module, "build_variant", broken_int8_legacy)
+    with caplog.at_level("WARNING", logger="pt2aws.inference.selection"):
+        result = selection.compare_variants(
+            str(smoke_model_dir), STARTUP_TEXTS, ["int8-legacy"], latency_calls=2, repeats=1,
+            device="cpu",
+        )  # fmt: skip
+    assert [r["variant"] for r in result["rows"]] == ["eager"]
+    assert result["skipped"]["int8-legacy"] == (
+        "failed to build here: RuntimeError: no kernel for this CPU"
+    )
+    assert result["auto"]["variant"] == "eager"
+    assert "variant int8-legacy left out" in caplog.text
+
+
+def test_eager_failing_is_not_hidden(smoke_model_dir, monkeypatch):
+    import pt2aws.inference.predictor as predictor_module
+
+    def broken(model, variant, device):
+        raise RuntimeError("eager broke")
+
+    monkeypatch.setattr(predictor_module, "build_variant", broken)
+    with pytest.raises(RuntimeError, match="eager broke"):
+        selection.compare_variants(
+            str(smoke_model_dir), STARTUP_TEXTS, ["int8"], repeats=1, device="cpu"
+        )

@@ -2,8 +2,10 @@
 
 import pytest
 import torch
+from support.compiler import NO_COMPILER
 from support.texts import TEXTS
 
+from pt2aws.inference import variants
 from pt2aws.inference.predictor import Predictor
 
 
@@ -91,3 +93,31 @@ def test_variant_support_reasons():
     assert not ok and "CPU only" in why
     with pytest.raises(ValueError, match="choose one of"):
         variant_support("fp8", "cpu")
+
+
+def test_compiler_check_finds_this_machines_compiler_and_headers():
+    variants.compiler_missing.cache_clear()
+    assert variants.compiler_missing() is None  # the dev machines have g++ and Python.h
+
+
+def test_compiler_check_names_what_is_missing(monkeypatch):
+    from torch._inductor import cpp_builder, exc
+
+    def no_cxx():
+        raise exc.InvalidCxxCompiler()
+
+    monkeypatch.setattr(cpp_builder, "get_cpp_compiler", no_cxx)
+    variants.compiler_missing.cache_clear()
+    try:
+        why = variants.compiler_missing()
+    finally:
+        variants.compiler_missing.cache_clear()
+    assert "needs a C++ compiler" in why and "install g++" in why and "int8-legacy" in why
+
+
+def test_compiled_variants_are_not_supported_without_a_compiler(no_compiler):
+    for variant in ("int8", "compile"):
+        ok, why = variants.variant_support(variant, "cpu")
+        assert not ok and why == NO_COMPILER
+    for variant in ("eager", "bf16", "int8-legacy"):  # need no compiler
+        assert variants.variant_support(variant, "cpu")[1] != NO_COMPILER
