@@ -215,8 +215,7 @@ def load_test(
     Returns:
         ``{"requests", "errors", "texts", "seconds", "concurrency", "batch_size",
         "throughput_per_s" (texts answered per second), "requests_per_s", "latency_ms":
-        {"p50", "p90", "p99", "mean", "max"} (None without a successful request; percentiles
-        by :func:`pt2aws.inference.measure.percentile`, as the predictor tables),
+        {"p50", "p90", "p99", "mean", "max"} (None without a successful request),
         "stopped_by" ("requests" or "seconds")}``.
 
     Raises:
@@ -272,7 +271,10 @@ def load_test(
 
 
 def _latency_summary(latencies_ms: list[float]) -> dict | None:
-    """p50 / p90 / p99 / mean / max of sorted latencies in ms; None when there are none."""
+    """p50 / p90 / p99 / mean / max of sorted latencies in ms; None when there are none.
+
+    Percentiles by :func:`pt2aws.inference.measure.percentile`, as in the predictor tables.
+    """
     from pt2aws.inference.measure import LATENCY_PERCENTILES, percentile
 
     if not latencies_ms:
