@@ -13,8 +13,10 @@ CreateEndpointConfig and CreateEndpoint requests of the SageMaker API and whose
   session's AWS keys, ``ports: ["<local.serving_port>:8080"]``, network ``sagemaker-local``;
   runs ``docker compose`` (else ``docker-compose``) ``-f FILE up --build
   --abort-on-container-exit`` in a thread (``image.py:140``, ``:790``);
-* ``entities.py:666``: ``GET http://<host>:<port>/ping`` every 5 s until 200 (120 s at most),
-  the host from ``docker context inspect`` (``utils.py:154``: ``localhost`` for a unix socket);
+* ``entities.py:666``: ``GET http://<host>:<port>/ping`` every 5 s until 200 (120 s at most:
+  ``entities.py:639`` reads ``local.health_check_timeout``, but the session's config schema
+  refuses that key), the host from ``docker context inspect`` (``utils.py:154``: ``localhost``
+  for a unix socket);
 * ``local_session.py:498``: ``POST http://<host>:<port>/invocations``, the body with
   ``Content-type`` and ``Accept`` as given; answers ``{"Body", "ContentType",
   "ResponseMetadata": {"HTTPStatusCode"}}``, and, unlike boto3, raises nothing for a 4xx;
@@ -59,7 +61,7 @@ REGION = "us-east-1"
 #: Where notebook 03 would take the project's image from; local mode runs :data:`IMAGE`.
 ECR_IMAGE = f"123456789012.dkr.ecr.{REGION}.amazonaws.com/pt2aws-serving:test"
 NETWORK = "sagemaker-local"  # the SDK's compose network (image.py:764)
-#: The SDK's only settings: telemetry off (it would call an AWS host after each request).
+#: The SDK's only settings: telemetry off (each Create* call would then call an AWS host).
 SDK_CONFIG = {
     "SchemaVersion": "1.0",
     "SageMaker": {"PythonSDK": {"Modules": {"TelemetryOptOut": True}}},
