@@ -100,12 +100,12 @@ def test_rank_training_time_and_cost_by_hand():
     p4d = by["p4d.24xlarge"]
     assert p4d["strategy"] == "DDP over 8 devices"
     assert p4d["cost_usd"] == pytest.approx(
-        (flops / (8 * 312e12 * 0.35) + 600) / 3600 * 21.96, rel=1e-12
+        (flops / (8 * 312e12 * 0.35) + 600) / 3600 * 21.957642, rel=1e-12
     )
     bare = ranking.rank_training(
         "roberta-base", 128_000_000, 3, instances=["p4d.24xlarge"], overhead_s=0
     )
-    assert bare[0]["cost_usd"] == pytest.approx(flops / (8 * 312e12 * 0.35) / 3600 * 21.96)
+    assert bare[0]["cost_usd"] == pytest.approx(flops / (8 * 312e12 * 0.35) / 3600 * 21.957642)
     assert "inf2.xlarge" not in by  # inference only
     assert sum(r["cheapest"] for r in rows) == 1 and sum(r["fastest"] for r in rows) == 1
     priced = [r["cost_usd"] for r in rows if r["cost_usd"] is not None]
