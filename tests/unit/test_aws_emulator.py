@@ -14,7 +14,7 @@ from botocore.exceptions import ClientError
 
 from pt2aws.aws import artifact, autoscaling, hosting, images, session
 from pt2aws.aws.invoke import request_body
-from pt2aws.aws.session import boto_session, list_scalable_targets
+from pt2aws.aws.session import list_scalable_targets
 from pt2aws.standins.aws_emulator import EMULATOR_ROLE_ARN, Emulator
 
 NOTHING = {"endpoints": [], "endpoint_configs": [], "models": [], "scalable_targets": []}
@@ -75,19 +75,32 @@ def emulator(stub):
 @pytest.fixture(scope="module")
 def model_url(emulator, smoke_model_dir, tmp_path_factory):
     archive = artifact.package(smoke_model_dir, tmp_path_factory.mktemp("emu") / "model.tar.gz")
-    return artifact.upload_archive(
-        archive, session.default_bucket(emulator.region), "t/model.tar.gz", emulator.region
-    )
+    on = emulator.session()
+    return artifact.upload_archive(on, archive, f"s3://{session.default_bucket(on)}/t/model.tar.gz")
 
 
 def _deploy(emulator, model_url, name, **kwargs):
-    return hosting.deployed_endpoint(
-        model_url, role_arn=EMULATOR_ROLE_ARN, region=emulator.region, name=name, **kwargs
-    )
+    return hosting.deployed_endpoint(emulator.session(), model_url, name=name, **kwargs)
+
+
+def test_session_carries_region_role_url_and_hooks(emulator):
+    on = emulator.session()
+    assert (on.target, on.emulated, on.region) == ("emulator", True, "us-east-1")
+    assert on.role_arn == EMULATOR_ROLE_ARN and on.endpoint_url == emulator.url
+    assert on.require_role() == EMULATOR_ROLE_ARN and on.account() == "123456789012"
+    assert "LOCAL EMULATOR" in str(on) and "nothing is billed" in str(on)
+    assert on.answered_by("x").startswith("the server at http://127.0.0.1")
+    with pytest.raises(session.RoleError, match="needs ROLE_ARN"):
+        session.AwsSession(region="eu-west-1").require_role()
+    with pytest.raises(ValueError, match="pt2aws.standins.aws_emulator.start"):
+        session.connect("emulator")
+    real = session.connect(region="eu-west-1", role_arn="arn:aws:iam::1:role/r")
+    assert (real.target, real.region, real.poll_s) == ("aws", "eu-west-1", 15.0)
+    assert "REAL AWS ACCOUNT" in str(real)
 
 
 def test_upload_is_encrypted(emulator, model_url):
-    s3 = boto_session().client("s3")
+    s3 = emulator.session().client("s3")
     head = s3.head_object(Bucket="sagemaker-us-east-1-123456789012", Key="t/model.tar.gz")
     assert model_url == "s3://sagemaker-us-east-1-123456789012/t/model.tar.gz"
     assert head["ServerSideEncryption"] == "AES256"
@@ -98,7 +111,7 @@ def test_upload_is_encrypted(emulator, model_url):
 def test_deploy_invoke_and_cleanup(emulator, model_url, stub):
     stub.requests.clear()
     with _deploy(emulator, model_url, "pt2aws-t1", tags={"owner": "tests"}) as d:
-        sm = boto_session().client("sagemaker")
+        sm = emulator.session().client("sagemaker")
         assert sm.describe_endpoint(EndpointName="pt2aws-t1")["EndpointStatus"] == "InService"
         config = sm.describe_endpoint_config(EndpointConfigName="pt2aws-t1")
         assert config["ProductionVariants"][0]["InstanceType"] == "ml.c7g.xlarge"
@@ -194,7 +207,7 @@ def test_autoscaling_is_set_and_removed(emulator, model_url):
         min_instances=1, max_instances=3, target_invocations_per_instance=500
     )
     with _deploy(emulator, model_url, "pt2aws-scale", autoscaling=scaling) as d:
-        client = boto_session().client("application-autoscaling")
+        client = emulator.session().client("application-autoscaling")
         (target,) = client.describe_scalable_targets(ServiceNamespace="sagemaker")[
             "ScalableTargets"
         ]
@@ -230,7 +243,7 @@ def test_bad_instance_or_image_fails_before_any_aws_call(emulator, model_url):
 
 
 def test_emulator_validates_instance_types_like_aws(emulator):
-    sm = boto_session().client("sagemaker")
+    sm = emulator.session().client("sagemaker")
     with pytest.raises(ClientError, match="instanceType"):
         sm.create_endpoint_config(
             EndpointConfigName="pt2aws-bad",
@@ -243,7 +256,8 @@ def test_emulator_validates_instance_types_like_aws(emulator):
 
 
 def test_wait_times_out_and_reports_failure(emulator, model_url, monkeypatch):
-    sm = boto_session().client("sagemaker")
+    on = emulator.session()
+    sm = on.client("sagemaker")
     sm.create_model(
         ModelName="pt2aws-wait", ExecutionRoleArn=EMULATOR_ROLE_ARN, PrimaryContainer={"Image": "x"}
     )
@@ -259,26 +273,22 @@ def test_wait_times_out_and_reports_failure(emulator, model_url, monkeypatch):
     backend = models.sagemaker_backends["123456789012"]["us-east-1"]
     backend.endpoints["pt2aws-wait"].endpoint_status = "Creating"
     with pytest.raises(TimeoutError, match="still Creating after"):
-        hosting.wait_for_endpoint(
-            "pt2aws-wait", "us-east-1", timeout_s=1.5, poll_s=0.5, progress=False
-        )
+        hosting.wait_for_endpoint(on, "pt2aws-wait", timeout_s=1.5, poll_s=0.5, progress=False)
     backend.endpoints["pt2aws-wait"].endpoint_status = "Failed"
     with pytest.raises(hosting.DeploymentError, match="is Failed"):
-        hosting.wait_for_endpoint(
-            "pt2aws-wait", "us-east-1", timeout_s=5, poll_s=0.5, progress=False
-        )
-    assert len(hosting.delete_resources("pt2aws-wait", "us-east-1")) == 3
+        hosting.wait_for_endpoint(on, "pt2aws-wait", timeout_s=5, poll_s=0.5, progress=False)
+    assert len(hosting.delete_resources(on, "pt2aws-wait")) == 3
     assert emulator.sagemaker_resources() == NOTHING
 
 
 def test_cli_cleanup_deletes_leftovers(emulator, capsys):
     from pt2aws.cli import main
 
-    sm = boto_session().client("sagemaker")
-    sm.create_model(
+    on = emulator.session()
+    on.client("sagemaker").create_model(
         ModelName="pt2aws-left", ExecutionRoleArn=EMULATOR_ROLE_ARN, PrimaryContainer={"Image": "x"}
     )
-    autoscaling.enable_autoscaling("pt2aws-left", "us-east-1", autoscaling.AutoScaling())
+    autoscaling.enable_autoscaling(on, "pt2aws-left", autoscaling.AutoScaling())
     assert main(["cleanup", "--prefix", "pt2aws-left"]) == 0
     assert "dry run" in capsys.readouterr().out
     assert emulator.sagemaker_resources()["models"] == ["pt2aws-left"]
@@ -286,7 +296,7 @@ def test_cli_cleanup_deletes_leftovers(emulator, capsys):
     out = capsys.readouterr().out
     assert "deleted model pt2aws-left" in out and "deleted scalable_target" in out
     assert emulator.sagemaker_resources() == NOTHING
-    assert list_scalable_targets("pt2aws-left") == []
+    assert list_scalable_targets(on, "pt2aws-left") == []
 
 
 def test_emulator_restores_environment():
@@ -300,7 +310,7 @@ def test_emulator_restores_environment():
 
 def test_local_model_server_retries_a_failed_start(monkeypatch, tmp_path):
     from pt2aws.standins import torchserve as local
-    from pt2aws.standins.aws_emulator import local_model_server
+    from pt2aws.standins.emulated_endpoints import local_model_server
 
     started, stopped = [], []
 
