@@ -129,9 +129,7 @@ class EndpointClient:
         self.max_items = max_items
         self.requests_sent = 0
         if client is None:  # SageMaker answers or times out within 60 s: read_timeout 70
-            client = session.client(
-                "sagemaker-runtime", max_attempts=max_attempts, read_timeout=70
-            )
+            client = session.client("sagemaker-runtime", max_attempts=max_attempts, read_timeout=70)
         self._client = client
 
     def invoke_raw(

@@ -371,4 +371,3 @@ def format_launch_plan(plan: dict) -> str:
     ]
     lines += [f"  {i}. {s}" for i, s in enumerate(plan["next_steps"], 1)]
     return "\n".join(lines)
-
