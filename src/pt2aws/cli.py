@@ -72,7 +72,11 @@ def _recommend(args) -> int:
     if args.micro_batch is not None:
         workload.micro_batch = args.micro_batch
     workload.precision = args.precision
-    rec = ranking.recommend(workload, mfu=args.mfu, overhead_s=args.overhead_s)
+    prices, notes = _serving_prices(args.prices, args.region, ranking.DEFAULT_INFERENCE_INSTANCES)
+    rec = ranking.recommend(
+        workload, mfu=args.mfu, overhead_s=args.overhead_s, region=args.region, prices=prices
+    )
+    rec["price_notes"] = notes
     plan = None
     if rec["recommended"]:
         session = None if args.aws_target == "none" else _session(args.aws_target, args.region)
@@ -90,10 +94,21 @@ def _recommend(args) -> int:
         print(json.dumps({"recommendation": rec, "launch_plan": plan}, indent=2, default=str))
         return 0
     print(tables.format_recommendation(rec, limit=args.top))
+    print("\n".join(notes))
     if plan:
         print()
         print(ec2_plan.format_launch_plan(plan))
     return 0
+
+
+def _serving_prices(mode: str, region: str, instances) -> tuple[dict, list[str]]:
+    """Serving prices from the AWS Price List API where credentials allow (``mode`` auto), else
+    the catalog's dated table; the notes say which, and why."""
+    from pt2aws.aws import pricing
+
+    if mode == "table":
+        return {}, ["prices: the dated table in pt2aws/instances.json (--prices table)"]
+    return pricing.refresh_prices(_session("aws", region), instances, region=region)
 
 
 def _session(target: str, region: str | None):
@@ -230,7 +245,14 @@ def _add_recommend(sub) -> None:
         choices=("none", "emulator", "aws"),
         help="launch plan: none (no AWS call), emulator (local moto), aws (DryRun in your account)",
     )
-    p_rec.add_argument("--region", default="us-east-1")
+    p_rec.add_argument("--region", default="us-east-1", help="prices and launch plan region")
+    p_rec.add_argument(
+        "--prices",
+        default="auto",
+        choices=("auto", "table"),
+        help="auto: the AWS Price List API where credentials allow, else the dated table; "
+        "table: the dated table only",
+    )
     p_rec.add_argument("--json", action="store_true", help="print JSON")
     p_rec.set_defaults(func=_recommend)
 

@@ -66,8 +66,9 @@ def training_table(rec: dict, limit: int | None = None) -> str:
 
 
 def inference_table(rec: dict) -> str:
-    """Markdown table of ``rec["inference"]`` (USD per 1M requests), or a sentence saying no
-    instance of the list holds the model's weights."""
+    """Markdown table of ``rec["inference"]`` (USD per 1M requests) with the throughput model's
+    assumption under it, or a sentence saying no instance of the list holds the model's weights.
+    """
     if not rec["inference"]:
         need = rec["memory"]["inference_bf16"]["total"] / 1e9
         return (
@@ -83,9 +84,11 @@ def inference_table(rec: dict) -> str:
             m for m, on in (("cheapest", r["cheapest"]), ("fastest", r["fastest"])) if on
         )
         lines.append(
-            f"| {r['instance']} | {r['processor']} | {r['arch']} | {r['throughput_rps']:.0f} | "
+            f"| {r['instance']} | {r['processor']} | {r['arch']} | {r['throughput_rps']:.1f} | "
             f"{r['price_usd_per_hour']:.4g} | {r['usd_per_million']:.3f} | {mark} | {r['note']} |"
         )
+    lines += ["", f"serving model: {rec['assumptions']['serving']}"]
+    lines += sorted({f"- {r['instance']}: {r['throughput_source']}" for r in rec["inference"]})
     return "\n".join(lines)
 
 
@@ -126,7 +129,7 @@ def format_recommendation(rec: dict, limit: int | None = 12) -> str:
         "on-demand us-east-1)",
         training_table(rec, limit),
         "",
-        "Inference: cost per 1M requests (throughput estimated from peak; replace with measured)",
+        "Serving: cost per 1M requests (notebook 03's model: estimated, not measured)",
         inference_table(rec),
         "",
         f"cheapest training: {rec['cheapest']}; fastest: {rec['fastest']}; cheapest inference: "
@@ -138,7 +141,8 @@ def format_recommendation(rec: dict, limit: int | None = 12) -> str:
             if rec["recommended"]
             else "none fits"
         ),
-        f"catalog checked {rec['catalog']['checked']}; figures marked verified=false in "
-        "src/pt2aws/instances.json must be checked before quoting",
+        f"prices: {rec['assumptions']['price']}; catalog checked {rec['catalog']['checked']}; "
+        "figures marked verified=false in src/pt2aws/instances.json must be checked before "
+        "quoting",
     ]
     return "\n".join(lines)

@@ -22,6 +22,8 @@ class ModelSpec:
         hidden_size: h.
         num_layers: L.
         num_heads: a.
+        embedding_parameters: the token, position and token-type embeddings (and their
+            LayerNorm); 0 when unknown (a spec from a bare parameter count).
     """
 
     name: str
@@ -29,6 +31,13 @@ class ModelSpec:
     hidden_size: int
     num_layers: int
     num_heads: int
+    embedding_parameters: int = 0
+
+    @property
+    def non_embedding_parameters(self) -> int:
+        """N of the FLOP counts: every parameter a matrix product uses (the embedding lookup
+        does none; Kaplan et al. 2020 §2.1). The whole count when embeddings are unknown."""
+        return self.parameters - self.embedding_parameters
 
     def __post_init__(self) -> None:
         for field in ("parameters", "hidden_size", "num_layers", "num_heads"):
@@ -67,12 +76,16 @@ class ModelSpec:
             with torch.device("meta"):
                 model = AutoModelForSequenceClassification.from_config(config)
             params = sum(p.numel() for p in model.parameters())
+            embeddings = sum(
+                p.numel() for name, p in model.named_parameters() if ".embeddings." in name
+            )
         return cls(
             name=name or getattr(config, "_name_or_path", "") or config.model_type,
             parameters=int(params),
             hidden_size=int(config.hidden_size),
             num_layers=int(config.num_hidden_layers),
             num_heads=int(config.num_attention_heads),
+            embedding_parameters=int(embeddings),
         )
 
     @classmethod
