@@ -87,6 +87,7 @@ class Emulator:
         self.training_seconds = training_seconds
         self.endpoints = EndpointServers(endpoint_servers, workdir)
         self.training_output = Path(training_output) if training_output else None
+        self.quotas = emulated_quotas()
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self._server = None
@@ -104,6 +105,7 @@ class Emulator:
         moto_patches.set_training_seconds(self.training_seconds)
         output = self.training_output
         moto_patches.set_training_output(output and (lambda: _run_folder_tarball(output)))
+        moto_patches.set_sagemaker_quotas(self.quotas)
         logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one log line per request otherwise
         self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
         self._server.start()
@@ -171,6 +173,12 @@ class Emulator:
         if self.invocations_url:
             return f"the server at {self.invocations_url} (every endpoint)"
         return self.endpoints.answered_by(endpoint_name)
+
+    def set_quota(self, name: str, value: float, applied: bool = True) -> None:
+        """Set one of the emulator's SageMaker quotas (e.g. ``"ml.c7g.xlarge for endpoint
+        usage"``); ``applied`` False: only an AWS default exists for it."""
+        self.quotas[name] = (value, applied)
+        moto_patches.set_sagemaker_quotas(self.quotas)
 
     def launch_instance(self, instance_type: str) -> str:
         """An emulated EC2 instance (placeholder AMI) to send commands to; returns its id."""
@@ -301,6 +309,23 @@ class Emulator:
     def sagemaker_resources(self) -> dict[str, list[str]]:
         """Models, endpoint configs, endpoints and scalable targets the emulator holds."""
         return billable_resources(self.session())
+
+
+def emulated_quotas() -> dict[str, tuple[float, bool]]:
+    """The emulator's SageMaker quotas (its own figures, not AWS's): 2 endpoint instances of
+    every hosting type pt2aws prices; training: 2 CPU instances, and GPU types at 0 with only a
+    default value, as new accounts often start (awslabs/amazon-sagemaker-examples#593)."""
+    from pt2aws import catalog
+    from pt2aws.aws.account import quota_name
+    from pt2aws.aws.endpoint_cost import DEFAULT_COMPARISON
+
+    quotas = {}
+    for name in dict.fromkeys([*DEFAULT_COMPARISON, *catalog.hosting_prices()]):
+        quotas[quota_name(name, "endpoint")] = (2.0, True)
+    for name in catalog.training_prices():
+        gpu = catalog.instance_family(name)[0] in "gp"
+        quotas[quota_name(name, "training")] = (0.0, False) if gpu else (2.0, True)
+    return quotas
 
 
 def _run_folder_tarball(train_dir: Path) -> bytes:

@@ -32,6 +32,11 @@ once per process by :func:`apply` (documented in ``../shared/notes/stack-notes.m
    an ``InProgress`` job (``Stopped``) and refuses any other with a ``ValidationException``, as
    AWS does. With :func:`set_training_output`, a job that reaches ``Completed`` finds a local run
    folder's tarball where its ``model.tar.gz`` belongs (an emulated job trains nothing).
+7. **SageMaker service quotas.** moto's Service Quotas knows only ``vpc``. With
+   :func:`set_sagemaker_quotas` it answers ``ListServiceQuotas``, ``ListAWSDefaultServiceQuotas``,
+   ``GetServiceQuota`` and ``GetAWSDefaultServiceQuota`` for ``sagemaker`` from the emulator's own
+   table (names in AWS's pattern, values and codes the emulator's: a quota without an applied
+   value answers ``NoSuchResourceException`` to ``GetServiceQuota``, as AWS may).
 """
 
 from __future__ import annotations
@@ -55,6 +60,7 @@ _state: dict = {
     "endpoints": None,
     "training_seconds": 0.0,
     "training_output": None,
+    "quotas": {},
 }
 
 
@@ -93,6 +99,12 @@ def set_training_output(tarball) -> None:
     _state["training_output"] = tarball
 
 
+def set_sagemaker_quotas(quotas: dict[str, tuple[float, bool]]) -> None:
+    """The emulator's SageMaker quotas: ``{quota name: (value, applied)}`` (``applied`` False:
+    only an AWS default exists for it)."""
+    _state["quotas"] = dict(quotas)
+
+
 def set_training_seconds(seconds: float) -> None:
     """Training jobs created from now on stay ``InProgress`` for ``seconds`` (0: moto's instant
     ``Completed``)."""
@@ -108,6 +120,7 @@ def apply() -> None:
     _patch_endpoint_servers()
     _patch_simulate_principal_policy()
     _patch_training_jobs()
+    _patch_service_quotas()
     _state["applied"] = True
 
 
@@ -320,3 +333,70 @@ def _patch_training_jobs() -> None:  # patch 6
     models.FakeTrainingJob.__init__ = init
     responses.SageMakerResponse.describe_training_job = describe_training_job
     responses.SageMakerResponse.stop_training_job = stop_training_job
+
+
+def _quota_entries(region: str, applied_only: bool) -> list[dict]:
+    import hashlib
+
+    out = []
+    for name, (value, applied) in sorted(_state["quotas"].items()):
+        if applied_only and not applied:
+            continue
+        code = "L-EMU" + hashlib.sha1(name.encode()).hexdigest()[:5].upper()
+        out.append(
+            {
+                "ServiceCode": "sagemaker",
+                "ServiceName": "Amazon SageMaker",
+                "QuotaArn": f"arn:aws:servicequotas:{region}::sagemaker/{code}",
+                "QuotaCode": code,
+                "QuotaName": name,
+                "Value": float(value),
+                "Unit": "None",
+                "Adjustable": True,
+                "GlobalQuota": False,
+            }
+        )
+    return out
+
+
+def _patch_service_quotas() -> None:  # patch 7
+    from moto.servicequotas.exceptions import NoSuchResource
+    from moto.servicequotas.responses import ServiceQuotasResponse
+
+    original_defaults = ServiceQuotasResponse.list_aws_default_service_quotas
+    original_get = ServiceQuotasResponse.get_service_quota
+
+    def params(self) -> dict:
+        return json.loads(self.body or "{}")
+
+    def one(self, applied_only: bool) -> str:
+        code = params(self).get("QuotaCode")
+        for quota in _quota_entries(self.region, applied_only):
+            if quota["QuotaCode"] == code:
+                return json.dumps({"Quota": quota})
+        raise NoSuchResource
+
+    def list_service_quotas(self):
+        if params(self).get("ServiceCode") != "sagemaker":
+            raise NoSuchResource
+        return json.dumps({"Quotas": _quota_entries(self.region, applied_only=True)})
+
+    def list_aws_default_service_quotas(self):
+        if params(self).get("ServiceCode") != "sagemaker":
+            return original_defaults(self)
+        return json.dumps({"Quotas": _quota_entries(self.region, applied_only=False)})
+
+    def get_service_quota(self):
+        if params(self).get("ServiceCode") != "sagemaker":
+            return original_get(self)
+        return one(self, applied_only=True)
+
+    def get_aws_default_service_quota(self):
+        if params(self).get("ServiceCode") != "sagemaker":
+            raise NoSuchResource
+        return one(self, applied_only=False)
+
+    ServiceQuotasResponse.list_service_quotas = list_service_quotas
+    ServiceQuotasResponse.list_aws_default_service_quotas = list_aws_default_service_quotas
+    ServiceQuotasResponse.get_service_quota = get_service_quota
+    ServiceQuotasResponse.get_aws_default_service_quota = get_aws_default_service_quota
