@@ -99,6 +99,20 @@ def serving_environment(image: str, instance_type: str, max_batch: int = 64) -> 
     return env
 
 
+def format_requests(requests: dict[str, dict]) -> str:
+    """The ``Create*`` requests one line per field (the notebook shows them before sending)."""
+    import json
+
+    lines = []
+    for operation, request in requests.items():
+        lines.append(f"{operation}:")
+        for key, value in request.items():
+            if key == "Tags":
+                value = {t["Key"]: t["Value"] for t in value}
+            lines.append(f"  {key}: {json.dumps(value)}")
+    return "\n".join(lines)
+
+
 def kept_endpoint(session, name: str, instance_type: str, instance_count: int = 1) -> dict:
     """What a kept endpoint costs and how to delete it.
 

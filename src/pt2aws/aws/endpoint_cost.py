@@ -235,6 +235,50 @@ def format_cost_table(rows: list[dict], notes: list[str] | None = None) -> str:
     return "\n".join(lines)
 
 
+def tokens_per_request(train_metrics: str | Path) -> int:
+    """The length the model was trained at (``metrics.json``'s ``sequence_length``): the
+    tokens per request the estimates count (tweets fit in it; longer texts cost more).
+
+    Raises:
+        FileNotFoundError: no ``metrics.json`` (run notebook 01 first).
+    """
+    metrics = json.loads(Path(train_metrics).read_text())
+    return int(metrics["sequence_length"]["train_max_length"])
+
+
+def compare_with_sizing(recommendation_json: str | Path, rows: list[dict]) -> str:
+    """One line per instance notebook 00 also sized (``recommendation.json``): its estimate
+    beside this table's, which the one model makes equal for the same model and length."""
+    path = Path(recommendation_json)
+    if not path.is_file():
+        return f"notebook 00 has not run into this run folder ({path.name} missing)"
+    saved = json.loads(path.read_text())["recommendation"]
+    sized = {r["instance"]: r for r in saved.get("inference", [])}
+    lines = []
+    for r in rows:
+        other = sized.get(r["instance_type"])
+        if other and r["throughput_basis"].startswith("estimate") and r["usd_per_1m"]:
+            lines.append(
+                f"{r['instance_type']}: notebook 00 {other['throughput_rps']:.1f}/s, "
+                f"{other['usd_per_million']:.3f} USD per 1M ({saved['model']['name']}, "
+                f"{saved['workload']['seq_len']} tokens); here {r['throughput_per_s']:.1f}/s, "
+                f"{r['usd_per_1m']:.3f} USD per 1M"
+            )
+    return "\n".join(lines) or "notebook 00 sized none of these instances"
+
+
+def batched_vs_single(batched: dict, load_test: dict) -> str:
+    """The measured ratio between batching in process and one text per request (the load test
+    through the serving stack), both on this machine when the emulator ran it."""
+    rate = batched["throughput_samples_per_second"]
+    single = load_test["throughput_per_s"]
+    return (
+        f"batched {batched['variant']} in this process ({batched['source']}): {rate:.1f}/s; one "
+        f"text per request through the serving stack (the load test): {single:.1f}/s: "
+        f"{rate / single:.1f}x"
+    )
+
+
 def served_variant(image: str | None, metrics: dict) -> str:
     """The predictor variant an endpoint on ``image`` serves, as notebook 02 measured it.
 

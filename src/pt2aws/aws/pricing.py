@@ -182,7 +182,12 @@ def _pricing_client(session, region: str):
 
 
 def refresh_prices(
-    session, instance_types, use: str | None = None, region: str | None = None
+    session,
+    instance_types,
+    use: str | None = None,
+    region: str | None = None,
+    *,
+    enabled: bool = True,
 ) -> tuple[dict[str, InstancePrice], list[str]]:
     """Today's prices for ``instance_types`` where the Price List API answers.
 
@@ -191,12 +196,13 @@ def refresh_prices(
         instance_types: ``ml.`` types (SageMaker: ``use`` default ``hosting``) or EC2 types.
         use: ``ec2``, ``hosting`` or ``training``; None: ``hosting`` for ``ml.``, else ``ec2``.
         region: the region of the prices; default the session's.
+        enabled: False: do not ask (the dated table, "not asked for").
 
     Returns:
         ``({instance: InstancePrice read now}, [notes])``: the notes say where the prices come
         from and, for each instance left to the dated table, why.
     """
-    reason = _why_not(session)
+    reason = _why_not(session) if enabled else "price refresh not asked for"
     if reason:
         return {}, [f"prices: the dated table in pt2aws/instances.json ({reason})"]
     prices, notes = {}, []

@@ -38,6 +38,29 @@ def catalog_rows() -> list[dict]:
     return rows
 
 
+def catalog_table(region: str = "us-east-1") -> str:
+    """The catalog as one Markdown line per instance: hardware, the EC2 price in ``region``
+    (or us-east-1's, said) with its source id, date and whether it was verified."""
+    from pt2aws.catalog import ec2_price, source
+
+    lines = [
+        "| instance | kind | vCPUs | accelerators | peak bf16 TFLOP/s | USD/hour | price source |",
+        "| --- | --- | ---: | --- | ---: | ---: | --- |",
+    ]
+    for it in load_catalog():
+        price = ec2_price(it.name, region)
+        src = source(it.sources["price"]["id"])
+        mark = "verified" if src["verified"] else "UNVERIFIED"
+        usd = "none known" if price is None else f"{price.usd_per_hour:g}"
+        where = "" if price is None or not price.region_note else f" ({price.region})"
+        devices = f"{it.accelerator_count} x {it.accelerator}" if it.accelerator else it.cpu
+        lines.append(
+            f"| {it.name} | {it.kind} | {it.vcpus} | {devices} | {it.peak_bf16_tflops:.1f} | "
+            f"{usd}{where} | {src['id']} {src['date']}, {mark} |"
+        )
+    return "\n".join(lines)
+
+
 def _hours(seconds: float) -> str:
     if seconds < 120:
         return f"{seconds:.0f} s"
@@ -63,6 +86,27 @@ def training_table(rec: dict, limit: int | None = None) -> str:
             f"{r['note']} |"
         )
     return "\n".join(lines)
+
+
+def training_summary(rec: dict, compare: tuple[str, ...] = ("p4d.24xlarge",)) -> str:
+    """One line naming the cheapest and the fastest training rows and the ``compare`` rows
+    (the source blog's p4d.24xlarge), with their estimated time and cost, for the notebook's
+    "what you should see" to point at."""
+
+    def describe(row: dict) -> str:
+        cost = "no price" if row["cost_usd"] is None else f"{row['cost_usd']:.2f} USD"
+        return f"{row['nodes']} x {row['instance']} ({_hours(row['time_s'])}, {cost})"
+
+    rows = rec["training"]
+    parts = []
+    for label, flag in (("cheapest", "cheapest"), ("fastest", "fastest")):
+        row = next((r for r in rows if r[flag]), None)
+        if row:
+            parts.append(f"{label}: {describe(row)}")
+    for name in compare:
+        row = next((r for r in rows if r["instance"] == name), None)
+        parts.append(f"{name}: {describe(row)}" if row else f"{name}: does not fit")
+    return "; ".join(parts) or "no instance fits"
 
 
 def inference_table(rec: dict) -> str:
