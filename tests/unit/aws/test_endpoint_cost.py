@@ -14,10 +14,10 @@ MINILM = workload.model_spec("minilm-l6")
 
 
 def test_forward_flops_count_non_embedding_parameters_and_attention():
-    # MiniLM-L6: 22.7 M parameters of which 11.9 M embeddings (52.5%): N = 10,795,394
-    assert MINILM.non_embedding_parameters == 22_713_986 - 11_918_592
-    per_token = endpoint_cost.forward_flops_per_token(10_795_394, 6, 384, 64)
-    assert per_token == 2 * 10_795_394 + 4 * 6 * 384 * 64
+    # MiniLM-L6: 22.7 M parameters of which 11.9 M in embedding tables (52.5%): N = 10,796,162
+    assert MINILM.non_embedding_parameters == 22_713_986 - 11_917_824
+    per_token = endpoint_cost.forward_flops_per_token(10_796_162, 6, 384, 64)
+    assert per_token == 2 * 10_796_162 + 4 * 6 * 384 * 64
     assert endpoint_cost.flops_per_request(MINILM, 64) == per_token * 64
     with pytest.raises(ValueError, match="> 0"):
         endpoint_cost.forward_flops_per_token(0, 6, 384, 64)

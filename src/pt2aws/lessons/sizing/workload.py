@@ -22,8 +22,8 @@ class ModelSpec:
         hidden_size: h.
         num_layers: L.
         num_heads: a.
-        embedding_parameters: the token, position and token-type embeddings (and their
-            LayerNorm); 0 when unknown (a spec from a bare parameter count).
+        embedding_parameters: parameters in the embedding tables (looked up, not multiplied:
+            left out of the training FLOPs); 0 where unknown (a bare parameter count).
     """
 
     name: str
@@ -35,8 +35,7 @@ class ModelSpec:
 
     @property
     def non_embedding_parameters(self) -> int:
-        """N of the FLOP counts: every parameter a matrix product uses (the embedding lookup
-        does none; Kaplan et al. 2020 §2.1). The whole count when embeddings are unknown."""
+        """``N`` of the training FLOPs (:func:`pt2aws.train.throughput.training_flops_per_token`)."""
         return self.parameters - self.embedding_parameters
 
     def __post_init__(self) -> None:
@@ -69,6 +68,7 @@ class ModelSpec:
             ) * h + 2 * h
             layer = 4 * (h * h + h) + (h * f + f) + (f * h + h) + 4 * h
             params = embeddings + config.num_hidden_layers * layer + (h * h + h) + (h * n + n)
+            tables = embeddings - 2 * h  # the embeddings' LayerNorm multiplies: not a table
         else:
             import torch
             from transformers import AutoModelForSequenceClassification
@@ -76,8 +76,8 @@ class ModelSpec:
             with torch.device("meta"):
                 model = AutoModelForSequenceClassification.from_config(config)
             params = sum(p.numel() for p in model.parameters())
-            embeddings = sum(
-                p.numel() for name, p in model.named_parameters() if ".embeddings." in name
+            tables = sum(
+                m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Embedding)
             )
         return cls(
             name=name or getattr(config, "_name_or_path", "") or config.model_type,
@@ -85,7 +85,7 @@ class ModelSpec:
             hidden_size=int(config.hidden_size),
             num_layers=int(config.num_hidden_layers),
             num_heads=int(config.num_attention_heads),
-            embedding_parameters=int(embeddings),
+            embedding_parameters=int(tables),
         )
 
     @classmethod
@@ -101,7 +101,8 @@ class ModelSpec:
 
         Estimate (our assumption, close to published LLM shapes): ``parameters ≈ 12·L·h²`` with
         ``h = 128·L`` (width/depth 128), heads ``h/128``. For 70e9 this gives L = 71, h = 9088, a = 71
-        (Llama-2-70B: 80, 8192, 64).
+        (Llama-2-70B: 80, 8192, 64). The embeddings are unknown here and counted as 0 (for a
+        70B LLM they are about 1-2% of the parameters).
         """
         if parameters <= 0:
             raise ValueError(f"parameters must be positive, got {parameters!r}")
