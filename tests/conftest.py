@@ -34,6 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def pytest_collection_modifyitems(config, items):
+    # markers, not item.keywords: keywords also hold folder names (tests/unit/aws/ is not real AWS)
     import torch
 
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0

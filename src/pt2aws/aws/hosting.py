@@ -229,7 +229,7 @@ class Deployment:
     Attributes:
         session: where the resources are created.
         name: name of the model, endpoint config and endpoint.
-        requests: the three ``Create*`` requests (:func:`pt2aws.aws.hosting_requests`).
+        requests: the three ``Create*`` requests (:func:`hosting_requests`).
         autoscaling: autoscaling to attach once ``InService``, or None.
         created: ``(kind, name)`` of what :meth:`create` created, in order.
         deleted: ``(kind, name)`` of what :meth:`delete` deleted.
@@ -271,7 +271,7 @@ class Deployment:
         Raises:
             botocore.exceptions.ClientError: a request AWS refused (quota, permissions ...).
             pt2aws.aws.DeploymentError, TimeoutError: see
-                :func:`pt2aws.aws.wait_for_endpoint`.
+                :func:`wait_for_endpoint`.
         """
         sm = self.session.client("sagemaker")
         sm.create_model(**self.requests["CreateModel"])
@@ -288,7 +288,7 @@ class Deployment:
             self.created.append(("scalable_target", target))
 
     def delete(self) -> list[tuple[str, str]]:
-        """Delete everything called :attr:`name` (see :func:`pt2aws.aws.delete_resources`)."""
+        """Delete everything called :attr:`name` (see :func:`delete_resources`)."""
         self.deleted = delete_resources(self.session, self.name)
         logger.info("deleted %s", self.deleted)
         return self.deleted
@@ -400,7 +400,7 @@ def deployed_endpoint(
     Raises:
         pt2aws.aws.images.ImageSelectionError: see :func:`new_deployment` (before any AWS call).
         pt2aws.aws.DeploymentError, TimeoutError: see
-            :func:`pt2aws.aws.wait_for_endpoint`.
+            :func:`wait_for_endpoint`.
     """
     deployment = new_deployment(session, model_data_url, **kwargs)
     try:

@@ -21,7 +21,7 @@ import warnings
 from pathlib import Path
 
 from pt2aws.aws import session as aws_session
-from pt2aws.aws.session import AwsSession, billable_resources
+from pt2aws.aws.session import AwsSession
 from pt2aws.standins import moto_patches
 from pt2aws.standins.emulated_endpoints import EndpointServers
 from pt2aws.system import free_port
@@ -174,12 +174,6 @@ class Emulator:
             return f"the server at {self.invocations_url} (every endpoint)"
         return self.endpoints.answered_by(endpoint_name)
 
-    def set_quota(self, name: str, value: float, applied: bool = True) -> None:
-        """Set one of the emulator's SageMaker quotas (e.g. ``"ml.c7g.xlarge for endpoint
-        usage"``); ``applied`` False: only an AWS default exists for it."""
-        self.quotas[name] = (value, applied)
-        moto_patches.set_sagemaker_quotas(self.quotas)
-
     def launch_instance(self, instance_type: str) -> str:
         """An emulated EC2 instance (placeholder AMI) to send commands to; returns its id."""
         from pt2aws.lessons.ec2.plan import run_instances_request
@@ -187,49 +181,6 @@ class Emulator:
         request = run_instances_request(instance_type, PLACEHOLDER_AMI, name="pt2aws-ec2")
         reply = self.session().client("ec2").run_instances(**request)
         return reply["Instances"][0]["InstanceId"]
-
-    def inject_fault(
-        self,
-        operation: str,
-        code: str = "ThrottlingException",
-        message: str = "Rate exceeded (injected by the pt2aws emulator)",
-        status: int = 400,
-        times: int = 1,
-    ) -> None:
-        """Make the next ``times`` calls of ``operation`` fail with the AWS error ``code``.
-
-        Args:
-            operation: one of ``CreateModel``, ``CreateEndpointConfig``, ``CreateEndpoint``,
-                ``InvokeEndpoint``.
-            code: the AWS error code the client sees (``ThrottlingException``, ``ModelError``,
-                ``ValidationException``, ``InternalFailure`` ...).
-            message: the error message.
-            status: HTTP status of the error response (400 for throttling, 424 for ModelError,
-                500 for InternalFailure).
-            times: how many consecutive calls fail.
-
-        Raises:
-            ValueError: an operation the emulator cannot fail.
-        """
-        moto_patches.add_fault(operation, code, message, status, times)
-
-    def queue_endpoint_result(self, body: str, content_type: str = "application/json") -> None:
-        """Make the next ``InvokeEndpoint`` answer ``body`` (moto's result queue).
-
-        moto does not run models: without this (or a forwarding URL) it answers ``b"body"``.
-        """
-        import json
-        import urllib.request
-
-        payload = json.dumps({"results": [{"Body": body, "ContentType": content_type}]}).encode()
-        request = urllib.request.Request(
-            f"{self.url}/moto-api/static/sagemaker/endpoint-results",
-            data=payload,
-            headers={"Content-Type": "application/json"},
-            method="POST",
-        )
-        with urllib.request.urlopen(request, timeout=10) as response:
-            response.read()
 
     def seed_public_parameter(self, name: str, value: str) -> None:
         """Make the emulated SSM answer ``value`` for the AWS-owned public parameter ``name``.
@@ -305,10 +256,6 @@ class Emulator:
         bucket, key = model_artifact_s3.removeprefix("s3://").split("/", 1)
         self.session().client("s3").put_object(Bucket=bucket, Key=key, Body=body)
         return len(body)
-
-    def sagemaker_resources(self) -> dict[str, list[str]]:
-        """Models, endpoint configs, endpoints and scalable targets the emulator holds."""
-        return billable_resources(self.session())
 
 
 def emulated_quotas() -> dict[str, tuple[float, bool]]:

@@ -217,20 +217,6 @@ def send_commands(
     }
 
 
-def command_status(session, command_id: str, instance_id: str) -> dict:
-    """Where the script is on one instance: ``{"status", "response_code", "stdout", "stderr"}``
-    (``Pending``, ``InProgress``, ``Success``, ``Failed``, ``TimedOut`` ...)."""
-    answer = session.client("ssm").get_command_invocation(
-        CommandId=command_id, InstanceId=instance_id
-    )
-    return {
-        "status": answer["Status"],
-        "response_code": answer.get("ResponseCode"),
-        "stdout": answer.get("StandardOutputContent", ""),
-        "stderr": answer.get("StandardErrorContent", ""),
-    }
-
-
 def _upload_and_send(
     session, instance_type, cfg, bundle: Path, bucket: str, instance_ids, command_kwargs
 ) -> dict:
@@ -270,8 +256,8 @@ def run_on(
     Stages the bundle (:func:`stage_bundle`), uploads it to
     ``s3://<bucket>/pt2aws-ec2/<name>/bundle.tar.gz``, builds :func:`training_commands` and sends
     them (:func:`send_commands`). The run folder will be at ``.../<name>/output/model.tar.gz``:
-    follow with :func:`command_status`, then
-    :func:`pt2aws.aws.training_status.fetch_model`.
+    follow the command with SSM's ``GetCommandInvocation`` (``aws ssm get-command-invocation
+    --command-id ... --instance-id ...``), then :func:`pt2aws.aws.training_status.fetch_model`.
 
     Args:
         session: where to send them (:class:`pt2aws.aws.session.AwsSession`): your account
