@@ -148,6 +148,7 @@ def test_gpu_peak_comes_from_the_catalog(device_name, tflops):
     peak = peak_bf16_flops(device_name)
     assert peak == (None if tflops is None else pytest.approx(tflops * 1e12))
 
+
 def test_every_ec2_price_names_a_dated_source_and_the_corrections_hold():
     data = json.loads(catalog.CATALOG_PATH.read_text())
     for row in data["instances"]:

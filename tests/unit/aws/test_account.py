@@ -9,7 +9,7 @@ from botocore.stub import Stubber
 
 from pt2aws.aws import account
 from pt2aws.aws.session import AwsSession
-from pt2aws.standins import aws_emulator
+from pt2aws.standins import aws_emulator, moto_patches
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +51,8 @@ def test_checklist_reads_the_quotas_and_prices_the_run_on_the_emulator(session):
 
 
 def test_an_unknown_quota_and_the_emulators_own_values(session):
-    session.emulator.set_quota("ml.c8g.xlarge for endpoint usage", 0)
+    quotas = {**session.emulator.quotas, "ml.c8g.xlarge for endpoint usage": (0, True)}
+    moto_patches.set_sagemaker_quotas(quotas)
     low = account.check_quota(session, "ml.c8g.xlarge", needed=1)
     assert (low["value"], low["ok"]) == (0.0, False)
     unknown = account.check_quota(session, "ml.r8g.24xlarge")

@@ -1,4 +1,5 @@
-"""Notebook 03's deployment lifecycle, call by call, on the emulator (issue 18).
+"""Tests of :mod:`pt2aws.aws.endpoint` and notebook 03's deployment lifecycle, call by call, on
+the emulator (issue 18).
 
 The steps are the notebook's: upload, CreateModel, CreateEndpointConfig, CreateEndpoint, wait,
 InvokeEndpoint, delete in ``finally``. The emulated endpoint is answered by the archive's own
@@ -15,7 +16,7 @@ from botocore.exceptions import ClientError
 
 from pt2aws.aws import artifact, endpoint, hosting, images, invoke
 from pt2aws.aws.session import AwsSession, RoleError, billable_resources, resource_name
-from pt2aws.standins import aws_emulator
+from pt2aws.standins import aws_emulator, moto_patches
 
 TEXTS = ["I love it", "I hate it", "café ☕"]
 CUSTOM = "123456789012.dkr.ecr.us-east-1.amazonaws.com/pt2aws-serve:2026.12"
@@ -131,7 +132,7 @@ def test_endpoint_is_creating_until_its_server_answers(session, archive):
 )
 def test_a_refused_create_leaves_nothing_billable(session, archive, operation, created):
     _, deployment = _plan(session, f"pt2aws-quota{created}")
-    session.emulator.inject_fault(operation, "ResourceLimitExceeded", "account quota reached")
+    moto_patches.add_fault(operation, "ResourceLimitExceeded", "account quota reached", 400)
     with pytest.raises(ClientError, match="ResourceLimitExceeded"):
         _lifecycle(session, archive, deployment)
     assert billable_resources(session, prefix=deployment.name) == NOTHING

@@ -125,7 +125,8 @@ def _check_sent(session, sent):
     (command,) = ssm.list_commands(CommandId=sent["command_id"])["Commands"]
     assert command["Parameters"]["commands"] == sent["commands"]
     assert command["Parameters"]["executionTimeout"] == [str(8 * 3600)]
-    assert ec2_run.command_status(session, sent["command_id"], instance)["status"] == "Success"
+    invocation = ssm.get_command_invocation(CommandId=sent["command_id"], InstanceId=instance)
+    assert invocation["Status"] == "Success"
     bucket, key = sent["bundle_s3"].removeprefix("s3://").split("/", 1)
     assert session.client("s3").head_object(Bucket=bucket, Key=key)
 

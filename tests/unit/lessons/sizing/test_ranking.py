@@ -51,7 +51,9 @@ def test_rank_inference_measured_and_estimated():
     assert by["g5.xlarge"]["throughput_rps"] == pytest.approx(
         70e12 * 0.1 / ((2 * n + 4 * 12 * 768 * 128) * 128)
     )
-    assert {"ml.c6g.xlarge", "ml.c7g.xlarge", "ml.c8g.xlarge", "g5.xlarge", "inf2.xlarge"} <= set(by)
+    assert {"ml.c6g.xlarge", "ml.c7g.xlarge", "ml.c8g.xlarge", "g5.xlarge", "inf2.xlarge"} <= set(
+        by
+    )
     assert sum(r["cheapest"] for r in rows) == 1
 
 
