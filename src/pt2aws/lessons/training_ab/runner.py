@@ -1,0 +1,297 @@
+"""The A/B training benchmark: each optimization alone, all together, and HF ``Trainer`` as the peer.
+
+Every variant trains the same model on the same data for the same number of steps with the same
+batch size, sequence cap and seed, each in a **fresh subprocess** (``python -m pt2aws.train …``,
+or :func:`trainer_main` for HF ``Trainer``), so compile caches in memory, allocator state and
+peak-memory counters never leak from one variant into the next. Repeats are interleaved
+(variant 1..N, then again 1..N) so a slow patch of a shared machine hits every variant alike,
+and the table reports the **median** per variant.
+
+Measured per run (all from the subprocess's own ``metrics.json`` / log):
+
+* steady-state ``samples/s`` and ``tokens/s`` (real, non-pad tokens) over the steps after the
+  first ``warmup_steps``: compile and allocator warm-up are excluded and reported separately as
+  ``warmup_s`` (time of the first ``warmup_steps`` optimizer steps);
+* ``peak_mem``: peak CUDA memory allocated on GPU, peak resident set size (RSS) on CPU;
+* ``final_loss``: mean training loss (cross-entropy, nats) over the last 10 optimizer steps,
+  computed the same way for every variant from its per-step log.
+
+Variants and shared settings: :mod:`pt2aws.lessons.training_ab.variants`.
+
+The Trainer runs see the same examples in the same order as ``pt2aws.train`` (its seeded
+``epoch_batches``) with the same init and dropout stream, so at equal flags their per-step losses
+agree (tested). Also ``average_tokens_across_devices=False`` (transformers 5 otherwise scales the
+logged loss by the world size) and ``use_cpu=True`` on CPU (required for bf16 there).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from pt2aws.lessons.training_ab.variants import BenchSettings, Variant, default_variants
+from pt2aws.system import available_cpus, cpu_name, die_with_parent
+
+logger = logging.getLogger(__name__)
+
+
+#: Mean of the last this many per-step losses is the reported final loss.
+FINAL_LOSS_STEPS = 10
+
+
+def _final_loss(log: list[dict]) -> float | None:
+    losses = [r["loss"] for r in log if "loss" in r]
+    return statistics.fmean(losses[-FINAL_LOSS_STEPS:]) if losses else None
+
+
+def read_run(output_dir: str | Path) -> dict:
+    """The benchmark figures of one finished run, from its ``metrics.json`` and per-step log.
+
+    Args:
+        output_dir: the run's ``--output_dir``.
+
+    Returns:
+        ``{"samples_per_s", "tokens_per_s" (non-pad tokens), "warmup_s" (seconds of the
+        ``--benchmark_warmup_steps`` excluded from both rates), "peak_memory_bytes",
+        "final_loss" (mean of the last :data:`FINAL_LOSS_STEPS` logged losses), "pad_fraction",
+        "num_compiles", "steps"}``; a figure the run did not write is ``None``.
+
+    Raises:
+        FileNotFoundError: no ``metrics.json`` (the run failed before writing it).
+    """
+    from pt2aws.rundir import read_jsonl
+
+    output_dir = Path(output_dir)
+    metrics = json.loads((output_dir / "metrics.json").read_text())
+    log_path = output_dir / "train_log.jsonl"
+    log = read_jsonl(log_path) if log_path.is_file() else []
+    return {
+        "samples_per_s": metrics.get("train_samples_per_second"),
+        "tokens_per_s": metrics.get("train_tokens_per_second"),
+        "warmup_s": metrics.get("warmup_time_s"),
+        "peak_memory_bytes": metrics.get("peak_memory_bytes"),
+        "final_loss": _final_loss(log),
+        "pad_fraction": metrics.get("pad_fraction"),
+        "num_compiles": metrics.get("num_compiles"),
+        "steps": metrics.get("train_steps", len(log)),
+    }
+
+
+def run_variant(
+    variant: Variant, settings: BenchSettings, output_dir: str | Path, stream=None
+) -> dict:
+    """Run one variant once in a fresh process; returns :func:`read_run` plus ``wall_s``.
+
+    Raises:
+        RuntimeError: the process failed or timed out (with the tail of its output).
+    """
+    output_dir = Path(output_dir)
+    module = "pt2aws.train" if variant.runner == "pt2aws" else "pt2aws.lessons.training_ab"
+    cmd = [sys.executable, "-m", module]
+    if variant.runner == "trainer":
+        cmd.append("trainer")
+    cmd += settings.train_args(variant, output_dir)
+    env = {
+        **os.environ,
+        "PYTHONUNBUFFERED": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+        **settings.extra_env,
+    }
+    started = time.perf_counter()
+    try:
+        proc = subprocess.run(
+            cmd,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            timeout=settings.timeout_s,
+            preexec_fn=die_with_parent(),
+        )
+    except subprocess.TimeoutExpired as err:
+        raise RuntimeError(f"{variant.name}: no result within {settings.timeout_s} s") from err
+    wall = time.perf_counter() - started
+    if proc.returncode != 0:
+        tail = "\n".join(proc.stdout.splitlines()[-25:])
+        raise RuntimeError(f"{variant.name} failed (exit {proc.returncode}):\n{tail}")
+    if stream is not None:
+        print(f"  {variant.name:18s} done in {wall:5.1f} s", file=stream, flush=True)
+    result = {**read_run(output_dir), "wall_s": wall}
+    if not settings.keep_models:
+        for sub in ("model", "trainer", "checkpoints"):
+            shutil.rmtree(output_dir / sub, ignore_errors=True)
+    return result
+
+
+def speedup_bars(result: dict) -> dict[str, float]:
+    """``{variant: samples/s ÷ baseline samples/s}`` for a bar plot (variants with a result)."""
+    return {r["variant"]: r["vs_baseline"] for r in result["rows"] if r["vs_baseline"]}
+
+
+def run_ab(
+    settings: BenchSettings,
+    out_dir: str | Path,
+    variants: list[Variant] | None = None,
+    stream=None,
+    on_result=None,
+) -> dict:
+    """Run every variant ``settings.repeats`` times, interleaved; summarize; save ``ab.json``.
+
+    Args:
+        settings: what all variants share.
+        out_dir: folder for the runs (``<variant>/<repeat>/``) and ``ab.json``.
+        variants: default :func:`pt2aws.lessons.training_ab.variants.default_variants`.
+        stream: where progress lines go (e.g. ``sys.stdout``); ``None`` = quiet.
+        on_result: called with the partial result after every run (e.g. to rewrite a table).
+
+    Returns:
+        ``{"settings", "device", "torch", "rows", "runs", "failed"}``; ``rows`` as from
+        :func:`summarize`, ``runs`` ``{variant: [read_run + wall_s, ...]}``, ``failed``
+        ``{variant: error}`` (a failed variant is not run again).
+    """
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    variants = list(variants or default_variants())
+    runs: dict[str, list[dict]] = {v.name: [] for v in variants}
+    failed: dict[str, str] = {}
+    device = _device_name()
+    for r in range(settings.repeats):
+        if stream is not None:
+            print(f"repeat {r + 1}/{settings.repeats}", file=stream, flush=True)
+        for v in variants:
+            if v.name in failed:
+                continue
+            slug = v.name.replace(" ", "_").replace("+", "plus_")
+            try:
+                runs[v.name].append(run_variant(v, settings, out_dir / slug / str(r), stream))
+            except RuntimeError as err:
+                failed[v.name] = str(err)
+                logger.error("%s", err)
+                if stream is not None:
+                    print(f"  {v.name}: FAILED ({str(err).splitlines()[0]})", file=stream)
+            # after every run, so a time limit still leaves the table so far
+            _save(_result(settings, device, variants, runs, failed), out_dir, on_result)
+    return _save(_result(settings, device, variants, runs, failed), out_dir, on_result)
+
+
+def _device_name() -> str:
+    import torch
+
+    if torch.cuda.is_available():
+        return torch.cuda.get_device_name(0)
+    return f"CPU x{available_cpus()} ({cpu_name()})"
+
+
+def _result(settings, device, variants, runs, failed) -> dict:
+    import torch
+
+    return {
+        "settings": dataclasses.asdict(settings),
+        "device": device,
+        "torch": torch.__version__,
+        "rows": summarize(variants, runs),
+        "runs": runs,
+        "failed": failed,
+    }
+
+
+def _save(result: dict, out_dir: Path, on_result) -> dict:
+    (out_dir / "ab.json").write_text(json.dumps(result, indent=2, default=str))
+    if on_result is not None:
+        on_result(result)
+    return result
+
+
+def _median(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def summarize(variants: list[Variant], runs: dict[str, list[dict]]) -> list[dict]:
+    """Median of each figure per variant, and the ratios.
+
+    ``vs_baseline`` = samples/s over the ``baseline`` variant's, ``vs_trainer`` = over the Trainer
+    variant with the same flags (``Variant.peer``); both are medians of per-repeat ratios (runs of
+    the same repeat ran minutes apart, so slow drifts in machine load cancel).
+    """
+    rows = []
+    for v in variants:
+        done = runs.get(v.name) or []
+        if not done:
+            continue
+        row = {"variant": v.name, "repeats": len(done)}
+        for key in (
+            "samples_per_s",
+            "tokens_per_s",
+            "warmup_s",
+            "peak_memory_bytes",
+            "final_loss",
+            "pad_fraction",
+            "num_compiles",
+            "wall_s",
+        ):
+            row[key] = _median([run.get(key) for run in done])
+        row["samples_per_s_all"] = [run.get("samples_per_s") for run in done]
+        row["peer"] = v.peer
+        rows.append(row)
+    by_name = {row["variant"]: row for row in rows}
+
+    def paired_ratio(row: dict, other: str | None) -> float | None:
+        # median over repeats of (this run / the other variant's run in the same repeat): runs
+        # of one repeat are minutes apart, so a load change on a shared machine cancels out
+        ref = by_name.get(other or "", {}).get("samples_per_s_all") or []
+        pairs = [a / b for a, b in zip(row["samples_per_s_all"], ref, strict=False) if a and b]
+        return statistics.median(pairs) if pairs else None
+
+    for row in rows:
+        row["vs_baseline"] = paired_ratio(row, "baseline")
+        row["vs_trainer"] = paired_ratio(row, row["peer"])
+    return rows
+
+
+def _fmt(value, spec: str) -> str:
+    return "n/a" if value is None else format(value, spec)
+
+
+def format_table(result: dict) -> str:
+    """The results as a Markdown table with a header naming device, model and settings."""
+    s = result["settings"]
+    lines = [
+        f"device: {result['device']} | torch {result['torch']} | model {s['model']} | "
+        f"batch {s['batch_size']} | max_length {s['max_length']} | {s['max_steps']} steps "
+        f"({s['warmup_steps']} warm-up excluded) | median of up to {s['repeats']} interleaved "
+        "repeats (n: runs done)",
+        "",
+        "| variant | samples/s | tokens/s | vs baseline | vs Trainer | warm-up s | peak mem MB "
+        "| final loss | pad frac | compiles | run s | n |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in result["rows"]:
+        mem = row["peak_memory_bytes"] / 2**20 if row["peak_memory_bytes"] else None
+        lines.append(
+            f"| {row['variant']} | {_fmt(row['samples_per_s'], '.1f')} "
+            f"| {_fmt(row['tokens_per_s'], ',.0f')} | {_fmt(row['vs_baseline'], '.2f')}x "
+            f"| {_fmt(row['vs_trainer'], '.2f')}{'x' if row['vs_trainer'] else ''} "
+            f"| {_fmt(row['warmup_s'], '.1f')} | {_fmt(mem, ',.0f')} "
+            f"| {_fmt(row['final_loss'], '.4f')} | {_fmt(row['pad_fraction'], '.3f')} "
+            f"| {_fmt(row['num_compiles'], 'd') if isinstance(row['num_compiles'], int) else _fmt(row['num_compiles'], '.0f')} "
+            f"| {_fmt(row['wall_s'], '.0f')} | {row['repeats']} |"
+        )
+    for name, err in result.get("failed", {}).items():
+        lines.append(f"\nFAILED {name}: {err.splitlines()[0]}")
+    lines.append(
+        "\nsamples/s and tokens/s (non-pad tokens) are steady-state, after the warm-up steps; "
+        "warm-up s includes compilation. vs baseline / vs Trainer (HF Trainer at the same flags) are "
+        "medians of per-repeat ratios. "
+        "peak mem: CUDA max allocated on GPU, process peak RSS on CPU. final loss: mean of the "
+        f"last {FINAL_LOSS_STEPS} steps."
+    )
+    return "\n".join(lines)
