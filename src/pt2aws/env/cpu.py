@@ -293,19 +293,25 @@ def features_from(
     aten_cap = caps.get("ATEN_CPU_CAPABILITY", "").strip().lower()
     isa = _default_isa(arch, hw, aten_cap or None) if isa is None else isa.upper()
     onednn = (caps.get("ONEDNN_MAX_CPU_ISA") or caps.get("DNNL_MAX_CPU_ISA") or "").upper()
-    onednn_name = "ONEDNN_MAX_CPU_ISA" if "ONEDNN_MAX_CPU_ISA" in caps else "DNNL_MAX_CPU_ISA"
     notes = []
     if onednn in ("ALL", "DEFAULT"):
         onednn = ""
     elif onednn and onednn not in ONEDNN_ISAS:
-        notes.append(f"{onednn_name}={onednn} is not a oneDNN ISA name: oneDNN ignores it")
+        name = "ONEDNN_MAX_CPU_ISA" if "ONEDNN_MAX_CPU_ISA" in caps else "DNNL_MAX_CPU_ISA"
+        notes.append(f"{name}={onednn} is not a oneDNN ISA name: oneDNN ignores it")
         onednn = ""
     if is_arm64(arch):
         return _arm_features(arch, hw, caps, isa, onednn, model, source, notes)
     if arch not in ("x86_64", "AMD64", "i686", "x86"):
         none = Capability(False, f"{arch}: pt2aws knows bf16/int8 instructions of x86 and Arm only")
         return CpuFeatures(arch, model, isa, hw, source, caps, none, none, none, none, none, notes)
+    return _x86_features(arch, hw, caps, isa, onednn, model, source, notes)
 
+
+def _x86_features(arch, hw, caps, isa, onednn, model, source, notes) -> CpuFeatures:
+    """:func:`features_from` for x86 (``/proc/cpuinfo`` flag names; ``onednn`` a valid cap)."""
+    aten_cap = caps.get("ATEN_CPU_CAPABILITY", "").strip().lower()
+    onednn_name = "ONEDNN_MAX_CPU_ISA" if "ONEDNN_MAX_CPU_ISA" in caps else "DNNL_MAX_CPU_ISA"
     aten_512 = isa.startswith("AVX512")
     if aten_cap and not aten_512 and not onednn:
         notes.append(
