@@ -60,6 +60,8 @@ pytestmark = pytest.mark.container
 REGION = "us-east-1"
 #: Where notebook 03 would take the project's image from; local mode runs :data:`IMAGE`.
 ECR_IMAGE = f"123456789012.dkr.ecr.{REGION}.amazonaws.com/pt2aws-serving:test"
+#: CreateModel needs a role; LocalSession does not use it.
+ROLE_ARN = "arn:aws:iam::123456789012:role/pt2aws-sagemaker-execution"
 NETWORK = "sagemaker-local"  # the SDK's compose network (image.py:764)
 #: The SDK's only settings: telemetry off (each Create* call would then call an AWS host).
 SDK_CONFIG = {
@@ -127,14 +129,20 @@ def sdk_endpoint(podman_api, smoke_model_dir, tmp_path_factory):
     from sagemaker.core.local.local_session import LocalSession
 
     from pt2aws.aws.artifact import package
-    from pt2aws.aws.endpoint import DeploySettings, sagemaker_requests
+    from pt2aws.aws.endpoint import serving_environment
+    from pt2aws.aws.hosting import hosting_requests
 
     work = tmp_path_factory.mktemp("sdk-local")
     archive = package(smoke_model_dir, work / "model" / "model.tar.gz")
-    settings = DeploySettings(instance_type="ml.c6i.xlarge", image="custom", image_uri=ECR_IMAGE)
     name = f"pt2aws-sdk-local-{int(time.time())}"
-    requests = sagemaker_requests(
-        settings, REGION, name=name, model_data_url=archive.resolve().as_uri()
+    requests = hosting_requests(  # the requests notebook 03 sends (hosting.new_deployment)
+        name,
+        model_data_url=archive.resolve().as_uri(),
+        role_arn=ROLE_ARN,
+        image_uri=ECR_IMAGE,
+        instance_type="ml.c6i.xlarge",
+        environment=serving_environment("custom", "ml.c6i.xlarge"),
+        tags={"project": "pt2aws"},
     )
     requests["CreateModel"]["PrimaryContainer"]["Image"] = IMAGE
     requests["CreateEndpointConfig"]["ProductionVariants"][0]["InstanceType"] = "local"
