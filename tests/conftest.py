@@ -32,26 +32,45 @@ os.environ.setdefault(
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def pytest_addoption(parser):
+    group = parser.getgroup("pt2aws serving image (-m container)")
+    group.addoption(
+        "--image-arch",
+        action="append",
+        choices=("amd64", "arm64"),
+        help="architecture to build and test the serving image for (repeatable; default: this "
+        "machine's; arm64 on x86 runs under QEMU: make container-arm64)",
+    )
+    group.addoption(
+        "--image-variants",
+        default=None,
+        help="comma-separated PT2AWS_VARIANT values to start the image with (default: every "
+        "variant and auto)",
+    )
+
+
 def pytest_collection_modifyitems(config, items):
     import torch
 
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     has_aws = bool(os.environ.get("PT2AWS_REAL_AWS"))
     java = shutil.which("java") is not None
+    # markers, not keywords: keywords also hold folder names (a checkout in a folder named
+    # `container`, or tests/unit/aws/, would match)
     for item in items:
-        if "gpu" in item.keywords and gpus < 1:
+        if item.get_closest_marker("gpu") and gpus < 1:
             item.add_marker(pytest.mark.skip(reason="needs a CUDA GPU"))
-        if "multigpu" in item.keywords and gpus < 2:
+        if item.get_closest_marker("multigpu") and gpus < 2:
             item.add_marker(pytest.mark.skip(reason="needs 2+ CUDA GPUs"))
-        if "aws" in item.keywords and not has_aws:
+        if item.get_closest_marker("aws") and not has_aws:
             item.add_marker(
                 pytest.mark.skip(
                     reason="real AWS is opt-in: set PT2AWS_REAL_AWS=1 with credentials, run -m aws"
                 )
             )
-        if "serve" in item.keywords and not java:
+        if item.get_closest_marker("serve") and not java:
             item.add_marker(pytest.mark.skip(reason="needs Java 17 for TorchServe"))
-        if "container" in item.keywords and "container" not in (config.option.markexpr or ""):
+        if item.get_closest_marker("container") and "container" not in (config.option.markexpr or ""):
             item.add_marker(
                 pytest.mark.skip(
                     reason="builds the serving image with podman (4-10 min cold): "

@@ -184,3 +184,17 @@ def asgi_server(contract_model, tmp_path_factory):
     server = ServerProcess(contract_model, tmp_path_factory.mktemp("asgi") / "server.log").start()
     yield server
     server.stop()
+
+
+def pytest_terminal_summary(terminalreporter):
+    """What the container tests measured (build and start-up times, sizes), when they ran."""
+    from podman_image import REPORT
+
+    for arch, rows in REPORT.items():
+        terminalreporter.section(f"serving image, {arch}")
+        for key, value in rows.items():
+            if isinstance(value, dict):
+                for sub, text in value.items():
+                    terminalreporter.line(f"{key} {sub}: {text}")
+            else:
+                terminalreporter.line(f"{key}: {value}")
