@@ -118,7 +118,9 @@ def cpu_has_bf16(arch: str) -> bool:
     """Whether the CPU an ``arch`` container sees here has bf16 instructions.
 
     Emulated arm64 runs as ``QEMU_CPU=neoverse-n1`` (Armv8.2: no BF16; Graviton3's Neoverse V1
-    has it). Native: the kernel's flags (AVX512-BF16 or AMX on x86, ``bf16`` on arm64).
+    has it): its HWCAP2 has no BF16 bit (read from /proc/self/auxv in the image: 0x0; with
+    QEMU's default ``max`` model BF16 is set). Native: the kernel's flags (AVX512-BF16 or AMX on
+    x86, ``bf16`` on arm64).
     """
     if emulated(arch):
         return False
@@ -259,7 +261,10 @@ def serving(startups, arch: str, variant: str) -> Startup:
         return startup
     if expected_refusal(arch, variant):
         pytest.skip(f"{variant} is refused on {arch} here: {startup.refused}")
-    pytest.fail(f"{arch} {variant}: not healthy\n{startup.logs[-4000:]}")
+    pytest.fail(
+        f"{arch} {variant} did not start: {startup.refused or startup.logs[-300:]} (the log: "
+        f"test_variant_starts_or_is_refused_with_the_reason[{arch}-{variant}])"
+    )
 
 
 def test_variant_starts_or_is_refused_with_the_reason(target, startups):
@@ -345,7 +350,8 @@ def test_image_has_the_pinned_torch_and_no_pip_at_start(arch, built, startups, c
         "run", "--rm", "--entrypoint", "python", tag, "/opt/build/torch_build.py",
     ).stdout  # fmt: skip
     assert report.count(f"torch build: {version} ") == 1, report
-    assert ("CPU-only" in report) == (cuda == "None"), report
+    assert report.strip().endswith("CPU-only") == (cuda == "None"), report
+    assert (f"is a CUDA {cuda} build" in report) == (cuda != "None"), report
     REPORT.setdefault(arch, {})["torch in the image"] = f"{version} (CUDA {cuda})"
 
 
