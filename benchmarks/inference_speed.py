@@ -63,8 +63,9 @@ def ensure_model(args) -> Path:
 
 def build_predictors(model_dir: Path, args, auto_variant: str | None) -> tuple[dict, dict]:
     """``({row name: predictor}, {row name: reason skipped})`` in table order."""
-    from pt2aws.bench import onnx_peer
-    from pt2aws.bench.inference import PipelinePredictor
+    from peers import onnx_peer
+    from peers.pipeline import PipelinePredictor
+
     from pt2aws.inference.predictor import Predictor
     from pt2aws.inference.variants import variant_support
 
@@ -95,8 +96,8 @@ def build_predictors(model_dir: Path, args, auto_variant: str | None) -> tuple[d
 
 def time_endpoint(model_dir: Path, args) -> dict | None:
     from pt2aws.aws.artifact import package
-    from pt2aws.bench.inference import measure_endpoint
-    from pt2aws.serving.local import LocalEndpoint, serve_stack_missing
+    from pt2aws.inference.measure import measure_endpoint
+    from pt2aws.standins.torchserve import LocalEndpoint, serve_stack_missing
 
     missing = serve_stack_missing()
     if missing:

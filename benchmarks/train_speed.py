@@ -7,7 +7,8 @@ Prints a Markdown table (never pass/fail) and writes it with the raw runs to ``-
     python benchmarks/train_speed.py --no-compile --repeats 2 --steps 20                # quick look
 
 Each variant runs in its own process; repeats are interleaved; medians are reported. Details and
-definitions: ``pt2aws.bench.ab_variants`` (what runs) and ``pt2aws.bench.training`` (how).
+definitions: ``pt2aws.lessons.training_ab.variants`` (what runs) and
+``pt2aws.lessons.training_ab.runner`` (how).
 """
 
 from __future__ import annotations
@@ -17,7 +18,10 @@ import sys
 import time
 from pathlib import Path
 
-from pt2aws.bench import ab_variants, models, training
+from peers import models
+
+from pt2aws.lessons.training_ab import runner as training
+from pt2aws.lessons.training_ab import variants as ab_variants
 
 
 def _texts_for_tokenizer(dataset: str, n: int = 4000) -> list[str]:

@@ -70,7 +70,9 @@ def pytest_collection_modifyitems(config, items):
             )
         if item.get_closest_marker("serve") and not java:
             item.add_marker(pytest.mark.skip(reason="needs Java 17 for TorchServe"))
-        if item.get_closest_marker("container") and "container" not in (config.option.markexpr or ""):
+        if item.get_closest_marker("container") and "container" not in (
+            config.option.markexpr or ""
+        ):
             item.add_marker(
                 pytest.mark.skip(
                     reason="builds the serving image with podman (4-10 min cold): "
@@ -103,3 +105,13 @@ def smoke_train_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def smoke_model_dir(smoke_train_dir) -> Path:
     return smoke_train_dir / "model"
+
+
+@pytest.fixture(scope="session")
+def eager_probs(smoke_model_dir):
+    """fp32 eager class probabilities of :data:`support.texts.TEXTS`, shape ``(24, 2)``."""
+    from support.texts import TEXTS
+
+    from pt2aws.inference.predictor import Predictor
+
+    return Predictor(str(smoke_model_dir)).predict_proba(TEXTS)

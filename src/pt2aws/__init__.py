@@ -4,26 +4,26 @@ The public API, by the notebook that teaches it (each name is importable from ``
 modules load on first use, so ``import pt2aws`` stays cheap: no torch, no AWS SDK)::
 
     # every notebook: the run folder they pass state through
-    RunDir                      pt2aws.rundir        named paths of runs/<timestamp>/
-    TrainConfig, get_profile    pt2aws.config        profiles smoke | local | full, validated
-    load_sentiment_data         pt2aws.data          tweets, your CSV/JSONL/Parquet, a hub id
+    RunDir                      pt2aws.rundir          named paths of runs/<timestamp>/
+    TrainConfig, get_profile    pt2aws.config          profiles smoke | local | full, validated
+    load_sentiment_data         pt2aws.data            tweets, your CSV/JSONL/Parquet, a hub id
 
     # 00 instance setup and accelerator choice
-    collect_environment         pt2aws.env           versions, GPUs, CPU flags, problems + fixes
-    recommend                   pt2aws.sizing        memory, workload class, ranked instances
+    collect_environment         pt2aws.env             versions, GPUs, CPU flags, problems + fixes
+    recommend                   pt2aws.lessons.sizing  memory, workload class, ranked instances
 
     # 01 fine-tuning (one or many GPUs, under torchrun)
-    launch_training             pt2aws.train         torchrun subprocess from a TrainConfig
-    prepare_model_and_optimizer pt2aws.train.recipe  compile, DDP/FSDP, autocast, fused AdamW
+    launch_training             pt2aws.train           torchrun subprocess from a TrainConfig
+    prepare_model_and_optimizer pt2aws.train.recipe    compile, DDP/FSDP, autocast, fused AdamW
 
     # 02 local inference
-    Predictor                   pt2aws.inference     batched predictions, fast variants
-    classification_metrics      pt2aws.metrics       accuracy, F1, confusion matrix (evaluate)
+    Predictor                   pt2aws.inference       batched predictions, fast variants
+    classification_metrics      pt2aws.metrics         accuracy, F1, confusion matrix (evaluate)
 
     # 03 SageMaker deployment on Graviton
-    package, validate_archive   pt2aws.aws.artifact  model.tar.gz built and checked offline
-    inference_image_uri         pt2aws.aws.images    the image for an instance, checked offline
-    deploy_on, DeploySettings   pt2aws.aws.endpoint  deploy, invoke, delete (emulator or AWS)
+    package, validate_archive   pt2aws.aws.artifact    model.tar.gz built and checked offline
+    inference_image_uri         pt2aws.aws.images      the image for an instance, checked offline
+    deploy_on, DeploySettings   pt2aws.aws.endpoint    deploy, invoke, delete (emulator or AWS)
 
 Command line: ``pt2aws env|recommend|train|run|serve|cleanup`` (:mod:`pt2aws.cli`),
 ``python -m pt2aws.train`` / ``torchrun -m pt2aws.train``; ``make run`` is :mod:`pt2aws.pipeline`.
@@ -50,7 +50,7 @@ _EXPORTS = {
     "get_profile": "pt2aws.config",
     "load_sentiment_data": "pt2aws.data",
     "collect_environment": ("pt2aws.env", "collect"),
-    "recommend": "pt2aws.sizing.ranking",
+    "recommend": "pt2aws.lessons.sizing.ranking",
     "launch_training": "pt2aws.train.launch",
     "prepare_model_and_optimizer": "pt2aws.train.recipe",
     "Predictor": "pt2aws.inference.predictor",

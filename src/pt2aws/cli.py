@@ -60,9 +60,9 @@ def _env(args) -> int:
 
 
 def _recommend(args) -> int:
-    from pt2aws.aws import ec2_plan
-    from pt2aws.sizing import ranking, tables
-    from pt2aws.sizing.workload import profile_workload
+    from pt2aws.lessons.ec2 import plan as ec2_plan
+    from pt2aws.lessons.sizing import ranking, tables
+    from pt2aws.lessons.sizing.workload import profile_workload
 
     workload = profile_workload(
         args.profile, train_examples=args.examples, model=args.model, epochs=args.epochs
@@ -121,7 +121,7 @@ def _cleanup(args) -> int:
 def _serve(args) -> int:
     import time
 
-    from pt2aws.serving.local import LocalEndpoint, serve_stack_missing
+    from pt2aws.standins.torchserve import LocalEndpoint, serve_stack_missing
 
     if not Path(args.model).exists():
         raise FileNotFoundError(

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from pt2aws.serving import HANDLER_PATH
-from pt2aws.serving.local import LocalEndpoint
+from pt2aws.standins.torchserve import LocalEndpoint
 from pt2aws.system import free_port
 
 #: Seconds to wait for a server's /ping = 200 (JVM or torch import on 2 loaded cores).

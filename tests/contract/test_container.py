@@ -281,10 +281,12 @@ def test_variant_starts_or_is_refused_with_the_reason(target, startups):
     assert "model loaded and warmed up" in logs
     served = [ln for ln in logs.splitlines() if "serving variant" in ln]
     assert served, logs[-2000:]
+    assert "InvalidCxxCompiler" not in logs  # torch.compile found the image's g++
     if variant == "auto":
-        assert "(auto" in served[-1], served[-1]
+        assert "(auto, measured at start-up" in served[-1], served[-1]
+        assert "| int8 |" in logs and "int8: not timed" not in logs  # int8 built and timed
     else:
-        assert f"serving variant {variant} " in served[-1], served[-1]
+        assert f"serving variant {variant} (" in served[-1], served[-1]
 
 
 @pytest.fixture(scope="module")

@@ -226,7 +226,7 @@ def test_02_reports_accuracy_and_handler_agrees(executed):
 
 
 def test_03_deploys_to_emulator_and_leaves_nothing(executed):
-    from pt2aws.serving.local import serve_stack_missing
+    from pt2aws.standins.torchserve import serve_stack_missing
 
     result = json.loads(executed.deploy_json.read_text())
     assert result["target"] == "emulator"

@@ -13,9 +13,9 @@ import pytest
 from botocore.exceptions import ClientError
 
 from pt2aws.aws import artifact, autoscaling, hosting, images, session
-from pt2aws.aws.emulator import EMULATOR_ROLE_ARN, Emulator
 from pt2aws.aws.invoke import request_body
 from pt2aws.aws.session import boto_session, list_scalable_targets
+from pt2aws.standins.aws_emulator import EMULATOR_ROLE_ARN, Emulator
 
 NOTHING = {"endpoints": [], "endpoint_configs": [], "models": [], "scalable_targets": []}
 
@@ -299,8 +299,8 @@ def test_emulator_restores_environment():
 
 
 def test_local_model_server_retries_a_failed_start(monkeypatch, tmp_path):
-    from pt2aws.aws.emulator import local_model_server
-    from pt2aws.serving import local
+    from pt2aws.standins import torchserve as local
+    from pt2aws.standins.aws_emulator import local_model_server
 
     started, stopped = [], []
 

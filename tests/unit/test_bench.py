@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from pt2aws.bench import ab_variants, trainer_peer, training
+from pt2aws.lessons.training_ab import runner as training
+from pt2aws.lessons.training_ab import trainer_peer
+from pt2aws.lessons.training_ab import variants as ab_variants
 from pt2aws.train import loop
 
 

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from pt2aws.train import compile_explained as ce
+from pt2aws.lessons import compile_explained as ce
 
 
 def test_graph_break_splits_the_step_and_torch_where_keeps_one_graph():

@@ -6,8 +6,8 @@ import tarfile
 
 import pytest
 
+from pt2aws import catalog
 from pt2aws.aws import artifact, autoscaling, hosting, images, session
-from pt2aws.sizing import catalog
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from pt2aws.aws import artifact, endpoint, hosting, images
-from pt2aws.aws.emulator import EMULATOR_ROLE_ARN, RoleError
+from pt2aws.standins.aws_emulator import EMULATOR_ROLE_ARN, RoleError
 
 TEXTS = ["I love it", "I hate it", "café ☕"]
 PREDICTIONS = [
@@ -182,8 +182,8 @@ CUSTOM = "123456789012.dkr.ecr.us-east-1.amazonaws.com/pt2aws-serve:2026.12"
 def _s3_object_exists(url: str) -> bool:
     from botocore.exceptions import ClientError
 
-    from pt2aws.aws.emulator import Emulator
     from pt2aws.aws.session import boto_session
+    from pt2aws.standins.aws_emulator import Emulator
 
     bucket, key = url.removeprefix("s3://").split("/", 1)
     with Emulator():  # moto keeps its state in this process

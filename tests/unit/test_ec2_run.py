@@ -9,9 +9,10 @@ import subprocess
 
 import pytest
 
-from pt2aws.aws import ec2_run, training_status
+from pt2aws.aws import training_status
 from pt2aws.aws.training_images import TrainingImageError
 from pt2aws.config import TrainConfig
+from pt2aws.lessons.ec2 import run as ec2_run
 from pt2aws.train.loop import parse_args
 
 REGISTRY = "763104351884.dkr.ecr.us-east-1.amazonaws.com"
@@ -93,8 +94,8 @@ def test_multi_node_efa_and_cpu_variants():
 def test_commands_reach_an_instance_through_ssm_and_the_output_comes_back(
     smoke_train_dir, tmp_path
 ):
-    from pt2aws.aws.emulator import Emulator
     from pt2aws.aws.session import boto_session
+    from pt2aws.standins.aws_emulator import Emulator
 
     sent = ec2_run.run_on(
         "emulator",

@@ -2,6 +2,7 @@ import os
 
 import pytest
 import torch
+from support.texts import TEXTS
 
 from pt2aws.inference.predictor import Predictor
 from pt2aws.metrics import classification_metrics
@@ -38,19 +39,6 @@ def test_classification_metrics_by_hand():
 
 
 # ----------------------------------------------------------------------- variants and runtime
-TEXTS = [
-    "great phone, love the battery",
-    "terrible service, the flight was delayed for hours",
-    "ok",
-    "the worst update ever, it broke everything I use every day",
-    "best purchase this year!!!",
-    "meh",
-] * 4
-
-
-@pytest.fixture(scope="module")
-def eager_probs(smoke_model_dir):
-    return Predictor(str(smoke_model_dir)).predict_proba(TEXTS)
 
 
 @pytest.fixture(scope="module")
@@ -98,8 +86,8 @@ def test_int8_torchao_keeps_the_classifier_in_fp32(int8_predictor):
 
 
 def test_measure_agreement_of_int8_on_given_texts(smoke_model_dir, eager_probs, int8_predictor):
-    from pt2aws.inference.metrics import label_agreement
     from pt2aws.inference.selection import measure_agreement
+    from pt2aws.metrics.agreement import label_agreement
 
     agreement = measure_agreement(str(smoke_model_dir), TEXTS, "int8")
     by_hand = label_agreement(eager_probs.argmax(-1).tolist(), int8_predictor.predict_ids(TEXTS))
@@ -208,7 +196,7 @@ def test_predictor_uses_the_models_limit_and_truncates(smoke_model_dir):
 
 
 def test_label_agreement():
-    from pt2aws.inference.metrics import label_agreement
+    from pt2aws.metrics.agreement import label_agreement
 
     assert label_agreement([0, 1, 1, 0], [0, 1, 0, 0]) == 0.75
     with pytest.raises(ValueError, match="equal length"):
@@ -370,30 +358,6 @@ def test_predictor_auto_uses_the_measured_choice(smoke_model_dir, monkeypatch):
     assert len(predictor.predict(TEXTS[:3])) == 3
     with pytest.raises(ValueError, match="auto_texts"):
         Predictor(str(smoke_model_dir), variant="auto")
-
-
-# --------------------------------------------------------------------- ONNX Runtime, the peer
-def test_onnx_runtime_rows_build_and_agree(smoke_model_dir, tmp_path, eager_probs):
-    pytest.importorskip("onnxruntime", reason="onnxruntime is pinned in pyproject.toml")
-    from pt2aws.bench import onnx_peer
-    from pt2aws.inference.measure import compare_predictors
-
-    fp32 = onnx_peer.export_onnx(smoke_model_dir, tmp_path / "model.onnx")
-    int8 = onnx_peer.quantize_onnx_int8(fp32, tmp_path / "model-int8.onnx")
-    ort_fp32 = onnx_peer.OrtPredictor(fp32, smoke_model_dir)
-    probs = ort_fp32.predict_proba(TEXTS)
-    assert probs.shape == tuple(eager_probs.shape)
-    assert abs(probs - eager_probs.numpy()).max() < 1e-4  # the same fp32 model
-    predictors = {
-        "eager": Predictor(str(smoke_model_dir), batch_size=5),
-        "ort-fp32": ort_fp32,
-        "ort-int8": onnx_peer.OrtPredictor(int8, smoke_model_dir),
-    }
-    rows = compare_predictors(predictors, TEXTS, latency_calls=2, repeats=1)
-    assert [r["variant"] for r in rows] == ["eager", "ort-fp32", "ort-int8"]
-    assert rows[1]["agreement"] == 1.0 and 0.9 <= rows[2]["agreement"] <= 1.0
-    assert all(r["samples_per_s"] > 0 and r["calls"] == 2 for r in rows)
-    assert predictors["eager"].batch_size == 5  # timed at batch 32, then restored
 
 
 def test_auto_leaves_out_a_variant_that_is_slow_for_single_requests():

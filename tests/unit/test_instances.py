@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from pt2aws.sizing import catalog, memory, ranking, strategy, tables, workload
+from pt2aws import catalog
+from pt2aws.lessons.sizing import memory, ranking, strategy, tables, workload
 
 # roberta-base, counted by hand from its config.json (vocab 50265, 514 positions, 1 token type,
 # hidden 768, 12 layers, FFN 3072) with the classification head of RobertaForSequenceClassification.
@@ -182,9 +183,9 @@ def test_catalog_is_complete_sourced_and_packaged():
     p4d = catalog.get_instance("ml.p4d.24xlarge")
     assert (p4d.accelerator_count, p4d.accelerator_memory_gb, p4d.peak_bf16_tflops) == (8, 40, 2496)
     assert p4d.sources["peak"]["verified"] is True  # A100 312 TFLOP/s read in stored material
-    pyproject = (catalog.CATALOG_PATH.parents[3] / "pyproject.toml").read_text()
+    pyproject = (catalog.CATALOG_PATH.parents[2] / "pyproject.toml").read_text()
     package_data = pyproject.split("[tool.setuptools.package-data]")[1].split("[")[1]
-    assert '"sizing/*.json"' in package_data  # shipped with the wheel
+    assert '"instances.json"' in package_data  # shipped with the wheel
 
 
 def test_family_processor_generation_and_bf16_come_from_the_catalog():

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from pt2aws.aws import invoke
-from pt2aws.sizing import cost
+from pt2aws.lessons.sizing import cost
 
 
 def test_chunks_keep_order_and_respect_both_limits():
@@ -108,7 +108,7 @@ def test_cost_table_needs_a_price_and_a_throughput():
 
 
 def test_cost_table_prices_come_from_the_catalog_with_date_and_source():
-    from pt2aws.sizing import catalog
+    from pt2aws import catalog
 
     rows = cost.cost_table(10.0, measured_vcpus=4, instances=("ml.c6i.xlarge", "ml.m5.xlarge"))
     by = {r["instance_type"]: r for r in rows}

@@ -12,8 +12,8 @@ import socket
 
 import pytest
 
-from pt2aws.serving import inference as handler
-from pt2aws.serving.local import LocalEndpoint, LocalEndpointError
+from pt2aws.serving import handler
+from pt2aws.standins.torchserve import LocalEndpoint, LocalEndpointError
 from pt2aws.system import process_group_alive
 
 pytestmark = pytest.mark.serve
@@ -155,7 +155,7 @@ def test_port_in_use_fails_with_the_log_tail(smoke_model_dir, tmp_path):
 def test_a_picked_port_taken_before_the_bind_is_retried_on_fresh_ports(
     smoke_model_dir, tmp_path, monkeypatch
 ):
-    import pt2aws.serving.local as local
+    import pt2aws.standins.torchserve as local
 
     real = local.free_port
     with socket.socket() as taken:

@@ -5,7 +5,7 @@ import tarfile
 
 import pytest
 
-from pt2aws.serving import inference as handler
+from pt2aws.serving import handler
 
 LONG = "great phone, really great battery and a lovely screen. " * 60  # far over 48 tokens
 SHORT = "awful service"

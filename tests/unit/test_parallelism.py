@@ -1,6 +1,6 @@
 """DDP vs FSDP2 memory and tensor parallelism on 2 CPU processes (notebook 01's section)."""
 
-from pt2aws.train import parallelism
+from pt2aws.lessons import parallelism
 
 
 def test_fsdp_holds_half_of_what_ddp_holds_per_rank():

@@ -42,7 +42,7 @@ def test_training_image_rejects_unknown_combinations(instance_type, version, mat
 
 
 def test_gpu_families_agree_with_the_catalog_and_botocore():
-    from pt2aws.sizing import catalog
+    from pt2aws import catalog
 
     training_families = {
         catalog.instance_family(t) for t in catalog.botocore_instance_types("training")
@@ -111,8 +111,8 @@ def test_local_model_folder_goes_as_a_channel():
 @pytest.fixture(scope="module")
 def launched(tmp_path_factory):
     """One multi-node job created against the moto server; yields (job, describe, s3 keys)."""
-    from pt2aws.aws.emulator import EMULATOR_ROLE_ARN, Emulator
     from pt2aws.aws.session import boto_session
+    from pt2aws.standins.aws_emulator import EMULATOR_ROLE_ARN, Emulator
 
     cfg = TrainConfig(profile="smoke", max_steps=20, bf16="on", torch_compile="on")
     with Emulator() as emulator:

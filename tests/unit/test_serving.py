@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from pt2aws.serving import inference as handler
+from pt2aws.serving import handler
 
 
 @pytest.fixture(scope="module")

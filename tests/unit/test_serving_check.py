@@ -1,7 +1,7 @@
 import pytest
 
-from pt2aws.serving.check import compare_with_handler, default_requests, same_answer
 from pt2aws.serving.service import Reply
+from pt2aws.standins.serving_check import compare_with_handler, default_requests, same_answer
 
 SAMPLES = ["I love my new phone!", "Worst service ever."]
 

@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from pt2aws.serving import inference as handler
+from pt2aws.serving import handler
 
 PRETTY_JSON = '{\n  "inputs": [\n    "great phone",\n    "awful service"\n  ]\n}\n'
 

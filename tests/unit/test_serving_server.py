@@ -156,7 +156,7 @@ def test_handler_from_the_archive_wins_and_must_be_complete(tmp_path):
     (code / "inference.py").write_text("def model_fn(model_dir):\n    return model_dir\n")
     with pytest.raises(AttributeError, match="input_fn, predict_fn, output_fn"):
         model_service.load_handler(tmp_path)
-    assert model_service.load_handler(tmp_path / "elsewhere").__name__ == "pt2aws.serving.inference"
+    assert model_service.load_handler(tmp_path / "elsewhere").__name__ == "pt2aws.serving.handler"
 
 
 def test_model_dir_precedence(monkeypatch):

@@ -46,7 +46,7 @@ def test_cpu_name_reads_proc_cpuinfo(tmp_path):
     ],
 )
 def test_gpu_peak_comes_from_the_catalog(device_name, tflops):
-    from pt2aws.sizing.catalog import peak_bf16_flops
+    from pt2aws.catalog import peak_bf16_flops
 
     peak = peak_bf16_flops(device_name)
     assert peak == (None if tflops is None else pytest.approx(tflops * 1e12))

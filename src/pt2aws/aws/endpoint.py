@@ -20,7 +20,6 @@ from pathlib import Path
 
 from pt2aws.aws import artifact, hosting
 from pt2aws.aws.autoscaling import AutoScaling
-from pt2aws.aws.emulator import aws_target, execution_role, local_model_server, target_region
 from pt2aws.aws.images import (
     DEFAULT_INSTANCE_TYPE,
     INFERENCE_TORCH_VERSION,
@@ -37,6 +36,12 @@ from pt2aws.aws.session import (
     default_bucket,
     resource_name,
     resource_tags,
+)
+from pt2aws.standins.aws_emulator import (
+    aws_target,
+    execution_role,
+    local_model_server,
+    target_region,
 )
 
 logger = logging.getLogger(__name__)
@@ -210,9 +215,9 @@ def _start_answerer(stack, archive: Path, workdir: Path, local_server, settings:
         return f"{server.url}/invocations", f"local server ({name})"
     kind = "asgi" if settings.image == "custom" else "torchserve"
     if kind == "asgi":
-        from pt2aws.serving.asgi_local import AsgiEndpoint as endpoint_class
+        from pt2aws.standins.asgi_local import AsgiEndpoint as endpoint_class
     else:
-        from pt2aws.serving.local import LocalEndpoint as endpoint_class
+        from pt2aws.standins.torchserve import LocalEndpoint as endpoint_class
     missing = endpoint_class.missing() if local_server else "local_server=False"
     if missing:
         logger.warning("local model server skipped (%s): the emulator replays the handler", missing)
@@ -276,7 +281,7 @@ def deploy_on(
     Raises:
         pt2aws.aws.artifact.ArchiveError: the archive breaks the SageMaker layout.
         pt2aws.aws.images.ImageSelectionError: no image fits the instance.
-        pt2aws.aws.emulator.RoleError: ``"aws"`` without a role.
+        pt2aws.standins.aws_emulator.RoleError: ``"aws"`` without a role.
         botocore.exceptions.ClientError, pt2aws.aws.hosting.DeploymentError, TimeoutError: AWS
             refused or the endpoint failed (after the clean-up).
     """

@@ -1,7 +1,7 @@
 """What serving the model costs per 1M inferences, and which throughput that figure rests on.
 
-The arithmetic and the prices are :mod:`pt2aws.sizing.cost`'s; this module picks the throughput
-behind them, best first:
+The arithmetic and the prices are :mod:`pt2aws.lessons.sizing.cost`'s; this module picks the
+throughput behind them, best first:
 
 1. measured on the endpoint itself: the bounded load test :func:`pt2aws.aws.endpoint.deploy_on`
    runs against a live endpoint (target ``"aws"``), used for that instance type only;
@@ -51,7 +51,7 @@ def local_throughput(
     Returns:
         ``{"throughput_samples_per_second": float, "variant": str, "source": str, ...}``.
     """
-    from pt2aws.sizing import cost
+    from pt2aws.lessons.sizing import cost
 
     metrics_path = Path(metrics_path)
     metrics = json.loads(metrics_path.read_text()) if metrics_path.is_file() else {}
@@ -88,9 +88,10 @@ def cost_report(
 
     Returns:
         ``{"throughput": {...}, "endpoint_throughput": {instance: inferences/s},
-        "rows": [...] (see :func:`pt2aws.sizing.cost.cost_table`), "table": markdown}``.
+        "rows": [...] (see :func:`pt2aws.lessons.sizing.cost.cost_table`), "table": markdown}``.
     """
-    from pt2aws.sizing import catalog, cost
+    from pt2aws import catalog
+    from pt2aws.lessons.sizing import cost
 
     throughput = local_throughput(
         metrics_path, model_dir, texts, (deploy_result or {}).get("image")

@@ -2,7 +2,7 @@
 which SageMaker resources exist.
 
 Everything AWS-facing in pt2aws builds its clients here, so that the same code runs against a
-real account and against the local emulator (:class:`pt2aws.aws.emulator.Emulator` sets
+real account and against the local emulator (:class:`pt2aws.standins.aws_emulator.Emulator` sets
 ``AWS_ENDPOINT_URL`` and fake credentials; boto3 reads them anew for every session).
 ``boto3``/``botocore`` are imported inside the functions: the package imports without them.
 """

@@ -244,13 +244,13 @@ def training_cost_bound(instance_type: str, instance_count: int, max_runtime_s: 
     """The most a job can cost: max runtime x instances x hourly price (SageMaker stops it then).
 
     Storage, data transfer and a job that fails early are not counted; Spot training would cost
-    less. The price is the catalog's (:func:`pt2aws.sizing.catalog.training_price`).
+    less. The price is the catalog's (:func:`pt2aws.catalog.training_price`).
 
     Returns:
         ``{"usd": float | None, "usd_per_hour", "instance_hours", "price_verified",
         "price_source", "formula"}``; ``usd`` is None when the catalog has no price for the type.
     """
-    from pt2aws.sizing.catalog import training_price
+    from pt2aws.catalog import training_price
 
     price = training_price(instance_type)
     instance_hours = max_runtime_s / 3600 * instance_count
@@ -259,7 +259,7 @@ def training_cost_bound(instance_type: str, instance_count: int, max_runtime_s: 
         "usd_per_hour": price.usd_per_hour if price else None,
         "instance_hours": instance_hours,
         "price_verified": bool(price and price.verified),
-        "price_source": price.source["url"] if price else "none in sizing/instances.json",
+        "price_source": price.source["url"] if price else "none in pt2aws/instances.json",
         "formula": f"{max_runtime_s / 3600:g} h x {instance_count} x "
         + (f"{price.usd_per_hour:g} USD/h" if price else "(no price known)"),
     }
@@ -289,16 +289,16 @@ def launch_on(
         role_arn: SageMaker execution role (required for ``aws``).
         region: AWS region; empty = the session's (``us-east-1`` for the emulator).
         emulator_output: emulator only: a local run folder (``train/``) uploaded as the job's
-            ``model.tar.gz`` (:meth:`pt2aws.aws.emulator.Emulator.seed_training_output`), so the
-            way back into the run folder can be followed without AWS.
+            ``model.tar.gz`` (:meth:`pt2aws.standins.aws_emulator.Emulator.seed_training_output`),
+            so the way back into the run folder can be followed without AWS.
         emulator_training_seconds: emulator only: how long the job stays ``InProgress``.
         **kwargs: passed to :func:`launch_training_job` (instance type and count, ...).
 
     Raises:
-        pt2aws.aws.emulator.RoleError: ``aws`` without ``role_arn``.
+        pt2aws.standins.aws_emulator.RoleError: ``aws`` without ``role_arn``.
         ValueError: an unknown target.
     """
-    from pt2aws.aws.emulator import aws_target, execution_role, target_region
+    from pt2aws.standins.aws_emulator import aws_target, execution_role, target_region
 
     region = target_region(target, region)
     role_arn = execution_role(target, role_arn)

@@ -19,9 +19,9 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from pt2aws.aws.emulator import aws_target, target_region
 from pt2aws.aws.session import retrying_client
 from pt2aws.aws.waiting import wait_for_status
+from pt2aws.standins.aws_emulator import aws_target, target_region
 
 #: States after which a training job does not change any more.
 TERMINAL_STATES = ("Completed", "Failed", "Stopped")
@@ -32,7 +32,7 @@ class TrainingJobError(RuntimeError):
 
 
 def _summary(described: dict) -> dict:
-    from pt2aws.sizing.catalog import training_price
+    from pt2aws.catalog import training_price
 
     resources = described.get("ResourceConfig", {})
     instance_type = resources.get("InstanceType", "")

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
 
-from pt2aws.sizing.catalog import processor_by_cpu_part
+from pt2aws.catalog import processor_by_cpu_part
 from pt2aws.system import is_arm64
 
 
@@ -45,7 +45,7 @@ def cpu_info(root: str | Path = "/", machine: str | None = None) -> dict:
         "graviton", "graviton_generation", "core"}``. Flags are bools (False when
         ``/proc/cpuinfo`` is unreadable); ``graviton_generation`` is e.g. ``"Graviton3"`` and
         ``core`` ``"Neoverse V1"``, from the ``CPU part`` number and the instance catalog
-        (:func:`pt2aws.sizing.catalog.processor_by_cpu_part`), else None.
+        (:func:`pt2aws.catalog.processor_by_cpu_part`), else None.
     """
     machine = machine or platform.machine()
     arm = is_arm64(machine)

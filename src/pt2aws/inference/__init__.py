@@ -6,5 +6,5 @@
 * :mod:`~pt2aws.inference.selection`: ``variant="auto"``, chosen by measurement, and what the
   archive records for the endpoint;
 * :mod:`~pt2aws.inference.runtime`: the Graviton guide's CPU runtime settings;
-* :mod:`~pt2aws.inference.metrics`: label agreement with fp32 (test-set metrics: :mod:`pt2aws.metrics`).
+* label agreement with fp32 eager and the 99% rule: :mod:`pt2aws.metrics.agreement`.
 """

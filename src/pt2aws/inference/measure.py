@@ -1,7 +1,7 @@
 """Timing inference: batch-1 latency, batch-32 throughput, label agreement, the table.
 
 The measuring primitives that ``variant="auto"`` (:mod:`pt2aws.inference.selection`, also at
-an endpoint's start-up), notebook 02, :mod:`pt2aws.sizing.cost` and ``benchmarks/`` share.
+an endpoint's start-up), notebook 02, :mod:`pt2aws.lessons.sizing.cost` and ``benchmarks/`` share.
 All timings are wall-clock ``time.perf_counter`` seconds on whatever else the machine is doing,
 so compare rows measured in the same run only.
 
@@ -15,8 +15,9 @@ Definitions:
 
 A "predictor" here is anything with ``predict_ids(texts) -> list[int]`` and a ``batch_size``
 attribute: :class:`pt2aws.inference.predictor.Predictor`,
-:class:`pt2aws.bench.inference.PipelinePredictor` (the HF pipeline) or
-:class:`pt2aws.bench.onnx_peer.OrtPredictor` (ONNX Runtime).
+``PipelinePredictor`` (the HF pipeline, ``benchmarks/peers/pipeline.py``) or ``OrtPredictor``
+(ONNX Runtime, ``benchmarks/peers/onnx_peer.py``). :func:`measure_endpoint` times a running
+endpoint's requests the same way.
 """
 
 from __future__ import annotations
@@ -108,6 +109,37 @@ def interleaved_throughput(
     }
 
 
+def measure_endpoint(endpoint, text: str, calls: int = 50, warmup: int = 3) -> dict:
+    """Request latency and sequential requests/s of a running local endpoint for one text.
+
+    Args:
+        endpoint: a started local endpoint with ``invoke(body) -> (status, data, headers)``
+            (:class:`pt2aws.standins.torchserve.LocalEndpoint`).
+        text: one short review, sent as ``{"inputs": text}`` (``application/json``).
+
+    Returns:
+        :func:`latency_summary` keys plus ``requests_per_s`` (one client, back to back).
+
+    Raises:
+        RuntimeError: a request did not return HTTP 200.
+    """
+    import json
+
+    body = json.dumps({"inputs": text})
+
+    def call():
+        status, data, _ = endpoint.invoke(body)
+        if status != 200:
+            raise RuntimeError(f"endpoint answered {status}: {data[:200]!r}")
+
+    lat = time_calls(call, calls, warmup)
+    return {
+        "variant": "local-endpoint",
+        **latency_summary(lat),
+        "requests_per_s": float(len(lat) / sum(lat)),
+    }
+
+
 def measure_predictor(
     predictor,
     texts: Sequence[str],
@@ -168,7 +200,7 @@ def compare_predictors(
     Raises:
         KeyError: ``reference`` is not among ``predictors``.
     """
-    from pt2aws.inference.metrics import label_agreement
+    from pt2aws.metrics.agreement import label_agreement
 
     labels = {name: p.predict_ids(texts) for name, p in predictors.items()}
     rows = {}

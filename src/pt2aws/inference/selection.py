@@ -3,7 +3,7 @@
 The rule (:func:`choose_by_measurement`): on a sample of validation texts, time each candidate
 variant that runs natively here (batch 32, median of interleaved repeats) and measure how often
 its label equals fp32 eager's; keep the fastest whose agreement is at least
-:data:`~pt2aws.inference.metrics.AGREEMENT_TARGET` (99%). A variant other than ``eager`` must
+:data:`~pt2aws.metrics.agreement.AGREEMENT_TARGET` (99%). A variant other than ``eager`` must
 beat eager by :data:`MARGIN` (5%): less is within the run-to-run noise of a shared machine, and
 eager is the simpler model to serve. So ``auto`` is never slower than eager on the machine where
 it chose (within that noise), which a choice from the hardware alone could not promise: bf16 on
@@ -23,13 +23,16 @@ on the machine that actually serves.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Sequence
 
 import torch
 
-from pt2aws.inference.metrics import AGREEMENT_TARGET
 from pt2aws.inference.variants import VariantChoice, supported_variants
+from pt2aws.metrics.agreement import AGREEMENT_TARGET
+
+logger = logging.getLogger(__name__)
 
 #: What ``auto`` times unless told otherwise. ``compile`` (fp32) is left out: on CPU its
 #: one-off compile rarely pays back (0.94x eager in the training A/B on 2 cores).
@@ -60,8 +63,8 @@ def measure_agreement(
     Raises:
         ValueError: unknown variant, one that cannot run on ``device``, or no texts.
     """
-    from pt2aws.inference.metrics import label_agreement
     from pt2aws.inference.predictor import Predictor
+    from pt2aws.metrics.agreement import label_agreement
 
     reference = Predictor(model_dir, device=device).predict_ids(texts)
     fast = Predictor(model_dir, device=device, variant=variant)
@@ -71,13 +74,19 @@ def measure_agreement(
     return label_agreement(reference, fast.predict_ids(texts))
 
 
+def _first_line(err: BaseException, limit: int = 200) -> str:
+    """The first line of ``str(err)`` (compiler errors run to pages), at most ``limit`` chars."""
+    text = str(err).strip().splitlines()
+    return (text[0] if text else "")[:limit]
+
+
 def fastest_agreeing(rows: Sequence[dict], min_agreement: float | None = None) -> dict:
     """The row with the highest ``samples_per_s`` among those with ``agreement >= min_agreement``.
 
     Args:
         rows: rows with ``variant``, ``samples_per_s`` and ``agreement`` (rows without either
             are ignored).
-        min_agreement: default :data:`pt2aws.inference.metrics.AGREEMENT_TARGET` (0.99).
+        min_agreement: default :data:`pt2aws.metrics.agreement.AGREEMENT_TARGET` (0.99).
 
     Raises:
         ValueError: no row qualifies.
@@ -140,6 +149,10 @@ def compare_variants(
     here is skipped with the reason :func:`pt2aws.inference.variants.variant_support` gives
     (e.g. bf16 on a CPU without bf16 instructions, where it runs emulated and slowly).
 
+    A variant that fails to build or to answer its first batch here (for example
+    ``torch.compile`` without a working C++ compiler) is skipped too, its error as the reason, and
+    logged: only ``eager`` failing raises.
+
     Args:
         model_dir: a saved model directory (``save_pretrained``).
         texts: texts for the batch-32 throughput and the agreement.
@@ -153,7 +166,7 @@ def compare_variants(
         Each row holds :func:`compare_predictors`' keys plus ``setup_s`` (load, quantize or
         compile, and a first pass over ``texts``; seconds) and ``variant_reason``. ``best`` is
         the fastest variant whose agreement is at least
-        :data:`pt2aws.inference.metrics.AGREEMENT_TARGET` (``eager`` at worst); ``auto`` what
+        :data:`pt2aws.metrics.agreement.AGREEMENT_TARGET` (``eager`` at worst); ``auto`` what
         the ``auto`` rule picks from these rows
         (:func:`pick_variant`: another variant must beat eager by 5%).
     """
@@ -165,8 +178,18 @@ def compare_variants(
     predictors, setup_s = {}, {}
     for variant in runnable:
         started = time.perf_counter()
-        predictors[variant] = Predictor(model_dir, variant=variant, device=device)
-        predictors[variant].predict_ids(texts)  # compile / first-call costs stay out of timings
+        try:
+            predictors[variant] = Predictor(model_dir, variant=variant, device=device)
+            predictors[variant].predict_ids(texts)  # compile / first-call costs out of timings
+        except Exception as err:
+            if variant == "eager":
+                raise  # the reference: nothing to compare with
+            # a candidate that cannot be built here (a compiler error, a kernel this CPU lacks)
+            # is left out with the reason: the endpoint must still start on what does work
+            predictors.pop(variant, None)
+            skipped[variant] = f"failed to build here: {type(err).__name__}: {_first_line(err)}"
+            logger.warning("variant %s left out: %s", variant, skipped[variant])
+            continue
         setup_s[variant] = time.perf_counter() - started
     rows = compare_predictors(predictors, texts, latency_calls=latency_calls, repeats=repeats)
     for row in rows:
@@ -216,6 +239,7 @@ def choose_by_measurement(
         device=str(device),
     )  # fmt: skip
     choice = pick_variant(result["rows"])
+    left_out.update(result["skipped"])  # those that failed to build here
     if verbose:
         print(format_table(result["rows"], baseline="eager"))
         for variant, why in left_out.items():

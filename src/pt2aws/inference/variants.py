@@ -17,6 +17,11 @@
                  MiniLM, torchao's int8 0.6%: ``benchmarks/README.md``).
 ===============  =============================================================================
 
+``compile`` and ``int8`` call ``torch.compile``: on a CPU, Inductor writes C++ kernels and builds
+them with a C++ compiler at the first call, so they need ``g++`` and the Python headers on the
+machine that serves (the project's serving image installs both; ``python:3.12-slim`` alone has
+no compiler). :func:`compiler_missing` checks that before anything is built.
+
 :func:`variant_support` says whether a variant runs natively on a device, and why not; the
 :class:`~pt2aws.inference.predictor.Predictor` raises or warns with that reason, and
 :func:`pt2aws.inference.selection.compare_variants` skips the variant with it. ``auto`` (choosing by
@@ -25,6 +30,7 @@ measurement) is in :mod:`pt2aws.inference.selection`.
 
 from __future__ import annotations
 
+import functools
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -34,6 +40,8 @@ import torch
 from pt2aws.system import is_arm64
 
 VARIANTS = ("eager", "compile", "bf16", "int8", "int8-legacy")
+#: Variants that call ``torch.compile`` (Inductor builds C++ kernels for them on a CPU).
+COMPILED_VARIANTS = ("compile", "int8")
 
 #: Linear layers the torchao ``int8`` variant keeps in fp32, by name (a layer is kept when its
 #: dotted name starts with one of these). The classification head: its 2-3 outputs decide the
@@ -65,6 +73,40 @@ def bf16_supported(device: torch.device) -> tuple[bool, str]:
     return False, f"CPU {cpu['model']} has no bf16 instructions in /proc/cpuinfo"
 
 
+@functools.lru_cache(maxsize=1)
+def compiler_missing() -> str | None:
+    """Why ``torch.compile`` cannot build CPU kernels on this machine, or ``None`` when it can.
+
+    Inductor's CPU backend compiles the C++ it generates with the compiler that
+    ``torch._inductor.cpp_builder.get_cpp_compiler`` finds (``g++`` unless ``CXX``/Inductor's
+    config names another), and the kernels include ``Python.h``. Without either, the first call of
+    a compiled model fails with ``InvalidCxxCompiler`` or a build error, minutes into a start-up.
+
+    Returns:
+        ``None``, or one sentence naming what is missing and the fix.
+    """
+    import sysconfig
+    from pathlib import Path
+
+    try:
+        from torch._inductor import cpp_builder
+
+        compiler = cpp_builder.get_cpp_compiler()
+    except Exception as err:  # InvalidCxxCompiler, or a torch without this helper
+        return (
+            f"torch.compile on a CPU needs a C++ compiler and none was found ({type(err).__name__}):"
+            " install g++ (the pt2aws serving image has it) or serve eager, bf16 or int8-legacy"
+        )
+    include = Path(sysconfig.get_paths()["include"]) / "Python.h"
+    if not include.is_file():
+        return (
+            f"torch.compile on a CPU builds kernels that include Python.h, and {include} is "
+            "missing: install the Python headers (Debian: python3-dev) or serve eager, bf16 or "
+            f"int8-legacy (compiler: {compiler})"
+        )
+    return None
+
+
 def variant_support(variant: str, device: torch.device | str) -> tuple[bool, str]:
     """Whether ``variant`` runs natively (at full speed) on ``device``, and why (not).
 
@@ -74,7 +116,8 @@ def variant_support(variant: str, device: torch.device | str) -> tuple[bool, str
 
     Returns:
         ``(True, reason)`` or ``(False, reason)``. ``bf16`` on a CPU without bf16 instructions
-        still runs, emulated and slowly; int8 on a GPU does not run at all.
+        still runs, emulated and slowly; int8 on a GPU does not run at all; ``compile`` and
+        ``int8`` do not run on a CPU machine without a C++ compiler (:func:`compiler_missing`).
 
     Raises:
         ValueError: unknown variant.
@@ -86,6 +129,10 @@ def variant_support(variant: str, device: torch.device | str) -> tuple[bool, str
         return bf16_supported(device)
     if variant.startswith("int8") and device.type != "cpu":
         return False, "int8 dynamic quantization runs on CPU only: use bf16 on GPU"
+    if variant in COMPILED_VARIANTS and device.type == "cpu":
+        missing = compiler_missing()
+        if missing:
+            return False, missing
     return True, f"{variant} runs on {device.type}"
 
 

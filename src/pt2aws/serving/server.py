@@ -2,7 +2,7 @@
 
 This is the model server of the project's own serving image (``container/Dockerfile``): SageMaker
 runs ``docker run <image> serve``, which starts :func:`main`. It serves the handler in
-``pt2aws/serving/inference.py`` (``model_fn`` / ``input_fn`` / ``predict_fn`` / ``output_fn``)
+``pt2aws/serving/handler.py`` (``model_fn`` / ``input_fn`` / ``predict_fn`` / ``output_fn``)
 with the answers the SageMaker PyTorch toolkit + TorchServe give for it (same statuses, first
 body lines and 200 content types; ``tests/contract`` checks every case against both):
 

@@ -59,7 +59,7 @@ def load_handler(model_dir: str | os.PathLike) -> ModuleType:
     """Import the inference handler for ``model_dir``.
 
     ``<model_dir>/code/$SAGEMAKER_PROGRAM`` (default ``inference.py``) when it exists, as the
-    SageMaker PyTorch container does; else :mod:`pt2aws.serving.inference`.
+    SageMaker PyTorch container does; else :mod:`pt2aws.serving.handler`.
 
     Raises:
         AttributeError: the module lacks ``model_fn``, ``input_fn``, ``predict_fn`` or
@@ -77,7 +77,7 @@ def load_handler(model_dir: str | os.PathLike) -> ModuleType:
         spec.loader.exec_module(module)
         logger.info("handler: %s (from the model archive)", path)
     else:
-        from pt2aws.serving import inference as module
+        from pt2aws.serving import handler as module
 
         logger.info(
             "handler: %s (built into the image; the model has no %s)", module.__file__, path
@@ -136,7 +136,7 @@ class ModelService:
             )
         requirements = self.model_dir / "code" / "requirements.txt"
         if requirements.is_file():
-            from pt2aws.serving.ts_launcher import unmet_requirements
+            from pt2aws.standins.ts_launcher import unmet_requirements
 
             unmet = unmet_requirements(str(requirements))
             if unmet:

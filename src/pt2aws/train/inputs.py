@@ -1,7 +1,8 @@
 """What every trainer starts from: the data splits, the tokenizer and the model, tokenized once.
 
-Shared by :mod:`pt2aws.train.loop` and the HF ``Trainer`` peer (:mod:`pt2aws.bench.trainer_peer`),
-so both train on the same examples, weights, attention implementation and dropout.
+Shared by :mod:`pt2aws.train.loop` and the HF ``Trainer`` peer
+(:mod:`pt2aws.lessons.training_ab.trainer_peer`), so both train on the same examples, weights,
+attention implementation and dropout.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from pt2aws.train.flags import choose_sdpa
 def load_data_and_model(cfg: TrainConfig):
     """The splits, tokenizer and model that ``cfg`` names, prepared as every rank trains them.
 
-    Shared with the HF ``Trainer`` peer in :mod:`pt2aws.bench.trainer_peer`, so both start from
-    the same data, weights, attention implementation and dropout.
+    Shared with the HF ``Trainer`` peer in :mod:`pt2aws.lessons.training_ab.trainer_peer`, so
+    both start from the same data, weights, attention implementation and dropout.
 
     ``cfg.max_length == "auto"`` is resolved here, from the tokenized training texts
     (:func:`pt2aws.data.choose_max_length`), and written back into ``cfg``; the choice is kept

@@ -16,7 +16,7 @@ Measured per run (all from the subprocess's own ``metrics.json`` / log):
 * ``final_loss``: mean training loss (cross-entropy, nats) over the last 10 optimizer steps,
   computed the same way for every variant from its per-step log.
 
-Variants and shared settings: :mod:`pt2aws.bench.ab_variants`.
+Variants and shared settings: :mod:`pt2aws.lessons.training_ab.variants`.
 
 The Trainer runs see the same examples in the same order as ``pt2aws.train`` (its seeded
 ``epoch_batches``) with the same init and dropout stream, so at equal flags their per-step losses
@@ -37,7 +37,7 @@ import sys
 import time
 from pathlib import Path
 
-from pt2aws.bench.ab_variants import BenchSettings, Variant, default_variants
+from pt2aws.lessons.training_ab.variants import BenchSettings, Variant, default_variants
 from pt2aws.system import available_cpus, cpu_name, die_with_parent
 
 logger = logging.getLogger(__name__)
@@ -94,7 +94,7 @@ def run_variant(
         RuntimeError: the process failed or timed out (with the tail of its output).
     """
     output_dir = Path(output_dir)
-    module = "pt2aws.train" if variant.runner == "pt2aws" else "pt2aws.bench"
+    module = "pt2aws.train" if variant.runner == "pt2aws" else "pt2aws.lessons.training_ab"
     cmd = [sys.executable, "-m", module]
     if variant.runner == "trainer":
         cmd.append("trainer")
@@ -148,7 +148,7 @@ def run_ab(
     Args:
         settings: what all variants share.
         out_dir: folder for the runs (``<variant>/<repeat>/``) and ``ab.json``.
-        variants: default :func:`pt2aws.bench.ab_variants.default_variants`.
+        variants: default :func:`pt2aws.lessons.training_ab.variants.default_variants`.
         stream: where progress lines go (e.g. ``sys.stdout``); ``None`` = quiet.
         on_result: called with the partial result after every run (e.g. to rewrite a table).
 

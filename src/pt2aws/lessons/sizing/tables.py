@@ -1,4 +1,4 @@
-"""Text and table views of a :func:`pt2aws.sizing.ranking.recommend` result and the catalog.
+"""Text and table views of a :func:`pt2aws.lessons.sizing.ranking.recommend` result and the catalog.
 
 What notebook 00 and ``pt2aws recommend`` print: the sizing head (model, data, memory, workload
 class), the training and inference rankings as Markdown tables, and the catalog as rows.
@@ -6,7 +6,7 @@ class), the training and inference rankings as Markdown tables, and the catalog 
 
 from __future__ import annotations
 
-from pt2aws.sizing.catalog import load_catalog
+from pt2aws.catalog import load_catalog
 
 
 def catalog_rows() -> list[dict]:
@@ -114,7 +114,7 @@ def format_recommendation(rec: dict, limit: int | None = 12) -> str:
     """The text that notebook 00 and ``pt2aws recommend`` print.
 
     Args:
-        rec: a :func:`pt2aws.sizing.ranking.recommend` result.
+        rec: a :func:`pt2aws.lessons.sizing.ranking.recommend` result.
         limit: rows of the training table (None: all).
     """
     lines = [
@@ -139,6 +139,6 @@ def format_recommendation(rec: dict, limit: int | None = 12) -> str:
             else "none fits"
         ),
         f"catalog checked {rec['catalog']['checked']}; figures marked verified=false in "
-        "src/pt2aws/sizing/instances.json must be checked before quoting",
+        "src/pt2aws/instances.json must be checked before quoting",
     ]
     return "\n".join(lines)

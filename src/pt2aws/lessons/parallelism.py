@@ -8,7 +8,7 @@
   (first layer column-wise, second row-wise, Megatron-LM style): each rank holds half of each
   weight, and the output equals the unsplit model's.
 
-Each runs ``torchrun --nproc_per_node 2 -m pt2aws.train.parallelism --mode …`` in fresh CPU
+Each runs ``torchrun --nproc_per_node 2 -m pt2aws.lessons.parallelism --mode …`` in fresh CPU
 processes (gloo, also on a GPU machine), so a notebook kernel never starts a process group and
 each measurement starts clean.
 """
@@ -159,7 +159,7 @@ def _launch(modes: dict[str, list[str]], nproc: int, timeout_s: float) -> dict[s
         for mode, extra in modes.items():
             out = Path(tmp) / f"{mode}.json"
             cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
-            cmd += [f"--nproc_per_node={nproc}", "-m", "pt2aws.train.parallelism"]
+            cmd += [f"--nproc_per_node={nproc}", "-m", "pt2aws.lessons.parallelism"]
             cmd += ["--mode", mode, "--out", str(out), *extra]
             procs[mode] = (
                 out,

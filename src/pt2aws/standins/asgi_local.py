@@ -5,7 +5,7 @@ serving image in ``container/``) for a ``model.tar.gz`` or a model folder, as a 
 its own process group, and is ready when ``GET /ping`` answers 200, which this server does only
 after the model has loaded and answered a warm-up request. Everything else (the extracted model
 in ``workdir/model``, the log in ``workdir/server.log``, :meth:`invoke`, :meth:`stop`) is
-:class:`~pt2aws.serving.local.LocalEndpoint`'s. No Java needed: Starlette + uvicorn only.
+:class:`~pt2aws.standins.torchserve.LocalEndpoint`'s. No Java needed: Starlette + uvicorn only.
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ from __future__ import annotations
 import importlib.util
 import sys
 
-from pt2aws.serving.local import LocalEndpoint
+from pt2aws.standins.torchserve import LocalEndpoint
 
 
 class AsgiEndpoint(LocalEndpoint):
     """The Starlette/uvicorn server of the serving image on 127.0.0.1 (same arguments as
-    :class:`~pt2aws.serving.local.LocalEndpoint`)."""
+    :class:`~pt2aws.standins.torchserve.LocalEndpoint`)."""
 
     @staticmethod
     def missing() -> str | None:

@@ -1,4 +1,4 @@
-"""The small patches moto 5.2.5 needs to emulate what pt2aws uses of AWS (see :mod:`.emulator`).
+"""The small patches moto 5.2.5 needs to emulate what pt2aws uses of AWS (see :mod:`.aws_emulator`).
 
 Each acts on the moto server only; the product's AWS code path is unchanged. They are applied
 once per process by :func:`apply` (documented in ``../shared/notes/stack-notes.md``, section 7c):
@@ -6,10 +6,10 @@ once per process by :func:`apply` (documented in ``../shared/notes/stack-notes.m
 1. **Instance types.** moto's endpoint-config validator knows only a few x86 types; the patch
    validates against botocore's ``ProductionVariantInstanceType`` enum instead (the real API's
    list, which holds the Graviton families ml.c6g ... ml.r8g), read through
-   :func:`pt2aws.sizing.catalog.botocore_instance_types`.
+   :func:`pt2aws.catalog.botocore_instance_types`.
 2. **STS in the SageMaker SDK** builds its client with an explicit regional endpoint that bypasses
-   ``AWS_ENDPOINT_URL``; :class:`~pt2aws.aws.emulator.Emulator` points it at the emulator while
-   it runs (it is a patch of the SDK, not of moto, so it lives there).
+   ``AWS_ENDPOINT_URL``; :class:`~pt2aws.standins.aws_emulator.Emulator` points it at the emulator
+   while it runs (it is a patch of the SDK, not of moto, so it lives there).
 3. **InvokeEndpoint forwarding.** moto runs no model: ``InvokeEndpoint`` answers a canned body.
    With :func:`forward_invocations_to` it forwards the request body, ``Content-Type`` and
    ``Accept`` to a model server's ``/invocations`` URL and answers with what that server
@@ -25,7 +25,7 @@ once per process by :func:`apply` (documented in ``../shared/notes/stack-notes.m
    no ``StopTrainingJob``. With :func:`set_training_seconds` a new job stays ``InProgress``
    that long (``DescribeTrainingJob`` then answers ``Completed``), and ``StopTrainingJob`` stops
    an ``InProgress`` job (``Stopped``) and refuses any other with a ``ValidationException``, as
-   AWS does. (Its output: :meth:`pt2aws.aws.emulator.Emulator.seed_training_output`.)
+   AWS does. (Its output: :meth:`pt2aws.standins.aws_emulator.Emulator.seed_training_output`.)
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def _patch_instance_types() -> None:  # patch 1
     from moto.sagemaker import models
     from moto.sagemaker.exceptions import ValidationError
 
-    from pt2aws.sizing.catalog import botocore_instance_types
+    from pt2aws.catalog import botocore_instance_types
 
     real_types = botocore_instance_types("hosting")
 

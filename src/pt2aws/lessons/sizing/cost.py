@@ -6,8 +6,8 @@ nothing).
 
 **Prices.** On-demand, us-east-1, SageMaker *Real-Time Inference* (hosting) rates, which differ
 from EC2 and from SageMaker training rates, from the catalog
-(:func:`pt2aws.sizing.catalog.hosting_prices`, ``sagemaker_hosting_prices`` in
-``sizing/instances.json``). Each price names its source and date and says whether it was
+(:func:`pt2aws.catalog.hosting_prices`, ``sagemaker_hosting_prices`` in
+``pt2aws/instances.json``). Each price names its source and date and says whether it was
 verified; none is (the pricing page's figures are not in any stored copy), so the table marks
 them UNVERIFIED. Pass ``prices=`` to :func:`cost_table` with figures you checked yourself.
 
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 
-from pt2aws.sizing import catalog
+from pt2aws import catalog
 
 #: Date the catalog's figures (hosting prices included) were last checked.
 PRICES_CHECKED_ON = catalog.catalog_meta()["checked"]
@@ -69,7 +69,7 @@ def cost_table(
         throughput_by_instance: inferences/s measured on the instances themselves.
         instances: instance types to list (default: three Graviton generations and ml.c6i.xlarge).
         prices: USD per hour overrides (figures you checked); default the catalog's
-            SageMaker hosting prices (:func:`pt2aws.sizing.catalog.hosting_prices`).
+            SageMaker hosting prices (:func:`pt2aws.catalog.hosting_prices`).
 
     Returns:
         One dict per instance: ``instance_type, arch, processor, vcpus, usd_per_hour,

@@ -1,8 +1,9 @@
 """The A/B's peer: the same fine-tune with Hugging Face ``transformers.Trainer``.
 
-``python -m pt2aws.bench trainer --<pt2aws.train flags>`` trains with ``Trainer`` from the very
-flags :mod:`pt2aws.train` takes and writes ``metrics.json`` and ``train_log.jsonl`` with the keys
-:func:`pt2aws.bench.training.read_run` reads, so the A/B times both the same way.
+``python -m pt2aws.lessons.training_ab trainer --<pt2aws.train flags>`` trains with ``Trainer``
+from the very flags :mod:`pt2aws.train` takes and writes ``metrics.json`` and ``train_log.jsonl``
+with the keys :func:`pt2aws.lessons.training_ab.runner.read_run` reads, so the A/B times both the
+same way.
 
 The Trainer runs see the same examples in the same order as ``pt2aws.train`` (its seeded
 ``epoch_batches``) with the same init and dropout stream, so at equal flags their per-step losses
@@ -20,7 +21,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pt2aws.bench.training import FINAL_LOSS_STEPS
+from pt2aws.lessons.training_ab.runner import FINAL_LOSS_STEPS
 from pt2aws.system import default_num_threads, peak_memory_bytes
 
 
@@ -280,11 +281,11 @@ def _write_run(out: Path, metrics: dict, losses: list[float]) -> None:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    """``python -m pt2aws.bench trainer --<TrainConfig flags>``: the HF Trainer peer run."""
+    """``python -m pt2aws.lessons.training_ab trainer --<TrainConfig flags>``: the Trainer peer."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] != ["trainer"]:
         raise SystemExit(
-            "usage: python -m pt2aws.bench trainer --<pt2aws.train flags> "
+            "usage: python -m pt2aws.lessons.training_ab trainer --<pt2aws.train flags> "
             "(the A/B itself: python benchmarks/train_speed.py --help)"
         )
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")

@@ -1,6 +1,6 @@
 """The source blog's EC2 route, hands-on: train inside the AWS training DLC on a DLAMI instance.
 
-After the launch plan (:mod:`pt2aws.aws.ec2_plan`: a GPU instance from the Deep Learning AMI,
+After the launch plan (:mod:`pt2aws.lessons.ec2.plan`: a GPU instance from the Deep Learning AMI,
 which brings the NVIDIA driver, Docker and the NVIDIA container toolkit), three steps run on the
 instance, all built here and sent through SSM Run Command (``AWS-RunShellScript``), so no SSH
 key or open port is needed:
@@ -39,7 +39,7 @@ from pt2aws.aws.training_inputs import (
     prepare_data,
     stage_source,
 )
-from pt2aws.sizing.catalog import get_instance
+from pt2aws.catalog import get_instance
 
 logger = logging.getLogger(__name__)
 
@@ -237,8 +237,8 @@ def command_status(command_id: str, instance_id: str, region: str) -> dict:
 
 def _emulated_instance(instance_type: str, region: str) -> str:
     """An instance in the emulator to send the commands to (its AMI is a placeholder)."""
-    from pt2aws.aws.ec2_plan import EMULATOR_PLACEHOLDER_AMI, run_instances_request
     from pt2aws.aws.session import boto_session
+    from pt2aws.lessons.ec2.plan import EMULATOR_PLACEHOLDER_AMI, run_instances_request
 
     request = run_instances_request(instance_type, EMULATOR_PLACEHOLDER_AMI, name="pt2aws-ec2")
     return boto_session(region).client("ec2").run_instances(**request)["Instances"][0]["InstanceId"]
@@ -312,7 +312,7 @@ def run_on(
         pt2aws.aws.training_images.TrainingImageError: see :func:`training_commands` (before
             any AWS call).
     """
-    from pt2aws.aws.emulator import aws_target, target_region
+    from pt2aws.standins.aws_emulator import aws_target, target_region
 
     region = target_region(target, region)
     if target == "aws" and not instance_ids:

@@ -5,7 +5,7 @@ SageMaker client at it through ``AWS_ENDPOINT_URL`` with fake credentials, so th
 AWS code path runs unchanged over HTTP. It is an emulator: nothing is created in any AWS
 account, and endpoint invocations answer whatever the emulator was told to answer, e.g. the
 real serving stack on 127.0.0.1 started by :func:`local_model_server`. The moto patches it needs
-are in :mod:`pt2aws.aws.moto_patches`.
+are in :mod:`pt2aws.standins.moto_patches`.
 
 :func:`aws_target` is the one switch the notebooks use: ``"emulator"`` or ``"aws"``.
 """
@@ -17,8 +17,8 @@ import logging
 import os
 from pathlib import Path
 
-from pt2aws.aws import moto_patches
 from pt2aws.aws.session import billable_resources
+from pt2aws.standins import moto_patches
 from pt2aws.system import free_port
 
 logger = logging.getLogger(__name__)
@@ -200,7 +200,7 @@ class Emulator:
                 name=name,
                 value=value,
                 parameter_type="String",
-                description="seeded by pt2aws.aws.emulator.Emulator",
+                description="seeded by pt2aws.standins.aws_emulator.Emulator",
                 allowed_pattern=None,
                 keyid=None,
                 last_modified_date=datetime.datetime.now(datetime.timezone.utc),
@@ -271,22 +271,22 @@ def local_model_server(
         workdir: folder for the server's files (``workdir``, then ``workdir-retry2`` ...).
         attempts: starts to try.
         env: extra server environment (e.g. ``{"PT2AWS_MAX_BATCH": "64"}``).
-        server: ``"torchserve"`` (:class:`pt2aws.serving.local.LocalEndpoint`: the AWS DLC's
-            serving stack) or ``"asgi"`` (:class:`pt2aws.serving.asgi_local.AsgiEndpoint`: the
+        server: ``"torchserve"`` (:class:`pt2aws.standins.torchserve.LocalEndpoint`: the AWS DLC's
+            serving stack) or ``"asgi"`` (:class:`pt2aws.standins.asgi_local.AsgiEndpoint`: the
             project's serving image's server).
 
     Yields:
         The running endpoint (``.url``, ``.startup_s``).
 
     Raises:
-        pt2aws.serving.local.LocalEndpointError: every attempt failed (the last error).
+        pt2aws.standins.torchserve.LocalEndpointError: every attempt failed (the last error).
     """
     from pathlib import Path
 
-    from pt2aws.serving.local import LocalEndpoint, LocalEndpointError
+    from pt2aws.standins.torchserve import LocalEndpoint, LocalEndpointError
 
     if server == "asgi":  # imported only when asked: it subclasses LocalEndpoint at import
-        from pt2aws.serving.asgi_local import AsgiEndpoint as endpoint_class
+        from pt2aws.standins.asgi_local import AsgiEndpoint as endpoint_class
     else:
         endpoint_class = LocalEndpoint
     last = None

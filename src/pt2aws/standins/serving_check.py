@@ -1,7 +1,7 @@
 """Notebook 02's check: the real serving stack answers as the handler does in this process.
 
 :func:`compare_with_handler` packages the model, starts the SageMaker PyTorch serving stack on
-127.0.0.1 (:class:`pt2aws.serving.local.LocalEndpoint`), sends a few requests of each kind
+127.0.0.1 (:class:`pt2aws.standins.torchserve.LocalEndpoint`), sends a few requests of each kind
 (JSON, CSV in and out, plain text, and two bad ones), sends the same requests to the handler in
 this process (:class:`pt2aws.serving.service.ModelService`), and compares: same status, same
 body (JSON compared as data), and for errors the same first line (TorchServe appends a
@@ -76,9 +76,9 @@ def compare_with_handler(
         or {"skipped": reason}}``.
     """
     from pt2aws.aws.artifact import package
-    from pt2aws.bench.inference import measure_endpoint
-    from pt2aws.serving.local import LocalEndpoint, serve_stack_missing
+    from pt2aws.inference.measure import measure_endpoint
     from pt2aws.serving.service import ModelService
+    from pt2aws.standins.torchserve import LocalEndpoint, serve_stack_missing
 
     missing = None if start else "START_ENDPOINT is False"
     missing = missing or serve_stack_missing()

@@ -16,7 +16,7 @@ Trainer baseline    ``transformers.Trainer``, ``optim="adamw_torch"`` (torch pic
 Trainer recipe      ``Trainer`` with ``torch_compile=True, bf16=True, optim="adamw_torch_fused"``
 ==================  =========================================================================
 
-How they are run and summarised: :mod:`pt2aws.bench.training`.
+How they are run and summarised: :mod:`pt2aws.lessons.training_ab.runner`.
 """
 
 from __future__ import annotations

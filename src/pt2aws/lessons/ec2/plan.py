@@ -4,7 +4,8 @@ SageMaker training and endpoint settings.
 Nothing here starts an instance. :func:`dry_run` sends the EC2 ``RunInstances`` request with
 ``DryRun=True``: AWS answers ``DryRunOperation`` when the request (permissions, AMI, type,
 quota) would have succeeded, ``UnauthorizedOperation`` or another error otherwise. Against the
-local emulator (:class:`pt2aws.aws.emulator.Emulator`), the same code runs over HTTP with moto.
+local emulator (:class:`pt2aws.standins.aws_emulator.Emulator`), the same code runs over HTTP
+with moto.
 Which AMI and which images: :mod:`pt2aws.aws.training_images`, :mod:`pt2aws.aws.images`.
 """
 
@@ -12,9 +13,9 @@ from __future__ import annotations
 
 import logging
 
+from pt2aws import catalog
 from pt2aws.aws import images, training_images
 from pt2aws.aws.hosting import endpoint_environment
-from pt2aws.sizing import catalog
 
 logger = logging.getLogger(__name__)
 
@@ -107,7 +108,7 @@ def run_instances_request(
         volume_gb: root volume size, GB (gp3).
         placement_group: cluster placement group name for EFA; default ``<name>-cluster``.
         instance_profile: IAM instance profile, e.g. one with ``AmazonSSMManagedInstanceCore``
-            (SSM Run Command), ECR read and S3 read/write (:mod:`pt2aws.aws.ec2_run`).
+            (SSM Run Command), ECR read and S3 read/write (:mod:`pt2aws.lessons.ec2.run`).
 
     Raises:
         LaunchPlanError: an instance type EC2 does not know (botocore's enum), count < 1, or a
@@ -262,7 +263,8 @@ def launch_plan(
         f"EC2: launch {nodes} x {it.name} from the AMI in {parameter} with an instance profile "
         "allowing SSM, ECR pulls and S3; then "
         + (
-            f"pt2aws.aws.ec2_run.run_on('aws', ...) sends, through SSM Run Command, `docker run "
+            "pt2aws.lessons.ec2.run.run_on('aws', ...) sends, through SSM Run Command, "
+            f"`docker run "
             f"{gpus}... {dlc} torchrun --nproc_per_node {it.devices} -m pt2aws.train ...`"
             if dlc
             else "install the project there (`make setup`) and run `python -m pt2aws.train` "
@@ -392,7 +394,7 @@ def plan_for_target(
             train_instance, nodes, serve_instance, region, resolve_ami=False, dry_run_ec2=False
         )
     elif target in ("emulator", "aws"):
-        from pt2aws.aws.emulator import aws_target
+        from pt2aws.standins.aws_emulator import aws_target
 
         with aws_target(target, region) as emulator:
             if emulator is not None:

@@ -10,25 +10,30 @@ Formulas (each stated again where it is used):
 * **Inference compute**: ``2 · parameters · tokens`` FLOPs per request (same source), at an
   assumed utilisation of peak (:data:`DEFAULT_INFERENCE_UTILISATION`) unless measured.
 
-Peaks and prices come from the catalog (:mod:`pt2aws.sizing.catalog`); which parallelism fits
-from :mod:`pt2aws.sizing.strategy`. :func:`recommend` puts it all together for notebook 00 and
-``pt2aws recommend``.
+Peaks and prices come from the catalog (:mod:`pt2aws.catalog`); which parallelism fits
+from :mod:`pt2aws.lessons.sizing.strategy`. :func:`recommend` puts it all together for notebook
+00 and ``pt2aws recommend``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-from pt2aws.sizing.catalog import (
+from pt2aws.catalog import (
     InstanceType,
     architecture,
     availability,
     catalog_meta,
     load_catalog,
 )
-from pt2aws.sizing.memory import MEMORY_RESERVE, inference_memory, training_memory, usable_bytes
-from pt2aws.sizing.strategy import plan_training, workload_class
-from pt2aws.sizing.workload import ModelSpec, Workload, model_spec
+from pt2aws.lessons.sizing.memory import (
+    MEMORY_RESERVE,
+    inference_memory,
+    training_memory,
+    usable_bytes,
+)
+from pt2aws.lessons.sizing.strategy import plan_training, workload_class
+from pt2aws.lessons.sizing.workload import ModelSpec, Workload, model_spec
 
 #: Assumed model FLOPs utilisation for training by device kind (our assumptions, not
 #: measurements: PaLM reports 46 % for a 540B model on TPU v4 (Chowdhery et al. 2022, table 3);

@@ -1,6 +1,6 @@
 """Start the SageMaker PyTorch serving stack (toolkit + TorchServe) on 127.0.0.1, without Docker.
 
-Run by :class:`pt2aws.serving.local.LocalEndpoint` as ``python ts_launcher.py`` with the
+Run by :class:`pt2aws.standins.torchserve.LocalEndpoint` as ``python ts_launcher.py`` with the
 container's environment (``SAGEMAKER_BASE_DIR``, ``SAGEMAKER_BIND_TO_PORT``, ...) and
 ``PT2AWS_TS_LAUNCH`` (JSON: ``config_file``, ``management_port``, ``metrics_port``,
 ``grpc_inference_port``, ``grpc_management_port``). Needs only the ``serve`` extra, not pt2aws.

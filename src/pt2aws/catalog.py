@@ -159,7 +159,7 @@ def _instances(path: str) -> tuple[InstanceType, ...]:
 
 
 def load_catalog(path: str | Path | None = None) -> list[InstanceType]:
-    """The instance types of ``sizing/instances.json`` (or ``path``), in file order.
+    """The instance types of ``instances.json`` (or ``path``), in file order.
 
     Raises:
         CatalogError: a missing field, an unknown accelerator/CPU, or an unknown source id.

@@ -1,0 +1,18 @@
+"""Sizing (notebook 00): which instance to train and serve on, and what it costs.
+
+Modules, in the order a recommendation is built:
+
+* :mod:`pt2aws.catalog` (+ ``instances.json``, in the core): the one source of instance,
+  accelerator, processor and price facts, each with its source, date and verification state;
+* :mod:`~pt2aws.lessons.sizing.workload`: the model's shape and the training job
+  (``ModelSpec``, ``Workload``);
+* :mod:`~pt2aws.lessons.sizing.memory`: training and inference memory per device (ZeRO,
+  Korthikanti);
+* :mod:`~pt2aws.lessons.sizing.strategy`: the parallelism that fits an instance (DDP, FSDP,
+  multi-node) and the workload class (CMP207: small / intermediate / big / huge);
+* :mod:`~pt2aws.lessons.sizing.ranking`: instances ranked by estimated training cost and time
+  and by inference cost per 1M requests; ``recommend`` puts it all together;
+* :mod:`~pt2aws.lessons.sizing.tables`: the text notebook 00 and ``pt2aws recommend`` print;
+* :mod:`~pt2aws.lessons.sizing.cost`: SageMaker hosting cost per 1M inferences from a measured
+  throughput (notebook 03).
+"""
