@@ -80,6 +80,8 @@ VARIANT_CASE_IDS = (
     "ping-get",
 )
 VARIANT_CASES = [c for c in CASES if c.id in VARIANT_CASE_IDS]
+#: Where the containers' shared Inductor cache is mounted (``startups``).
+INDUCTOR_CACHE = "/tmp/inductor-cache"
 
 
 def variants(config) -> list[str]:
@@ -186,6 +188,7 @@ def built(tmp_path_factory):
             report["base image s"] = round(ensure_base_image(arch), 1)
             build = build_image(arch, tmp_path_factory.mktemp(f"build-{arch}") / "build.log")
             report["build s"] = round(build.seconds, 1)
+            report["wheels fetched natively s"] = round(build.prefetch_s, 1)
             report["torch"] = build.torch or "(torch layer cached)"
             report["image GB"] = round(image_size(image(arch)) / 1e9, 2)
             done[arch] = image(arch)
@@ -223,10 +226,17 @@ def auto_model(contract_model, tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def startups(built, cpu_sysfs, contract_model, auto_model):
-    """Per (architecture, variant), the container started once; one runs at a time."""
+def startups(built, cpu_sysfs, contract_model, auto_model, tmp_path_factory):
+    """Per (architecture, variant), the container started once; one runs at a time.
+
+    The containers of one architecture share an Inductor cache for the session
+    (``TORCHINDUCTOR_CACHE_DIR``): the first compiled variant builds its C++ kernels cold, as an
+    endpoint does; ``auto`` after ``int8`` reuses int8's (under QEMU that saves about 7 of its
+    10 minutes; a real endpoint's ``auto`` pays int8's compile, see container/README.md).
+    """
     cache: dict[tuple[str, str], Startup] = {}
     running: list[Startup] = []
+    inductor: dict[str, Path] = {}
 
     def get(arch: str, variant: str) -> Startup:
         key = (arch, variant)
@@ -234,23 +244,32 @@ def startups(built, cpu_sysfs, contract_model, auto_model):
             tag = built(arch)
             while running:  # one container at a time: 2 cores, and QEMU is heavy
                 running.pop().container.stop()
+            if arch not in inductor:
+                inductor[arch] = tmp_path_factory.mktemp(f"inductor-{arch}")
             options = [*run_options(arch, cpu_sysfs), "-e", f"PT2AWS_VARIANT={variant}"]
+            options += ["-v", f"{inductor[arch]}:{INDUCTOR_CACHE}"]
+            options += ["-e", f"TORCHINDUCTOR_CACHE_DIR={INDUCTOR_CACHE}"]
             model = auto_model if variant == "auto" else contract_model
             container = Container(tag, model, free_port(), options=options)
-            cache[key] = start(container, STARTUP_TIMEOUT_S[emulated(arch)])
-            REPORT.setdefault(arch, {}).setdefault("start-up", {})[variant] = (
-                f"healthy after {cache[key].seconds:.0f} s"
-                if cache[key].healthy
-                else f"exited {cache[key].exit_code} after {cache[key].seconds:.0f} s: "
-                f"{cache[key].refused or '(no reason in the log)'}"
-            )
-            if cache[key].healthy:
-                running.append(cache[key])
+            startup = cache[key] = start(container, STARTUP_TIMEOUT_S[emulated(arch)])
+            REPORT.setdefault(arch, {}).setdefault("start-up", {})[variant] = describe(startup)
+            if startup.healthy:
+                running.append(startup)
         return cache[key]
 
     yield get
     for startup in running:
         startup.container.stop()
+
+
+def describe(startup: Startup) -> str:
+    """One line for the report: healthy after how long and what it serves, or why it exited."""
+    if not startup.healthy:
+        why = startup.refused or "(no reason in the log)"
+        return f"exited {startup.exit_code} after {startup.seconds:.0f} s: {why}"
+    served = [ln for ln in startup.container.logs().splitlines() if "serving variant" in ln]
+    what = served[-1].split("serving variant", 1)[1].strip() if served else "?"
+    return f"healthy after {startup.seconds:.0f} s, serving {what}"
 
 
 def serving(startups, arch: str, variant: str) -> Startup:

@@ -171,3 +171,24 @@ def test_podman_children_write_no_core_dumps():
     ).stdout  # fmt: skip
     assert out.strip() == "0"
     assert resource.getrlimit(resource.RLIMIT_CORE) == before  # only the child's
+
+
+def test_prefetch_fetches_the_base_images_wheels_once(tmp_path, monkeypatch):
+    calls = []
+
+    def fake_run(cmd, **kwargs):
+        calls.append(cmd)
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    monkeypatch.setattr(podman_image.subprocess, "run", fake_run)
+    podman_image.prefetch_wheels("arm64", tmp_path / "wheels")
+    (cmd,) = calls
+    platforms = [cmd[i + 1] for i, arg in enumerate(cmd) if arg == "--platform"]
+    assert platforms[0] == "manylinux_2_36_aarch64"  # Debian 12's glibc, and every older tag
+    assert platforms[-2:] == ["manylinux_2_17_aarch64", "manylinux2014_aarch64"]
+    assert len(platforms) == 21
+    assert cmd[cmd.index("--python-version") + 1] == "3.11"  # Debian 12's python3
+    assert "--only-binary=:all:" in cmd  # no sdists: they would build for this machine
+    assert cmd[-2:] == ["--requirement", str(ROOT / "container" / "requirements.txt")]
+    assert podman_image.prefetch_wheels("arm64", tmp_path / "wheels") == 0.0  # stamp: skipped
+    assert len(calls) == 1
