@@ -260,10 +260,13 @@ def prefetch_wheels(arch: str, folder: Path | None = None) -> float:
     """Download the image's wheels for ``arch`` here, natively, into ``folder``; seconds spent.
 
     An emulated build's pip downloads through emulated Python and TLS: about 5 MB/s here,
-    against 38 MB/s natively, for about 3.5 GB of arm64 wheels (PyPI's CUDA torch). Given this
-    folder as ``WHEELS_DIR`` the build installs the same files from disk (pip takes a
-    ``--find-links`` file over an index's equal candidate); what is missing here it still
-    downloads. Skipped when the folder was filled for the same ``container/requirements.txt``.
+    against 38 MB/s natively, for 2.8 GB of arm64 wheels (PyPI's CUDA torch; 45 s here). Given
+    this folder as ``WHEELS_DIR`` the build installs the same files from disk, with no
+    index (:func:`build_image` sets pip's ``no-index``: its resolver prefers an index's file to
+    an equal ``--find-links`` one). pip resolves here with the target's platform tags and
+    Python; environment markers are evaluated for this machine, so a dependency only arm64
+    needs would be missing and the build fail, naming it. Skipped when the folder was filled for
+    the same ``container/requirements.txt``.
 
     Args:
         arch: the image's architecture.
@@ -313,7 +316,8 @@ def build_image(arch: str | None = None, log: Path | None = None) -> Build:
     nothing falls back to PyPI's CUDA build. For arm64 the host has none, and PyPI's is a CUDA
     build: the build log says so (``container/torch_build.py``), and so does :attr:`Build.torch`.
     An emulated build gets its wheels fetched natively first (:func:`prefetch_wheels`) as
-    ``WHEELS_DIR``. The image is built as a Docker v2 image (``--format docker``), which
+    ``WHEELS_DIR``, and pip there uses that folder alone (``no-index``; the Dockerfile's commands
+    are the same). The image is built as a Docker v2 image (``--format docker``), which
     SageMaker accepts.
 
     Args:
@@ -328,9 +332,9 @@ def build_image(arch: str | None = None, log: Path | None = None) -> Build:
     log = log or Path(tempfile.gettempdir()) / f"pt2aws-build-{arch}.log"
     t0 = time.perf_counter()
     links = torch_wheels(arch)
-    prefetch_s = 0.0
+    prefetch_s, offline = 0.0, False
     if links is None and emulated(arch):
-        prefetch_s = prefetch_wheels(arch)
+        prefetch_s, offline = prefetch_wheels(arch), True
         links = str(WHEEL_CACHE / f"wheels-{arch}")
     with tempfile.TemporaryDirectory(prefix="pt2aws-build-") as tmp:
         pip_conf = Path(tmp) / "pip.conf"
@@ -340,6 +344,8 @@ def build_image(arch: str | None = None, log: Path | None = None) -> Build:
         if links:
             volumes += ["-v", f"{links}:/wheels:ro"]
             build_args += ["WHEELS_DIR=/wheels"]
+        if offline:  # pip's resolver takes an index's file over an equal --find-links one
+            conf += ["no-index = true"]
         if torch_wheels(arch):  # a local CPU wheel: nothing may fall back to the CUDA build
             constraints = Path(tmp) / "constraints.txt"
             constraints.write_text(f"torch=={pins()['torch']}+cpu\n")

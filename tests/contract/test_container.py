@@ -9,7 +9,7 @@ starts healthy and answers the contract cases, or is refused at start-up with th
 this CPU cannot run it (bf16 without bf16 instructions). ``eager`` answers every case in
 ``contract_cases`` and is compared with a reference served on this machine: TorchServe byte for
 byte (native, where Java is installed), or the project's server outside the image with scores
-equal to :data:`SCORE_TOLERANCE` (emulated arm64: oneDNN's aarch64 kernels round differently).
+within :data:`SCORE_TOLERANCE` (emulated arm64: oneDNN's aarch64 kernels round differently).
 The other variants answer :data:`VARIANT_CASES` (their predictions differ from eager's by design).
 
 ``make container`` (this machine's architecture) and ``make container-arm64``; skipped where
@@ -57,8 +57,8 @@ from pt2aws.system import free_port
 pytestmark = pytest.mark.container
 
 #: Seconds from ``podman run`` to ``/ping`` = 200. Native: model load and warm-up, plus a
-#: torch.compile for int8 and compile (tens of seconds on 2 loaded cores). Under QEMU everything
-#: runs 10-30x slower: eager took about 75 s, import torch alone about 40 s.
+#: torch.compile for int8 and compile (42-48 s on 2 cores at load 6-8). Under QEMU, g++ runs
+#: emulated too: eager took 74 s, int8 411 s, compile 629 s at load 8-13 (container/README.md).
 STARTUP_TIMEOUT_S = {False: 600.0, True: 3600.0}
 #: Seconds per request (emulated: 0.13-0.19 s for eager; the 7 MB body takes longer).
 REQUEST_TIMEOUT_S = {False: 60.0, True: 300.0}
@@ -100,7 +100,8 @@ def arches(config) -> list[str]:
 
 
 def pytest_generate_tests(metafunc):
-    """Tests run grouped by (architecture, variant), so each container starts once."""
+    """One test per (architecture, variant) and per case; ``conftest.py`` groups them so that
+    each container starts once."""
     targets = [(a, v) for a in arches(metafunc.config) for v in variants(metafunc.config)]
     if "case" in metafunc.fixturenames:
         rows = [
