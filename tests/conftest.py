@@ -33,6 +33,23 @@ os.environ.setdefault(
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def pytest_addoption(parser):
+    group = parser.getgroup("pt2aws serving image (-m container)")
+    group.addoption(
+        "--image-arch",
+        action="append",
+        choices=("amd64", "arm64"),
+        help="architecture to build and test the serving image for (repeatable; default: this "
+        "machine's; arm64 on x86 runs under QEMU: make container-arm64)",
+    )
+    group.addoption(
+        "--image-variants",
+        default=None,
+        help="comma-separated PT2AWS_VARIANT values to start the image with (default: every "
+        "variant and auto)",
+    )
+
+
 def pytest_collection_modifyitems(config, items):
     # markers, not item.keywords: keywords also hold folder names (tests/unit/aws/ is not real AWS)
     import torch
@@ -40,6 +57,8 @@ def pytest_collection_modifyitems(config, items):
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     has_aws = bool(os.environ.get("PT2AWS_REAL_AWS"))
     java = shutil.which("java") is not None
+    # markers, not keywords: keywords also hold folder names (a checkout in a folder named
+    # `container`, or tests/unit/aws/, would match)
     for item in items:
         if item.get_closest_marker("gpu") and gpus < 1:
             item.add_marker(pytest.mark.skip(reason="needs a CUDA GPU"))

@@ -184,3 +184,39 @@ def asgi_server(contract_model, tmp_path_factory):
     server = ServerProcess(contract_model, tmp_path_factory.mktemp("asgi") / "server.log").start()
     yield server
     server.stop()
+
+
+def pytest_terminal_summary(terminalreporter):
+    """What the container tests measured (build and start-up times, sizes), when they ran."""
+    from podman_image import REPORT
+
+    for arch, rows in REPORT.items():
+        terminalreporter.section(f"serving image, {arch}")
+        for key, value in rows.items():
+            if isinstance(value, dict):
+                for sub, text in value.items():
+                    terminalreporter.line(f"{key} {sub}: {text}")
+            else:
+                terminalreporter.line(f"{key}: {value}")
+
+
+def pytest_collection_modifyitems(config, items):
+    """The serving image's tests grouped by architecture, then by ``PT2AWS_VARIANT`` (in the
+    order collected), so that each (architecture, variant) container starts once and one runs
+    at a time; the per-architecture tests first (they use the eager container)."""
+    ours = [i for i in items if i.path.name == "test_container.py" and hasattr(i, "callspec")]
+
+    def target(item) -> tuple:
+        params = item.callspec.params
+        return params.get("target", (params.get("arch"), None))
+
+    arches = list(dict.fromkeys(target(i)[0] for i in ours))
+    variants = list(dict.fromkeys(target(i)[1] for i in ours if target(i)[1] is not None))
+
+    def key(item) -> tuple:
+        arch, variant = target(item)
+        return arches.index(arch), -1 if variant is None else variants.index(variant)
+
+    slots = [n for n, item in enumerate(items) if item in ours]
+    for n, item in zip(slots, sorted(ours, key=key)):  # sorted() is stable
+        items[n] = item

@@ -365,6 +365,18 @@ def parse_results(answer: Answer) -> list[dict]:
     ]
 
 
+def parse_scores(answer: Answer) -> list[dict]:
+    """A 200 answer's predictions, from JSON or CSV, as dicts with label and score (None for an
+    empty text)."""
+    if answer.content_type.split(";")[0] == CSV:
+        rows = csv.DictReader(io.StringIO(answer.body.decode()))
+        return [
+            {"label": r["label"] or None, "score": float(r["score"]) if r["score"] else None}
+            for r in rows
+        ]
+    return [{"label": r["label"], "score": r["score"]} for r in json.loads(answer.body)]
+
+
 def assert_correct(case: Case, answer: Answer) -> None:
     """``answer`` is what ``case`` expects on its own (status, type, result count and flags)."""
     if case.status == 0:  # known difference: any 4xx
