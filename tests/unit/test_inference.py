@@ -322,36 +322,43 @@ def fixed_timings(monkeypatch):
 def test_choose_by_measurement_picks_the_fastest_agreeing(smoke_model_dir, fixed_timings, capsys):
     from pt2aws import env
     from pt2aws.inference.selection import choose_by_measurement
+    from pt2aws.inference.variants import load_fp32
 
+    model, tokenizer = load_fp32(str(smoke_model_dir))
     no_bf16 = {"model": "old x86", "bf16": False, "amx": False, "graviton": False}
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(env, "cpu_info", lambda: no_bf16)
-        choice, rows = choose_by_measurement(
-            str(smoke_model_dir), TEXTS[:6], candidates=["bf16", "int8-legacy"], device="cpu"
+        chosen = choose_by_measurement(
+            model, tokenizer, TEXTS[:6], candidates=["bf16", "int8-legacy"], device="cpu"
         )
-    assert choice.variant == "int8-legacy" and "3.00x" in choice.reason
-    assert [r["variant"] for r in rows] == ["eager", "int8-legacy"]
+    assert chosen.choice.variant == "int8-legacy" and "3.00x" in chosen.choice.reason
+    assert [r["variant"] for r in chosen.rows] == ["eager", "int8-legacy"]
     printed = capsys.readouterr().out
     assert "| int8-legacy |" in printed and "bf16: not timed" in printed
     assert "auto: int8-legacy" in printed
     fixed_timings["int8-legacy"] = (300.0, 0.98)  # now it changes 2% of the labels
-    choice, _ = choose_by_measurement(
-        str(smoke_model_dir), TEXTS[:6], candidates=["int8-legacy"], device="cpu", verbose=False
+    chosen = choose_by_measurement(
+        model, tokenizer, TEXTS[:6], candidates=["int8-legacy"], device="cpu", verbose=False
     )
-    assert choice.variant == "eager"
+    assert chosen.choice.variant == "eager" and chosen.model is model  # eager: the fp32 model
 
 
 def test_predictor_auto_uses_the_measured_choice(smoke_model_dir, monkeypatch):
-    from pt2aws.inference import selection
-    from pt2aws.inference.variants import VariantChoice
+    from pt2aws.inference import predictor as predictor_module
+    from pt2aws.inference.selection import Selection
+    from pt2aws.inference.variants import VariantChoice, build_variant
 
     calls = []
 
-    def fake_choose(model_dir, texts, *, device):
+    def fake_choose(model, tokenizer, texts, *, model_dir, device):
         calls.append((model_dir, list(texts), str(device)))
-        return VariantChoice("int8-legacy", "3.00x eager's batch-32 throughput here"), []
+        module, call = build_variant(model, "int8-legacy", device)
+        return Selection(
+            VariantChoice("int8-legacy", "3.00x eager's batch-32 throughput here"), [], {},
+            module, call,
+        )  # fmt: skip
 
-    monkeypatch.setattr(selection, "choose_by_measurement", fake_choose)
+    monkeypatch.setattr(predictor_module, "choose_by_measurement", fake_choose)
     predictor = Predictor(str(smoke_model_dir), variant="auto", auto_texts=TEXTS[:6], device="cpu")
     assert calls == [(str(smoke_model_dir), TEXTS[:6], "cpu")]
     assert predictor.variant == "int8-legacy" and "x eager" in predictor.variant_reason

@@ -78,14 +78,12 @@ def test_auto_skips_a_candidate_that_fails_to_build(smoke_model_dir, monkeypatch
     """Any build or first-call failure of a candidate leaves it out; eager still serves."""
     real_build = variants.build_variant
 
-    def broken_int8_legacy(model, variant, device):
+    def broken_int8_legacy(model, variant, device, **kwargs):
         if variant == "int8-legacy":
             raise RuntimeError("no kernel for this CPU\nlong compiler output ...")
-        return real_build(model, variant, device)
+        return real_build(model, variant, device, **kwargs)
 
-    import pt2aws.inference.predictor as predictor_module
-
-    monkeypatch.setattr(predictor_module, "build_variant", broken_int8_legacy)
+    monkeypatch.setattr(selection, "build_variant", broken_int8_legacy)
     with caplog.at_level("WARNING", logger="pt2aws.inference.selection"):
         result = selection.compare_variants(
             str(smoke_model_dir), TEXTS, ["int8-legacy"], latency_calls=2, repeats=1,
@@ -100,11 +98,9 @@ def test_auto_skips_a_candidate_that_fails_to_build(smoke_model_dir, monkeypatch
 
 
 def test_eager_failing_is_not_hidden(smoke_model_dir, monkeypatch):
-    import pt2aws.inference.predictor as predictor_module
-
-    def broken(model, variant, device):
+    def broken(model, variant, device, **kwargs):
         raise RuntimeError("eager broke")
 
-    monkeypatch.setattr(predictor_module, "build_variant", broken)
+    monkeypatch.setattr(selection, "build_variant", broken)
     with pytest.raises(RuntimeError, match="eager broke"):
         selection.compare_variants(str(smoke_model_dir), TEXTS, ["int8"], repeats=1, device="cpu")

@@ -15,7 +15,23 @@
                  weights int8 per tensor, activations per batch; deprecated since torch 2.10,
                  kept for comparison (it changed 3.4% of the validation labels of the ``make run``
                  MiniLM, torchao's int8 0.6%: ``benchmarks/README.md``).
+``ort-fp32``     ONNX Runtime (CPU) on the model exported to ONNX with its transformer fusions
+                 (:mod:`pt2aws.inference.ort`; exported once into ``<model>/onnx/``, shipped in
+                 ``model.tar.gz``).
+``ort-int8``     the same graph with ONNX Runtime's dynamic int8 quantization: weights int8 per
+                 output channel, activations per tensor at run time, the classifier kept fp32.
 ===============  =============================================================================
+
+**One fp32 model, every variant.** :func:`build_variant` builds a variant from the fp32 model
+already loaded (:func:`load_fp32`): ``compile`` and the ONNX Runtime variants leave its weights
+as they are; ``bf16`` and ``int8`` convert them in place, so with ``keep_fp32=True`` (several
+variants of one model side by side, as ``auto`` measures them) they convert a copy.
+
+**What a CPU emulates.** :func:`emulated_variants` names the variants this CPU would only
+emulate: torchao ``int8`` without int8 dot-product instructions (x86 AVX512-VNNI, AVX-VNNI or
+AMX-INT8; Arm SDOT/UDOT or I8MM: 0.09x eager on a 2-core AVX2 CPU, issue 16) and ``bf16``
+without native bf16. Notebook 02 and ``benchmarks/inference_speed.py`` leave them out by default
+with that reason (:func:`default_variants`); ``auto`` still times what it may choose.
 
 ``compile`` and ``int8`` call ``torch.compile``: on a CPU, Inductor writes C++ kernels and builds
 them with a C++ compiler at the first call, so they need ``g++`` and the Python headers on the
@@ -39,9 +55,14 @@ import torch
 
 from pt2aws.system import is_arm64
 
-VARIANTS = ("eager", "compile", "bf16", "int8", "int8-legacy")
+VARIANTS = ("eager", "compile", "bf16", "int8", "int8-legacy", "ort-fp32", "ort-int8")
 #: Variants that call ``torch.compile`` (Inductor builds C++ kernels for them on a CPU).
 COMPILED_VARIANTS = ("compile", "int8")
+#: Variants run by ONNX Runtime from the files :func:`pt2aws.inference.ort.onnx_files` exports.
+ORT_VARIANTS = ("ort-fp32", "ort-int8")
+#: Variants that convert the fp32 model's weights in place (:func:`build_variant` copies first
+#: when the fp32 model must stay as it is).
+IN_PLACE_VARIANTS = ("bf16", "int8")
 
 #: Linear layers the torchao ``int8`` variant keeps in fp32, by name (a layer is kept when its
 #: dotted name starts with one of these). The classification head: its 2-3 outputs decide the
@@ -116,8 +137,9 @@ def variant_support(variant: str, device: torch.device | str) -> tuple[bool, str
 
     Returns:
         ``(True, reason)`` or ``(False, reason)``. ``bf16`` on a CPU without bf16 instructions
-        still runs, emulated and slowly; int8 on a GPU does not run at all; ``compile`` and
-        ``int8`` do not run on a CPU machine without a C++ compiler (:func:`compiler_missing`).
+        still runs, emulated and slowly; int8 and the ONNX Runtime variants do not run on a GPU
+        here; ``compile`` and ``int8`` do not run on a CPU machine without a C++ compiler
+        (:func:`compiler_missing`), nor the ONNX Runtime variants without ``onnxruntime``.
 
     Raises:
         ValueError: unknown variant.
@@ -129,11 +151,119 @@ def variant_support(variant: str, device: torch.device | str) -> tuple[bool, str
         return bf16_supported(device)
     if variant.startswith("int8") and device.type != "cpu":
         return False, "int8 dynamic quantization runs on CPU only: use bf16 on GPU"
+    if variant in ORT_VARIANTS:
+        if device.type != "cpu":
+            return False, "the ONNX Runtime variants run on ONNX Runtime's CPU provider only"
+        from pt2aws.inference.ort import onnxruntime_missing
+
+        missing = onnxruntime_missing()
+        if missing:
+            return False, missing
     if variant in COMPILED_VARIANTS and device.type == "cpu":
         missing = compiler_missing()
         if missing:
             return False, missing
     return True, f"{variant} runs on {device.type}"
+
+
+def cpu_features():
+    """This CPU's native capabilities as this process uses them (caps included):
+    ``pt2aws.env.cpu.cpu_features()``; ``.bf16_native`` and ``.int8_dot`` are truthy when
+    present and carry ``.reason``."""
+    try:
+        from pt2aws.env.cpu import cpu_features as features
+    except ImportError:  # before the CPU-features module is merged: torch's own CPUID reading
+        return _features_from_torch()
+    return features()
+
+
+def _features_from_torch():
+    """:func:`cpu_features`' two answers from ``torch.cpu.get_capabilities()`` and ATen's
+    dispatch level (``ATEN_CPU_CAPABILITY`` below AVX512 counts as a CPU without the AVX-512
+    extensions or AVX-VNNI)."""
+    from types import SimpleNamespace
+
+    caps = torch.cpu.get_capabilities()
+    name = caps.get("cpu_name") or "this CPU"
+    isa = torch.backends.cpu.get_cpu_capability()
+    capped = not is_arm64() and not isa.startswith("AVX512")
+
+    def answer(flags: tuple[str, ...], what: str) -> _Capability:
+        found = [k for k in flags if caps.get(k)]
+        if not found:
+            return _Capability(False, f"{name} has no {what}")
+        if capped:
+            return _Capability(False, f"{name} has {'/'.join(found)}, but torch dispatches {isa}")
+        return _Capability(True, f"{name} has {'/'.join(found)}")
+
+    if is_arm64():
+        int8_dot = answer(("dot", "i8mm"), "SDOT/UDOT or I8MM")
+        bf16 = answer(("bf16",), "BF16")
+    else:
+        int8_dot = answer(
+            ("avx512_vnni", "avx_vnni", "amx_int8"), "AVX512-VNNI, AVX-VNNI or AMX-INT8"
+        )
+        bf16 = answer(("avx512_bf16", "amx_bf16"), "AVX512-BF16 or AMX-BF16")
+    description = (
+        f"{name}, torch dispatches {isa}; "
+        + ("native bf16" if bf16 else "no native bf16 (emulated, slow)")
+        + ("; int8 dot products" if int8_dot else "; no int8 dot products")
+    )
+    return SimpleNamespace(int8_dot=int8_dot, bf16_native=bf16, description=description)
+
+
+@dataclass(frozen=True)
+class _Capability:
+    """Truthy when ``available``; ``reason`` says why (not)."""
+
+    available: bool
+    reason: str
+
+    def __bool__(self) -> bool:
+        return self.available
+
+
+#: Variants a CPU may only emulate, and the capability each needs (:func:`emulated_variants`).
+NEEDS = {"int8": "int8_dot", "bf16": "bf16_native"}
+
+
+def emulated_variants(variants: Sequence[str], features=None) -> dict[str, str]:
+    """The variants among ``variants`` that this CPU would only emulate, with the reason.
+
+    torchao ``int8`` needs int8 dot-product instructions (x86 AVX512-VNNI, AVX-VNNI or AMX-INT8;
+    Arm SDOT/UDOT or I8MM; without them it ran at 0.09x eager on a 2-core AVX2 CPU, issue 16);
+    ``bf16`` needs native bf16 (AVX512-BF16/AMX, Arm BF16). ``int8-legacy`` (fbgemm/QNNPACK) and
+    ``ort-int8`` (ONNX Runtime's MLAS) have AVX2 and NEON int8 kernels: not emulated.
+
+    Args:
+        variants: variant names.
+        features: :func:`cpu_features`' answer (default: this CPU's); tests pass a fake.
+
+    Returns:
+        ``{variant: reason}`` for those left out, e.g. ``{"int8": "no int8 dot-product
+        instructions (AMD EPYC has no AVX512-VNNI ...): torchao int8 would be emulated"}``.
+    """
+    features = cpu_features() if features is None else features
+    out = {}
+    for variant in variants:
+        need = NEEDS.get(variant)
+        if need and not getattr(features, need):
+            what = "int8 dot-product instructions" if need == "int8_dot" else "native bf16"
+            out[variant] = f"no {what} ({getattr(features, need).reason}): {variant} is emulated"
+    return out
+
+
+def default_variants(
+    variants: Sequence[str], *, include_emulated: bool = False, features=None
+) -> tuple[list[str], dict[str, str]]:
+    """``variants`` minus those this CPU emulates, unless ``include_emulated`` (notebook 02's
+    ``TIME_EMULATED``, the benchmark's ``--include-emulated``).
+
+    Returns:
+        ``(kept, {variant: reason left out})``, in the order of ``variants``.
+    """
+    left_out = {} if include_emulated else emulated_variants(variants, features)
+    return [v for v in variants if v not in left_out], left_out
 
 
 def supported_variants(
@@ -154,21 +284,74 @@ def supported_variants(
     return runnable, left_out
 
 
-def build_variant(model: torch.nn.Module, variant: str, device: torch.device):
-    """``model`` (fp32, eval mode, on CPU) turned into ``variant`` on ``device``.
+def load_fp32(model_dir: str):
+    """The fp32 model (eval mode, CPU) and tokenizer saved in ``model_dir``: what every variant
+    is built from.
 
     Returns:
-        ``(module, callable)``: the uncompiled module (save or inspect this one) and what to
-        call for predictions (the compiled module for ``compile`` and ``int8``).
+        ``(model, tokenizer)``.
     """
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    # transformers 5 draws a "Loading weights" bar per model: noise for a local model in notebooks
+    hf_logging.disable_progress_bar()
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForSequenceClassification.from_pretrained(model_dir).eval()
+    # a guard on problem_type would otherwise recompile the compiled model (stack notes §3)
+    model.config.problem_type = model.config.problem_type or "single_label_classification"
+    return model, tokenizer
+
+
+def build_variant(
+    model: torch.nn.Module,
+    variant: str,
+    device: torch.device | str = "cpu",
+    *,
+    keep_fp32: bool = False,
+    model_dir: str | None = None,
+    tokenizer=None,
+):
+    """``model`` (fp32, eval mode, on CPU) as ``variant`` on ``device``.
+
+    Args:
+        model: the fp32 model (:func:`load_fp32`).
+        variant: one of :data:`VARIANTS`.
+        device: where it runs.
+        keep_fp32: leave ``model`` itself fp32: ``bf16`` and ``int8`` convert a copy.
+        model_dir: the model's folder, where the ONNX Runtime variants' files are (or are
+            exported to, from ``model``, when ``tokenizer`` is given:
+            :func:`pt2aws.inference.ort.onnx_files`).
+        tokenizer: the model's tokenizer (for that export).
+
+    Returns:
+        ``(module, callable)``: the uncompiled module (save or inspect this one; for ONNX
+        Runtime the session wrapper) and what to call for predictions (the compiled module for
+        ``compile`` and ``int8``).
+
+    Raises:
+        FileNotFoundError: an ONNX Runtime variant without its files and nothing to export from.
+    """
+    import copy
+
+    device = torch.device(device)
+    if variant in ORT_VARIANTS:
+        from pt2aws.inference.ort import OrtClassifier, onnx_files
+
+        if model_dir is None:
+            raise FileNotFoundError(f"{variant} needs the model folder with its ONNX files")
+        session = OrtClassifier(onnx_files(model_dir, model, tokenizer)[variant], model.config)
+        return session, session
+    if keep_fp32 and variant in IN_PLACE_VARIANTS:
+        model = copy.deepcopy(model)
     if variant == "int8":
         model = quantize_int8(model)
     elif variant == "int8-legacy":
-        model = quantize_dynamic_int8(model)
+        model = quantize_dynamic_int8(model)  # a quantized copy: the fp32 model stays
     elif variant == "bf16":
         model = model.to(torch.bfloat16)
     model = model.to(device)
-    return model, torch.compile(model) if variant in ("compile", "int8") else model
+    return model, torch.compile(model) if variant in COMPILED_VARIANTS else model
 
 
 def quantize_int8(model: torch.nn.Module, keep_fp32: Sequence[str] = INT8_FP32_LAYERS):

@@ -35,7 +35,10 @@ the toolkit appends its traceback after that first line. Any other exception wou
 
 Environment: ``PT2AWS_VARIANT`` (``eager``, the default; ``auto``: the fastest variant on this
 machine among those ``variants.json`` in the archive records as keeping 99% agreement, measured
-at start-up; or a named one; needs the project's serving image),
+at start-up; or a named one: ``int8``, ``bf16``, ``ort-int8`` (ONNX Runtime, from the archive's
+``onnx/`` files) ...; anything but ``eager`` needs the project's serving image, which has
+pt2aws, torchao and onnxruntime: the AWS DLC serves fp32 eager with torch and transformers
+only, and this file imports onnxruntime only through an ONNX Runtime variant),
 ``PT2AWS_LONG_TEXTS`` (``truncate``, the default, or ``windows``: texts over the
 limit read as windows that overlap by ``PT2AWS_WINDOW_OVERLAP`` tokens, default a quarter of
 the limit), ``PT2AWS_MAX_BATCH`` (default 64 texts per request), ``PT2AWS_MAX_LENGTH``
@@ -211,7 +214,7 @@ def model_fn(model_dir: str, context=None) -> dict:
                 f"PT2AWS_VARIANT={variant} needs the pt2aws serving image (container/); the AWS "
                 "DLC serves fp32 eager: unset PT2AWS_VARIANT"
             ) from None
-        model, variant, reason = serving_variant(model_dir, model, variant)
+        model, variant, reason = serving_variant(model_dir, model, variant, tokenizer)
     print(f"pt2aws handler: serving variant {variant} ({reason})", flush=True)
     long_texts = os.environ.get("PT2AWS_LONG_TEXTS", "truncate").strip().lower()
     if long_texts not in ("truncate", "windows"):
