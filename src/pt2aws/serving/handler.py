@@ -161,6 +161,10 @@ def _decode(body: bytes, content_type: str | None) -> str:
         raise BadRequestError(
             f"request body is not valid {name} ({err.reason} at byte {err.start}); {hint}"
         ) from None
+    except (UnicodeError, ValueError) as err:  # codecs such as idna/punycode fail otherwise
+        raise BadRequestError(
+            f"request body cannot be read as {charset} ({err}); send UTF-8"
+        ) from None
 
 
 def _text_lines(text: str) -> str:
@@ -242,7 +246,8 @@ def input_fn(input_data, content_type, context=None) -> list[str]:
 
     Raises:
         UnsupportedMediaTypeError: (415) content type other than JSON, CSV or plain text.
-        BadRequestError: (400) body not UTF-8, malformed JSON, or JSON of the wrong shape.
+        BadRequestError: (400) body not in its charset (UTF-8 by default), malformed or too
+            deeply nested JSON, JSON of the wrong shape, or a text with an unpaired surrogate.
         PayloadTooLargeError: (413) more than ``PT2AWS_MAX_BATCH`` texts.
     """
     media = _media_type(content_type)
@@ -277,6 +282,10 @@ def input_fn(input_data, content_type, context=None) -> list[str]:
             raise BadRequestError(
                 f"request body is not valid JSON: {err.msg} at position {err.pos}"
             ) from None
+        except RecursionError:
+            raise BadRequestError(
+                'request body is JSON nested too deeply; send {"inputs": ["a", "b"]}'
+            ) from None
         if isinstance(payload, dict):
             if "inputs" not in payload:
                 raise BadRequestError(
@@ -286,6 +295,13 @@ def input_fn(input_data, content_type, context=None) -> list[str]:
         texts = [payload] if isinstance(payload, str) else payload
         if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
             raise BadRequestError('"inputs" must be a string or a list of strings')
+    for i, text in enumerate(texts):
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as err:  # a JSON "\ud800" escape: no tokenizer reads it
+            raise BadRequestError(
+                f"text {i} holds an unpaired surrogate ({text[err.start]!r}): send valid Unicode"
+            ) from None
     limit = max_batch()
     if len(texts) > limit:
         raise PayloadTooLargeError(
