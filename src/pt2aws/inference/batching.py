@@ -93,6 +93,21 @@ class BatchedClassifier:
         self.max_length, self.num_labels = max_length, num_labels
         self.batch_size, self.device = batch_size, torch.device(device)
 
+    @classmethod
+    def of(cls, call: Callable, model, tokenizer, variant: str, device="cpu") -> BatchedClassifier:
+        """``call`` (a built variant of the ``transformers`` ``model``) with the model's tokenizer,
+        its token limit (:func:`pt2aws.modeling.model_max_tokens`) and its labels."""
+        from pt2aws.modeling import model_max_tokens
+
+        return cls(
+            call,
+            tokenizer,
+            variant=variant,
+            max_length=model_max_tokens(model.config, tokenizer),
+            num_labels=model.config.num_labels,
+            device=device,
+        )
+
     def predict_proba(self, texts: Sequence[str]) -> torch.Tensor:
         """Class probabilities, float32 ``(len(texts), num_labels)``, in input order."""
         return batched_proba(

@@ -16,14 +16,16 @@ from collections.abc import Sequence
 
 import torch
 
-from pt2aws.inference.batching import batched_proba, length_sorted_batches
+from pt2aws.inference.batching import BatchedClassifier, length_sorted_batches
 from pt2aws.inference.selection import choose_by_measurement
 from pt2aws.inference.variants import VARIANTS, build_variant, load_fp32, variant_support
 from pt2aws.modeling import model_max_tokens
 
 
-class Predictor:
-    """Batched text classification with truncation, for CPU or GPU, in one of :data:`VARIANTS`.
+class Predictor(BatchedClassifier):
+    """Batched text classification with truncation, for CPU or GPU, in one of :data:`VARIANTS`:
+    a :class:`~pt2aws.inference.batching.BatchedClassifier` loaded from a folder, with labels
+    and long-text windows.
 
     Args:
         model_dir: a directory written by ``save_pretrained`` (model and tokenizer).
@@ -82,23 +84,29 @@ class Predictor:
                 self.variant_reason = f"requested; emulated ({why})"
             elif not native:
                 raise ValueError(f"variant {variant}: {why}")
-        model, self.tokenizer = load_fp32(model_dir)
+        model, tokenizer = load_fp32(model_dir)
         self.config = model.config
-        self.batch_size = batch_size
-        self.max_length = max_length or model_max_tokens(model.config, self.tokenizer)
         self.label_names = [model.config.id2label[i] for i in range(model.config.num_labels)]
         # module: the uncompiled one (save or inspect this); model: what predictions call
         if variant == "auto":
             chosen = choose_by_measurement(
-                model, self.tokenizer, auto_texts, model_dir=model_dir, device=self.device
+                model, tokenizer, auto_texts, model_dir=model_dir, device=self.device
             )
             variant, self.variant_reason = chosen.choice.variant, chosen.choice.reason
-            self.module, self.model = chosen.module, chosen.model
+            self.module, call = chosen.module, chosen.model
         else:
-            self.module, self.model = build_variant(
-                model, variant, self.device, model_dir=model_dir, tokenizer=self.tokenizer
+            self.module, call = build_variant(
+                model, variant, self.device, model_dir=model_dir, tokenizer=tokenizer
             )
-        self.variant = variant
+        super().__init__(
+            call,
+            tokenizer,
+            variant=variant,
+            max_length=max_length or model_max_tokens(model.config, tokenizer),
+            num_labels=model.config.num_labels,
+            batch_size=batch_size,
+            device=self.device,
+        )
 
     def predict_proba(self, texts: Sequence[str]) -> torch.Tensor:
         """Class probabilities, float32 tensor of shape ``(len(texts), num_labels)``, input order.
@@ -109,15 +117,7 @@ class Predictor:
             raise TypeError("predict_proba takes a list of texts; wrap a single text in [ ]")
         if self.long_texts == "windows":
             return self._windowed_proba(texts)
-        return batched_proba(
-            self.model,
-            self.tokenizer,
-            texts,
-            batch_size=self.batch_size,
-            max_length=self.max_length,
-            num_labels=len(self.label_names),
-            device=self.device,
-        )
+        return super().predict_proba(texts)
 
     @torch.inference_mode()
     def _windowed_proba(self, texts: Sequence[str]) -> torch.Tensor:
@@ -148,7 +148,3 @@ class Predictor:
             {"label": self.label_names[int(i)], "score": float(s), "label_id": int(i)}
             for s, i in zip(scores, ids)
         ]
-
-    def predict_ids(self, texts: Sequence[str]) -> list[int]:
-        """Predicted label ids, one per text, in order."""
-        return self.predict_proba(texts).argmax(-1).tolist()

@@ -1,8 +1,7 @@
 """``variant="auto"``: choose the predictor variant by measuring it on the machine that serves.
 
 The rule (:func:`choose_by_measurement`): on a sample of validation texts, time each candidate
-variant that runs natively here, each built from the one fp32 model already loaded (a copy only
-where a variant converts weights in place; the losers are freed afterwards) (batch 32, median of interleaved repeats) and measure how often
+variant that runs natively here (batch 32, median of interleaved repeats) and measure how often
 its label equals fp32 eager's; keep the fastest whose agreement is at least
 :data:`~pt2aws.metrics.agreement.AGREEMENT_TARGET` (99%). A variant other than ``eager`` must
 beat eager by :data:`MARGIN` (5%): less is within the run-to-run noise of a shared machine, and
@@ -10,15 +9,20 @@ eager is the simpler model to serve. So ``auto`` is never slower than eager on t
 it chose (within that noise), which a choice from the hardware alone could not promise: bf16 on
 an AVX512-BF16 CPU without AMX ran slower than fp32 eager (issue 12).
 
+**One model in memory.** Every candidate is built from the one fp32 model already loaded
+(:func:`measure_variants`): ``eager`` is that model, ``compile`` and the ONNX Runtime variants
+leave its weights alone, and only ``bf16`` and ``int8``, which convert weights in place, work
+on a copy; once chosen, the losers are freed (:meth:`Measured.keep_only`).
+
 **Where the endpoint chooses.** Agreement is a property of the model and the variant: it is
-measured once, on the whole validation split, when the archive is packaged
-(:func:`measure_agreement`), and recorded in it. Speed is a property of the machine: the archive
+measured once, on validation texts, when the archive is packaged
+(:func:`pt2aws.inference.archive_record.variant_report`), and recorded in it. Speed is a property of the machine: the archive
 is usually packaged on an x86 notebook instance while the endpoint runs on Graviton, where bf16
 fast math, oneDNN/ACL and the int8 kernels rank the variants differently. So the endpoint
 **re-measures at start-up on its own hardware**: it calls :func:`choose_by_measurement` with the
 variants the archive records as agreeing (``candidates``) on the few validation texts the
 archive carries, before ``/ping`` answers healthy. That costs seconds at start-up (plus a
-torch.compile for ``int8``); it is paid once per instance, and it is what keeps the promise above
+torch.compile for ``int8``); it is paid once per worker, and it is what keeps the promise above
 on the machine that actually serves.
 """
 
@@ -34,6 +38,14 @@ from pathlib import Path
 
 import torch
 
+# what the archive records (variants.json): notebook 03 and the tests import these from here
+from pt2aws.inference.archive_record import (  # noqa: F401
+    RECORDED_VARIANTS,
+    SAMPLE_TEXTS,
+    agreements,
+    measure_agreement,
+    variant_report,
+)
 from pt2aws.inference.batching import BatchedClassifier
 from pt2aws.inference.variants import (
     COMPILED_VARIANTS,
@@ -45,8 +57,7 @@ from pt2aws.inference.variants import (
     supported_variants,
     variant_support,
 )
-from pt2aws.metrics.agreement import AGREEMENT_TARGET, label_agreement
-from pt2aws.modeling import model_max_tokens
+from pt2aws.metrics.agreement import AGREEMENT_TARGET
 
 logger = logging.getLogger(__name__)
 
@@ -60,78 +71,6 @@ MARGIN = 0.05
 #: batch-1 median latency is more than this many times eager's (bf16 through oneDNN on a CPU
 #: without AMX built kernels per new shape: 180 ms p50 against eager's 1.7 ms, 2026-12-01).
 MAX_LATENCY_RATIO = 2.0
-
-
-def _classifier(call, model, tokenizer, variant: str, device) -> BatchedClassifier:
-    """``call`` (a built variant of ``model``) with the tokenizer, as :mod:`.measure` times it."""
-    return BatchedClassifier(
-        call,
-        tokenizer,
-        variant=variant,
-        max_length=model_max_tokens(model.config, tokenizer),
-        num_labels=model.config.num_labels,
-        device=device,
-    )
-
-
-def agreements(
-    model: torch.nn.Module,
-    tokenizer,
-    texts: Sequence[str],
-    variants: Sequence[str],
-    *,
-    model_dir: str | None = None,
-    device: str = "cpu",
-) -> dict[str, float]:
-    """Share of ``texts`` whose label under each variant equals fp32 eager's (1.0 = all).
-
-    Each variant is built from ``model`` (left fp32) and measured uncompiled: compiling changes
-    speed, not the quantized numerics, and costs tens of seconds on a small CPU. fp32 eager's
-    labels are computed once.
-
-    Args:
-        model: the fp32 model (:func:`pt2aws.inference.variants.load_fp32`).
-        tokenizer: its tokenizer.
-        texts: the texts to compare on (the validation split).
-        variants: names from :data:`~pt2aws.inference.variants.VARIANTS`.
-        model_dir: the model's folder (the ONNX Runtime variants' files are exported there).
-        device: where the models run.
-
-    Returns:
-        ``{variant: agreement}``.
-
-    Raises:
-        ValueError: no texts.
-    """
-    if not texts:
-        raise ValueError("agreement needs texts (got none)")
-    eager = _classifier(model, model, tokenizer, "eager", device)
-    reference = eager.predict_ids(texts)
-    out = {}
-    for variant in variants:
-        module, _ = build_variant(
-            model, variant, device, keep_fp32=True, model_dir=model_dir, tokenizer=tokenizer
-        )
-        fast = _classifier(module, model, tokenizer, variant, device)
-        out[variant] = label_agreement(reference, fast.predict_ids(texts))
-        del module, fast
-    return out
-
-
-def measure_agreement(
-    model_dir: str, texts: Sequence[str], variant: str, *, device: str = "cpu"
-) -> float:
-    """:func:`agreements` of one ``variant`` of the model saved in ``model_dir``.
-
-    Raises:
-        ValueError: unknown variant or no texts.
-    """
-    if variant not in VARIANTS:
-        raise ValueError(f"variant {variant!r}: choose one of {', '.join(VARIANTS)}")
-    model, tokenizer = load_fp32(model_dir)
-    return agreements(model, tokenizer, texts, [variant], model_dir=model_dir, device=device)[
-        variant
-    ]
 
 
 def _first_line(err: BaseException, limit: int = 200) -> str:
@@ -265,7 +204,7 @@ def measure_variants(
             module, call = build_variant(
                 model, variant, device, keep_fp32=True, model_dir=model_dir, tokenizer=tokenizer
             )
-            classifier = _classifier(call, model, tokenizer, variant, device)
+            classifier = BatchedClassifier.of(call, model, tokenizer, variant, device)
             classifier.predict_ids(texts)  # compile / first-call costs out of the timings
         except Exception as err:
             if variant == "eager":
@@ -388,64 +327,6 @@ def choose_by_measurement(
             print(f"{variant}: not timed ({why})")
         print(f"auto: {choice.variant} ({choice.reason})", flush=True)
     return Selection(choice, measured.rows, measured.skipped, module, call)
-
-
-#: Variants whose agreement the archive records (``eager`` is the reference: always 1.0).
-RECORDED_VARIANTS = ("int8", "int8-legacy", "bf16", "ort-fp32", "ort-int8")
-#: Validation texts the archive carries for the endpoint's start-up measurement.
-SAMPLE_TEXTS = 64
-
-
-def variant_report(
-    model_dir: str,
-    validation_texts: Sequence[str],
-    variants: Sequence[str] = RECORDED_VARIANTS,
-    *,
-    sample: int = SAMPLE_TEXTS,
-) -> dict:
-    """What the archive records for the endpoint: each variant's agreement with fp32 eager.
-
-    The model is loaded once; agreement is measured on ``validation_texts`` (the whole
-    validation split, or a few hundred of its texts) on this machine's CPU (:func:`agreements`);
-    a variant this CPU cannot run natively is still measured (bf16 runs emulated: slow but exact
-    enough for agreement). Recording an ONNX Runtime variant exports its files into
-    ``model_dir/onnx/`` (:func:`pt2aws.inference.ort.onnx_files`), which
-    :func:`pt2aws.aws.artifact.package` then ships. The endpoint later times only ``eligible``
-    variants, on ``sample``, on its own hardware (module docstring).
-
-    Returns:
-        ``{"target": 0.99, "texts": int, "agreement": {variant: float}, "eligible": [variant],
-        "sample": [str], "measured_on": str}`` (JSON-serialisable; ``variants.json`` in the
-        archive), plus ``"onnx"`` (the export record) when an ONNX Runtime variant is recorded.
-
-    Raises:
-        ValueError: no validation texts.
-    """
-    import warnings
-
-    from pt2aws.system import cpu_name
-
-    texts = [t for t in validation_texts if t.strip()]
-    if not texts:
-        raise ValueError("variant_report needs validation texts (the split is empty)")
-    model, tokenizer = load_fp32(model_dir)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # "bf16 is emulated": expected here
-        measured = agreements(model, tokenizer, texts, variants, model_dir=model_dir)
-    agreement = {v: round(a, 6) for v, a in measured.items()}
-    report = {
-        "target": AGREEMENT_TARGET,
-        "texts": len(texts),
-        "agreement": agreement,
-        "eligible": [v for v, a in agreement.items() if a >= AGREEMENT_TARGET],
-        "sample": texts[:sample],
-        "measured_on": cpu_name(),
-    }
-    if set(variants) & set(ORT_VARIANTS):
-        from pt2aws.inference.ort import EXPORT_RECORD, ONNX_DIR
-
-        report["onnx"] = json.loads((Path(model_dir) / ONNX_DIR / EXPORT_RECORD).read_text())
-    return report
 
 
 def serving_variant(

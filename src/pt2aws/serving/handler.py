@@ -220,6 +220,14 @@ def model_fn(model_dir: str, context=None) -> dict:
             ) from None
         model, variant, reason = serving_variant(model_dir, model, variant, tokenizer)
     print(f"pt2aws handler: serving variant {variant} ({reason})", flush=True)
+    fast_math = os.environ.get("DNNL_DEFAULT_FPMATH_MODE", "").upper()
+    if fast_math in ("BF16", "ANY"):  # the Graviton guide's setting (Graviton3 and later)
+        print(
+            f"pt2aws handler: DNNL_DEFAULT_FPMATH_MODE={fast_math}: oneDNN computes fp32 matrix "
+            "products in bf16 here, so labels can differ from the fp32 agreement recorded at "
+            "packaging; unset it for fp32 maths",
+            flush=True,
+        )
     long_texts = os.environ.get("PT2AWS_LONG_TEXTS", "truncate").strip().lower()
     if long_texts not in ("truncate", "windows"):
         raise ValueError(f"PT2AWS_LONG_TEXTS={long_texts!r}: set truncate or windows")

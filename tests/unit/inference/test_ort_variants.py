@@ -127,6 +127,9 @@ def test_archive_records_ort_agreement_ships_the_files_and_serves_them(
         requirements = tar.extractfile("code/requirements.txt").read().decode()
     assert {"onnx/model.onnx", "onnx/model_int8.onnx", "onnx/export.json"} <= set(names)
     assert "onnxruntime" not in requirements  # the AWS DLC route stays on PyTorch
+    plain = artifact.package(model_dir, tmp_path / "plain.tar.gz")  # no ORT variant recorded
+    with tarfile.open(plain) as tar:
+        assert not [n for n in tar.getnames() if n.startswith("onnx/")]  # 100+ MB nobody reads
 
     served = tmp_path / "served"
     with tarfile.open(archive) as tar:
