@@ -176,10 +176,11 @@ def main(argv: list[str] | None = None) -> dict:
     if args.threads:
         os.environ["OMP_NUM_THREADS"] = str(args.threads)  # kept by apply_runtime_settings
     from pt2aws.data import load_for_run
+    from pt2aws.env import cpu_features
     from pt2aws.inference.measure import compare_predictors, format_table
     from pt2aws.inference.runtime import apply_runtime_settings
     from pt2aws.inference.selection import choose_by_measurement
-    from pt2aws.inference.variants import cpu_features, load_fp32
+    from pt2aws.inference.variants import load_fp32
 
     runtime = apply_runtime_settings()
     load_before = os.getloadavg()
@@ -208,7 +209,7 @@ def main(argv: list[str] | None = None) -> dict:
     cpu = cpu_features()
     results = {
         "machine": {
-            "cpu": getattr(cpu, "description", str(cpu)),
+            "cpu": cpu.description,
             "platform": platform.platform(),
             "python": sys.version.split()[0],
         },

@@ -9,6 +9,7 @@ import shutil
 import nbformat
 import pytest
 
+from pt2aws.config import saved_config_path
 from pt2aws.pipeline import NOTEBOOKS, notebooks_dir
 from pt2aws.rundir import RunDir
 
@@ -49,6 +50,32 @@ def test_notebook_lint(name):
             and "sys.path" not in cell.source
             and "%%writefile" not in cell.source
         )
+
+
+def test_each_notebook_checks_its_kernel_with_the_one_script():
+    """The check is one line per notebook; its fix names the one install script, which is what
+    `make setup` runs (no pin repeated in the notebooks or the check)."""
+    import subprocess
+    import sys
+
+    for name in ALL:
+        first = next(
+            c for c in nbformat.read(NB_DIR / name, as_version=4).cells if c.cell_type == "code"
+        )
+        assert first.source.splitlines()[-1] == "%run kernel_check.py", name
+        assert "==" not in first.source
+    # -I -S: no site-packages, so pt2aws cannot be found (a kernel without the project)
+    check = subprocess.run(
+        [sys.executable, "-I", "-S", str(NB_DIR / "kernel_check.py")],
+        capture_output=True,
+        text=True,
+    )
+    assert check.returncode == 1 and "ModuleNotFoundError: pt2aws is not installed" in check.stderr
+    assert "`make kernel`" in check.stderr and "bash scripts/setup-env.sh" in check.stderr
+    root = NB_DIR.parent
+    assert (root / "scripts" / "setup-env.sh").is_file()
+    assert "bash scripts/setup-env.sh $(PY)" in (root / "Makefile").read_text()
+    assert "==" not in (NB_DIR / "kernel_check.py").read_text()
 
 
 @pytest.fixture(scope="module")
@@ -108,6 +135,10 @@ def test_00_recommends_an_instance_and_a_launch_plan(executed):
     assert sum(r["cheapest"] for r in rows) == 1 and sum(r["fastest"] for r in rows) == 1
     assert rec["recommended"]["instance"] in {r["instance"] for r in rows}
     assert plan["target"] == "emulator" and plan["ec2"]["dry_run"]["would_succeed"] is True
+    assert {"ml.c6g.xlarge", "ml.c7g.xlarge", "ml.c8g.xlarge"} <= {
+        r["instance"] for r in rec["inference"]
+    }
+    assert len({r["throughput_rps"] for r in rec["inference"]}) == len(rec["inference"])
     assert plan["ec2"]["ami_id"].startswith("ami-")
     for name in ("memory_breakdown.png", "time_vs_cost.png"):
         assert executed.plot(name).stat().st_size > 5_000
@@ -233,31 +264,48 @@ def test_03_deploys_to_emulator_and_leaves_nothing(executed):
     from pt2aws.standins.torchserve import serve_stack_missing
 
     result = json.loads(executed.deploy_json.read_text())
-    assert result["target"] == "emulator"
+    assert result["target"] == "emulator" and result["deployed"] is True
     assert result["archive_valid"] is True
     assert result["image_uri"] == (
         "763104351884.dkr.ecr.us-east-1.amazonaws.com/"
         "pytorch-inference-arm64:2.6.0-cpu-py312-ubuntu22.04-sagemaker"
     )
+    assert set(result["requests"]) == {"CreateModel", "CreateEndpointConfig", "CreateEndpoint"}
     assert len(result["answer"]) == 3
     assert {a["label"] for a in result["answer"]} <= {"negative", "positive"}
-    expected_source = "replayed" if serve_stack_missing() else "local serving stack"
+    expected_source = "the archive's handler" if serve_stack_missing() else "the AWS DLC's serving"
     assert result["answer_source"].startswith(expected_source)
     assert result["matches_local"] is True  # endpoint answer == in-process handler answer
     assert sorted(k for k, _ in result["deleted"]) == ["endpoint", "endpoint_config", "model"]
-    assert result["resources_left"] == 0
-    rows = {r["instance_type"]: r for r in result["cost_table"]}
-    assert {"ml.c7g.xlarge", "ml.c6i.xlarge"} <= set(rows)
-    assert result["throughput"]["throughput_samples_per_second"] > 0
-    for r in rows.values():  # USD per 1M = USD/h / (inferences/s * 3600) * 1e6
+    assert result["resources_left"] == 0 and result["kept"] is None
+    assert result["load_test"]["requests"] > 0 and result["load_test"]["errors"] == 0
+    rows = result["cost_table"]
+    assert {"ml.c7g.xlarge", "ml.c6i.xlarge"} <= {r["instance_type"] for r in rows}
+    for r in rows[:-1]:  # USD per 1M = USD/h / (inferences/s * 3600) * 1e6
         assert r["usd_per_1m"] == pytest.approx(
             r["usd_per_hour"] / (r["throughput_per_s"] * 3600) * 1e6, rel=1e-9
         )
+    here = rows[-1]  # the load test on the emulator measured this machine: no price
+    assert here["instance_type"].startswith("this machine") and here["usd_per_1m"] is None
+    assert here["throughput_per_s"] == result["load_test"]["throughput_per_s"]
     assert "| ml.c7g.xlarge | arm64 |" in executed.cost_md.read_text()
     variants = result["variants"]  # recorded in the archive for PT2AWS_VARIANT=auto
     assert set(variants["agreement"]) == {"int8", "int8-legacy", "bf16"}
     assert variants["eligible"] == [v for v, a in variants["agreement"].items() if a >= 0.99]
     assert variants["texts"] == 20  # the smoke profile's validation split, capped by the parameter
+
+
+def test_00_and_03_give_the_same_throughput_and_cost_for_the_same_instance(executed):
+    """Issue 19: one throughput model; ml.c7g.xlarge in notebook 00's serving ranking and in
+    notebook 03's cost table of the same run."""
+    sized = json.loads(executed.recommendation_json.read_text())["recommendation"]
+    deployed = json.loads(executed.deploy_json.read_text())
+    in_00 = next(r for r in sized["inference"] if r["instance"] == "ml.c7g.xlarge")
+    in_03 = next(r for r in deployed["cost_table"] if r["instance_type"] == "ml.c7g.xlarge")
+    assert in_00["throughput_rps"] == pytest.approx(in_03["throughput_per_s"], rel=1e-12)
+    assert in_00["usd_per_million"] == pytest.approx(in_03["usd_per_1m"], rel=1e-12)
+    assert in_00["throughput_source"] == in_03["throughput_basis"]
+    assert "assumed" in in_03["throughput_basis"]  # the assumption beside the estimate
 
 
 def test_summary_from_executed_run(executed):
@@ -313,6 +361,6 @@ def test_pipeline_trains_on_a_headerless_file_through_the_notebook_parameters(tm
     stats = train["data"]
     assert stats["rows_read"] == len(rows) and stats["dropped_unmapped"] == 5
     assert stats["dropped_duplicates"] >= 1 and stats["dropped_empty"] >= 1
-    assert json.loads(run.train_config.read_text())["encoding"] == "latin-1"
+    assert json.loads(saved_config_path(run.train_dir).read_text())["encoding"] == "latin-1"
     inference = json.loads(run.inference_metrics.read_text())
     assert inference["accuracy"] == pytest.approx(train["test_accuracy"], abs=1e-9)

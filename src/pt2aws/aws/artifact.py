@@ -24,6 +24,7 @@ from pathlib import Path
 
 from pt2aws.inference.ort import ONNX_DIR
 from pt2aws.serving import HANDLER_PATH
+from pt2aws.serving.service import load_handler
 
 logger = logging.getLogger(__name__)
 
@@ -281,28 +282,13 @@ def validate_archive(path: str | Path, *, smoke_test: bool = True) -> dict:
     return result
 
 
-def load_handler(code_dir: Path):
-    """Import ``code_dir/inference.py`` as a module, as the serving toolkit does.
-
-    Returns:
-        The handler module (``model_fn``, ``input_fn``, ``predict_fn``, ``output_fn``).
-    """
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(
-        "pt2aws_archive_handler", code_dir / "inference.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def smoke_test_archive(path: str | Path, texts: list[str] | None = None) -> list[dict]:
     """Extract ``path`` safely to a temp folder and run the handler chain on ``texts``.
 
     Extraction uses ``tarfile``'s ``data`` filter (no links out, no absolute paths, no device
-    files). Then ``model_fn`` -> ``input_fn`` -> ``predict_fn`` -> ``output_fn``, as the container
-    calls them.
+    files). Then the archive's handler, loaded as the container loads it
+    (:func:`pt2aws.serving.service.load_handler`), runs ``model_fn`` -> ``input_fn`` ->
+    ``predict_fn`` -> ``output_fn``, as the container calls them.
 
     Returns:
         The decoded predictions, one ``{"label", "score"}`` per text, in order.
@@ -314,7 +300,7 @@ def smoke_test_archive(path: str | Path, texts: list[str] | None = None) -> list
     texts = texts or ["I love this!", "This is terrible."]
     with tempfile.TemporaryDirectory() as tmp, tarfile.open(path, "r:gz") as tar:
         tar.extractall(tmp, filter="data")
-        handler = load_handler(Path(tmp) / "code")
+        handler = load_handler(tmp, builtin=False)
         model = handler.model_fn(tmp)
         data = handler.input_fn(json.dumps({"inputs": texts}).encode(), "application/json")
         out = json.loads(handler.output_fn(handler.predict_fn(data, model), "application/json"))
@@ -328,30 +314,29 @@ def smoke_test_archive(path: str | Path, texts: list[str] | None = None) -> list
     return out
 
 
-def upload_archive(archive: str | Path, bucket: str, key: str, region: str) -> str:
-    """Upload ``archive`` to ``s3://bucket/key`` with SSE-S3 encryption; returns the S3 URL.
+def upload_archive(session, archive: str | Path, url: str) -> str:
+    """Upload ``archive`` to ``url`` (``s3://bucket/key``) with SSE-S3 encryption.
 
     Creates the bucket (public access blocked) if it does not exist.
 
     Args:
+        session: the :class:`pt2aws.aws.session.AwsSession` (its region is the bucket's).
         archive: the ``model.tar.gz`` to upload.
-        bucket: S3 bucket, e.g. :func:`pt2aws.aws.session.default_bucket`.
-        key: object key, e.g. ``"pt2aws/<name>/model.tar.gz"``.
-        region: the bucket's region.
+        url: ``s3://<bucket>/<key>``, e.g. ``s3://sagemaker-<region>-<account>/pt2aws/<name>/
+            model.tar.gz`` (:func:`pt2aws.aws.session.default_bucket`).
 
     Returns:
-        ``s3://<bucket>/<key>``.
+        ``url``.
     """
-    from pt2aws.aws.session import boto_session
-
-    s3 = boto_session(region).client("s3")
+    bucket, key = url.removeprefix("s3://").split("/", 1)
+    s3 = session.client("s3")
     try:
         s3.head_bucket(Bucket=bucket)
     except s3.exceptions.ClientError:
         kwargs = (
             {}
-            if region == "us-east-1"
-            else {"CreateBucketConfiguration": {"LocationConstraint": region}}
+            if session.region == "us-east-1"
+            else {"CreateBucketConfiguration": {"LocationConstraint": session.region}}
         )
         s3.create_bucket(Bucket=bucket, **kwargs)
         s3.put_public_access_block(
@@ -367,7 +352,7 @@ def upload_archive(archive: str | Path, bucket: str, key: str, region: str) -> s
     return f"s3://{bucket}/{key}"
 
 
-def delete_uploaded(url: str, region: str) -> bool:
+def delete_uploaded(session, url: str) -> bool:
     """Delete the S3 object ``url`` (``s3://bucket/key``); errors are logged, not raised.
 
     Returns:
@@ -375,11 +360,9 @@ def delete_uploaded(url: str, region: str) -> bool:
     """
     from botocore.exceptions import ClientError
 
-    from pt2aws.aws.session import retrying_client
-
     bucket, key = url.removeprefix("s3://").split("/", 1)
     try:
-        retrying_client("s3", region).delete_object(Bucket=bucket, Key=key)
+        session.client("s3").delete_object(Bucket=bucket, Key=key)
     except ClientError as err:  # clean-up goes on; the caller records False
         logger.error("could not delete %s: %s", url, err)
         return False

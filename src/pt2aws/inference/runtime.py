@@ -4,14 +4,18 @@ Source: AWS Graviton Technical Guide, machinelearning/pytorch.md
 (github.com/aws/aws-graviton-getting-started, checked 2026-11):
 
 * ``DNNL_DEFAULT_FPMATH_MODE=BF16``: oneDNN's bf16 "fast math" GEMM kernels for fp32 models,
-  only where the CPU has bf16 instructions (Graviton3 and later; ``bf16`` in ``/proc/cpuinfo``);
+  only where the CPU has bf16 instructions (Graviton3 and later; ``HWCAP2_BF16`` in the
+  auxiliary vector, :func:`pt2aws.env.cpu_features`);
 * ``LRU_CACHE_CAPACITY=1024``: oneDNN primitive cache, so kernels are reused across input shapes;
 * ``THP_MEM_ALLOC_ENABLE=1``: transparent huge pages for large tensors (fewer TLB misses);
 * ``OMP_NUM_THREADS = vCPUs / processes``: one intra-op thread pool per model-server worker.
 
 :func:`graviton_settings` computes them from facts (architecture, bf16, vCPUs, processes);
 :func:`runtime_settings` feeds it this machine's facts, and
-:func:`pt2aws.aws.endpoint.endpoint_environment` an instance type's facts from the catalog.
+:func:`pt2aws.aws.hosting.endpoint_environment` an instance type's facts from the catalog.
+:func:`set_runtime_environment` puts them in this process's environment (the serving image's
+server, before its workers import torch); :func:`apply_runtime_settings` does that and sets
+torch's thread count (a notebook, a benchmark).
 """
 
 from __future__ import annotations
@@ -69,15 +73,20 @@ def runtime_settings(num_processes: int = 1, cpu: dict | None = None) -> dict:
 
     Args:
         num_processes: inference processes sharing the CPUs (model-server workers).
-        cpu: :func:`pt2aws.env.cpu_info` output (default: this machine).
+        cpu: ``{"bf16": bool, "graviton": bool}`` to use instead of this machine's
+            :func:`pt2aws.env.cpu_features` (native bf16 from the kernel's HWCAP, so an emulated
+            or containerised Graviton is seen as it is, and ``ONEDNN_MAX_CPU_ISA`` caps count).
 
     Returns:
         ``{"env": {name: value}, "threads": int, "reasons": {name: str}, "thp_mode": str|None}``.
     """
-    from pt2aws.env import cpu_info
     from pt2aws.system import available_cpus, is_arm64
 
-    cpu = cpu or cpu_info()
+    if cpu is None:
+        from pt2aws.env import cpu_features
+
+        features = cpu_features()
+        cpu = {"bf16": features.bf16_native.available, "graviton": is_arm64(features.arch)}
     settings = graviton_settings(
         arm64=is_arm64() or bool(cpu.get("graviton")),
         bf16=bool(cpu.get("bf16")),
@@ -93,20 +102,19 @@ def runtime_settings(num_processes: int = 1, cpu: dict | None = None) -> dict:
     return {**settings, "thp_mode": thp_mode}
 
 
-def apply_runtime_settings(num_processes: int = 1, *, override: bool = False) -> dict:
-    """Apply :func:`runtime_settings` to this process and return what was done.
+def set_runtime_environment(num_processes: int = 1, *, override: bool = False) -> dict:
+    """Put :func:`runtime_settings` in ``os.environ`` and log each (without importing torch).
 
-    Environment variables already set are kept unless ``override``; ``torch.set_num_threads``
-    gets the thread count. ``THP_MEM_ALLOC_ENABLE`` and ``LRU_CACHE_CAPACITY`` are read when
-    torch allocates / first builds oneDNN kernels, so they act fully only when set before the
-    first inference (best: before ``import torch``, as the endpoint's environment does).
+    Environment variables already set (e.g. by the endpoint's ``Environment``) are kept unless
+    ``override``. ``THP_MEM_ALLOC_ENABLE`` and ``LRU_CACHE_CAPACITY`` are read when torch
+    allocates / first builds oneDNN kernels, and ``OMP_NUM_THREADS`` when it starts, so they act
+    fully only when set before ``import torch`` (the serving image's server calls this before
+    its workers start).
 
     Returns:
-        :func:`runtime_settings` plus ``"applied": {name: value}`` (what this call set),
-        ``"kept": {name: value}`` (pre-set values left alone) and ``"torch_threads"``.
+        :func:`runtime_settings` plus ``"applied": {name: value}`` (what this call set) and
+        ``"kept": {name: value}`` (pre-set values left alone).
     """
-    import torch
-
     settings = runtime_settings(num_processes)
     applied, kept = {}, {}
     for name, value in settings["env"].items():
@@ -115,13 +123,19 @@ def apply_runtime_settings(num_processes: int = 1, *, override: bool = False) ->
         else:
             os.environ[name] = value
             applied[name] = value
-    threads = int(os.environ.get("OMP_NUM_THREADS", settings["threads"]))
-    torch.set_num_threads(threads)
-    settings.update(
-        applied=applied,
-        kept=kept,
-        torch_threads=torch.get_num_threads(),
-    )
     for name, reason in settings["reasons"].items():
         logger.info("runtime: %s=%s (%s)", name, os.environ.get(name, "-"), reason)
-    return settings
+    return {**settings, "applied": applied, "kept": kept}
+
+
+def apply_runtime_settings(num_processes: int = 1, *, override: bool = False) -> dict:
+    """:func:`set_runtime_environment`, then ``torch.set_num_threads`` to the thread count.
+
+    Returns:
+        :func:`set_runtime_environment`'s record plus ``"torch_threads"``.
+    """
+    import torch
+
+    settings = set_runtime_environment(num_processes, override=override)
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", settings["threads"])))
+    return {**settings, "torch_threads": torch.get_num_threads()}

@@ -28,9 +28,8 @@ as they are; ``bf16`` and ``int8`` convert them in place, so with ``keep_fp32=Tr
 variants of one model side by side, as ``auto`` measures them) they convert a copy.
 
 **What a CPU emulates.** :func:`emulated_variants` names the variants this CPU would only
-emulate: torchao ``int8`` without int8 dot-product instructions (x86 AVX512-VNNI, AVX-VNNI or
-AMX-INT8; Arm SDOT/UDOT or I8MM: 0.09x eager on a 2-core AVX2 CPU, issue 16) and ``bf16``
-without native bf16. Notebook 02 and ``benchmarks/inference_speed.py`` leave them out by default
+emulate: torchao ``int8`` without int8 dot-product instructions (:func:`int8_supported`: 0.09x
+eager on a 2-core AVX2 CPU, issue 16) and ``bf16`` without native bf16 (:func:`bf16_supported`). Notebook 02 and ``benchmarks/inference_speed.py`` leave them out by default
 with that reason (:func:`default_variants`); ``auto`` still times what it may choose.
 
 ``compile`` and ``int8`` call ``torch.compile``: on a CPU, Inductor writes C++ kernels and builds
@@ -80,18 +79,37 @@ class VariantChoice:
 
 
 def bf16_supported(device: torch.device) -> tuple[bool, str]:
-    """Whether ``device`` computes bf16 natively, and the evidence."""
+    """Whether ``device`` computes bf16 natively, and the evidence.
+
+    CPU: :func:`pt2aws.env.cpu_features` (``bf16_native``: the kernel's view of the CPU, with the
+    ``ATEN_CPU_CAPABILITY`` / ``ONEDNN_MAX_CPU_ISA`` caps honoured); GPU: Ampere or newer.
+    """
     if device.type == "cuda":
         ok = torch.cuda.is_bf16_supported()
         name = torch.cuda.get_device_name(device)
         return ok, f"{name} {'supports' if ok else 'lacks'} bf16 (needs Ampere or newer)"
-    from pt2aws.env import cpu_info
+    from pt2aws.env import cpu_features
 
-    cpu = cpu_info()
-    if cpu["bf16"]:
-        kind = "AMX" if cpu["amx"] else ("BF16" if cpu["graviton"] else "AVX512-BF16")
-        return True, f"CPU {cpu['model']} has native bf16 ({kind} in /proc/cpuinfo)"
-    return False, f"CPU {cpu['model']} has no bf16 instructions in /proc/cpuinfo"
+    native = cpu_features().bf16_native
+    return native.available, f"CPU: {native.reason}"
+
+
+def int8_supported(device: torch.device) -> tuple[bool, str]:
+    """Whether ``device`` has the int8 dot-product instructions that make ``int8`` fast.
+
+    torchao's int8 matmuls are oneDNN int8 GEMMs: fast with x86 VNNI or AMX-INT8, Arm SDOT/UDOT
+    or I8MM (:func:`pt2aws.env.cpu_features` ``int8_dot``, caps honoured), slow without them (the
+    ``int8`` variant ran at 0.09x eager on a 2-core AVX2-only AMD EPYC, issue 16). Capping a VNNI
+    CPU to AVX2 slows oneDNN's int8 GEMM 4x but leaves a compiled torchao int8 linear 1.4x fp32
+    (``benchmarks/cpu_caps.py``): the caps do not reproduce that 0.09x. For defaults that leave
+    ``int8`` out; :func:`variant_support` still lets ``auto`` measure it.
+    """
+    if device.type != "cpu":
+        return False, "int8 dynamic quantization runs on CPU only: use bf16 on GPU"
+    from pt2aws.env import cpu_features
+
+    dot = cpu_features().int8_dot
+    return dot.available, f"CPU: {dot.reason}"
 
 
 @functools.lru_cache(maxsize=1)
@@ -140,6 +158,9 @@ def variant_support(variant: str, device: torch.device | str) -> tuple[bool, str
         still runs, emulated and slowly; int8 and the ONNX Runtime variants do not run on a GPU
         here; ``compile`` and ``int8`` do not run on a CPU machine without a C++ compiler
         (:func:`compiler_missing`), nor the ONNX Runtime variants without ``onnxruntime``.
+        ``int8`` otherwise counts as runnable on any CPU, so ``auto`` keeps measuring it;
+        :func:`emulated_variants` says which variants this CPU only emulates (for defaults that
+        leave them out).
 
     Raises:
         ValueError: unknown variant.
@@ -166,122 +187,54 @@ def variant_support(variant: str, device: torch.device | str) -> tuple[bool, str
     return True, f"{variant} runs on {device.type}"
 
 
-def cpu_features():
-    """This CPU's native capabilities as this process uses them (caps included):
-    ``pt2aws.env.cpu.cpu_features()``; ``.bf16_native`` and ``.int8_dot`` are truthy when
-    present and carry ``.reason``."""
-    try:
-        from pt2aws.env.cpu import cpu_features as features
-    except ImportError:  # before the CPU-features module is merged: torch's own CPUID reading
-        return _features_from_torch()
-    return features()
-
-
-def _features_from_torch():
-    """:func:`cpu_features`' two answers from ``torch.cpu.get_capabilities()`` and ATen's
-    dispatch level (``ATEN_CPU_CAPABILITY`` below AVX512 counts as a CPU without the AVX-512
-    extensions or AVX-VNNI)."""
-    from types import SimpleNamespace
-
-    caps = torch.cpu.get_capabilities()
-    name = caps.get("cpu_name") or "this CPU"
-    isa = torch.backends.cpu.get_cpu_capability()
-    capped = not is_arm64() and not isa.startswith("AVX512")
-
-    def answer(flags: tuple[str, ...], what: str) -> _Capability:
-        found = [k for k in flags if caps.get(k)]
-        if not found:
-            return _Capability(False, f"{name} has no {what}")
-        if capped:
-            return _Capability(False, f"{name} has {'/'.join(found)}, but torch dispatches {isa}")
-        return _Capability(True, f"{name} has {'/'.join(found)}")
-
-    if is_arm64():
-        int8_dot = answer(("dot", "i8mm"), "SDOT/UDOT or I8MM")
-        bf16 = answer(("bf16",), "BF16")
-    else:
-        int8_dot = answer(
-            ("avx512_vnni", "avx_vnni", "amx_int8"), "AVX512-VNNI, AVX-VNNI or AMX-INT8"
-        )
-        bf16 = answer(("avx512_bf16", "amx_bf16"), "AVX512-BF16 or AMX-BF16")
-    description = (
-        f"{name}, torch dispatches {isa}; "
-        + ("native bf16" if bf16 else "no native bf16 (emulated, slow)")
-        + ("; int8 dot products" if int8_dot else "; no int8 dot products")
-    )
-    return SimpleNamespace(int8_dot=int8_dot, bf16_native=bf16, description=description)
-
-
-@dataclass(frozen=True)
-class _Capability:
-    """Truthy when ``available``; ``reason`` says why (not)."""
-
-    available: bool
-    reason: str
-
-    def __bool__(self) -> bool:
-        return self.available
-
-
-#: Variants a CPU may only emulate, and the capability each needs (:func:`emulated_variants`).
-NEEDS = {"int8": "int8_dot", "bf16": "bf16_native"}
-
-
-def emulated_variants(variants: Sequence[str], features=None) -> dict[str, str]:
+def emulated_variants(
+    variants: Sequence[str], device: torch.device | str = "cpu"
+) -> dict[str, str]:
     """The variants among ``variants`` that this CPU would only emulate, with the reason.
 
-    torchao ``int8`` needs int8 dot-product instructions (x86 AVX512-VNNI, AVX-VNNI or AMX-INT8;
-    Arm SDOT/UDOT or I8MM; without them it ran at 0.09x eager on a 2-core AVX2 CPU, issue 16);
-    ``bf16`` needs native bf16 (AVX512-BF16/AMX, Arm BF16). ``int8-legacy`` (fbgemm/QNNPACK) and
-    ``ort-int8`` (ONNX Runtime's MLAS) have AVX2 and NEON int8 kernels: not emulated.
+    torchao ``int8`` needs int8 dot-product instructions (:func:`int8_supported`: x86 AVX512-VNNI,
+    AVX-VNNI or AMX-INT8; Arm SDOT/UDOT or I8MM; without them it ran at 0.09x eager on a 2-core
+    AVX2 CPU, issue 16); ``bf16`` needs native bf16 (:func:`bf16_supported`). ``int8-legacy``
+    (fbgemm/QNNPACK) and ``ort-int8`` (ONNX Runtime's MLAS) have AVX2 and NEON int8 kernels: not
+    emulated. Both checks read :func:`pt2aws.env.cpu_features`, caps included.
 
     Args:
         variants: variant names.
-        features: :func:`cpu_features`' answer (default: this CPU's); tests pass a fake.
+        device: where they would run (a GPU emulates none of these).
 
     Returns:
         ``{variant: reason}`` for those left out, e.g. ``{"int8": "no int8 dot-product
-        instructions (AMD EPYC has no AVX512-VNNI ...): torchao int8 would be emulated"}``.
+        instructions (CPU: old x86 has no AVX512-VNNI ...): int8 is emulated"}``.
     """
-    features = cpu_features() if features is None else features
+    device = torch.device(device)
+    if device.type != "cpu":
+        return {}
+    checks = {
+        "int8": (int8_supported, "int8 dot-product instructions"),
+        "bf16": (bf16_supported, "native bf16"),
+    }
     out = {}
     for variant in variants:
-        need = NEEDS.get(variant)
-        if need and not getattr(features, need):
-            what = "int8 dot-product instructions" if need == "int8_dot" else "native bf16"
-            out[variant] = f"no {what} ({getattr(features, need).reason}): {variant} is emulated"
+        if variant in checks:
+            check, what = checks[variant]
+            native, why = check(device)
+            if not native:
+                out[variant] = f"no {what} ({why}): {variant} is emulated"
     return out
 
 
 def default_variants(
-    variants: Sequence[str], *, include_emulated: bool = False, features=None
+    variants: Sequence[str], *, include_emulated: bool = False, device: torch.device | str = "cpu"
 ) -> tuple[list[str], dict[str, str]]:
-    """``variants`` minus those this CPU emulates, unless ``include_emulated`` (notebook 02's
-    ``TIME_EMULATED``, the benchmark's ``--include-emulated``).
+    """``variants`` minus those this CPU emulates (:func:`emulated_variants`), unless
+    ``include_emulated`` (notebook 02's ``TIME_EMULATED``, the benchmark's
+    ``--include-emulated``).
 
     Returns:
         ``(kept, {variant: reason left out})``, in the order of ``variants``.
     """
-    left_out = {} if include_emulated else emulated_variants(variants, features)
+    left_out = {} if include_emulated else emulated_variants(variants, device)
     return [v for v in variants if v not in left_out], left_out
-
-
-def supported_variants(
-    device: torch.device | str, candidates: Sequence[str]
-) -> tuple[list[str], dict[str, str]]:
-    """Split ``candidates`` into those that run natively on ``device`` and the others.
-
-    Returns:
-        ``(runnable, {variant: reason it is left out})``, in the order of ``candidates``.
-    """
-    runnable, left_out = [], {}
-    for variant in candidates:
-        native, why = variant_support(variant, device)
-        if native:
-            runnable.append(variant)
-        else:
-            left_out[variant] = why
-    return runnable, left_out
 
 
 def load_fp32(model_dir: str):

@@ -37,7 +37,8 @@ from pathlib import Path
 
 import torch
 
-from pt2aws.config import TrainConfig
+from pt2aws.catalog import peak_bf16_flops
+from pt2aws.config import TrainConfig, saved_config_path
 from pt2aws.data import sequence_length_record, token_lengths
 from pt2aws.modeling import model_max_tokens
 from pt2aws.system import peak_memory_bytes
@@ -51,7 +52,7 @@ from pt2aws.train.distributed import (
     replica_max_abs_diff,
 )
 from pt2aws.train.evaluation import evaluate
-from pt2aws.train.flags import apply_tf32, autocast_dtype, peak_bf16_flops, resolve_flags
+from pt2aws.train.flags import apply_tf32, autocast_dtype, resolve_flags
 from pt2aws.train.inputs import load_data_and_model, tokenize_splits
 from pt2aws.train.recipe import micro_step, optimizer_step, prepare_model_and_optimizer
 from pt2aws.train.throughput import ThroughputMeter, num_compiled_graphs
@@ -121,9 +122,10 @@ class FineTune:
         self.lengths = [len(r["input_ids"]) for r in self.rows["train"]]
         self.full_lengths = token_lengths(self.tokenizer, self.data.splits["train"]["text"])
         self.model_config = self.model.config
-        # Batches are padded per batch, to a multiple of 8 (tensor-core friendly shapes).
+        # Batches are padded per batch: to a multiple of 8 on GPU or compiled, else to the longest
+        pad_to = 8 if self.flags["pad_to_multiple_of_8"].enabled else None
         self.collator = DataCollatorWithPadding(
-            self.tokenizer, pad_to_multiple_of=8, return_tensors="pt"
+            self.tokenizer, pad_to_multiple_of=pad_to, return_tensors="pt"
         )
         self.steps_per_epoch = math.ceil(len(self._batches(0)) / cfg.gradient_accumulation_steps)
         self.total_steps = (
@@ -297,14 +299,15 @@ class FineTune:
 
         info, module = self.info, self.prep.module
         num_params = count_parameters(module)  # DTensor parameters report their global size
-        speed = self.meter.summary(info, num_params, peak_bf16_flops(info.device))
+        gpu = torch.cuda.get_device_name(info.device) if info.device.type == "cuda" else None
+        speed = self.meter.summary(info, num_params, peak_bf16_flops(gpu) if gpu else None)
         test = self._evaluate("test")
         replica_diff = None if self.parallelism == "fsdp" else replica_max_abs_diff(module, info)
         save_model(self.prep, self.tokenizer, self.out_dir, info)
         if not info.is_main:
             return {}
         metrics = self._metrics(num_params, speed, test, replica_diff)
-        self.cfg.to_json(self.out_dir / "train_config.json")
+        self.cfg.to_json(saved_config_path(self.out_dir))
         (self.out_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
         print(
             f"test_accuracy={test['accuracy']:.4f} "
