@@ -237,6 +237,24 @@ def default_variants(
     return [v for v in variants if v not in left_out], left_out
 
 
+def supported_variants(
+    device: torch.device | str, candidates: Sequence[str]
+) -> tuple[list[str], dict[str, str]]:
+    """Split ``candidates`` into those that run natively on ``device`` and the others.
+
+    Returns:
+        ``(runnable, {variant: reason it is left out})``, in the order of ``candidates``.
+    """
+    runnable, left_out = [], {}
+    for variant in candidates:
+        native, why = variant_support(variant, device)
+        if native:
+            runnable.append(variant)
+        else:
+            left_out[variant] = why
+    return runnable, left_out
+
+
 def load_fp32(model_dir: str):
     """The fp32 model (eval mode, CPU) and tokenizer saved in ``model_dir``: what every variant
     is built from.
