@@ -92,7 +92,7 @@ def build_predictors(
     max_length = model_max_tokens(model.config, tokenizer)
     wanted = ["eager", *[v for v in args.variants.split(",") if v and v != "eager"]]
     kept, left_out = default_variants(wanted, include_emulated=args.include_emulated)
-    runnable, skipped = supported_variants("cpu", kept)
+    runnable, skipped = supported_variants("cpu", kept, include_emulated=args.include_emulated)
     predictors = {}
     if not args.no_pipeline:
         predictors["hf-pipeline"] = PipelinePredictor(str(model_dir), max_length)

@@ -170,6 +170,7 @@ def measure_variants(
     latency_calls: int = 10,
     repeats: int = 3,
     device: str | torch.device = "cpu",
+    include_emulated: bool = False,
 ) -> Measured:
     """Build each variant from the one fp32 ``model``, time them side by side, compare labels.
 
@@ -189,6 +190,8 @@ def measure_variants(
         latency_calls: batch-1 calls per variant (the first ``latency_calls`` texts).
         repeats: timed throughput passes per variant (median reported; interleaved).
         device: where they run.
+        include_emulated: also run variants this CPU only emulates (bf16 without native
+            bf16), when they are asked for.
 
     Returns:
         A :class:`Measured`.
@@ -196,7 +199,9 @@ def measure_variants(
     from pt2aws.inference.measure import compare_predictors
 
     device = str(device)
-    runnable, skipped = supported_variants(device, list(dict.fromkeys(["eager", *variants])))
+    runnable, skipped = supported_variants(
+        device, list(dict.fromkeys(["eager", *variants])), include_emulated=include_emulated
+    )
     built, classifiers, setup_s = {}, {}, {}
     for variant in runnable:
         started = time.perf_counter()
@@ -231,6 +236,7 @@ def compare_variants(
     latency_calls: int = 10,
     repeats: int = 3,
     device: str | None = None,
+    include_emulated: bool = False,
 ) -> dict:
     """Notebook 02's table: the model in ``model_dir`` loaded once and each variant built from
     it, timed beside fp32 eager, with its label agreement (:func:`measure_variants`).
@@ -242,6 +248,8 @@ def compare_variants(
         latency_calls: batch-1 calls per variant (the first ``latency_calls`` texts).
         repeats: timed throughput passes per variant (median reported; interleaved).
         device: ``"cpu"``, ``"cuda"`` or ``None`` (CUDA when available).
+        include_emulated: also time variants in ``variants`` this CPU only emulates (notebook
+            02's ``TIME_EMULATED``).
 
     Returns:
         ``{"rows", "skipped": {variant: reason}, "best": str, "auto": {"variant", "reason"}}``:
@@ -253,7 +261,7 @@ def compare_variants(
     model, tokenizer = load_fp32(model_dir)
     measured = measure_variants(
         model, tokenizer, texts, variants, model_dir=model_dir, latency_calls=latency_calls,
-        repeats=repeats, device=device,
+        repeats=repeats, device=device, include_emulated=include_emulated,
     )  # fmt: skip
     auto = pick_variant(measured.rows)
     return {

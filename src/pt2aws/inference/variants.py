@@ -238,17 +238,24 @@ def default_variants(
 
 
 def supported_variants(
-    device: torch.device | str, candidates: Sequence[str]
+    device: torch.device | str, candidates: Sequence[str], *, include_emulated: bool = False
 ) -> tuple[list[str], dict[str, str]]:
     """Split ``candidates`` into those that run natively on ``device`` and the others.
+
+    Args:
+        device: where they would run.
+        candidates: variant names.
+        include_emulated: count variants this CPU only emulates (:func:`emulated_variants`,
+            e.g. bf16 without native bf16) as runnable: they run, slowly, when asked for.
 
     Returns:
         ``(runnable, {variant: reason it is left out})``, in the order of ``candidates``.
     """
+    emulated = emulated_variants(candidates, device) if include_emulated else {}
     runnable, left_out = [], {}
     for variant in candidates:
         native, why = variant_support(variant, device)
-        if native:
+        if native or variant in emulated:
             runnable.append(variant)
         else:
             left_out[variant] = why
