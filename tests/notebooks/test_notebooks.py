@@ -241,13 +241,17 @@ def test_02_reports_accuracy_and_handler_agrees(executed):
     assert metrics["handler_agrees"] is True
     assert sum(map(sum, metrics["confusion_matrix"])) == metrics["num_examples"] == 200
     assert executed.plot("confusion_matrix").is_file()
-    # fast variants: every one agrees with fp32 on the test texts; keys notebook 03's cost table reads
-    assert {v["variant"] for v in metrics["variants"]} >= {"eager", "int8"}
+    # fast variants: every one agrees with fp32 on the validation texts notebook 03 records;
+    # keys notebook 03's cost table reads; int8/bf16 only where this CPU runs them natively
+    timed = {v["variant"] for v in metrics["variants"]}
+    assert timed | set(metrics["left_out"]) >= {"eager", "int8", "ort-fp32", "ort-int8"}
+    assert metrics["agreement_texts"] == {"split": "validation", "count": 200}  # smoke: all 200
     # the smoke model scores near 0.5, so a rounding flip is possible: 0.95, not the 0.99 target
     assert all(v["agreement"] >= 0.95 for v in metrics["variants"])
     assert metrics["throughput_samples_per_second"] > 0 and metrics["latency_p50_ms"] > 0
     assert metrics["runtime"]["env"]["LRU_CACHE_CAPACITY"] == "1024"  # Graviton guide settings
-    assert metrics["auto_variant"]["variant"] in ("bf16", "int8", "eager")
+    assert metrics["auto_variant"]["variant"] in timed
+    assert metrics["fp32_matmul"] == "fp32"  # x86: no oneDNN bf16 fast math
     assert executed.plot("inference_throughput").stat().st_size > 5_000
     if shutil.which("java"):  # the real serving stack answered like the handler, then stopped
         endpoint = metrics["endpoint"]

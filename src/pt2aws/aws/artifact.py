@@ -22,6 +22,7 @@ import tempfile
 from importlib import metadata
 from pathlib import Path
 
+from pt2aws.inference.ort import ONNX_DIR
 from pt2aws.serving import HANDLER_PATH
 from pt2aws.serving.service import load_handler
 
@@ -81,12 +82,14 @@ def requirements_for(model_dir: str | Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _model_files(model_dir: Path) -> list[tuple[str, Path]]:
+def _model_files(model_dir: Path, with_onnx: bool = False) -> list[tuple[str, Path]]:
     files = []
     for path in sorted(model_dir.rglob("*")):
         rel = path.relative_to(model_dir)
         if rel.parts[0] == "code" or any(part.startswith(".") for part in rel.parts):
             continue  # our handler replaces code/; skip .ipynb_checkpoints and the like
+        if rel.parts[0] == ONNX_DIR and not with_onnx:
+            continue  # the ONNX Runtime export: only when variants.json records it
         if path.is_symlink() and not path.exists():
             raise ArchiveError(f"{rel}: broken symlink to {path.readlink()}; fix or remove it")
         if path.is_symlink() and path.is_dir():
@@ -125,7 +128,9 @@ def package(
     imports (:mod:`pt2aws.data.windows`, standard library only); ``code/requirements.txt`` comes
     from :func:`requirements_for`. ``variants`` (:func:`pt2aws.inference.selection.variant_report`:
     each fast variant's agreement with fp32 on the validation split) is written as
-    ``variants.json`` at the root, where the handler's ``PT2AWS_VARIANT=auto`` reads it. Symlinks to files are dereferenced (the HF cache uses them; a tar
+    ``variants.json`` at the root, where the handler's ``PT2AWS_VARIANT=auto`` reads it; when it
+    records an ONNX Runtime variant, the model folder's ``onnx/`` export ships too (otherwise it
+    is left out: 100+ MB no PyTorch route reads). Symlinks to files are dereferenced (the HF cache uses them; a tar
     with links fails to extract on SageMaker); broken or folder links are refused. Members are
     sorted, time-stamped 0 and owned by uid 0, so the same inputs give the same bytes. The size
     is logged (INFO) and is ``output_path.stat().st_size``.
@@ -143,7 +148,7 @@ def package(
         raise FileNotFoundError(
             f"{model_dir} has no config.json: pass the folder written by save_pretrained"
         )
-    files = _model_files(model_dir)
+    files = _model_files(model_dir, with_onnx=bool(variants and variants.get("onnx")))
     names = {name for name, _ in files}
     if not names & set(WEIGHT_FILES):
         raise ArchiveError(f"{model_dir}: no weights (expected one of {WEIGHT_FILES})")

@@ -11,52 +11,21 @@ Variants (``Predictor(variant=...)``) and where each runs: :mod:`pt2aws.inferenc
 
 from __future__ import annotations
 
-import logging
 import warnings
 from collections.abc import Sequence
 
 import torch
 
-from pt2aws.inference.variants import VARIANTS, build_variant, variant_support
+from pt2aws.inference.batching import BatchedClassifier, length_sorted_batches
+from pt2aws.inference.selection import choose_by_measurement
+from pt2aws.inference.variants import VARIANTS, build_variant, load_fp32, variant_support
 from pt2aws.modeling import model_max_tokens
 
-logger = logging.getLogger(__name__)
 
-
-def _quiet_loading() -> None:
-    """transformers 5 draws a "Loading weights" bar per model; a local model loads in about a
-    second, and in notebooks (the bars render as widgets) they pile up as noise."""
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()
-
-
-def length_sorted_batches(texts: Sequence[str], batch_size: int) -> list[list[int]]:
-    """Positions of ``texts`` in batches of ``batch_size``, shortest texts first (by characters),
-    so each batch pads little."""
-    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-    return [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
-
-
-def encoded_batches(
-    tokenizer, texts: Sequence[str], batch_size: int, max_length: int, tensors="pt"
-):
-    """``(positions, encoding)`` per :func:`length_sorted_batches` batch: the texts at those
-    positions tokenized, truncated to ``max_length`` tokens and padded to the batch's longest
-    (``tensors``: ``"pt"`` torch or ``"np"`` numpy arrays)."""
-    for idx in length_sorted_batches(texts, batch_size):
-        enc = tokenizer(
-            [texts[i] for i in idx],
-            truncation=True,
-            max_length=max_length,
-            padding=True,
-            return_tensors=tensors,
-        )
-        yield idx, enc
-
-
-class Predictor:
-    """Batched text classification with truncation, for CPU or GPU, in one of :data:`VARIANTS`.
+class Predictor(BatchedClassifier):
+    """Batched text classification with truncation, for CPU or GPU, in one of :data:`VARIANTS`:
+    a :class:`~pt2aws.inference.batching.BatchedClassifier` loaded from a folder, with labels
+    and long-text windows.
 
     Args:
         model_dir: a directory written by ``save_pretrained`` (model and tokenizer).
@@ -68,7 +37,9 @@ class Predictor:
         variant: one of :data:`~pt2aws.inference.variants.VARIANTS`, or ``"auto"``: the fastest
             variant here that keeps 99% label agreement with fp32 on ``auto_texts``, chosen by
             measurement (:func:`pt2aws.inference.selection.choose_by_measurement`, which prints
-            its table).
+            its table); every candidate is built from the one fp32 model loaded here. The ONNX
+            Runtime variants export the model into ``model_dir/onnx/`` first if it has no
+            up-to-date export (:func:`pt2aws.inference.ort.onnx_files`).
         auto_texts: a sample of validation texts for ``variant="auto"`` (128 is plenty).
         long_texts: ``"truncate"`` (read the first ``max_length`` tokens) or ``"windows"``
             (texts over ``max_length`` read as windows overlapping by ``max_length // 4``
@@ -76,9 +47,9 @@ class Predictor:
             :mod:`pt2aws.data.windows`; the serving handler's ``PT2AWS_LONG_TEXTS=windows``).
 
     Raises:
-        ValueError: unknown variant, ``int8`` on a GPU, ``bf16`` on a GPU without bf16 (on a
-            CPU without native bf16 it runs emulated, with a warning), ``auto`` without
-            ``auto_texts``, or ``long_texts`` other than ``truncate``/``windows``.
+        ValueError: unknown variant, ``int8`` or ONNX Runtime on a GPU, ``bf16`` on a GPU
+            without bf16 (on a CPU without native bf16 it runs emulated, with a warning),
+            ``auto`` without ``auto_texts``, or ``long_texts`` other than ``truncate``/``windows``.
     """
 
     def __init__(
@@ -92,45 +63,51 @@ class Predictor:
         auto_texts: Sequence[str] | None = None,
         long_texts: str = "truncate",
     ):
-        from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
-        _quiet_loading()
         if variant not in (*VARIANTS, "auto"):
             raise ValueError(f"variant {variant!r}: choose one of {', '.join(VARIANTS)} or auto")
         if batch_size < 1:
             raise ValueError(f"batch_size={batch_size}: need at least 1")
         if long_texts not in ("truncate", "windows"):
             raise ValueError(f"long_texts={long_texts!r}: use truncate or windows")
+        if variant == "auto" and not auto_texts:
+            raise ValueError("variant auto chooses by measurement: pass auto_texts=[...]")
         self.long_texts = long_texts
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         self.variant_reason = "requested"
-        if variant == "auto":
-            if not auto_texts:
-                raise ValueError("variant auto chooses by measurement: pass auto_texts=[...]")
-            from pt2aws.inference.selection import choose_by_measurement
-
-            choice, _ = choose_by_measurement(model_dir, auto_texts, device=self.device)
-            variant, self.variant_reason = choice.variant, choice.reason
-        native, why = variant_support(variant, self.device)
-        if not native and variant == "bf16" and self.device.type == "cpu":
-            # torch still runs bf16 on any x86/arm CPU, through slower conversions
-            warnings.warn(f"variant bf16: {why}; bf16 is emulated and likely slow", stacklevel=2)
-            self.variant_reason = f"requested; emulated ({why})"
-        elif not native:
-            raise ValueError(f"variant {variant}: {why}")
-        self.variant = variant
-        self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
-        model = AutoModelForSequenceClassification.from_pretrained(model_dir).eval()
-        # a guard on problem_type would otherwise recompile the compiled model (stack notes §3)
-        model.config.problem_type = model.config.problem_type or "single_label_classification"
+        if variant != "auto":
+            native, why = variant_support(variant, self.device)
+            if not native and variant == "bf16" and self.device.type == "cpu":
+                # torch still runs bf16 on any x86/arm CPU, through slower conversions
+                warnings.warn(
+                    f"variant bf16: {why}; bf16 is emulated and likely slow", stacklevel=2
+                )
+                self.variant_reason = f"requested; emulated ({why})"
+            elif not native:
+                raise ValueError(f"variant {variant}: {why}")
+        model, tokenizer = load_fp32(model_dir)
         self.config = model.config
-        self.batch_size = batch_size
-        self.max_length = max_length or model_max_tokens(model.config, self.tokenizer)
         self.label_names = [model.config.id2label[i] for i in range(model.config.num_labels)]
         # module: the uncompiled one (save or inspect this); model: what predictions call
-        self.module, self.model = build_variant(model, variant, self.device)
+        if variant == "auto":
+            chosen = choose_by_measurement(
+                model, tokenizer, auto_texts, model_dir=model_dir, device=self.device
+            )
+            variant, self.variant_reason = chosen.choice.variant, chosen.choice.reason
+            self.module, call = chosen.module, chosen.model
+        else:
+            self.module, call = build_variant(
+                model, variant, self.device, model_dir=model_dir, tokenizer=tokenizer
+            )
+        super().__init__(
+            call,
+            tokenizer,
+            variant=variant,
+            max_length=max_length or model_max_tokens(model.config, tokenizer),
+            num_labels=model.config.num_labels,
+            batch_size=batch_size,
+            device=self.device,
+        )
 
-    @torch.inference_mode()
     def predict_proba(self, texts: Sequence[str]) -> torch.Tensor:
         """Class probabilities, float32 tensor of shape ``(len(texts), num_labels)``, input order.
 
@@ -140,12 +117,9 @@ class Predictor:
             raise TypeError("predict_proba takes a list of texts; wrap a single text in [ ]")
         if self.long_texts == "windows":
             return self._windowed_proba(texts)
-        probs = torch.empty(len(texts), len(self.label_names))
-        batches = encoded_batches(self.tokenizer, texts, self.batch_size, self.max_length)
-        for idx, enc in batches:
-            probs[idx] = self.model(**enc.to(self.device)).logits.float().softmax(-1).cpu()
-        return probs
+        return super().predict_proba(texts)
 
+    @torch.inference_mode()
     def _windowed_proba(self, texts: Sequence[str]) -> torch.Tensor:
         """Probabilities from overlapping windows (texts that fit: one window, as truncation)."""
         from pt2aws.data import windows
@@ -174,7 +148,3 @@ class Predictor:
             {"label": self.label_names[int(i)], "score": float(s), "label_id": int(i)}
             for s, i in zip(scores, ids)
         ]
-
-    def predict_ids(self, texts: Sequence[str]) -> list[int]:
-        """Predicted label ids, one per text, in order."""
-        return self.predict_proba(texts).argmax(-1).tolist()

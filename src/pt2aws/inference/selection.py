@@ -9,34 +9,61 @@ eager is the simpler model to serve. So ``auto`` is never slower than eager on t
 it chose (within that noise), which a choice from the hardware alone could not promise: bf16 on
 an AVX512-BF16 CPU without AMX ran slower than fp32 eager (issue 12).
 
+**One model in memory.** Every candidate is built from the one fp32 model already loaded
+(:func:`measure_variants`): ``eager`` is that model, ``compile`` and the ONNX Runtime variants
+leave its weights alone, and only ``bf16`` and ``int8``, which convert weights in place, work
+on a copy; once chosen, the losers are freed (:meth:`Measured.keep_only`).
+
 **Where the endpoint chooses.** Agreement is a property of the model and the variant: it is
-measured once, on the whole validation split, when the archive is packaged
-(:func:`measure_agreement`), and recorded in it. Speed is a property of the machine: the archive
+measured once, on validation texts, when the archive is packaged
+(:func:`pt2aws.inference.archive_record.variant_report`), and recorded in it. Speed is a property of the machine: the archive
 is usually packaged on an x86 notebook instance while the endpoint runs on Graviton, where bf16
 fast math, oneDNN/ACL and the int8 kernels rank the variants differently. So the endpoint
 **re-measures at start-up on its own hardware**: it calls :func:`choose_by_measurement` with the
 variants the archive records as agreeing (``candidates``) on the few validation texts the
 archive carries, before ``/ping`` answers healthy. That costs seconds at start-up (plus a
-torch.compile for ``int8``); it is paid once per instance, and it is what keeps the promise above
+torch.compile for ``int8``); it is paid once per worker, and it is what keeps the promise above
 on the machine that actually serves.
 """
 
 from __future__ import annotations
 
+import gc
+import json
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 
-from pt2aws.inference.variants import VariantChoice, supported_variants
+# what the archive records (variants.json): notebook 03 and the tests import these from here
+from pt2aws.inference.archive_record import (  # noqa: F401
+    RECORDED_VARIANTS,
+    SAMPLE_TEXTS,
+    agreements,
+    measure_agreement,
+    variant_report,
+)
+from pt2aws.inference.batching import BatchedClassifier
+from pt2aws.inference.variants import (
+    COMPILED_VARIANTS,
+    ORT_VARIANTS,
+    VARIANTS,
+    VariantChoice,
+    build_variant,
+    load_fp32,
+    supported_variants,
+    variant_support,
+)
 from pt2aws.metrics.agreement import AGREEMENT_TARGET
 
 logger = logging.getLogger(__name__)
 
 #: What ``auto`` times unless told otherwise. ``compile`` (fp32) is left out: on CPU its
 #: one-off compile rarely pays back (0.94x eager in the training A/B on 2 cores).
-AUTO_CANDIDATES = ("eager", "bf16", "int8", "int8-legacy")
+AUTO_CANDIDATES = ("eager", "bf16", "int8", "int8-legacy", "ort-fp32", "ort-int8")
 
 #: How much faster than eager (fraction) a variant must be for ``auto`` to prefer it.
 MARGIN = 0.05
@@ -44,34 +71,6 @@ MARGIN = 0.05
 #: batch-1 median latency is more than this many times eager's (bf16 through oneDNN on a CPU
 #: without AMX built kernels per new shape: 180 ms p50 against eager's 1.7 ms, 2026-12-01).
 MAX_LATENCY_RATIO = 2.0
-
-
-def measure_agreement(
-    model_dir: str, texts: Sequence[str], variant: str, *, device: str = "cpu"
-) -> float:
-    """Share of ``texts`` whose label under ``variant`` equals fp32 eager's (1.0 = all).
-
-    For the packaging step: run it on the validation split and record the result in the
-    archive, so the endpoint only considers variants that keep the model's answers.
-
-    Args:
-        model_dir: a saved model directory (``save_pretrained``).
-        texts: the texts to compare on (the validation split).
-        variant: one of :data:`~pt2aws.inference.variants.VARIANTS`.
-        device: where both models run.
-
-    Raises:
-        ValueError: unknown variant, one that cannot run on ``device``, or no texts.
-    """
-    from pt2aws.inference.predictor import Predictor
-    from pt2aws.metrics.agreement import label_agreement
-
-    reference = Predictor(model_dir, device=device).predict_ids(texts)
-    fast = Predictor(model_dir, device=device, variant=variant)
-    # the uncompiled module: compiling changes speed, not the quantized numerics, and costs
-    # tens of seconds on a small CPU
-    fast.model = fast.module
-    return label_agreement(reference, fast.predict_ids(texts))
 
 
 def _first_line(err: BaseException, limit: int = 200) -> str:
@@ -134,6 +133,101 @@ def pick_variant(
     )
 
 
+@dataclass
+class Measured:
+    """Variants of one fp32 model, built, timed and compared (:func:`measure_variants`).
+
+    Attributes:
+        rows: one per built variant, :func:`pt2aws.inference.measure.compare_predictors`' keys
+            plus ``setup_s`` (build, quantize or compile, and a first pass over the texts;
+            seconds).
+        skipped: ``{variant: reason}`` for those not run natively here or failing to build.
+        built: ``{variant: (module, callable)}`` (:func:`~.variants.build_variant`).
+    """
+
+    rows: list[dict]
+    skipped: dict[str, str]
+    built: dict[str, tuple] = field(repr=False)
+
+    def keep_only(self, variant: str) -> tuple:
+        """Free every built variant but ``variant`` (and Dynamo's compiled code when
+        ``variant`` is not compiled); returns its ``(module, callable)``."""
+        kept = self.built[variant]
+        self.built = {variant: kept}
+        if variant not in COMPILED_VARIANTS:
+            torch._dynamo.reset()  # the losers' compiled graphs hold their weights
+        gc.collect()
+        return kept
+
+
+def measure_variants(
+    model: torch.nn.Module,
+    tokenizer,
+    texts: Sequence[str],
+    variants: Sequence[str],
+    *,
+    model_dir: str | None = None,
+    latency_calls: int = 10,
+    repeats: int = 3,
+    device: str | torch.device = "cpu",
+    include_emulated: bool = False,
+) -> Measured:
+    """Build each variant from the one fp32 ``model``, time them side by side, compare labels.
+
+    ``eager`` is always measured (it is ``model`` itself, the reference). A variant that does
+    not run natively here is skipped with :func:`~.variants.variant_support`'s reason; one that
+    fails to build or to answer its first batch (e.g. ``torch.compile`` without a working C++
+    compiler) is skipped with its error, and logged: only ``eager`` failing raises.
+
+    Args:
+        model: the fp32 model (eval mode, CPU); left as it is (variants that convert weights
+            in place convert a copy).
+        tokenizer: its tokenizer, shared by every variant.
+        texts: texts for the batch-32 throughput and the agreement.
+        variants: names from :data:`~pt2aws.inference.variants.VARIANTS`.
+        model_dir: the model's folder (where the ONNX Runtime variants' files are, or are
+            exported to).
+        latency_calls: batch-1 calls per variant (the first ``latency_calls`` texts).
+        repeats: timed throughput passes per variant (median reported; interleaved).
+        device: where they run.
+        include_emulated: also run variants this CPU only emulates (bf16 without native
+            bf16), when they are asked for.
+
+    Returns:
+        A :class:`Measured`.
+    """
+    from pt2aws.inference.measure import compare_predictors
+
+    device = str(device)
+    runnable, skipped = supported_variants(
+        device, list(dict.fromkeys(["eager", *variants])), include_emulated=include_emulated
+    )
+    built, classifiers, setup_s = {}, {}, {}
+    for variant in runnable:
+        started = time.perf_counter()
+        try:
+            module, call = build_variant(
+                model, variant, device, keep_fp32=True, model_dir=model_dir, tokenizer=tokenizer
+            )
+            classifier = BatchedClassifier.of(call, model, tokenizer, variant, device)
+            classifier.predict_ids(texts)  # compile / first-call costs out of the timings
+        except Exception as err:
+            if variant == "eager":
+                raise  # the reference: nothing to compare with
+            # a candidate that cannot be built here (a compiler error, a kernel this CPU lacks,
+            # an archive without its ONNX files) is left out with the reason: an endpoint must
+            # still start on what does work
+            skipped[variant] = f"failed to build here: {type(err).__name__}: {_first_line(err)}"
+            logger.warning("variant %s left out: %s", variant, skipped[variant])
+            continue
+        built[variant], classifiers[variant] = (module, call), classifier
+        setup_s[variant] = time.perf_counter() - started
+    rows = compare_predictors(classifiers, texts, latency_calls=latency_calls, repeats=repeats)
+    for row in rows:
+        row["setup_s"] = setup_s[row["variant"]]
+    return Measured(rows, skipped, built)
+
+
 def compare_variants(
     model_dir: str,
     texts: Sequence[str],
@@ -142,16 +236,10 @@ def compare_variants(
     latency_calls: int = 10,
     repeats: int = 3,
     device: str | None = None,
+    include_emulated: bool = False,
 ) -> dict:
-    """Time each predictor variant beside fp32 eager and measure its label agreement.
-
-    ``eager`` is always measured: it is the reference. A variant that does not run natively
-    here is skipped with the reason :func:`pt2aws.inference.variants.variant_support` gives
-    (e.g. bf16 on a CPU without bf16 instructions, where it runs emulated and slowly).
-
-    A variant that fails to build or to answer its first batch here (for example
-    ``torch.compile`` without a working C++ compiler) is skipped too, its error as the reason, and
-    logged: only ``eager`` failing raises.
+    """Notebook 02's table: the model in ``model_dir`` loaded once and each variant built from
+    it, timed beside fp32 eager, with its label agreement (:func:`measure_variants`).
 
     Args:
         model_dir: a saved model directory (``save_pretrained``).
@@ -160,66 +248,68 @@ def compare_variants(
         latency_calls: batch-1 calls per variant (the first ``latency_calls`` texts).
         repeats: timed throughput passes per variant (median reported; interleaved).
         device: ``"cpu"``, ``"cuda"`` or ``None`` (CUDA when available).
+        include_emulated: also time variants in ``variants`` this CPU only emulates (notebook
+            02's ``TIME_EMULATED``).
 
     Returns:
-        ``{"rows", "skipped": {variant: reason}, "best": str, "auto": {"variant", "reason"}}``.
-        Each row holds :func:`compare_predictors`' keys plus ``setup_s`` (load, quantize or
-        compile, and a first pass over ``texts``; seconds) and ``variant_reason``. ``best`` is
-        the fastest variant whose agreement is at least
+        ``{"rows", "skipped": {variant: reason}, "best": str, "auto": {"variant", "reason"}}``:
+        :class:`Measured`'s rows; ``best`` the fastest variant whose agreement is at least
         :data:`pt2aws.metrics.agreement.AGREEMENT_TARGET` (``eager`` at worst); ``auto`` what
-        the ``auto`` rule picks from these rows
-        (:func:`pick_variant`: another variant must beat eager by 5%).
+        the ``auto`` rule picks from these rows (:func:`pick_variant`).
     """
-    from pt2aws.inference.measure import compare_predictors
-    from pt2aws.inference.predictor import Predictor
-
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    runnable, skipped = supported_variants(device, list(dict.fromkeys(["eager", *variants])))
-    predictors, setup_s = {}, {}
-    for variant in runnable:
-        started = time.perf_counter()
-        try:
-            predictors[variant] = Predictor(model_dir, variant=variant, device=device)
-            predictors[variant].predict_ids(texts)  # compile / first-call costs out of timings
-        except Exception as err:
-            if variant == "eager":
-                raise  # the reference: nothing to compare with
-            # a candidate that cannot be built here (a compiler error, a kernel this CPU lacks)
-            # is left out with the reason: the endpoint must still start on what does work
-            predictors.pop(variant, None)
-            skipped[variant] = f"failed to build here: {type(err).__name__}: {_first_line(err)}"
-            logger.warning("variant %s left out: %s", variant, skipped[variant])
-            continue
-        setup_s[variant] = time.perf_counter() - started
-    rows = compare_predictors(predictors, texts, latency_calls=latency_calls, repeats=repeats)
-    for row in rows:
-        row.update(
-            setup_s=setup_s[row["variant"]],
-            variant_reason=predictors[row["variant"]].variant_reason,
-        )
-    auto = pick_variant(rows)
+    model, tokenizer = load_fp32(model_dir)
+    measured = measure_variants(
+        model, tokenizer, texts, variants, model_dir=model_dir, latency_calls=latency_calls,
+        repeats=repeats, device=device, include_emulated=include_emulated,
+    )  # fmt: skip
+    auto = pick_variant(measured.rows)
     return {
-        "rows": rows,
-        "skipped": skipped,
-        "best": fastest_agreeing(rows)["variant"],
+        "rows": measured.rows,
+        "skipped": measured.skipped,
+        "best": fastest_agreeing(measured.rows)["variant"],
         "auto": {"variant": auto.variant, "reason": auto.reason},
     }
 
 
+@dataclass
+class Selection:
+    """What ``auto`` chose, and the chosen variant built (:func:`choose_by_measurement`).
+
+    Attributes:
+        choice: the variant and the reason.
+        rows: the measured rows (:class:`Measured`).
+        left_out: ``{variant: reason}`` for candidates not timed.
+        module: the chosen variant's uncompiled module (or ONNX Runtime session wrapper).
+        model: what to call for predictions.
+    """
+
+    choice: VariantChoice
+    rows: list[dict]
+    left_out: dict[str, str]
+    module: object = field(repr=False)
+    model: Callable = field(repr=False)
+
+
 def choose_by_measurement(
-    model_dir: str,
+    model: torch.nn.Module,
+    tokenizer,
     texts: Sequence[str],
     *,
+    model_dir: str | None = None,
     candidates: Sequence[str] = AUTO_CANDIDATES,
     device: torch.device | str | None = None,
     repeats: int = 5,
     verbose: bool = True,
-) -> tuple[VariantChoice, list[dict]]:
-    """Time the candidate variants here and pick one by the ``auto`` rule (module docstring).
+) -> Selection:
+    """Time the candidate variants of the loaded ``model`` here and keep the one the ``auto``
+    rule picks (module docstring); the others are freed.
 
     Args:
-        model_dir: a saved model directory (``save_pretrained``).
+        model: the fp32 model (eval mode, CPU), loaded once; every candidate is built from it.
+        tokenizer: its tokenizer.
         texts: a sample of validation texts (128 is plenty; timings use all of them).
+        model_dir: the model's folder (the ONNX Runtime variants' files).
         candidates: variants to consider; ``eager`` is always added (it is the reference) and
             those that do not run natively on ``device`` are left out with their reason.
         device: ``None``: CUDA when available, else CPU.
@@ -228,113 +318,90 @@ def choose_by_measurement(
         verbose: print the table, what was not timed and why, and the choice.
 
     Returns:
-        ``(choice, rows)``: rows as from :func:`compare_variants`.
+        A :class:`Selection`.
     """
     from pt2aws.inference.measure import format_table
 
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    runnable, left_out = supported_variants(device, list(dict.fromkeys(["eager", *candidates])))
-    result = compare_variants(
-        model_dir, texts, runnable, latency_calls=min(8, len(texts)), repeats=repeats,
-        device=str(device),
+    measured = measure_variants(
+        model, tokenizer, texts, candidates, model_dir=model_dir,
+        latency_calls=min(8, len(texts)), repeats=repeats, device=device,
     )  # fmt: skip
-    choice = pick_variant(result["rows"])
-    left_out.update(result["skipped"])  # those that failed to build here
+    choice = pick_variant(measured.rows)
+    module, call = measured.keep_only(choice.variant)
     if verbose:
-        print(format_table(result["rows"], baseline="eager"))
-        for variant, why in left_out.items():
+        print(format_table(measured.rows, baseline="eager"))
+        for variant, why in measured.skipped.items():
             print(f"{variant}: not timed ({why})")
         print(f"auto: {choice.variant} ({choice.reason})", flush=True)
-    return choice, result["rows"]
+    return Selection(choice, measured.rows, measured.skipped, module, call)
 
 
-#: Variants whose agreement the archive records (``eager`` is the reference: always 1.0).
-RECORDED_VARIANTS = ("int8", "int8-legacy", "bf16")
-#: Validation texts the archive carries for the endpoint's start-up measurement.
-SAMPLE_TEXTS = 64
-
-
-def variant_report(
-    model_dir: str,
-    validation_texts: Sequence[str],
-    variants: Sequence[str] = RECORDED_VARIANTS,
-    *,
-    sample: int = SAMPLE_TEXTS,
-) -> dict:
-    """What the archive records for the endpoint: each variant's agreement with fp32 eager.
-
-    Agreement is measured on ``validation_texts`` (the whole validation split, or a few hundred
-    of its texts) on this machine's CPU; a variant this CPU cannot run natively is still
-    measured (bf16 runs emulated: slow but exact enough for agreement). The endpoint later
-    times only ``eligible`` variants, on ``sample``, on its own hardware (module docstring).
-
-    Returns:
-        ``{"target": 0.99, "texts": int, "agreement": {variant: float}, "eligible": [variant],
-        "sample": [str], "measured_on": str}`` (JSON-serialisable; ``variants.json`` in the
-        archive).
-
-    Raises:
-        ValueError: no validation texts.
-    """
-    import warnings
-
-    from pt2aws.system import cpu_name
-
-    texts = [t for t in validation_texts if t.strip()]
-    if not texts:
-        raise ValueError("variant_report needs validation texts (the split is empty)")
-    agreement = {}
-    for variant in variants:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # "bf16 is emulated": expected here
-            agreement[variant] = round(measure_agreement(model_dir, texts, variant), 6)
-    return {
-        "target": AGREEMENT_TARGET,
-        "texts": len(texts),
-        "agreement": agreement,
-        "eligible": [v for v, a in agreement.items() if a >= AGREEMENT_TARGET],
-        "sample": texts[:sample],
-        "measured_on": cpu_name(),
-    }
-
-
-def serving_variant(model_dir: str, model: torch.nn.Module, requested: str) -> tuple:
+def serving_variant(
+    model_dir: str, model: torch.nn.Module, requested: str, tokenizer=None
+) -> tuple:
     """The variant an endpoint serves (``PT2AWS_VARIANT``), built from the loaded fp32 model.
 
     ``auto``: among the variants ``variants.json`` in the archive records as keeping 99%
     agreement, the fastest on this machine by :func:`choose_by_measurement` on the archive's
-    sample texts (eager when the archive has no record). A named variant is built as asked.
+    sample texts (eager when the archive has no record); an ONNX Runtime variant whose files
+    the archive lacks is left out with the reason. A named variant is built as asked. Nothing
+    is exported here: the files come with the archive.
 
     Args:
         model_dir: the extracted archive (``/opt/ml/model``).
         model: the fp32 model ``model_fn`` loaded (eval mode, CPU).
         requested: ``auto`` or one of :data:`~pt2aws.inference.variants.VARIANTS`.
+        tokenizer: the tokenizer ``model_fn`` loaded (``auto`` measures with it; default:
+            loaded from ``model_dir``).
 
     Returns:
         ``(callable model, variant, reason)``.
 
     Raises:
-        ValueError: an unknown variant, or one that cannot run on this CPU.
+        ValueError: an unknown variant, one that cannot run on this CPU, or an ONNX Runtime
+            variant without its files in the archive.
     """
-    import json
-    from pathlib import Path
-
-    from pt2aws.inference.variants import VARIANTS, build_variant, variant_support
-
-    reason = "PT2AWS_VARIANT"
     if requested == "auto":
         record = Path(model_dir) / "variants.json"
         if not record.is_file():
             return model, "eager", "auto: the archive records no variant agreement (variants.json)"
         report = json.loads(record.read_text())
-        choice, _ = choose_by_measurement(
-            model_dir, report["sample"], candidates=report["eligible"]
-        )
-        requested, reason = choice.variant, f"auto, measured at start-up: {choice.reason}"
+        candidates, absent = _with_files(model_dir, report["eligible"])
+        for variant, why in absent.items():
+            print(f"{variant}: not timed ({why})")
+        if tokenizer is None:
+            from transformers import AutoTokenizer
+
+            tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        selection = choose_by_measurement(
+            model, tokenizer, report["sample"], model_dir=model_dir, candidates=candidates,
+            device="cpu",
+        )  # fmt: skip
+        choice = selection.choice
+        return selection.model, choice.variant, f"auto, measured at start-up: {choice.reason}"
     if requested not in VARIANTS:
         raise ValueError(f"PT2AWS_VARIANT={requested!r}: use auto or one of {', '.join(VARIANTS)}")
     native, why = variant_support(requested, "cpu")
     if not native:
         raise ValueError(f"PT2AWS_VARIANT={requested}: {why}")
-    _, call = build_variant(model, requested, torch.device("cpu"))
-    return call, requested, reason
+    _, absent = _with_files(model_dir, [requested])
+    if absent:
+        raise ValueError(f"PT2AWS_VARIANT={requested}: {absent[requested]}")
+    _, call = build_variant(model, requested, "cpu", model_dir=model_dir)
+    return call, requested, "PT2AWS_VARIANT"
+
+
+def _with_files(model_dir: str, variants: Sequence[str]) -> tuple[list[str], dict[str, str]]:
+    """``variants`` split into those an archive can serve and the ONNX Runtime ones whose files
+    it lacks (or holds for other weights), with the reason."""
+    wanted = [v for v in variants if v in ORT_VARIANTS]
+    if not wanted:
+        return list(variants), {}
+    from pt2aws.inference.ort import onnx_files
+
+    try:
+        onnx_files(model_dir)
+    except FileNotFoundError as err:
+        return [v for v in variants if v not in ORT_VARIANTS], {v: str(err) for v in wanted}
+    return list(variants), {}

@@ -15,7 +15,22 @@
                  weights int8 per tensor, activations per batch; deprecated since torch 2.10,
                  kept for comparison (it changed 3.4% of the validation labels of the ``make run``
                  MiniLM, torchao's int8 0.6%: ``benchmarks/README.md``).
+``ort-fp32``     ONNX Runtime (CPU) on the model exported to ONNX with its transformer fusions
+                 (:mod:`pt2aws.inference.ort`; exported once into ``<model>/onnx/``, shipped in
+                 ``model.tar.gz``).
+``ort-int8``     the same graph with ONNX Runtime's dynamic int8 quantization: weights int8 per
+                 output channel, activations per tensor at run time, the classifier kept fp32.
 ===============  =============================================================================
+
+**One fp32 model, every variant.** :func:`build_variant` builds a variant from the fp32 model
+already loaded (:func:`load_fp32`): ``compile`` and the ONNX Runtime variants leave its weights
+as they are; ``bf16`` and ``int8`` convert them in place, so with ``keep_fp32=True`` (several
+variants of one model side by side, as ``auto`` measures them) they convert a copy.
+
+**What a CPU emulates.** :func:`emulated_variants` names the variants this CPU would only
+emulate: torchao ``int8`` without int8 dot-product instructions (:func:`int8_supported`: 0.09x
+eager on a 2-core AVX2 CPU, issue 16) and ``bf16`` without native bf16 (:func:`bf16_supported`). Notebook 02 and ``benchmarks/inference_speed.py`` leave them out by default
+with that reason (:func:`default_variants`); ``auto`` still times what it may choose.
 
 ``compile`` and ``int8`` call ``torch.compile``: on a CPU, Inductor writes C++ kernels and builds
 them with a C++ compiler at the first call, so they need ``g++`` and the Python headers on the
@@ -39,9 +54,14 @@ import torch
 
 from pt2aws.system import is_arm64
 
-VARIANTS = ("eager", "compile", "bf16", "int8", "int8-legacy")
+VARIANTS = ("eager", "compile", "bf16", "int8", "int8-legacy", "ort-fp32", "ort-int8")
 #: Variants that call ``torch.compile`` (Inductor builds C++ kernels for them on a CPU).
 COMPILED_VARIANTS = ("compile", "int8")
+#: Variants run by ONNX Runtime from the files :func:`pt2aws.inference.ort.onnx_files` exports.
+ORT_VARIANTS = ("ort-fp32", "ort-int8")
+#: Variants that convert the fp32 model's weights in place (:func:`build_variant` copies first
+#: when the fp32 model must stay as it is).
+IN_PLACE_VARIANTS = ("bf16", "int8")
 
 #: Linear layers the torchao ``int8`` variant keeps in fp32, by name (a layer is kept when its
 #: dotted name starts with one of these). The classification head: its 2-3 outputs decide the
@@ -135,11 +155,12 @@ def variant_support(variant: str, device: torch.device | str) -> tuple[bool, str
 
     Returns:
         ``(True, reason)`` or ``(False, reason)``. ``bf16`` on a CPU without bf16 instructions
-        still runs, emulated and slowly; int8 on a GPU does not run at all; ``compile`` and
-        ``int8`` do not run on a CPU machine without a C++ compiler (:func:`compiler_missing`).
+        still runs, emulated and slowly; int8 and the ONNX Runtime variants do not run on a GPU
+        here; ``compile`` and ``int8`` do not run on a CPU machine without a C++ compiler
+        (:func:`compiler_missing`), nor the ONNX Runtime variants without ``onnxruntime``.
         ``int8`` otherwise counts as runnable on any CPU, so ``auto`` keeps measuring it;
-        :func:`int8_supported` says whether the CPU has the int8 dot products that make it fast
-        (for defaults that leave it out).
+        :func:`emulated_variants` says which variants this CPU only emulates (for defaults that
+        leave them out).
 
     Raises:
         ValueError: unknown variant.
@@ -151,6 +172,14 @@ def variant_support(variant: str, device: torch.device | str) -> tuple[bool, str
         return bf16_supported(device)
     if variant.startswith("int8") and device.type != "cpu":
         return False, "int8 dynamic quantization runs on CPU only: use bf16 on GPU"
+    if variant in ORT_VARIANTS:
+        if device.type != "cpu":
+            return False, "the ONNX Runtime variants run on ONNX Runtime's CPU provider only"
+        from pt2aws.inference.ort import onnxruntime_missing
+
+        missing = onnxruntime_missing()
+        if missing:
+            return False, missing
     if variant in COMPILED_VARIANTS and device.type == "cpu":
         missing = compiler_missing()
         if missing:
@@ -158,39 +187,149 @@ def variant_support(variant: str, device: torch.device | str) -> tuple[bool, str
     return True, f"{variant} runs on {device.type}"
 
 
+def emulated_variants(
+    variants: Sequence[str], device: torch.device | str = "cpu"
+) -> dict[str, str]:
+    """The variants among ``variants`` that this CPU would only emulate, with the reason.
+
+    torchao ``int8`` needs int8 dot-product instructions (:func:`int8_supported`: x86 AVX512-VNNI,
+    AVX-VNNI or AMX-INT8; Arm SDOT/UDOT or I8MM; without them it ran at 0.09x eager on a 2-core
+    AVX2 CPU, issue 16); ``bf16`` needs native bf16 (:func:`bf16_supported`). ``int8-legacy``
+    (fbgemm/QNNPACK) and ``ort-int8`` (ONNX Runtime's MLAS) have AVX2 and NEON int8 kernels: not
+    emulated. Both checks read :func:`pt2aws.env.cpu_features`, caps included.
+
+    Args:
+        variants: variant names.
+        device: where they would run (a GPU emulates none of these).
+
+    Returns:
+        ``{variant: reason}`` for those left out, e.g. ``{"int8": "no int8 dot-product
+        instructions (CPU: old x86 has no AVX512-VNNI ...): int8 is emulated"}``.
+    """
+    device = torch.device(device)
+    if device.type != "cpu":
+        return {}
+    checks = {
+        "int8": (int8_supported, "int8 dot-product instructions"),
+        "bf16": (bf16_supported, "native bf16"),
+    }
+    out = {}
+    for variant in variants:
+        if variant in checks:
+            check, what = checks[variant]
+            native, why = check(device)
+            if not native:
+                out[variant] = f"no {what} ({why}): {variant} is emulated"
+    return out
+
+
+def default_variants(
+    variants: Sequence[str], *, include_emulated: bool = False, device: torch.device | str = "cpu"
+) -> tuple[list[str], dict[str, str]]:
+    """``variants`` minus those this CPU emulates (:func:`emulated_variants`), unless
+    ``include_emulated`` (notebook 02's ``TIME_EMULATED``, the benchmark's
+    ``--include-emulated``).
+
+    Returns:
+        ``(kept, {variant: reason left out})``, in the order of ``variants``.
+    """
+    left_out = {} if include_emulated else emulated_variants(variants, device)
+    return [v for v in variants if v not in left_out], left_out
+
+
 def supported_variants(
-    device: torch.device | str, candidates: Sequence[str]
+    device: torch.device | str, candidates: Sequence[str], *, include_emulated: bool = False
 ) -> tuple[list[str], dict[str, str]]:
     """Split ``candidates`` into those that run natively on ``device`` and the others.
+
+    Args:
+        device: where they would run.
+        candidates: variant names.
+        include_emulated: count variants this CPU only emulates (:func:`emulated_variants`,
+            e.g. bf16 without native bf16) as runnable: they run, slowly, when asked for.
 
     Returns:
         ``(runnable, {variant: reason it is left out})``, in the order of ``candidates``.
     """
+    emulated = emulated_variants(candidates, device) if include_emulated else {}
     runnable, left_out = [], {}
     for variant in candidates:
         native, why = variant_support(variant, device)
-        if native:
+        if native or variant in emulated:
             runnable.append(variant)
         else:
             left_out[variant] = why
     return runnable, left_out
 
 
-def build_variant(model: torch.nn.Module, variant: str, device: torch.device):
-    """``model`` (fp32, eval mode, on CPU) turned into ``variant`` on ``device``.
+def load_fp32(model_dir: str):
+    """The fp32 model (eval mode, CPU) and tokenizer saved in ``model_dir``: what every variant
+    is built from.
 
     Returns:
-        ``(module, callable)``: the uncompiled module (save or inspect this one) and what to
-        call for predictions (the compiled module for ``compile`` and ``int8``).
+        ``(model, tokenizer)``.
     """
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    # transformers 5 draws a "Loading weights" bar per model: noise for a local model in notebooks
+    hf_logging.disable_progress_bar()
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForSequenceClassification.from_pretrained(model_dir).eval()
+    # a guard on problem_type would otherwise recompile the compiled model (stack notes §3)
+    model.config.problem_type = model.config.problem_type or "single_label_classification"
+    return model, tokenizer
+
+
+def build_variant(
+    model: torch.nn.Module,
+    variant: str,
+    device: torch.device | str = "cpu",
+    *,
+    keep_fp32: bool = False,
+    model_dir: str | None = None,
+    tokenizer=None,
+):
+    """``model`` (fp32, eval mode, on CPU) as ``variant`` on ``device``.
+
+    Args:
+        model: the fp32 model (:func:`load_fp32`).
+        variant: one of :data:`VARIANTS`.
+        device: where it runs.
+        keep_fp32: leave ``model`` itself fp32: ``bf16`` and ``int8`` convert a copy.
+        model_dir: the model's folder, where the ONNX Runtime variants' files are (or are
+            exported to, from ``model``, when ``tokenizer`` is given:
+            :func:`pt2aws.inference.ort.onnx_files`).
+        tokenizer: the model's tokenizer (for that export).
+
+    Returns:
+        ``(module, callable)``: the uncompiled module (save or inspect this one; for ONNX
+        Runtime the session wrapper) and what to call for predictions (the compiled module for
+        ``compile`` and ``int8``).
+
+    Raises:
+        FileNotFoundError: an ONNX Runtime variant without its files and nothing to export from.
+    """
+    import copy
+
+    device = torch.device(device)
+    if variant in ORT_VARIANTS:
+        from pt2aws.inference.ort import OrtClassifier, onnx_files
+
+        if model_dir is None:
+            raise FileNotFoundError(f"{variant} needs the model folder with its ONNX files")
+        session = OrtClassifier(onnx_files(model_dir, model, tokenizer)[variant], model.config)
+        return session, session
+    if keep_fp32 and variant in IN_PLACE_VARIANTS:
+        model = copy.deepcopy(model)
     if variant == "int8":
         model = quantize_int8(model)
     elif variant == "int8-legacy":
-        model = quantize_dynamic_int8(model)
+        model = quantize_dynamic_int8(model)  # a quantized copy: the fp32 model stays
     elif variant == "bf16":
         model = model.to(torch.bfloat16)
     model = model.to(device)
-    return model, torch.compile(model) if variant in ("compile", "int8") else model
+    return model, torch.compile(model) if variant in COMPILED_VARIANTS else model
 
 
 def quantize_int8(model: torch.nn.Module, keep_fp32: Sequence[str] = INT8_FP32_LAYERS):

@@ -35,7 +35,10 @@ the toolkit appends its traceback after that first line. Any other exception wou
 
 Environment: ``PT2AWS_VARIANT`` (``eager``, the default; ``auto``: the fastest variant on this
 machine among those ``variants.json`` in the archive records as keeping 99% agreement, measured
-at start-up; or a named one; needs the project's serving image),
+at start-up; or a named one: ``int8``, ``bf16``, ``ort-int8`` (ONNX Runtime, from the archive's
+``onnx/`` files) ...; anything but ``eager`` needs the project's serving image, which has
+pt2aws, torchao and onnxruntime: the AWS DLC serves fp32 eager with torch and transformers
+only, and this file imports onnxruntime only through an ONNX Runtime variant),
 ``PT2AWS_LONG_TEXTS`` (``truncate``, the default, or ``windows``: texts over the
 limit read as windows that overlap by ``PT2AWS_WINDOW_OVERLAP`` tokens, default a quarter of
 the limit), ``PT2AWS_MAX_BATCH`` (default 64 texts per request), ``PT2AWS_MAX_LENGTH``
@@ -164,6 +167,10 @@ def _decode(body: bytes, content_type: str | None) -> str:
         raise BadRequestError(
             f"request body is not valid {name} ({err.reason} at byte {err.start}); {hint}"
         ) from None
+    except (UnicodeError, ValueError) as err:  # codecs such as idna/punycode fail otherwise
+        raise BadRequestError(
+            f"request body cannot be read as {charset} ({err}); send UTF-8"
+        ) from None
 
 
 def _text_lines(text: str) -> str:
@@ -217,8 +224,16 @@ def model_fn(model_dir: str, context=None) -> dict:
                 f"PT2AWS_VARIANT={variant} needs the pt2aws serving image (container/); the AWS "
                 "DLC serves fp32 eager: unset PT2AWS_VARIANT"
             ) from None
-        model, variant, reason = serving_variant(model_dir, model, variant)
+        model, variant, reason = serving_variant(model_dir, model, variant, tokenizer)
     print(f"pt2aws handler: serving variant {variant} ({reason})", flush=True)
+    fast_math = os.environ.get("DNNL_DEFAULT_FPMATH_MODE", "").upper()
+    if fast_math in ("BF16", "ANY"):  # the Graviton guide's setting (Graviton3 and later)
+        print(
+            f"pt2aws handler: DNNL_DEFAULT_FPMATH_MODE={fast_math}: oneDNN computes fp32 matrix "
+            "products in bf16 here, so labels can differ from the fp32 agreement recorded at "
+            "packaging; unset it for fp32 maths",
+            flush=True,
+        )
     long_texts = os.environ.get("PT2AWS_LONG_TEXTS", "truncate").strip().lower()
     if long_texts not in ("truncate", "windows"):
         raise ValueError(f"PT2AWS_LONG_TEXTS={long_texts!r}: set truncate or windows")
@@ -245,7 +260,8 @@ def input_fn(input_data, content_type, context=None) -> list[str]:
 
     Raises:
         UnsupportedMediaTypeError: (415) content type other than JSON, CSV or plain text.
-        BadRequestError: (400) body not UTF-8, malformed JSON, or JSON of the wrong shape.
+        BadRequestError: (400) body not in its charset (UTF-8 by default), malformed or too
+            deeply nested JSON, JSON of the wrong shape, or a text with an unpaired surrogate.
         PayloadTooLargeError: (413) more than ``PT2AWS_MAX_BATCH`` texts.
     """
     media = _media_type(content_type)
@@ -280,6 +296,10 @@ def input_fn(input_data, content_type, context=None) -> list[str]:
             raise BadRequestError(
                 f"request body is not valid JSON: {err.msg} at position {err.pos}"
             ) from None
+        except RecursionError:
+            raise BadRequestError(
+                'request body is JSON nested too deeply; send {"inputs": ["a", "b"]}'
+            ) from None
         if isinstance(payload, dict):
             if "inputs" not in payload:
                 raise BadRequestError(
@@ -289,6 +309,13 @@ def input_fn(input_data, content_type, context=None) -> list[str]:
         texts = [payload] if isinstance(payload, str) else payload
         if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
             raise BadRequestError('"inputs" must be a string or a list of strings')
+    for i, text in enumerate(texts):
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as err:  # a JSON "\ud800" escape: no tokenizer reads it
+            raise BadRequestError(
+                f"text {i} holds an unpaired surrogate ({text[err.start]!r}): send valid Unicode"
+            ) from None
     limit = max_batch()
     if len(texts) > limit:
         raise PayloadTooLargeError(

@@ -40,16 +40,21 @@ def test_predictor_uses_the_models_limit_and_truncates(smoke_model_dir):
 
 
 def test_predictor_auto_uses_the_measured_choice(smoke_model_dir, monkeypatch):
-    from pt2aws.inference import selection
-    from pt2aws.inference.variants import VariantChoice
+    from pt2aws.inference import predictor as predictor_module
+    from pt2aws.inference.selection import Selection
+    from pt2aws.inference.variants import VariantChoice, build_variant
 
     calls = []
 
-    def fake_choose(model_dir, texts, *, device):
+    def fake_choose(model, tokenizer, texts, *, model_dir, device):
         calls.append((model_dir, list(texts), str(device)))
-        return VariantChoice("int8-legacy", "3.00x eager's batch-32 throughput here"), []
+        module, call = build_variant(model, "int8-legacy", device)
+        return Selection(
+            VariantChoice("int8-legacy", "3.00x eager's batch-32 throughput here"), [], {},
+            module, call,
+        )  # fmt: skip
 
-    monkeypatch.setattr(selection, "choose_by_measurement", fake_choose)
+    monkeypatch.setattr(predictor_module, "choose_by_measurement", fake_choose)
     predictor = Predictor(str(smoke_model_dir), variant="auto", auto_texts=TEXTS[:6], device="cpu")
     assert calls == [(str(smoke_model_dir), TEXTS[:6], "cpu")]
     assert predictor.variant == "int8-legacy" and "x eager" in predictor.variant_reason

@@ -98,22 +98,24 @@ def test_pick_variant_keeps_eager_unless_another_agrees_and_is_faster():
 def test_choose_by_measurement_picks_the_fastest_agreeing(smoke_model_dir, fixed_timings, capsys):
     from pt2aws import env
     from pt2aws.inference.selection import choose_by_measurement
+    from pt2aws.inference.variants import load_fp32
 
+    model, tokenizer = load_fp32(str(smoke_model_dir))
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(env, "cpu_features", OLD_X86)
-        choice, rows = choose_by_measurement(
-            str(smoke_model_dir), TEXTS[:6], candidates=["bf16", "int8-legacy"], device="cpu"
+        chosen = choose_by_measurement(
+            model, tokenizer, TEXTS[:6], candidates=["bf16", "int8-legacy"], device="cpu"
         )
-    assert choice.variant == "int8-legacy" and "3.00x" in choice.reason
-    assert [r["variant"] for r in rows] == ["eager", "int8-legacy"]
+    assert chosen.choice.variant == "int8-legacy" and "3.00x" in chosen.choice.reason
+    assert [r["variant"] for r in chosen.rows] == ["eager", "int8-legacy"]
     printed = capsys.readouterr().out
     assert "| int8-legacy |" in printed and "bf16: not timed" in printed
     assert "auto: int8-legacy" in printed
     fixed_timings["int8-legacy"] = (300.0, 0.98)  # now it changes 2% of the labels
-    choice, _ = choose_by_measurement(
-        str(smoke_model_dir), TEXTS[:6], candidates=["int8-legacy"], device="cpu", verbose=False
+    chosen = choose_by_measurement(
+        model, tokenizer, TEXTS[:6], candidates=["int8-legacy"], device="cpu", verbose=False
     )
-    assert choice.variant == "eager"
+    assert chosen.choice.variant == "eager" and chosen.model is model  # eager: the fp32 model
 
 
 def test_auto_leaves_out_a_variant_that_is_slow_for_single_requests():
@@ -164,14 +166,12 @@ def test_auto_skips_a_candidate_that_fails_to_build(smoke_model_dir, monkeypatch
     """Any build or first-call failure of a candidate leaves it out; eager still serves."""
     real_build = variants.build_variant
 
-    def broken_int8_legacy(model, variant, device):
+    def broken_int8_legacy(model, variant, device, **kwargs):
         if variant == "int8-legacy":
             raise RuntimeError("no kernel for this CPU\nlong compiler output ...")
-        return real_build(model, variant, device)
+        return real_build(model, variant, device, **kwargs)
 
-    import pt2aws.inference.predictor as predictor_module
-
-    monkeypatch.setattr(predictor_module, "build_variant", broken_int8_legacy)
+    monkeypatch.setattr(selection, "build_variant", broken_int8_legacy)
     with caplog.at_level("WARNING", logger="pt2aws.inference.selection"):
         result = selection.compare_variants(
             str(smoke_model_dir), STARTUP_TEXTS, ["int8-legacy"], latency_calls=2, repeats=1,
@@ -186,12 +186,10 @@ def test_auto_skips_a_candidate_that_fails_to_build(smoke_model_dir, monkeypatch
 
 
 def test_eager_failing_is_not_hidden(smoke_model_dir, monkeypatch):
-    import pt2aws.inference.predictor as predictor_module
-
-    def broken(model, variant, device):
+    def broken(model, variant, device, **kwargs):
         raise RuntimeError("eager broke")
 
-    monkeypatch.setattr(predictor_module, "build_variant", broken)
+    monkeypatch.setattr(selection, "build_variant", broken)
     with pytest.raises(RuntimeError, match="eager broke"):
         selection.compare_variants(
             str(smoke_model_dir), STARTUP_TEXTS, ["int8"], repeats=1, device="cpu"

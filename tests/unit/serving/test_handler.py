@@ -60,7 +60,7 @@ def test_the_endpoint_serves_the_variant_asked_for_or_chosen_by_measurement(
     import shutil
 
     from pt2aws.inference import selection
-    from pt2aws.inference.variants import VariantChoice
+    from pt2aws.inference.variants import VariantChoice, build_variant
 
     model_dir = tmp_path / "model"
     shutil.copytree(smoke_model_dir, model_dir)
@@ -76,9 +76,11 @@ def test_the_endpoint_serves_the_variant_asked_for_or_chosen_by_measurement(
     assert handler.model_fn(str(model_dir))["variant"] == "eager"  # no variants.json
     timed = []
 
-    def fake_choice(model_dir, texts, *, candidates, **kwargs):
+    def fake_choice(model, tokenizer, texts, *, candidates, **kwargs):
         timed.append(list(candidates))
-        return VariantChoice("int8-legacy", "fastest agreeing (stub)"), []
+        module, call = build_variant(model, "int8-legacy", "cpu")
+        choice = VariantChoice("int8-legacy", "fastest agreeing (stub)")
+        return selection.Selection(choice, [], {}, module, call)
 
     monkeypatch.setattr(selection, "choose_by_measurement", fake_choice)
     report = {"eligible": ["int8-legacy"], "sample": [SHORT], "agreement": {"int8": 0.9}}

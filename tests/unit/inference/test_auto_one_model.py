@@ -1,0 +1,113 @@
+"""``auto`` builds its candidates from the one loaded fp32 model (issue 18): no second load from
+disk per candidate, the fp32 model left as it is, the losers freed, no import circle."""
+
+from __future__ import annotations
+
+import functools
+import gc
+import subprocess
+import sys
+import weakref
+
+import pytest
+import torch
+from support.texts import TEXTS
+
+from pt2aws.inference import selection
+from pt2aws.inference.variants import load_fp32
+
+CANDIDATES = ("eager", "bf16", "int8-legacy")  # no compiler, no export: quick on 2 cores
+
+
+@pytest.fixture
+def loads(monkeypatch):
+    """Counts model loads from disk (``from_pretrained`` of the classifier)."""
+    from transformers import AutoModelForSequenceClassification
+
+    calls = []
+    real = AutoModelForSequenceClassification.from_pretrained.__func__
+
+    def counting(cls, *args, **kwargs):
+        calls.append(args[0] if args else kwargs.get("pretrained_model_name_or_path"))
+        return real(cls, *args, **kwargs)
+
+    monkeypatch.setattr(
+        AutoModelForSequenceClassification, "from_pretrained", classmethod(counting)
+    )
+    return calls
+
+
+def test_candidates_are_built_from_the_loaded_model_which_stays_fp32(smoke_model_dir, loads):
+    model, tokenizer = load_fp32(str(smoke_model_dir))
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    measured = selection.measure_variants(
+        model, tokenizer, TEXTS[:8], CANDIDATES, latency_calls=2, repeats=1
+    )
+    assert len(loads) == 1  # load_fp32 above; no candidate loaded the model again
+    assert [r["variant"] for r in measured.rows] == list(CANDIDATES)
+    assert measured.built["eager"][0] is model  # eager is the loaded model itself
+    bf16_module = measured.built["bf16"][0]
+    assert next(bf16_module.parameters()).dtype == torch.bfloat16
+    after = model.state_dict()
+    assert all(
+        after[k].dtype == torch.float32 and torch.equal(after[k], v) for k, v in before.items()
+    )
+
+
+def test_the_losers_are_freed(smoke_model_dir):
+    model, tokenizer = load_fp32(str(smoke_model_dir))
+    measured = selection.measure_variants(
+        model, tokenizer, TEXTS[:8], CANDIDATES, latency_calls=2, repeats=1
+    )
+    losers = [weakref.ref(measured.built[v][0]) for v in ("bf16", "int8-legacy")]
+    module, call = measured.keep_only("eager")
+    gc.collect()
+    assert module is model and call is model
+    assert [ref() for ref in losers] == [None, None]
+    assert list(measured.built) == ["eager"]
+
+
+def test_predictor_auto_loads_the_model_once(smoke_model_dir, loads, monkeypatch):
+    from pt2aws.inference import predictor as predictor_module
+
+    few = functools.partial(selection.choose_by_measurement, candidates=CANDIDATES, repeats=1)
+    monkeypatch.setattr(predictor_module, "choose_by_measurement", few)
+    predictor = predictor_module.Predictor(
+        str(smoke_model_dir), variant="auto", auto_texts=TEXTS[:8]
+    )
+    assert len(loads) == 1
+    assert predictor.variant in CANDIDATES and predictor.variant_reason
+    assert len(predictor.predict(TEXTS[:3])) == 3
+
+
+def test_endpoint_auto_loads_the_model_once(smoke_model_dir, loads, tmp_path, monkeypatch):
+    import json
+    import shutil
+
+    from pt2aws.serving import handler
+
+    model_dir = tmp_path / "model"
+    shutil.copytree(smoke_model_dir, model_dir)
+    record = {"eligible": ["int8-legacy", "bf16"], "sample": TEXTS[:8], "agreement": {}}
+    (model_dir / "variants.json").write_text(json.dumps(record))
+    monkeypatch.setenv("PT2AWS_VARIANT", "auto")
+    loaded = handler.model_fn(str(model_dir))
+    assert len(loads) == 1  # model_fn's own load; the candidates are built from it
+    assert loaded["variant"] in ("eager", "int8-legacy", "bf16")
+
+
+def test_endpoint_auto_leaves_out_ort_variants_the_archive_lacks(smoke_model_dir, capsys):
+    from pt2aws.inference.selection import _with_files
+
+    kept, absent = _with_files(str(smoke_model_dir), ["int8-legacy", "ort-int8"])
+    assert kept == ["int8-legacy"] and "has no model.onnx" in absent["ort-int8"]
+
+
+def test_selection_does_not_import_the_predictor():
+    """predictor -> selection -> variants/batching: no circle back."""
+    code = (
+        "import sys, pt2aws.inference.selection\n"
+        "print('pt2aws.inference.predictor' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

@@ -1,0 +1,162 @@
+"""ONNX Runtime as a servable variant (issue 17): exported at packaging, recorded, served."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import tarfile
+
+import pytest
+from support.texts import TEXTS
+
+from pt2aws.inference import ort
+from pt2aws.inference.variants import load_fp32
+
+
+@pytest.fixture(scope="module")
+def exported(smoke_model_dir, tmp_path_factory):
+    """A copy of the smoke model with its ONNX Runtime files exported (about 10 s)."""
+    model_dir = tmp_path_factory.mktemp("ort") / "model"
+    shutil.copytree(smoke_model_dir, model_dir)
+    model, tokenizer = load_fp32(str(model_dir))
+    files = ort.onnx_files(model_dir, model, tokenizer)
+    return model_dir, files
+
+
+def test_export_writes_fp32_and_int8_with_a_record(exported):
+    import onnx
+
+    model_dir, files = exported
+    assert files == {
+        "ort-fp32": model_dir / "onnx" / "model.onnx",
+        "ort-int8": model_dir / "onnx" / "model_int8.onnx",
+    }
+    record = json.loads((model_dir / "onnx" / "export.json").read_text())
+    assert record["weights_sha256"] == ort.weights_digest(model_dir)
+    assert record["opset"] == ort.OPSET and "dynamo=False" in record["exporter"]
+    assert "SkipLayerNormalization" in record["fused"]  # the transformer optimizer ran
+    # the classifier head stays fp32; every encoder matmul with a weight is int8
+    head = record["int8"]["fp32_nodes"]
+    assert head and all("classifier" in name for name in head)
+    ops = [(n.name, n.op_type) for n in onnx.load(str(files["ort-int8"])).graph.node]
+    assert sum(op == "MatMulInteger" for _, op in ops) >= 2 * 6  # 2 layers, 6+ each
+    assert all(op != "MatMulInteger" for name, op in ops if "classifier" in name)
+    assert files["ort-int8"].stat().st_size < 0.6 * files["ort-fp32"].stat().st_size
+
+
+def test_fp32_session_matches_eager_and_int8_stays_close(exported, eager_probs):
+    from pt2aws.inference.batching import BatchedClassifier
+    from pt2aws.modeling import model_max_tokens
+
+    model_dir, files = exported
+    model, tokenizer = load_fp32(str(model_dir))
+    limit = model_max_tokens(model.config, tokenizer)
+    probs = {}
+    for variant, path in files.items():
+        session = ort.OrtClassifier(path, model.config)
+        assert session.config is model.config  # the handler reads labels from it
+        runner = BatchedClassifier(
+            session, tokenizer, variant=variant, max_length=limit, num_labels=2, batch_size=5
+        )
+        probs[variant] = runner.predict_proba(TEXTS)
+    assert (probs["ort-fp32"] - eager_probs).abs().max().item() < 1e-4  # the same fp32 model
+    assert (probs["ort-int8"] - eager_probs).abs().max().item() < 0.02
+
+
+def test_export_is_reused_and_redone_for_other_weights(exported, tmp_path):
+    model_dir, files = exported
+    before = {v: p.stat().st_mtime_ns for v, p in files.items()}
+    assert ort.onnx_files(model_dir) == files  # up to date: nothing to export, no model needed
+    assert {v: p.stat().st_mtime_ns for v, p in files.items()} == before
+    stale = tmp_path / "model"
+    shutil.copytree(model_dir, stale)
+    record = stale / "onnx" / "export.json"
+    record.write_text(json.dumps({**json.loads(record.read_text()), "weights_sha256": "0" * 64}))
+    with pytest.raises(FileNotFoundError, match="exported from other weights"):
+        ort.onnx_files(stale)
+    shutil.rmtree(stale / "onnx")
+    with pytest.raises(FileNotFoundError, match="variant_report with ort-fp32"):
+        ort.onnx_files(stale)
+
+
+def test_predictor_serves_ort_int8(exported):
+    from pt2aws.inference.predictor import Predictor
+
+    model_dir, _ = exported
+    predictor = Predictor(str(model_dir), variant="ort-int8", batch_size=4)
+    assert type(predictor.model).__name__ == "OrtClassifier"
+    out = predictor.predict(TEXTS[:6])
+    assert [set(p) for p in out] == [{"label", "score", "label_id"}] * 6
+    windows = Predictor(str(model_dir), variant="ort-fp32", long_texts="windows")
+    assert windows.predict_proba(["great " * 300]).shape == (1, 2)  # no token_type_ids given
+
+
+def test_ort_support_reasons(monkeypatch):
+    import importlib.util
+
+    from pt2aws.inference.variants import variant_support
+
+    assert variant_support("ort-int8", "cpu")[0]
+    ok, why = variant_support("ort-fp32", "cuda")
+    assert not ok and "CPU provider" in why
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name: None if name == "onnxruntime" else real(name)
+    )
+    ok, why = variant_support("ort-int8", "cpu")
+    assert not ok and "onnxruntime is not installed" in why
+
+
+def test_archive_records_ort_agreement_ships_the_files_and_serves_them(
+    exported, tmp_path, monkeypatch
+):
+    from pt2aws.aws import artifact
+    from pt2aws.inference.selection import variant_report
+    from pt2aws.serving import handler
+
+    model_dir, _ = exported
+    report = variant_report(str(model_dir), TEXTS, variants=("ort-fp32", "ort-int8"), sample=4)
+    assert report["agreement"]["ort-fp32"] == 1.0  # the same fp32 maths, fused
+    assert 0.9 <= report["agreement"]["ort-int8"] <= 1.0
+    assert report["onnx"]["weights_sha256"] == ort.weights_digest(model_dir)
+    archive = artifact.package(model_dir, tmp_path / "model.tar.gz", variants=report)
+    with tarfile.open(archive) as tar:
+        names = tar.getnames()
+        requirements = tar.extractfile("code/requirements.txt").read().decode()
+    assert {"onnx/model.onnx", "onnx/model_int8.onnx", "onnx/export.json"} <= set(names)
+    assert "onnxruntime" not in requirements  # the AWS DLC route stays on PyTorch
+    plain = artifact.package(model_dir, tmp_path / "plain.tar.gz")  # no ORT variant recorded
+    with tarfile.open(plain) as tar:
+        assert not [n for n in tar.getnames() if n.startswith("onnx/")]  # 100+ MB nobody reads
+
+    served = tmp_path / "served"
+    with tarfile.open(archive) as tar:
+        tar.extractall(served, filter="data")
+    monkeypatch.setenv("PT2AWS_VARIANT", "ort-int8")
+    loaded = handler.model_fn(str(served))
+    assert loaded["variant"] == "ort-int8"
+    assert len(handler.predict_fn(TEXTS[:3], loaded)) == 3
+    shutil.rmtree(served / "onnx")  # an archive packaged without them: refused with the reason
+    with pytest.raises(ValueError, match="PT2AWS_VARIANT=ort-int8: .* has no model.onnx"):
+        handler.model_fn(str(served))
+
+
+def test_the_dlc_handler_never_imports_onnxruntime(smoke_model_dir):
+    """The AWS DLC has torch and transformers only: eager must not touch onnxruntime."""
+    from pt2aws.serving import HANDLER_PATH
+
+    code = (
+        "import importlib.util, sys\n"
+        f"spec = importlib.util.spec_from_file_location('inference', {str(HANDLER_PATH)!r})\n"
+        "h = importlib.util.module_from_spec(spec); spec.loader.exec_module(h)\n"
+        f"m = h.model_fn({str(smoke_model_dir)!r})\n"
+        "h.predict_fn(['fine'], m)\n"
+        "print(sorted(k for k in sys.modules if k.split('.')[0] in ('onnxruntime', 'onnx', 'pt2aws')))\n"
+    )
+    env = {"PT2AWS_VARIANT": "eager", "PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+    )
+    assert out.stdout.strip().splitlines()[-1] == "[]"

@@ -1,0 +1,86 @@
+"""Notebook 02's record (``inference/metrics.json``): built by the package, schema defined once."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pt2aws.inference import record
+
+
+def _comparison():
+    row = {"p50_ms": 2.0, "p90_ms": 3.0, "p99_ms": 4.0, "max_ms": 4.0, "calls": 10}
+    return {
+        "rows": [
+            {"variant": "eager", **row, "samples_per_s": 100.0, "agreement": 1.0},
+            {
+                "variant": "ort-int8",
+                **row,
+                "p50_ms": 1.0,
+                "samples_per_s": 300.0,
+                "agreement": 0.996,
+            },
+        ],  # fmt: skip
+        "skipped": {"bf16": "no native bf16"},
+        "best": "ort-int8",
+        "auto": {"variant": "ort-int8", "reason": "3.00x eager's batch-32 throughput here"},
+    }
+
+
+def _record(**overrides):
+    metrics = {"accuracy": 0.86, "f1": 0.85, "f1_per_class": {"negative": 0.84, "positive": 0.86},
+               "confusion_matrix": [[5, 1], [1, 5]], "num_examples": 12}  # fmt: skip
+    kwargs = dict(
+        test_metrics=metrics,
+        majority_baseline=0.5,
+        comparison=_comparison(),
+        agreement_texts=256,
+        runtime={"env": {"LRU_CACHE_CAPACITY": "1024"}, "torch_threads": 2},
+        cpu="Test CPU; no native bf16",
+        left_out={"int8": "no int8 dot-product instructions"},
+        handler_agrees=True,
+    )
+    return record.inference_record(**{**kwargs, **overrides})
+
+
+def test_the_record_has_every_key_of_the_schema_and_the_best_variants_figures():
+    rec = _record()
+    assert tuple(rec) == record.KEYS
+    assert rec["best_variant"] == "ort-int8" and rec["auto_variant"]["variant"] == "ort-int8"
+    assert rec["throughput_samples_per_second"] == 300.0 and rec["latency_p50_ms"] == 1.0
+    assert rec["agreement_texts"] == {"split": "validation", "count": 256}
+    assert rec["left_out"] == {"int8": "no int8 dot-product instructions"}
+    assert rec["skipped"] == {"bf16": "no native bf16"}
+    assert rec["endpoint"] is None and rec["fp32_matmul"] == "fp32"
+    json.dumps(rec)  # JSON-serialisable
+    for key in record.KEYS:  # the docstring states every key
+        assert f'"{key}"' in record.__doc__
+
+
+def test_bf16_fast_math_is_recorded():
+    env = {"DNNL_DEFAULT_FPMATH_MODE": "BF16", "OMP_NUM_THREADS": "4"}
+    rec = _record(runtime={"env": env})
+    assert rec["fp32_matmul"] == "bf16 (DNNL_DEFAULT_FPMATH_MODE=BF16)"
+    assert record.fp32_matmul_mode({"ONEDNN_DEFAULT_FPMATH_MODE": "any"}).startswith("bf16")
+    assert record.fp32_matmul_mode({"DNNL_DEFAULT_FPMATH_MODE": "STRICT"}) == "fp32"
+
+
+def test_write_refuses_a_record_built_by_hand(tmp_path):
+    path = record.write_record(tmp_path / "inference" / "metrics.json", _record())
+    assert json.loads(path.read_text())["best_variant"] == "ort-int8"
+    with pytest.raises(ValueError, match="lacks .*variants"):
+        record.write_record(tmp_path / "m.json", {"accuracy": 0.9})
+    with pytest.raises(ValueError, match="best variant 'int8' has no row"):
+        _record(comparison={**_comparison(), "best": "int8"})
+
+
+def test_cost_table_and_report_read_the_record(tmp_path):
+    """The readers of inference/metrics.json find what they read in a built record."""
+    from pt2aws.aws.endpoint_cost import served_variant
+    from pt2aws.report import _inference
+
+    rec = _record()
+    assert served_variant("custom", rec) == "ort-int8" and served_variant("dlc", rec) == "eager"
+    lines = "\n".join(_inference(rec))
+    assert "ort-int8: 300.0 samples/s" in lines and "| test accuracy | 0.8600 |" in lines
