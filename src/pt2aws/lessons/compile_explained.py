@@ -335,16 +335,6 @@ def show_source(obj) -> str:
     return textwrap.dedent(inspect.getsource(obj))
 
 
-def recipe_sources() -> dict[str, str]:
-    """The recipe's key lines (:mod:`pt2aws.train.recipe`): ``{name: source}``, in reading order."""
-    from pt2aws.train import recipe
-
-    return {
-        name: show_source(getattr(recipe, name))
-        for name in ("prepare_model_and_optimizer", "micro_step", "optimizer_step")
-    }
-
-
 __all__ = [
     "TinyClassifier",
     "aot_graphs",
@@ -353,7 +343,6 @@ __all__ = [
     "graph_breaks",
     "inductor_code",
     "precision",
-    "recipe_sources",
     "recompile_table",
     "show_source",
 ]
