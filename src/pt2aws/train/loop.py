@@ -242,7 +242,10 @@ class FineTune:
 
         info, module = self.info, self.prep.module
         num_params = count_parameters(module)  # DTensor parameters report their global size
-        speed = self.monitor.meter.summary(info, num_params, peak_bf16_flops(info.device))
+        # MFU against the peak of the precision the matmuls run in: the catalog has bf16 (and
+        # fp16) peaks of GPUs; an fp32 run, or a CPU, has no catalogued peak, hence no MFU
+        peak = peak_bf16_flops(info.device) if self.amp is not None else None
+        speed = self.monitor.meter.summary(info, module, self.model_config, peak)
         test = self._evaluate("test")
         replica_diff = None if self.parallelism == "fsdp" else replica_max_abs_diff(module, info)
         save_model(self.prep, self.tokenizer, self.out_dir, info)

@@ -113,7 +113,9 @@ class StepMonitor:
         maybe_fail(state.step, self.info)
         self.meter.step_done(state.step)
         logged = self._log_step()
-        self.progress.update(state.step, self.last_loss if logged else None)
+        self.progress.update(
+            state.step, self.last_loss if logged else None, train_time_s=self.meter.elapsed()
+        )
 
     def _log_step(self) -> bool:
         """Every ``logging_steps``: log the mean loss over ranks and micro-batches since last."""

@@ -21,7 +21,8 @@ import time
 
 #: Environment variable that switches the subprocess's progress to :data:`PREFIX` lines.
 PROGRESS_ENV = "PT2AWS_PROGRESS"
-#: Start of a progress line; the rest is a JSON object ``{"step", "total"[, "loss"]}``.
+#: Start of a progress line; the rest is a JSON object
+#: ``{"step", "total"[, "loss"][, "train_time_s"]}``.
 PREFIX = "@pt2aws-progress "
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -60,15 +61,25 @@ class ProgressReporter:
         record = {"step": self.step, "total": self.total, **extra}
         print(PREFIX + json.dumps(record), flush=True)
 
-    def update(self, step: int, loss: float | None = None) -> None:
-        """Optimizer step ``step`` is done; ``loss``: the latest logged loss, if any."""
+    def update(
+        self, step: int, loss: float | None = None, train_time_s: float | None = None
+    ) -> None:
+        """Optimizer step ``step`` is done.
+
+        Args:
+            step: the step just finished.
+            loss: the loss logged at this step, if it was a logging step.
+            train_time_s: seconds of training so far (without checkpoints and evaluation):
+                what the A/B reads when it stops a run at its time budget.
+        """
         if self.bar is not None:
             self.bar.update(step - self.step)
             if loss is not None:
                 self.bar.set_postfix(loss=f"{loss:.4f}")
         elif self.enabled:
             self.step = step
-            self._emit(**({} if loss is None else {"loss": loss}))
+            extra = {"loss": loss, "train_time_s": train_time_s}
+            self._emit(**{k: v for k, v in extra.items() if v is not None})
         self.step = step
 
     def write(self, text: str) -> None:

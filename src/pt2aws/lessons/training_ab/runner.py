@@ -39,6 +39,8 @@ from pathlib import Path
 
 from pt2aws.lessons.training_ab.variants import BenchSettings, Variant, default_variants
 from pt2aws.system import available_cpus, cpu_name, die_with_parent
+from pt2aws.train.progress import PREFIX as PROGRESS_PREFIX
+from pt2aws.train.progress import PROGRESS_ENV
 
 logger = logging.getLogger(__name__)
 
@@ -85,13 +87,73 @@ def read_run(output_dir: str | Path) -> dict:
     }
 
 
+def read_partial_run(output: str, settings: BenchSettings) -> dict | None:
+    """What a run stopped at the time budget measured, from the progress lines it printed.
+
+    Both runners report each optimizer step with its training seconds so far
+    (:mod:`pt2aws.train.progress`); every step trains ``settings.batch_size`` examples.
+
+    Args:
+        output: the run's output up to the stop.
+        settings: the A/B's settings (batch size, warm-up steps).
+
+    Returns:
+        :func:`read_run`'s keys (``samples_per_s`` over the steps after the warm-up when there
+        are any, else over all steps done; figures the run never wrote are ``None``) plus
+        ``stopped_at_budget: True``; ``None`` if no step finished.
+    """
+    times, losses = {}, []
+    for line in output.splitlines():
+        if not line.startswith(PROGRESS_PREFIX):
+            continue
+        try:
+            record = json.loads(line[len(PROGRESS_PREFIX) :])
+        except json.JSONDecodeError:
+            continue
+        if record.get("step", 0) > 0 and "train_time_s" in record:
+            times[record["step"]] = record["train_time_s"]
+            if "loss" in record:
+                losses.append({"loss": record["loss"]})
+    if not times:
+        return None
+    done, warm = max(times), settings.warmup_steps
+    first = warm if done > warm and warm in times else 0
+    start = times[first] if first else 0.0
+    elapsed = times[done] - start
+    return {
+        "samples_per_s": (done - first) * settings.batch_size / elapsed if elapsed > 0 else None,
+        "tokens_per_s": None,
+        "warmup_s": start if first else None,
+        "peak_memory_bytes": None,
+        "final_loss": _final_loss(losses),
+        "pad_fraction": None,
+        "num_compiles": None,
+        "steps": done,
+        "stopped_at_budget": True,
+    }
+
+
 def run_variant(
-    variant: Variant, settings: BenchSettings, output_dir: str | Path, stream=None
+    variant: Variant,
+    settings: BenchSettings,
+    output_dir: str | Path,
+    stream=None,
+    time_limit_s: float | None = None,
 ) -> dict:
     """Run one variant once in a fresh process; returns :func:`read_run` plus ``wall_s``.
 
+    Args:
+        variant: what to run.
+        settings: what every variant shares.
+        output_dir: the run's folder.
+        stream: where the one "done" line goes; ``None``: quiet.
+        time_limit_s: this run's share of the A/B's time budget: stopped when it is reached,
+            the run reports the steps it did (:func:`read_partial_run`). ``None``: only
+            ``settings.timeout_s``, which fails the run.
+
     Raises:
-        RuntimeError: the process failed or timed out (with the tail of its output).
+        RuntimeError: the process failed, timed out, or reached its budget before its first
+            step (with the tail of its output).
     """
     output_dir = Path(output_dir)
     module = "pt2aws.train" if variant.runner == "pt2aws" else "pt2aws.lessons.training_ab"
@@ -103,8 +165,11 @@ def run_variant(
         **os.environ,
         "PYTHONUNBUFFERED": "1",
         "TOKENIZERS_PARALLELISM": "false",
+        PROGRESS_ENV: "lines",  # each step with its time, for a run stopped at the budget
         **settings.extra_env,
     }
+    budgeted = time_limit_s is not None and time_limit_s < settings.timeout_s
+    limit = time_limit_s if budgeted else settings.timeout_s
     started = time.perf_counter()
     try:
         proc = subprocess.run(
@@ -113,14 +178,33 @@ def run_variant(
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
-            timeout=settings.timeout_s,
+            timeout=limit,
             preexec_fn=die_with_parent(),
         )
     except subprocess.TimeoutExpired as err:
-        raise RuntimeError(f"{variant.name}: no result within {settings.timeout_s} s") from err
+        if not budgeted:
+            raise RuntimeError(f"{variant.name}: no result within {limit:.0f} s") from err
+        output = err.stdout.decode() if isinstance(err.stdout, bytes) else err.stdout or ""
+        partial = read_partial_run(output, settings)
+        if partial is None:
+            raise RuntimeError(
+                f"{variant.name}: stopped at its share of the A/B's time budget ({limit:.0f} s) "
+                "before its first step; raise AB_BUDGET_S (0: no budget)"
+            ) from err
+        wall = time.perf_counter() - started
+        if stream is not None:
+            print(
+                f"  {variant.name:18s} stopped at its budget share ({limit:.0f} s) after "
+                f"{partial['steps']} of {settings.max_steps} steps",
+                file=stream,
+                flush=True,
+            )
+        shutil.rmtree(output_dir, ignore_errors=True)  # a half-written run is not kept
+        return {**partial, "wall_s": wall}
     wall = time.perf_counter() - started
     if proc.returncode != 0:
-        tail = "\n".join(proc.stdout.splitlines()[-25:])
+        lines = [ln for ln in proc.stdout.splitlines() if not ln.startswith(PROGRESS_PREFIX)]
+        tail = "\n".join(lines[-25:])
         raise RuntimeError(f"{variant.name} failed (exit {proc.returncode}):\n{tail}")
     if stream is not None:
         print(f"  {variant.name:18s} done in {wall:5.1f} s", file=stream, flush=True)
@@ -145,6 +229,10 @@ def run_ab(
 ) -> dict:
     """Run every variant ``settings.repeats`` times, interleaved; summarize; save ``ab.json``.
 
+    With ``settings.budget_s`` the whole A/B keeps to that many seconds: each run gets an equal
+    share of what is left (a run that finishes early leaves more to the next), and a run that
+    reaches its share is stopped and reports the steps it did (:func:`read_partial_run`).
+
     Args:
         settings: what all variants share.
         out_dir: folder for the runs (``<variant>/<repeat>/``) and ``ab.json``.
@@ -163,22 +251,29 @@ def run_ab(
     runs: dict[str, list[dict]] = {v.name: [] for v in variants}
     failed: dict[str, str] = {}
     device = _device_name()
-    for r in range(settings.repeats):
-        if stream is not None:
+    plan = [(r, v) for r in range(settings.repeats) for v in variants]
+    started = time.perf_counter()
+    for i, (r, v) in enumerate(plan):
+        if v.name in failed:
+            continue
+        if stream is not None and settings.repeats > 1 and v is variants[0]:
             print(f"repeat {r + 1}/{settings.repeats}", file=stream, flush=True)
-        for v in variants:
-            if v.name in failed:
-                continue
-            slug = v.name.replace(" ", "_").replace("+", "plus_")
-            try:
-                runs[v.name].append(run_variant(v, settings, out_dir / slug / str(r), stream))
-            except RuntimeError as err:
-                failed[v.name] = str(err)
-                logger.error("%s", err)
-                if stream is not None:
-                    print(f"  {v.name}: FAILED ({str(err).splitlines()[0]})", file=stream)
-            # after every run, so a time limit still leaves the table so far
-            _save(_result(settings, device, variants, runs, failed), out_dir, on_result)
+        share = None
+        if settings.budget_s:  # this run's fair share of what is left
+            left = settings.budget_s - (time.perf_counter() - started)
+            share = max(left, 0.0) / sum(1 for _, w in plan[i:] if w.name not in failed)
+        slug = v.name.replace(" ", "_").replace("+", "plus_")
+        try:
+            runs[v.name].append(
+                run_variant(v, settings, out_dir / slug / str(r), stream, time_limit_s=share)
+            )
+        except RuntimeError as err:
+            failed[v.name] = str(err)
+            logger.error("%s", err)
+            if stream is not None:
+                print(f"  {v.name}: FAILED ({str(err).splitlines()[0]})", file=stream)
+        # after every run, so a time limit still leaves the table so far
+        _save(_result(settings, device, variants, runs, failed), out_dir, on_result)
     return _save(_result(settings, device, variants, runs, failed), out_dir, on_result)
 
 
@@ -237,8 +332,10 @@ def summarize(variants: list[Variant], runs: dict[str, list[dict]]) -> list[dict
             "pad_fraction",
             "num_compiles",
             "wall_s",
+            "steps",
         ):
             row[key] = _median([run.get(key) for run in done])
+        row["stopped_at_budget"] = sum(bool(run.get("stopped_at_budget")) for run in done)
         row["samples_per_s_all"] = [run.get("samples_per_s") for run in done]
         row["peer"] = v.peer
         rows.append(row)
@@ -264,18 +361,22 @@ def _fmt(value, spec: str) -> str:
 def format_table(result: dict) -> str:
     """The results as a Markdown table with a header naming device, model and settings."""
     s = result["settings"]
+    budget = f" | budget {s['budget_s']:.0f} s" if s.get("budget_s") else ""
     lines = [
         f"device: {result['device']} | torch {result['torch']} | model {s['model']} | "
         f"batch {s['batch_size']} | max_length {s['max_length']} | {s['max_steps']} steps "
-        f"({s['warmup_steps']} warm-up excluded) | median of up to {s['repeats']} interleaved "
-        "repeats (n: runs done)",
+        f"({s['warmup_steps']} warm-up excluded){budget} | median of up to {s['repeats']} "
+        "interleaved repeats (n: runs done)",
         "",
         "| variant | samples/s | tokens/s | vs baseline | vs Trainer | warm-up s | peak mem MB "
-        "| final loss | pad frac | compiles | run s | n |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| final loss | pad frac | compiles | run s | steps | n |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in result["rows"]:
         mem = row["peak_memory_bytes"] / 2**20 if row["peak_memory_bytes"] else None
+        steps = _fmt(row.get("steps"), ".0f")
+        if row.get("stopped_at_budget"):
+            steps += " (budget)"
         lines.append(
             f"| {row['variant']} | {_fmt(row['samples_per_s'], '.1f')} "
             f"| {_fmt(row['tokens_per_s'], ',.0f')} | {_fmt(row['vs_baseline'], '.2f')}x "
@@ -283,7 +384,7 @@ def format_table(result: dict) -> str:
             f"| {_fmt(row['warmup_s'], '.1f')} | {_fmt(mem, ',.0f')} "
             f"| {_fmt(row['final_loss'], '.4f')} | {_fmt(row['pad_fraction'], '.3f')} "
             f"| {_fmt(row['num_compiles'], 'd') if isinstance(row['num_compiles'], int) else _fmt(row['num_compiles'], '.0f')} "
-            f"| {_fmt(row['wall_s'], '.0f')} | {row['repeats']} |"
+            f"| {_fmt(row['wall_s'], '.0f')} | {steps} | {row['repeats']} |"
         )
     for name, err in result.get("failed", {}).items():
         lines.append(f"\nFAILED {name}: {err.splitlines()[0]}")
@@ -292,6 +393,7 @@ def format_table(result: dict) -> str:
         "warm-up s includes compilation. vs baseline / vs Trainer (HF Trainer at the same flags) are "
         "medians of per-repeat ratios. "
         "peak mem: CUDA max allocated on GPU, process peak RSS on CPU. final loss: mean of the "
-        f"last {FINAL_LOSS_STEPS} steps."
+        f"last {FINAL_LOSS_STEPS} steps. steps: optimizer steps done; (budget): stopped at its "
+        "share of the A/B's time budget, its samples/s are over the steps it did."
     )
     return "\n".join(lines)
