@@ -50,8 +50,6 @@ class InstanceType:
         accelerator_memory_gb: memory per accelerator, GB (1e9 bytes); 0 for CPU instances.
         peak_bf16_tflops: dense bf16 peak of the whole instance, TFLOP/s (accelerator peak x
             count; for CPU instances the processor's per-vCPU estimate x vCPUs).
-        peak_fp32_tflops: dense fp32 peak of a CPU instance, TFLOP/s (per-vCPU estimate x
-            vCPUs), what an fp32 training run can reach; None for accelerators and unknown CPUs.
         interconnect: accelerator interconnect and network, in words.
         efa: whether the instance has an Elastic Fabric Adapter.
         price_usd_per_hour: EC2 on-demand price, us-east-1, USD/hour; None when unknown.
@@ -71,7 +69,6 @@ class InstanceType:
     efa: bool
     price_usd_per_hour: float | None
     sources: dict
-    peak_fp32_tflops: float | None = None
 
     @property
     def devices(self) -> int:
@@ -127,8 +124,6 @@ def _instance(row: dict, data: dict) -> InstanceType:
         cpu = data["cpus"][row["cpu"]]
         mem_gb, peak = 0.0, cpu["peak_bf16_tflops_per_vcpu"] * row["vcpus"]
         peak_source = cpu["source"]
-        fp32 = cpu.get("peak_fp32_tflops_per_vcpu")
-        peak_fp32 = fp32 * row["vcpus"] if fp32 is not None else None
     srcs["peak"] = dict(data["sources"][peak_source], id=peak_source)
     return InstanceType(
         name=row["name"],
@@ -144,7 +139,6 @@ def _instance(row: dict, data: dict) -> InstanceType:
         efa=bool(row["efa"]),
         price_usd_per_hour=row["price_usd_per_hour"],
         sources=srcs,
-        peak_fp32_tflops=None if row["accelerator"] else peak_fp32,
     )
 
 

@@ -78,9 +78,20 @@ def training_flops(spec: ModelSpec, tokens: float, seq_len: float) -> float:
 
 
 def training_peak_tflops(it: InstanceType) -> tuple[float, str]:
-    """``(peak TFLOP/s, precision)`` a training run gets on ``it``: fp32 on CPUs, else bf16."""
-    if it.kind == "cpu" and it.peak_fp32_tflops is not None:
-        return it.peak_fp32_tflops, "fp32"
+    """``(peak TFLOP/s, precision)`` a training run gets on ``it``: fp32 on CPUs, else bf16.
+
+    The recipe trains CPUs in fp32 (``--bf16 auto`` is off there), so a CPU instance counts at
+    the catalog's fp32 vector peak (:func:`pt2aws.catalog.serving_peak`'s figure for a CPU
+    family); accelerators at their dense bf16 peak.
+    """
+    if it.kind == "cpu":
+        try:
+            from pt2aws.catalog import serving_peak
+        except ImportError:  # TODO(merge): the catalog's fp32 CPU peaks are on branch aws
+            serving_peak = None
+        fp32 = serving_peak(it.name) if serving_peak else None
+        if fp32 is not None and fp32["precision"] == "fp32":
+            return fp32["flops"] / 1e12, "fp32"
     return it.peak_bf16_tflops, "bf16"
 
 
