@@ -73,22 +73,21 @@ def prepare_model_and_optimizer(
 
     Returns:
         A :class:`Prepared`.
+
+    The order (notebook 01, section 1): FSDP2 shards each encoder layer and then the whole model
+    is compiled, torchtitan's alternative to its default per-layer compile before sharding
+    (which compiles faster where layers repeat); DDP wraps the compiled module (nanoGPT's order
+    and PyTorch's "Where to apply torch.compile?"), its hooks and ``no_sync`` stay eager, and
+    Dynamo's DDPOptimizer splits the compiled graph at DDP's bucket boundaries so the gradient
+    all-reduce still overlaps the backward. ``torch.compile`` uses ``dynamic=None``: a second
+    input length recompiles once with that dimension symbolic.
     """
-    if parallelism == "fsdp":
+    if parallelism == "fsdp":  # shard each encoder layer, then compile the whole model
         from pt2aws.train.distributed import shard_fsdp
 
-        # FSDP2 shards each encoder layer, then the whole model is compiled: torchtitan's
-        # alternative order. Its default compiles each layer first and shards the compiled
-        # layers, which compiles faster when the layers repeat (one graph reused).
         shard_fsdp(model)
-    step_model = model
-    if compile_model:
-        step_model = torch.compile(model, mode=compile_mode)  # dynamic=None: see notebook 01
-    if parallelism == "ddp":
-        # DDP wraps the compiled module (nanoGPT's order, and PyTorch's "Where to apply
-        # torch.compile?"): DDP's hooks and no_sync() stay eager. Dynamo's DDPOptimizer splits
-        # the compiled graph at DDP's bucket boundaries, so the all-reduce of one bucket still
-        # overlaps the backward of the next.
+    step_model = torch.compile(model, mode=compile_mode) if compile_model else model
+    if parallelism == "ddp":  # DDP wraps the compiled module; DDPOptimizer splits at buckets
         from torch.nn.parallel import DistributedDataParallel as DDP
 
         step_model = DDP(step_model, device_ids=[device.index] if device.type == "cuda" else None)

@@ -103,6 +103,10 @@ def test_the_step_is_one_function_a_learner_reads_whole():
     ]
     positions = [source.index(part) for part in order]
     assert positions == sorted(positions)
+    # notebook 01 shows both functions whole: each fits a screen (prepare without its docstring)
+    prepare = show_source(recipe.prepare_model_and_optimizer, docstring=False)
+    assert len(prepare.splitlines()) <= 40 and '"""' not in prepare
+    assert prepare.startswith("def prepare_model_and_optimizer(") and "torch.compile(" in prepare
     # bookkeeping stays outside: no meter, progress bar, logging or fault hook in the step
     for absent in ("meter.", "progress", "log", "FAIL_AT_STEP", "print("):
         assert absent not in source
