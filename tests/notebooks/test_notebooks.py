@@ -9,6 +9,7 @@ import shutil
 import nbformat
 import pytest
 
+from pt2aws.config import saved_config_path
 from pt2aws.pipeline import NOTEBOOKS, notebooks_dir
 from pt2aws.rundir import RunDir
 
@@ -49,6 +50,32 @@ def test_notebook_lint(name):
             and "sys.path" not in cell.source
             and "%%writefile" not in cell.source
         )
+
+
+def test_each_notebook_checks_its_kernel_with_the_one_script():
+    """The check is one line per notebook; its fix names the one install script, which is what
+    `make setup` runs (no pin repeated in the notebooks or the check)."""
+    import subprocess
+    import sys
+
+    for name in ALL:
+        first = next(
+            c for c in nbformat.read(NB_DIR / name, as_version=4).cells if c.cell_type == "code"
+        )
+        assert first.source.splitlines()[-1] == "%run kernel_check.py", name
+        assert "==" not in first.source
+    # -I -S: no site-packages, so pt2aws cannot be found (a kernel without the project)
+    check = subprocess.run(
+        [sys.executable, "-I", "-S", str(NB_DIR / "kernel_check.py")],
+        capture_output=True,
+        text=True,
+    )
+    assert check.returncode == 1 and "ModuleNotFoundError: pt2aws is not installed" in check.stderr
+    assert "`make kernel`" in check.stderr and "bash scripts/setup-env.sh" in check.stderr
+    root = NB_DIR.parent
+    assert (root / "scripts" / "setup-env.sh").is_file()
+    assert "bash scripts/setup-env.sh $(PY)" in (root / "Makefile").read_text()
+    assert "==" not in (NB_DIR / "kernel_check.py").read_text()
 
 
 @pytest.fixture(scope="module")
@@ -309,6 +336,6 @@ def test_pipeline_trains_on_a_headerless_file_through_the_notebook_parameters(tm
     stats = train["data"]
     assert stats["rows_read"] == len(rows) and stats["dropped_unmapped"] == 5
     assert stats["dropped_duplicates"] >= 1 and stats["dropped_empty"] >= 1
-    assert json.loads(run.train_config.read_text())["encoding"] == "latin-1"
+    assert json.loads(saved_config_path(run.train_dir).read_text())["encoding"] == "latin-1"
     inference = json.loads(run.inference_metrics.read_text())
     assert inference["accuracy"] == pytest.approx(train["test_accuracy"], abs=1e-9)

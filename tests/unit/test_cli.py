@@ -1,7 +1,7 @@
-"""The command line: a verb's output, and each verb's user errors as one line and exit status 2.
+"""The deploy flow over HTTP against a moto server on 127.0.0.1 (no AWS account).
 
-Each case runs the real entry point in a subprocess (as a user would) with one bad input;
-``--debug`` brings the traceback back. The in-process cases check the error classification.
+``InvokeEndpoint`` is forwarded to a tiny stub model server of our own (127.0.0.1, free port),
+so the tests see real request bodies: chunk sizes, order, UTF-8, and the model server's errors.
 """
 
 from __future__ import annotations
@@ -12,12 +12,39 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.emulator import NOTHING
 
 import pt2aws
-from pt2aws import cli, errors
+from pt2aws import cli
+from pt2aws.aws import autoscaling, session
+from pt2aws.aws.session import boto_session, list_scalable_targets
+from pt2aws.standins.aws_emulator import EMULATOR_ROLE_ARN
+
+
+def test_cli_cleanup_deletes_leftovers(emulator, capsys):
+    from pt2aws.cli import main
+
+    sm = boto_session().client("sagemaker")
+    sm.create_model(
+        ModelName="pt2aws-left", ExecutionRoleArn=EMULATOR_ROLE_ARN, PrimaryContainer={"Image": "x"}
+    )
+    autoscaling.enable_autoscaling("pt2aws-left", "us-east-1", autoscaling.AutoScaling())
+    assert main(["cleanup", "--prefix", "pt2aws-left"]) == 0
+    assert "dry run" in capsys.readouterr().out
+    assert session.billable_resources(region=emulator.region)["models"] == ["pt2aws-left"]
+    assert main(["cleanup", "--prefix", "pt2aws-left", "--yes"]) == 0
+    out = capsys.readouterr().out
+    assert "deleted model pt2aws-left" in out and "deleted scalable_target" in out
+    assert session.billable_resources(region=emulator.region) == NOTHING
+    assert list_scalable_targets("pt2aws-left") == []
+
 
 SRC = str(Path(pt2aws.__file__).resolve().parents[1])
+
+
 PT2AWS = [sys.executable, "-m", "pt2aws.cli"]
+
+
 TRAIN = [sys.executable, "-m", "pt2aws.train"]
 
 
@@ -92,35 +119,6 @@ def test_debug_shows_the_traceback_and_keeps_exit_2(tmp_path):
     assert last.startswith("pt2aws recommend: error: unknown model 'gpt-unknown'")
     env_debug = _run(TRAIN + ["--profile", "nope"], tmp_path, PT2AWS_DEBUG="1")
     assert env_debug.returncode == 2 and "Traceback" in env_debug.stderr
-
-
-def test_run_cli_sorts_user_errors_from_bugs(capsys):
-    def fails(exc):
-        def main(argv):
-            raise exc
-
-        return main
-
-    assert errors.run_cli(fails(FileNotFoundError(2, "No such file", "x.csv")), [], prog="p") == 2
-    assert capsys.readouterr().err == "p: error: No such file: x.csv: check the path\n"
-    assert errors.run_cli(fails(errors.UserError("bad\n  input: fix it")), [], prog="p") == 2
-    assert capsys.readouterr().err == "p: error: bad input: fix it\n"  # always one line
-    for bug in (KeyError("k"), TypeError("t"), IndexError("i"), RuntimeError("r")):
-        with pytest.raises(type(bug)):
-            errors.run_cli(fails(bug), [], prog="p")
-    assert errors.run_cli(lambda argv: {"metrics": 1}, [], prog="p") == 0
-    assert errors.run_cli(lambda argv: argv, ["a", "--debug"], prog="p") == 0
-
-
-def test_aws_setup_errors_are_user_errors_with_a_fix():
-    from botocore.exceptions import ClientError, NoCredentialsError, NoRegionError
-
-    assert errors.is_user_error(NoCredentialsError())
-    assert "aws sts get-caller-identity" in errors.describe(NoCredentialsError())
-    assert "--region" in errors.describe(NoRegionError())
-    expired = ClientError({"Error": {"Code": "ExpiredToken", "Message": "expired"}}, "ListModels")
-    throttled = ClientError({"Error": {"Code": "ThrottlingException"}}, "ListModels")
-    assert errors.is_user_error(expired) and not errors.is_user_error(throttled)
 
 
 def test_cli_main_returns_2_in_process(capsys):

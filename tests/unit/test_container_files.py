@@ -16,7 +16,11 @@ import pytest
 from packaging.requirements import Requirement
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
 CONTAINER = ROOT / "container"
+
+
 DOCKERFILE = CONTAINER / "Dockerfile"
 
 
@@ -36,6 +40,22 @@ def _pyproject_requirements() -> dict[str, Requirement]:
     for extra in project["optional-dependencies"].values():
         lines += extra
     return {r.name.lower(): r for r in map(Requirement, lines)}
+
+
+def _instructions() -> list[tuple[str, str]]:
+    text = re.sub(r"\\\n\s*", " ", DOCKERFILE.read_text())
+    rows = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            keyword, _, rest = line.partition(" ")
+            rows.append((keyword.upper(), rest.strip()))
+    return rows
+
+
+def _hadolint() -> list[str] | None:
+    exe = shutil.which("hadolint") or str(Path(sys.executable).with_name("hadolint"))
+    return [exe] if Path(exe).is_file() else None
 
 
 def test_image_pins_equal_pyprojects():
@@ -59,17 +79,6 @@ def test_image_pins_match_what_the_model_archive_asks_for():
     image = _requirements(CONTAINER / "requirements.txt")
     for name in ("transformers", "tokenizers", "safetensors"):
         assert name in image, f"pin {name} in container/requirements.txt"
-
-
-def _instructions() -> list[tuple[str, str]]:
-    text = re.sub(r"\\\n\s*", " ", DOCKERFILE.read_text())
-    rows = []
-    for line in text.splitlines():
-        line = line.strip()
-        if line and not line.startswith("#"):
-            keyword, _, rest = line.partition(" ")
-            rows.append((keyword.upper(), rest.strip()))
-    return rows
 
 
 def test_dockerfile_is_what_sagemaker_runs():
@@ -104,11 +113,6 @@ def test_dockerignore_sends_only_what_the_image_needs():
     ]
     assert lines[0] == "*"
     assert {"!container/requirements.txt", "!src/pt2aws"} <= set(lines)
-
-
-def _hadolint() -> list[str] | None:
-    exe = shutil.which("hadolint") or str(Path(sys.executable).with_name("hadolint"))
-    return [exe] if Path(exe).is_file() else None
 
 
 def test_dockerfile_is_hadolint_clean():

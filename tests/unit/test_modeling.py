@@ -5,6 +5,21 @@ import pytest
 from pt2aws.modeling import count_parameters, load_tokenizer_and_model
 
 
+def test_model_max_tokens_caps_at_512_and_follows_the_tokenizer():
+    from transformers import BertConfig, RobertaConfig
+
+    from pt2aws.modeling import model_max_tokens
+
+    assert model_max_tokens(RobertaConfig(max_position_embeddings=514)) == 512
+    assert model_max_tokens(BertConfig(max_position_embeddings=512)) == 512
+    assert model_max_tokens(BertConfig(max_position_embeddings=2048)) == 512
+
+    class Tok:
+        model_max_length = 128
+
+    assert model_max_tokens(RobertaConfig(max_position_embeddings=514), Tok()) == 128
+
+
 def test_tiny_roberta_tokenizer_is_real_and_roundtrips():
     texts = [f"the movie number {i} was great and the popcorn was bad" for i in range(200)]
     tok, model = load_tokenizer_and_model(

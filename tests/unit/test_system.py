@@ -32,26 +32,6 @@ def test_cpu_name_reads_proc_cpuinfo(tmp_path):
     assert system.cpu_name(tmp_path / "missing")  # falls back to platform, never empty
 
 
-@pytest.mark.parametrize(
-    ("device_name", "tflops"),
-    [
-        ("NVIDIA A10G", 70),
-        ("NVIDIA H100 80GB HBM3", 989.4),
-        ("NVIDIA H100 PCIe", 756),
-        ("NVIDIA L40S", 362),
-        ("NVIDIA L4", 121),
-        ("NVIDIA A100-SXM4-40GB", 312),
-        ("NVIDIA H200", 989.4),
-        ("Tesla T4", None),
-    ],
-)
-def test_gpu_peak_comes_from_the_catalog(device_name, tflops):
-    from pt2aws.catalog import peak_bf16_flops
-
-    peak = peak_bf16_flops(device_name)
-    assert peak == (None if tflops is None else pytest.approx(tflops * 1e12))
-
-
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl(PR_SET_PDEATHSIG) is Linux")
 def test_die_with_parent_ends_a_silent_child_when_its_parent_dies():
     """A training subprocess that prints nothing for a while (no SIGPIPE to end it) must still

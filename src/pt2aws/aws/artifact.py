@@ -23,6 +23,7 @@ from importlib import metadata
 from pathlib import Path
 
 from pt2aws.serving import HANDLER_PATH
+from pt2aws.serving.service import load_handler
 
 logger = logging.getLogger(__name__)
 
@@ -276,28 +277,13 @@ def validate_archive(path: str | Path, *, smoke_test: bool = True) -> dict:
     return result
 
 
-def load_handler(code_dir: Path):
-    """Import ``code_dir/inference.py`` as a module, as the serving toolkit does.
-
-    Returns:
-        The handler module (``model_fn``, ``input_fn``, ``predict_fn``, ``output_fn``).
-    """
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(
-        "pt2aws_archive_handler", code_dir / "inference.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def smoke_test_archive(path: str | Path, texts: list[str] | None = None) -> list[dict]:
     """Extract ``path`` safely to a temp folder and run the handler chain on ``texts``.
 
     Extraction uses ``tarfile``'s ``data`` filter (no links out, no absolute paths, no device
-    files). Then ``model_fn`` -> ``input_fn`` -> ``predict_fn`` -> ``output_fn``, as the container
-    calls them.
+    files). Then the archive's handler, loaded as the container loads it
+    (:func:`pt2aws.serving.service.load_handler`), runs ``model_fn`` -> ``input_fn`` ->
+    ``predict_fn`` -> ``output_fn``, as the container calls them.
 
     Returns:
         The decoded predictions, one ``{"label", "score"}`` per text, in order.
@@ -309,7 +295,7 @@ def smoke_test_archive(path: str | Path, texts: list[str] | None = None) -> list
     texts = texts or ["I love this!", "This is terrible."]
     with tempfile.TemporaryDirectory() as tmp, tarfile.open(path, "r:gz") as tar:
         tar.extractall(tmp, filter="data")
-        handler = load_handler(Path(tmp) / "code")
+        handler = load_handler(tmp, builtin=False)
         model = handler.model_fn(tmp)
         data = handler.input_fn(json.dumps({"inputs": texts}).encode(), "application/json")
         out = json.loads(handler.output_fn(handler.predict_fn(data, model), "application/json"))

@@ -227,7 +227,7 @@ class Deployment:
     Attributes:
         name: name of the model, endpoint config and endpoint.
         region: AWS region.
-        requests: the three ``Create*`` requests (:func:`pt2aws.aws.hosting_requests`).
+        requests: the three ``Create*`` requests (:func:`hosting_requests`).
         autoscaling: autoscaling to attach once ``InService``, or None.
         created: ``(kind, name)`` of what :meth:`create` created, in order.
         deleted: ``(kind, name)`` of what :meth:`delete` deleted.
@@ -264,7 +264,7 @@ class Deployment:
         Raises:
             botocore.exceptions.ClientError: a request AWS refused (quota, permissions ...).
             pt2aws.aws.DeploymentError, TimeoutError: see
-                :func:`pt2aws.aws.wait_for_endpoint`.
+                :func:`wait_for_endpoint`.
         """
         sm = retrying_client("sagemaker", self.region)
         sm.create_model(**self.requests["CreateModel"])
@@ -281,7 +281,7 @@ class Deployment:
             self.created.append(("scalable_target", target))
 
     def delete(self) -> list[tuple[str, str]]:
-        """Delete everything called :attr:`name` (see :func:`pt2aws.aws.delete_resources`)."""
+        """Delete everything called :attr:`name` (see :func:`delete_resources`)."""
         self.deleted = delete_resources(self.name, self.region)
         logger.info("deleted %s", self.deleted)
         return self.deleted
@@ -378,7 +378,7 @@ def deployed_endpoint(
     Raises:
         pt2aws.aws.images.ImageSelectionError: see :func:`new_deployment` (before any AWS call).
         pt2aws.aws.DeploymentError, TimeoutError: see
-            :func:`pt2aws.aws.wait_for_endpoint`.
+            :func:`wait_for_endpoint`.
     """
     deployment = new_deployment(model_data_url, **kwargs)
     try:

@@ -11,8 +11,8 @@ of :mod:`pt2aws.catalog`:
   the family, the architecture and the supported versions (aws/sagemaker-python-sdk#5532,
   #3679; ``../shared/notes/aws-reference-notes.md`` section 3). A DLC past its end of patch
   warns (:mod:`pt2aws.aws.image_support`): the last arm64 one, 2.6, ended on 2026-06-30.
-* :func:`custom_image_uri` / :func:`check_custom_image_uri`: the project's own serving image in
-  the user's ECR repository, ``<account>.dkr.ecr.<region>.amazonaws.com/<repository>:<tag>``.
+* :func:`check_custom_image_uri`: the project's own serving image in the user's ECR
+  repository, ``<account>.dkr.ecr.<region>.amazonaws.com/<repository>:<tag>``.
 
 Training images and machine images (SageMaker / EC2 training DLC, Deep Learning AMI) are in
 :mod:`pt2aws.aws.training_images`. The registry of the AWS Deep Learning Containers is
@@ -277,26 +277,14 @@ def inference_image_support(
 
 
 # ------------------------------------------------------------------------------- custom image
-def custom_image_uri(account: str, region: str, repository: str, tag: str) -> str:
-    """``<account>.dkr.ecr.<region>.amazonaws.com/<repository>:<tag>``, checked.
+def check_custom_image_uri(image_uri: str, region: str | None = None) -> dict[str, str]:
+    """Parse a private ECR image URI; raise before any AWS call if SageMaker cannot pull it.
 
     The project's own serving image (``container/``), built for linux/arm64 (Graviton) or
     linux/amd64 and pushed to the user's private ECR repository. SageMaker pulls it with the
     endpoint's execution role, which needs ``ecr:GetAuthorizationToken``,
     ``ecr:BatchGetImage`` and ``ecr:GetDownloadUrlForLayer`` on that repository (the managed
     policy ``AmazonSageMakerFullAccess`` grants them).
-
-    Raises:
-        ImageSelectionError: a malformed account, region, repository or tag.
-    """
-    suffix = ".amazonaws.com.cn" if region.startswith("cn-") else ".amazonaws.com"
-    uri = f"{account}.dkr.ecr.{region}{suffix}/{repository}:{tag}"
-    check_custom_image_uri(uri)
-    return uri
-
-
-def check_custom_image_uri(image_uri: str, region: str | None = None) -> dict[str, str]:
-    """Parse a private ECR image URI; raise before any AWS call if SageMaker cannot pull it.
 
     Args:
         image_uri: e.g. ``123456789012.dkr.ecr.eu-west-1.amazonaws.com/pt2aws-serve:2026.12``.

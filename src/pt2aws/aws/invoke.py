@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 
 logger = logging.getLogger(__name__)
 
@@ -32,10 +31,6 @@ REALTIME_PAYLOAD_LIMIT_BYTES = 6 * 1024 * 1024
 DEFAULT_MAX_ITEMS = 64
 
 _PREFIX, _SEPARATOR, _SUFFIX = b'{"inputs": [', b", ", b"]}"
-
-
-class PayloadTooLargeError(ValueError):
-    """One text alone exceeds the request size limit of real-time inference."""
 
 
 def request_body(texts: list[str]) -> bytes:
@@ -62,7 +57,8 @@ def chunk_indices(
     Raises:
         TypeError: an item that is not a string.
         ValueError: limits below 1.
-        PayloadTooLargeError: one text alone does not fit; names its index and size.
+        pt2aws.serving.handler.PayloadTooLargeError: one text alone does not fit; names its
+            index and size.
     """
     if max_items < 1 or max_payload_bytes < len(_PREFIX) + len(_SUFFIX) + 2:
         raise ValueError(
@@ -76,6 +72,8 @@ def chunk_indices(
             raise TypeError(f"text #{i} is {type(text).__name__}, not str")
         item = _item_bytes(text)
         if len(_PREFIX) + item + len(_SUFFIX) > max_payload_bytes:
+            from pt2aws.serving.handler import PayloadTooLargeError
+
             raise PayloadTooLargeError(
                 f"text #{i} is {item:,} bytes as JSON (UTF-8); one real-time request carries at "
                 f"most {max_payload_bytes:,} bytes here (SageMaker's limit is 6 MB). Shorten it, or "
@@ -149,11 +147,14 @@ class EndpointClient:
         """One ``InvokeEndpoint`` call; returns ``(body bytes, content type)``.
 
         Raises:
-            PayloadTooLargeError: ``body`` over ``max_payload_bytes`` (before sending).
+            pt2aws.serving.handler.PayloadTooLargeError: ``body`` over ``max_payload_bytes``
+                (before sending).
             botocore.exceptions.ClientError: ``ModelError`` (the handler refused), or
                 ``ThrottlingException`` still failing after ``max_attempts`` tries.
         """
         if len(body) > self.max_payload_bytes:
+            from pt2aws.serving.handler import PayloadTooLargeError
+
             raise PayloadTooLargeError(
                 f"request of {len(body):,} bytes exceeds {self.max_payload_bytes:,}; split it "
                 "(predict() does) or use asynchronous inference / batch transform"
@@ -168,7 +169,8 @@ class EndpointClient:
         """Classify ``texts``; one ``{"label", "score"}`` per text, in the original order.
 
         Raises:
-            PayloadTooLargeError: one text alone is over the limit (suggests async / batch).
+            pt2aws.serving.handler.PayloadTooLargeError: one text alone is over the limit
+                (suggests async / batch).
             RuntimeError: the endpoint answered a different number of predictions.
         """
         if isinstance(texts, str):
@@ -184,12 +186,6 @@ class EndpointClient:
             for i, prediction in zip(indices, answer):
                 results[i] = prediction
         return results
-
-
-def _percentile(sorted_values: list[float], q: float) -> float:
-    """Nearest-rank percentile ``q`` (0-100) of already sorted values."""
-    rank = max(1, math.ceil(q / 100 * len(sorted_values)))
-    return sorted_values[rank - 1]
 
 
 def load_test(
@@ -275,13 +271,16 @@ def load_test(
 
 
 def _latency_summary(latencies_ms: list[float]) -> dict | None:
-    """p50 / p90 / p99 / mean / max of sorted latencies in ms; None when there are none."""
+    """p50 / p90 / p99 / mean / max of sorted latencies in ms; None when there are none.
+
+    Percentiles by :func:`pt2aws.inference.measure.percentile`, as in the predictor tables.
+    """
+    from pt2aws.inference.measure import LATENCY_PERCENTILES, percentile
+
     if not latencies_ms:
         return None
     return {
-        "p50": _percentile(latencies_ms, 50),
-        "p90": _percentile(latencies_ms, 90),
-        "p99": _percentile(latencies_ms, 99),
+        **{f"p{q}": percentile(latencies_ms, q) for q in LATENCY_PERCENTILES},
         "mean": sum(latencies_ms) / len(latencies_ms),
         "max": latencies_ms[-1],
     }

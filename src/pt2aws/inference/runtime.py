@@ -11,7 +11,10 @@ Source: AWS Graviton Technical Guide, machinelearning/pytorch.md
 
 :func:`graviton_settings` computes them from facts (architecture, bf16, vCPUs, processes);
 :func:`runtime_settings` feeds it this machine's facts, and
-:func:`pt2aws.aws.endpoint.endpoint_environment` an instance type's facts from the catalog.
+:func:`pt2aws.aws.hosting.endpoint_environment` an instance type's facts from the catalog.
+:func:`set_runtime_environment` puts them in this process's environment (the serving image's
+server, before its workers import torch); :func:`apply_runtime_settings` does that and sets
+torch's thread count (a notebook, a benchmark).
 """
 
 from __future__ import annotations
@@ -93,20 +96,19 @@ def runtime_settings(num_processes: int = 1, cpu: dict | None = None) -> dict:
     return {**settings, "thp_mode": thp_mode}
 
 
-def apply_runtime_settings(num_processes: int = 1, *, override: bool = False) -> dict:
-    """Apply :func:`runtime_settings` to this process and return what was done.
+def set_runtime_environment(num_processes: int = 1, *, override: bool = False) -> dict:
+    """Put :func:`runtime_settings` in ``os.environ`` and log each (without importing torch).
 
-    Environment variables already set are kept unless ``override``; ``torch.set_num_threads``
-    gets the thread count. ``THP_MEM_ALLOC_ENABLE`` and ``LRU_CACHE_CAPACITY`` are read when
-    torch allocates / first builds oneDNN kernels, so they act fully only when set before the
-    first inference (best: before ``import torch``, as the endpoint's environment does).
+    Environment variables already set (e.g. by the endpoint's ``Environment``) are kept unless
+    ``override``. ``THP_MEM_ALLOC_ENABLE`` and ``LRU_CACHE_CAPACITY`` are read when torch
+    allocates / first builds oneDNN kernels, and ``OMP_NUM_THREADS`` when it starts, so they act
+    fully only when set before ``import torch`` (the serving image's server calls this before
+    its workers start).
 
     Returns:
-        :func:`runtime_settings` plus ``"applied": {name: value}`` (what this call set),
-        ``"kept": {name: value}`` (pre-set values left alone) and ``"torch_threads"``.
+        :func:`runtime_settings` plus ``"applied": {name: value}`` (what this call set) and
+        ``"kept": {name: value}`` (pre-set values left alone).
     """
-    import torch
-
     settings = runtime_settings(num_processes)
     applied, kept = {}, {}
     for name, value in settings["env"].items():
@@ -115,13 +117,19 @@ def apply_runtime_settings(num_processes: int = 1, *, override: bool = False) ->
         else:
             os.environ[name] = value
             applied[name] = value
-    threads = int(os.environ.get("OMP_NUM_THREADS", settings["threads"]))
-    torch.set_num_threads(threads)
-    settings.update(
-        applied=applied,
-        kept=kept,
-        torch_threads=torch.get_num_threads(),
-    )
     for name, reason in settings["reasons"].items():
         logger.info("runtime: %s=%s (%s)", name, os.environ.get(name, "-"), reason)
-    return settings
+    return {**settings, "applied": applied, "kept": kept}
+
+
+def apply_runtime_settings(num_processes: int = 1, *, override: bool = False) -> dict:
+    """:func:`set_runtime_environment`, then ``torch.set_num_threads`` to the thread count.
+
+    Returns:
+        :func:`set_runtime_environment`'s record plus ``"torch_threads"``.
+    """
+    import torch
+
+    settings = set_runtime_environment(num_processes, override=override)
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", settings["threads"])))
+    return {**settings, "torch_threads": torch.get_num_threads()}

@@ -109,11 +109,17 @@ class BadRequestError(GenericInferenceToolkitError):
         super().__init__(400, message, "Bad Request")
 
 
-class PayloadTooLargeError(GenericInferenceToolkitError):
-    """HTTP 413: more texts than ``PT2AWS_MAX_BATCH`` in one request."""
+class PayloadTooLargeError(GenericInferenceToolkitError, ValueError):
+    """HTTP 413: a request too large for the endpoint. This handler raises it for more texts
+    than ``PT2AWS_MAX_BATCH`` in one request; pt2aws's endpoint client (``pt2aws.aws.invoke``)
+    for a request over the real-time payload limit, before sending it. Also a ``ValueError``:
+    input the caller can fix (the command line reports it in one line)."""
 
     def __init__(self, message: str):
         super().__init__(413, message, "Payload Too Large")
+
+    def __str__(self) -> str:
+        return self.message
 
 
 def _media_type(content_type: str | None) -> str:

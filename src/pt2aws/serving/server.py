@@ -30,7 +30,7 @@ body lines and 200 content types; ``tests/contract`` checks every case against b
   during start-up a ``/ping`` can be 200 from a ready worker while another still loads, and an
   ``/invocations`` request that reaches the loading one waits for it (up to 55 s, then 503).
   Port ``SAGEMAKER_BIND_TO_PORT`` (default 8080) on all interfaces.
-* Runtime settings (AWS Graviton Technical Guide, via :func:`pt2aws.inference.runtime.runtime_settings`):
+* Runtime settings (AWS Graviton Technical Guide; their one home is :mod:`pt2aws.inference.runtime`):
   ``LRU_CACHE_CAPACITY=1024``, ``THP_MEM_ALLOC_ENABLE=1``, ``OMP_NUM_THREADS`` = vCPUs /
   workers, and ``DNNL_DEFAULT_FPMATH_MODE=BF16`` on aarch64 CPUs with bf16; a variable already
   set in the environment (``CreateModel`` ``Environment``) is kept. They are set before the
@@ -52,6 +52,7 @@ import threading
 import traceback
 from collections.abc import Callable
 
+from pt2aws.inference.runtime import set_runtime_environment
 from pt2aws.serving.service import ModelService, Reply, resolve_model_dir
 
 logger = logging.getLogger(__name__)
@@ -257,24 +258,6 @@ def worker_count(workers: int | None = None) -> int:
     return int(raw)
 
 
-def apply_runtime_settings(workers: int) -> dict[str, str]:
-    """Set the Graviton runtime settings for ``workers`` processes in ``os.environ``, keeping any
-    variable already set; called before the workers start (they import torch with them).
-
-    Returns:
-        ``{name: value}`` in force afterwards, one entry per setting.
-    """
-    from pt2aws.inference.runtime import runtime_settings
-
-    settings = runtime_settings(num_processes=workers)
-    for name, value in settings["env"].items():
-        os.environ.setdefault(name, value)
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # its threads would fight OpenMP's
-    for name, reason in settings["reasons"].items():
-        logger.info("runtime: %s=%s (%s)", name, os.environ.get(name, "-"), reason)
-    return {name: os.environ[name] for name in settings["env"]}
-
-
 def _configure_logging() -> None:
     if not logging.getLogger().handlers:
         logging.basicConfig(
@@ -339,7 +322,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     os.environ["PT2AWS_MODEL_DIR"] = str(model_dir)  # the workers read it
-    apply_runtime_settings(workers)
+    set_runtime_environment(workers)  # before the workers import torch
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # its threads would fight OpenMP's
     logger.info("serving %s on %s:%d with %d worker(s)", model_dir, args.host, port, workers)
 
     import uvicorn

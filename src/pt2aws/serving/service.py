@@ -55,13 +55,55 @@ def resolve_model_dir(model_dir: str | os.PathLike | None = None) -> Path:
     return Path(DEFAULT_MODEL_DIR)
 
 
-def load_handler(model_dir: str | os.PathLike) -> ModuleType:
-    """Import the inference handler for ``model_dir``.
+def unmet_requirements(path: str) -> list[str]:
+    """The lines of a ``requirements.txt`` that the installed packages do not satisfy.
 
-    ``<model_dir>/code/$SAGEMAKER_PROGRAM`` (default ``inference.py``) when it exists, as the
-    SageMaker PyTorch container does; else :mod:`pt2aws.serving.handler`.
+    Only names and version specifiers are checked (environment markers, extras and URLs are not);
+    nothing is installed. Used by :class:`ModelService` (the serving image) and by the local
+    TorchServe launcher (:mod:`pt2aws.standins.ts_launcher`), neither of which pip-installs
+    ``code/requirements.txt`` (the SageMaker toolkit does, which fails in a network-isolated
+    endpoint).
 
     Raises:
+        OSError: the file cannot be read.
+        packaging.requirements.InvalidRequirement: a line is not a requirement.
+    """
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+
+    with open(path) as fh:
+        lines = [ln.split("#")[0].strip() for ln in fh]
+    unmet = []
+    for line in filter(None, lines):
+        req = Requirement(line)
+        try:
+            version = metadata.version(req.name)
+        except metadata.PackageNotFoundError:
+            unmet.append(line)
+            continue
+        if req.specifier and not req.specifier.contains(version, prereleases=True):
+            unmet.append(f"{line} (installed: {version})")
+    return unmet
+
+
+def load_handler(model_dir: str | os.PathLike, *, builtin: bool = True) -> ModuleType:
+    """Import the inference handler for ``model_dir``, as the SageMaker PyTorch toolkit does.
+
+    ``<model_dir>/code/$SAGEMAKER_PROGRAM`` (default ``inference.py``) when it exists, with
+    ``code/`` put on ``sys.path`` for the handler's own modules (``pt2aws_windows.py``), as the
+    container does; else :mod:`pt2aws.serving.handler`, the handler built into this package.
+    The one way pt2aws loads a handler: the serving image's workers
+    (:class:`ModelService`) and the offline archive check
+    (:func:`pt2aws.aws.artifact.smoke_test_archive`, ``builtin=False``).
+
+    Args:
+        model_dir: the extracted model folder (``model.tar.gz``'s root).
+        builtin: fall back to the built-in handler when the folder has none; False raises
+            ``FileNotFoundError`` instead (an archive must carry its own).
+
+    Raises:
+        FileNotFoundError: no handler file in ``model_dir/code`` and ``builtin`` is False.
         AttributeError: the module lacks ``model_fn``, ``input_fn``, ``predict_fn`` or
             ``output_fn`` (``transform_fn`` handlers are not supported).
         Exception: whatever importing the module raises (e.g. ``ModuleNotFoundError`` for a
@@ -76,6 +118,8 @@ def load_handler(model_dir: str | os.PathLike) -> ModuleType:
         sys.modules["inference"] = module  # as the toolkit imports it, for pickling and logs
         spec.loader.exec_module(module)
         logger.info("handler: %s (from the model archive)", path)
+    elif not builtin:
+        raise FileNotFoundError(f"{path} missing: the archive carries no handler")
     else:
         from pt2aws.serving import handler as module
 
@@ -136,8 +180,6 @@ class ModelService:
             )
         requirements = self.model_dir / "code" / "requirements.txt"
         if requirements.is_file():
-            from pt2aws.standins.ts_launcher import unmet_requirements
-
             unmet = unmet_requirements(str(requirements))
             if unmet:
                 logger.warning(

@@ -17,7 +17,6 @@ import logging
 import os
 from pathlib import Path
 
-from pt2aws.aws.session import billable_resources
 from pt2aws.standins import moto_patches
 from pt2aws.system import free_port
 
@@ -127,36 +126,6 @@ class Emulator:
     def __exit__(self, *exc) -> None:
         self.stop()
 
-    def forward_invocations(self, url: str | None) -> None:
-        """Send every later ``InvokeEndpoint`` to ``url`` (``None``: moto's canned answers)."""
-        self.invocations_url = url
-        moto_patches.forward_invocations_to(url)
-
-    def inject_fault(
-        self,
-        operation: str,
-        code: str = "ThrottlingException",
-        message: str = "Rate exceeded (injected by the pt2aws emulator)",
-        status: int = 400,
-        times: int = 1,
-    ) -> None:
-        """Make the next ``times`` calls of ``operation`` fail with the AWS error ``code``.
-
-        Args:
-            operation: one of ``CreateModel``, ``CreateEndpointConfig``, ``CreateEndpoint``,
-                ``InvokeEndpoint``.
-            code: the AWS error code the client sees (``ThrottlingException``, ``ModelError``,
-                ``ValidationException``, ``InternalFailure`` ...).
-            message: the error message.
-            status: HTTP status of the error response (400 for throttling, 424 for ModelError,
-                500 for InternalFailure).
-            times: how many consecutive calls fail.
-
-        Raises:
-            ValueError: an operation the emulator cannot fail.
-        """
-        moto_patches.add_fault(operation, code, message, status, times)
-
     def queue_endpoint_result(self, body: str, content_type: str = "application/json") -> None:
         """Make the next ``InvokeEndpoint`` answer ``body`` (moto's result queue).
 
@@ -229,10 +198,6 @@ class Emulator:
         bucket, key = model_artifact_s3.removeprefix("s3://").split("/", 1)
         boto_session(self.region).client("s3").put_object(Bucket=bucket, Key=key, Body=body)
         return len(body)
-
-    def sagemaker_resources(self) -> dict[str, list[str]]:
-        """Models, endpoint configs, endpoints and scalable targets the emulator holds."""
-        return billable_resources(region=self.region)
 
 
 def _run_folder_tarball(train_dir: Path) -> bytes:

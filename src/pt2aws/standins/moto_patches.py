@@ -45,8 +45,25 @@ FAULT_OPERATIONS = {
 _state: dict = {"applied": False, "faults": {}, "forward_url": None, "training_seconds": 0.0}
 
 
-def add_fault(operation: str, code: str, message: str, status: int, times: int = 1) -> None:
-    """Queue ``times`` failures of ``operation`` with AWS error ``code`` and HTTP ``status``.
+def add_fault(
+    operation: str,
+    code: str = "ThrottlingException",
+    message: str = "Rate exceeded (injected by the pt2aws emulator)",
+    status: int = 400,
+    times: int = 1,
+) -> None:
+    """Make the next ``times`` calls of ``operation`` fail with the AWS error ``code``, while an
+    :class:`~pt2aws.standins.aws_emulator.Emulator` runs (its ``stop`` clears the queue).
+
+    Args:
+        operation: one of :data:`FAULT_OPERATIONS` (``CreateModel``, ``CreateEndpointConfig``,
+            ``CreateEndpoint``, ``InvokeEndpoint``).
+        code: the AWS error code the client sees (``ThrottlingException``, ``ModelError``,
+            ``ValidationException``, ``InternalFailure`` ...).
+        message: the error message.
+        status: HTTP status of the error response (400 for throttling, 424 for ModelError,
+            500 for InternalFailure).
+        times: how many consecutive calls fail.
 
     Raises:
         ValueError: an operation not in :data:`FAULT_OPERATIONS`.

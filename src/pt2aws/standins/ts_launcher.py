@@ -3,7 +3,8 @@
 Run by :class:`pt2aws.standins.torchserve.LocalEndpoint` as ``python ts_launcher.py`` with the
 container's environment (``SAGEMAKER_BASE_DIR``, ``SAGEMAKER_BIND_TO_PORT``, ...) and
 ``PT2AWS_TS_LAUNCH`` (JSON: ``config_file``, ``management_port``, ``metrics_port``,
-``grpc_inference_port``, ``grpc_management_port``). Needs only the ``serve`` extra, not pt2aws.
+``grpc_inference_port``, ``grpc_management_port``). Needs the ``serve`` extra, and pt2aws for
+:func:`pt2aws.serving.service.unmet_requirements` (the launcher runs with this project's Python).
 
 It calls the toolkit's own ``start_torchserve`` (what the container's entry point runs) with four
 changes, each needed outside the container (see docs/stack notes, section 8A):
@@ -25,36 +26,7 @@ import os
 import re
 import sys
 
-
-def unmet_requirements(path: str) -> list[str]:
-    """The lines of a ``requirements.txt`` that the installed packages do not satisfy.
-
-    Only names and version specifiers are checked (environment markers, extras and URLs are not);
-    nothing is installed. Used here and by :mod:`pt2aws.serving.server`, neither of which
-    pip-installs ``code/requirements.txt`` (the SageMaker toolkit does, which fails in a
-    network-isolated endpoint).
-
-    Raises:
-        OSError: the file cannot be read.
-        packaging.requirements.InvalidRequirement: a line is not a requirement.
-    """
-    from importlib import metadata
-
-    from packaging.requirements import Requirement
-
-    with open(path) as fh:
-        lines = [ln.split("#")[0].strip() for ln in fh]
-    unmet = []
-    for line in filter(None, lines):
-        req = Requirement(line)
-        try:
-            version = metadata.version(req.name)
-        except metadata.PackageNotFoundError:
-            unmet.append(line)
-            continue
-        if req.specifier and not req.specifier.contains(version, prereleases=True):
-            unmet.append(f"{line} (installed: {version})")
-    return unmet
+from pt2aws.serving.service import unmet_requirements
 
 
 def main() -> None:

@@ -184,16 +184,3 @@ def autocast_dtype(flags: dict[str, Choice]) -> torch.dtype | None:
     if flags["fp16"].enabled:
         return torch.float16
     return torch.bfloat16 if flags["bf16"].enabled else None
-
-
-def peak_bf16_flops(device: torch.device) -> float | None:
-    """Peak dense bf16 FLOP/s of this GPU (from :func:`pt2aws.catalog.peak_bf16_flops`).
-
-    Returns:
-        FLOP/s, or None on CPU and on GPUs the catalog does not list (MFU is then not reported).
-    """
-    if device.type != "cuda":
-        return None
-    from pt2aws.catalog import peak_bf16_flops as catalog_peak
-
-    return catalog_peak(torch.cuda.get_device_name(device))

@@ -16,7 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pt2aws.config import TrainConfig
+from pt2aws.config import TrainConfig, saved_config_path
 from pt2aws.system import die_with_parent
 from pt2aws.train.progress import PREFIX as PROGRESS_PREFIX
 from pt2aws.train.progress import PROGRESS_ENV, ProgressDisplay, strip_ansi
@@ -116,7 +116,7 @@ def launch_training(
         TrainingFailedError: non-zero exit, with the last 40 lines of output.
     """
     stream = stream or sys.stdout
-    config_file = cfg.to_json(Path(cfg.output_dir) / "train_config.json")
+    config_file = cfg.to_json(saved_config_path(cfg.output_dir))
     cmd = torchrun_command(["--config", str(config_file)], nproc_per_node=nproc_per_node)
     print("$ " + format_command(cmd), file=stream, flush=True)
     child_env = {

@@ -37,7 +37,8 @@ from pathlib import Path
 
 import torch
 
-from pt2aws.config import TrainConfig
+from pt2aws.catalog import peak_bf16_flops
+from pt2aws.config import TrainConfig, saved_config_path
 from pt2aws.data import sequence_length_record, token_lengths
 from pt2aws.modeling import model_max_tokens
 from pt2aws.system import peak_memory_bytes
@@ -50,7 +51,7 @@ from pt2aws.train.distributed import (
     replica_max_abs_diff,
 )
 from pt2aws.train.evaluation import evaluate
-from pt2aws.train.flags import apply_tf32, autocast_dtype, peak_bf16_flops, resolve_flags
+from pt2aws.train.flags import apply_tf32, autocast_dtype, resolve_flags
 from pt2aws.train.inputs import load_data_and_model, tokenize_splits
 from pt2aws.train.monitor import StepMonitor
 from pt2aws.train.recipe import prepare_model_and_optimizer, train_step
@@ -244,7 +245,8 @@ class FineTune:
         num_params = count_parameters(module)  # DTensor parameters report their global size
         # MFU against the peak of the precision the matmuls run in: the catalog has bf16 (and
         # fp16) peaks of GPUs; an fp32 run, or a CPU, has no catalogued peak, hence no MFU
-        peak = peak_bf16_flops(info.device) if self.amp is not None else None
+        gpu = torch.cuda.get_device_name(info.device) if info.device.type == "cuda" else None
+        peak = peak_bf16_flops(gpu) if gpu and self.amp is not None else None
         speed = self.monitor.meter.summary(info, module, self.model_config, peak)
         test = self._evaluate("test")
         replica_diff = None if self.parallelism == "fsdp" else replica_max_abs_diff(module, info)
@@ -252,7 +254,7 @@ class FineTune:
         if not info.is_main:
             return {}
         metrics = self._metrics(num_params, speed, test, replica_diff)
-        self.cfg.to_json(self.out_dir / "train_config.json")
+        self.cfg.to_json(saved_config_path(self.out_dir))
         (self.out_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
         print(
             f"test_accuracy={test['accuracy']:.4f} "

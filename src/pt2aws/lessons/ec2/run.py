@@ -219,22 +219,6 @@ def send_commands(
     }
 
 
-def command_status(command_id: str, instance_id: str, region: str) -> dict:
-    """Where the script is on one instance: ``{"status", "response_code", "stdout", "stderr"}``
-    (``Pending``, ``InProgress``, ``Success``, ``Failed``, ``TimedOut`` ...)."""
-    from pt2aws.aws.session import retrying_client
-
-    answer = retrying_client("ssm", region).get_command_invocation(
-        CommandId=command_id, InstanceId=instance_id
-    )
-    return {
-        "status": answer["Status"],
-        "response_code": answer.get("ResponseCode"),
-        "stdout": answer.get("StandardOutputContent", ""),
-        "stderr": answer.get("StandardErrorContent", ""),
-    }
-
-
 def _emulated_instance(instance_type: str, region: str) -> str:
     """An instance in the emulator to send the commands to (its AMI is a placeholder)."""
     from pt2aws.aws.session import boto_session
@@ -285,8 +269,8 @@ def run_on(
     Stages the bundle (:func:`stage_bundle`), uploads it to
     ``s3://<bucket>/pt2aws-ec2/<name>/bundle.tar.gz``, builds :func:`training_commands` and sends
     them (:func:`send_commands`). The run folder will be at ``.../<name>/output/model.tar.gz``:
-    follow with :func:`command_status`, then
-    :func:`pt2aws.aws.training_status.fetch_model`.
+    follow the command with SSM's ``GetCommandInvocation`` (``aws ssm get-command-invocation
+    --command-id ... --instance-id ...``), then :func:`pt2aws.aws.training_status.fetch_model`.
 
     Args:
         target: ``"emulator"`` (local moto server: an emulated instance receives the commands,

@@ -1,0 +1,39 @@
+"""Tests of :mod:`pt2aws.report`: ``summary.md``."""
+
+from pt2aws import report, rundir
+
+
+def test_summary_reports_missing_stages(tmp_path):
+    rundir.write_json(
+        tmp_path / "inference" / "metrics.json",
+        {
+            "accuracy": 0.9,
+            "f1": 0.89,
+            "majority_baseline_accuracy": 0.5,
+            "num_examples": 10,
+            "handler_agrees": True,
+        },
+    )
+    text = report.write_summary(tmp_path, {"a.ipynb": 1.5}).read_text()
+    assert "missing" in text
+    assert "| test accuracy | 0.9000 |" in text
+    assert "| total | 1.5 |" in text
+
+
+def test_summary_reports_sizing(tmp_path):
+    rundir.write_json(
+        tmp_path / "recommendation.json",
+        {
+            "recommendation": {
+                "model": {"name": "roberta-base", "parameters": 124647170},
+                "class": {"class": "small", "strategy": "single device"},
+                "recommended": {"instance": "g6e.xlarge", "nodes": 1},
+                "cheapest": "g6e.xlarge",
+                "fastest": "trn2.48xlarge",
+            }
+        },
+    )
+    text = report.write_summary(tmp_path).read_text()
+    assert "## Sizing (notebook 00)" in text
+    assert "124,647,170 parameters; workload class **small**" in text
+    assert "1 x `g6e.xlarge`" in text
