@@ -34,6 +34,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -87,6 +88,16 @@ def read_run(output_dir: str | Path) -> dict:
     }
 
 
+def _progress_record(line: str) -> dict | None:
+    """The JSON object of a progress line (:mod:`pt2aws.train.progress`), else None."""
+    if not line.startswith(PROGRESS_PREFIX):
+        return None
+    try:
+        return json.loads(line[len(PROGRESS_PREFIX) :])
+    except json.JSONDecodeError:
+        return None
+
+
 def read_partial_run(output: str, settings: BenchSettings) -> dict | None:
     """What a run stopped at the time budget measured, from the progress lines it printed.
 
@@ -104,13 +115,8 @@ def read_partial_run(output: str, settings: BenchSettings) -> dict | None:
     """
     times, losses = {}, []
     for line in output.splitlines():
-        if not line.startswith(PROGRESS_PREFIX):
-            continue
-        try:
-            record = json.loads(line[len(PROGRESS_PREFIX) :])
-        except json.JSONDecodeError:
-            continue
-        if record.get("step", 0) > 0 and "train_time_s" in record:
+        record = _progress_record(line)
+        if record and record.get("step", 0) > 0 and "train_time_s" in record:
             times[record["step"]] = record["train_time_s"]
             if "loss" in record:
                 losses.append({"loss": record["loss"]})
@@ -140,20 +146,25 @@ def run_variant(
     stream=None,
     time_limit_s: float | None = None,
 ) -> dict:
-    """Run one variant once in a fresh process; returns :func:`read_run` plus ``wall_s``.
+    """Run one variant once in a fresh process; returns :func:`read_run`, ``wall_s``, ``train_s``.
 
     Args:
         variant: what to run.
         settings: what every variant shares.
         output_dir: the run's folder.
         stream: where the one "done" line goes; ``None``: quiet.
-        time_limit_s: this run's share of the A/B's time budget: stopped when it is reached,
-            the run reports the steps it did (:func:`read_partial_run`). ``None``: only
-            ``settings.timeout_s``, which fails the run.
+        time_limit_s: this run's share of the A/B's time budget, in seconds of training (its
+            start-up, evaluation and saving do not count): the run is stopped after the step
+            that reaches it and reports the steps it did (:func:`read_partial_run`). ``None``:
+            no budget.
+
+    Returns:
+        The figures, with ``wall_s`` (the process, start to end) and ``train_s`` (its seconds
+        of training, what the budget counts).
 
     Raises:
-        RuntimeError: the process failed, timed out, or reached its budget before its first
-            step (with the tail of its output).
+        RuntimeError: the process failed, or ran past ``settings.timeout_s`` (with the tail of
+            its output).
     """
     output_dir = Path(output_dir)
     module = "pt2aws.train" if variant.runner == "pt2aws" else "pt2aws.lessons.training_ab"
@@ -165,50 +176,58 @@ def run_variant(
         **os.environ,
         "PYTHONUNBUFFERED": "1",
         "TOKENIZERS_PARALLELISM": "false",
-        PROGRESS_ENV: "lines",  # each step with its time, for a run stopped at the budget
+        PROGRESS_ENV: "lines",  # each step with its training seconds: what the budget counts
         **settings.extra_env,
     }
-    budgeted = time_limit_s is not None and time_limit_s < settings.timeout_s
-    limit = time_limit_s if budgeted else settings.timeout_s
+    output: list[str] = []
+    train_s, at_budget, timed_out = 0.0, False, threading.Event()
     started = time.perf_counter()
-    try:
-        proc = subprocess.run(
-            cmd,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            timeout=limit,
-            preexec_fn=die_with_parent(),
-        )
-    except subprocess.TimeoutExpired as err:
-        if not budgeted:
-            raise RuntimeError(f"{variant.name}: no result within {limit:.0f} s") from err
-        output = err.stdout.decode() if isinstance(err.stdout, bytes) else err.stdout or ""
-        partial = read_partial_run(output, settings)
-        if partial is None:
-            raise RuntimeError(
-                f"{variant.name}: stopped at its share of the A/B's time budget ({limit:.0f} s) "
-                "before its first step; raise AB_BUDGET_S (0: no budget)"
-            ) from err
-        wall = time.perf_counter() - started
+    with subprocess.Popen(
+        cmd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=die_with_parent(),
+    ) as proc:
+        watchdog = threading.Timer(settings.timeout_s, lambda: (timed_out.set(), proc.kill()))
+        watchdog.start()
+        try:
+            for line in proc.stdout:
+                output.append(line)
+                record = _progress_record(line)
+                if not record or "train_time_s" not in record:
+                    continue
+                train_s = record["train_time_s"]
+                last = record["step"] >= record["total"]
+                if time_limit_s is not None and train_s >= time_limit_s and not last:
+                    at_budget = True
+                    proc.kill()
+                    break
+        finally:
+            watchdog.cancel()
+        code = proc.wait()
+    wall = time.perf_counter() - started
+    if timed_out.is_set():
+        raise RuntimeError(f"{variant.name}: no result within {settings.timeout_s} s")
+    if at_budget:
+        partial = read_partial_run("".join(output), settings)
         if stream is not None:
             print(
-                f"  {variant.name:18s} stopped at its budget share ({limit:.0f} s) after "
-                f"{partial['steps']} of {settings.max_steps} steps",
+                f"  {variant.name:18s} stopped at its budget share ({time_limit_s:.0f} s of "
+                f"training) after {partial['steps']} of {settings.max_steps} steps",
                 file=stream,
                 flush=True,
             )
         shutil.rmtree(output_dir, ignore_errors=True)  # a half-written run is not kept
-        return {**partial, "wall_s": wall}
-    wall = time.perf_counter() - started
-    if proc.returncode != 0:
-        lines = [ln for ln in proc.stdout.splitlines() if not ln.startswith(PROGRESS_PREFIX)]
+        return {**partial, "wall_s": wall, "train_s": train_s}
+    if code != 0:
+        lines = [ln.rstrip("\n") for ln in output if _progress_record(ln) is None]
         tail = "\n".join(lines[-25:])
-        raise RuntimeError(f"{variant.name} failed (exit {proc.returncode}):\n{tail}")
+        raise RuntimeError(f"{variant.name} failed (exit {code}):\n{tail}")
     if stream is not None:
         print(f"  {variant.name:18s} done in {wall:5.1f} s", file=stream, flush=True)
-    result = {**read_run(output_dir), "wall_s": wall}
+    result = {**read_run(output_dir), "wall_s": wall, "train_s": train_s}
     if not settings.keep_models:
         for sub in ("model", "trainer", "checkpoints"):
             shutil.rmtree(output_dir / sub, ignore_errors=True)
@@ -229,9 +248,11 @@ def run_ab(
 ) -> dict:
     """Run every variant ``settings.repeats`` times, interleaved; summarize; save ``ab.json``.
 
-    With ``settings.budget_s`` the whole A/B keeps to that many seconds: each run gets an equal
-    share of what is left (a run that finishes early leaves more to the next), and a run that
-    reaches its share is stopped and reports the steps it did (:func:`read_partial_run`).
+    With ``settings.budget_s`` the whole A/B keeps to that many seconds of training (the
+    processes' start-up, evaluation and saving come on top, about 10-20 s per run on 2 cores):
+    each run gets an equal share of what is left (a run that finishes early leaves more to the
+    next), and a run that reaches its share is stopped after that step and reports the steps it
+    did (:func:`read_partial_run`). A run whose share is spent still does one step.
 
     Args:
         settings: what all variants share.
@@ -252,7 +273,7 @@ def run_ab(
     failed: dict[str, str] = {}
     device = _device_name()
     plan = [(r, v) for r in range(settings.repeats) for v in variants]
-    started = time.perf_counter()
+    spent = 0.0  # seconds of training so far, what the budget counts
     for i, (r, v) in enumerate(plan):
         if v.name in failed:
             continue
@@ -260,13 +281,14 @@ def run_ab(
             print(f"repeat {r + 1}/{settings.repeats}", file=stream, flush=True)
         share = None
         if settings.budget_s:  # this run's fair share of what is left
-            left = settings.budget_s - (time.perf_counter() - started)
-            share = max(left, 0.0) / sum(1 for _, w in plan[i:] if w.name not in failed)
+            left = max(settings.budget_s - spent, 0.0)
+            share = left / sum(1 for _, w in plan[i:] if w.name not in failed)
         slug = v.name.replace(" ", "_").replace("+", "plus_")
         try:
             runs[v.name].append(
                 run_variant(v, settings, out_dir / slug / str(r), stream, time_limit_s=share)
             )
+            spent += runs[v.name][-1].get("train_s") or 0.0
         except RuntimeError as err:
             failed[v.name] = str(err)
             logger.error("%s", err)
@@ -361,7 +383,7 @@ def _fmt(value, spec: str) -> str:
 def format_table(result: dict) -> str:
     """The results as a Markdown table with a header naming device, model and settings."""
     s = result["settings"]
-    budget = f" | budget {s['budget_s']:.0f} s" if s.get("budget_s") else ""
+    budget = f" | budget {s['budget_s']:.0f} s of training" if s.get("budget_s") else ""
     lines = [
         f"device: {result['device']} | torch {result['torch']} | model {s['model']} | "
         f"batch {s['batch_size']} | max_length {s['max_length']} | {s['max_steps']} steps "

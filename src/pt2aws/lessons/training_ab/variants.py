@@ -226,8 +226,9 @@ class BenchSettings:
         keep_models: keep each run's saved ``model/`` (default: deleted after reading, as a
             90 MB MiniLM per run adds up).
         extra_env: environment variables added to every run's process.
-        budget_s: seconds the whole A/B may take (``None``: no budget): each run gets an equal
-            share of what is left and reports the steps it did when it reaches it.
+        budget_s: seconds of training the whole A/B may spend (``None``: no budget; each
+            run's start-up, evaluation and saving come on top): each run gets an equal share of
+            what is left and reports the steps it did when it reaches it.
     """
 
     model: str = "tiny-roberta"
@@ -282,9 +283,9 @@ AB_SCALE = {
 }
 
 
-#: The whole A/B's time budget on CPU per profile, seconds (``None``: no budget). About a minute
-#: for ``local``, so a CPU where a variant crawls (issue 16: emulated bf16 took 394 s for 12
-#: steps) still finishes the A/B in minutes. GPUs get no budget by default.
+#: The whole A/B's time budget on CPU per profile, seconds of training (``None``: no budget).
+#: A minute for ``local``, so a CPU where a variant crawls (issue 16: emulated bf16 took 394 s
+#: for 12 steps) still finishes the A/B in minutes. GPUs get no budget by default.
 AB_CPU_BUDGET_S = {"smoke": None, "local": 60.0, "full": None}
 
 
@@ -298,7 +299,7 @@ def notebook_settings(
         profile: ``smoke`` | ``local`` | ``full``.
         steps: optimizer steps per run; 0 keeps the profile's A/B value.
         repeats: runs per variant; 0 keeps the profile's A/B value.
-        budget_s: seconds for the whole A/B; ``None``: the profile's on CPU
+        budget_s: seconds of training for the whole A/B; ``None``: the profile's on CPU
             (:data:`AB_CPU_BUDGET_S`), none on a GPU; 0: no budget.
 
     Raises:
