@@ -124,6 +124,7 @@ def launch_training(
         "PYTHONUNBUFFERED": "1",
         "TOKENIZERS_PARALLELISM": "false",
         PROGRESS_ENV: "lines",  # progress as lines this process draws as one bar
+        "HF_HUB_DISABLE_PROGRESS_BARS": "1",  # no loading/saving bars from transformers
         **(env or {}),
     }
     tail: list[str] = []

@@ -291,9 +291,10 @@ def run_ab(
             spent += runs[v.name][-1].get("train_s") or 0.0
         except RuntimeError as err:
             failed[v.name] = str(err)
-            logger.error("%s", err)
             if stream is not None:
                 print(f"  {v.name}: FAILED ({str(err).splitlines()[0]})", file=stream)
+            else:
+                logger.error("%s", err)
         # after every run, so a time limit still leaves the table so far
         _save(_result(settings, device, variants, runs, failed), out_dir, on_result)
     return _save(_result(settings, device, variants, runs, failed), out_dir, on_result)
