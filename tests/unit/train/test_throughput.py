@@ -49,8 +49,6 @@ def test_sizing_counts_training_flops_with_the_same_function():
     assert cpu["time_s"] == pytest.approx(flops / (cpu["peak_tflops"] * 1e12 * cpu["mfu"]))
     from pt2aws import catalog
 
-    if not hasattr(catalog, "serving_peak"):
-        pytest.skip("the catalog's fp32 CPU peaks come with branch aws (merge)")
     # CPUs train in fp32 (the recipe's bf16 is off there): their fp32 peak, not the bf16 one
     assert cpu["peak_precision"] == "fp32" and gpu["peak_precision"] == "bf16"
     assert cpu["peak_tflops"] == pytest.approx(catalog.serving_peak("c7g.xlarge")["flops"] / 1e12)
