@@ -103,7 +103,7 @@ class VariantChoice:
 def bf16_native() -> tuple[bool, str]:
     """Whether this machine computes bf16 natively (CUDA: Ampere or newer; CPU: see below).
 
-    On CPU the answer is :func:`pt2aws.env.cpu.cpu_features` ``.bf16_native``: AVX512-BF16 or
+    On CPU the answer is :func:`pt2aws.env.cpu_features` ``.bf16_native``: AVX512-BF16 or
     AMX-BF16 on x86, BF16 on Arm, not capped away by ``ATEN_CPU_CAPABILITY`` /
     ``ONEDNN_MAX_CPU_ISA``.
 
@@ -116,31 +116,10 @@ def bf16_native() -> tuple[bool, str]:
         native = torch.cuda.is_bf16_supported()
         name = torch.cuda.get_device_name(0)
         return native, f"{name} {'has' if native else 'lacks'} bf16 (Ampere or newer has it)"
-    try:
-        from pt2aws.env.cpu import cpu_features
-    except ImportError:  # TODO(merge): the cpu helper's pt2aws.env.cpu is not on main yet
-        return _bf16_native_fallback()
-    cap = cpu_features().bf16_native
+    from pt2aws import env
+
+    cap = env.cpu_features().bf16_native
     return bool(cap), cap.reason
-
-
-def _bf16_native_fallback() -> tuple[bool, str]:
-    """:func:`bf16_native` from ``/proc/cpuinfo`` and the caps, until ``pt2aws.env.cpu`` lands."""
-    import os
-
-    from pt2aws.env.probes import cpu_info
-
-    caps = {
-        k: os.environ[k] for k in ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA") if k in os.environ
-    }
-    if not cpu_info().get("bf16"):
-        return False, "this CPU has no AVX512-BF16, AMX-BF16 or Arm BF16"
-    aten = caps.get("ATEN_CPU_CAPABILITY", "").lower()
-    onednn = caps.get("ONEDNN_MAX_CPU_ISA", "").upper()
-    if aten in ("avx2", "default") or (onednn and "BF16" not in onednn and "AMX" not in onednn):
-        capped = " ".join(f"{k}={v}" for k, v in caps.items())
-        return False, f"this CPU has bf16, but {capped} caps it away"
-    return True, "this CPU has bf16 instructions"
 
 
 def choose_variants(

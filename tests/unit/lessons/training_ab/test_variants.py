@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import sys
-import types
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from support.cpu import OLD_X86, fake_cpu
 
+from pt2aws import env
 from pt2aws.lessons.training_ab import variants as ab_variants
 
 
@@ -61,46 +60,41 @@ def test_train_args_pass_every_variant_flag():
     assert flags["--max_train_samples"] == str(32 * 5)
 
 
-@dataclass(frozen=True)
-class _Capability:  # pt2aws.env.cpu.Capability's interface: truthy when present, with a reason
-    available: bool
-    reason: str
-
-    def __bool__(self) -> bool:
-        return self.available
-
-
 @pytest.fixture
 def cpu_with(monkeypatch):
-    """Fake ``pt2aws.env.cpu.cpu_features()`` with a given native-bf16 answer, on a CPU."""
+    """This process on a made-up CPU (``pt2aws.env.cpu_features`` patched), no GPU."""
 
-    def fake(native: bool, reason: str) -> None:
-        features = types.SimpleNamespace(bf16_native=_Capability(native, reason))
-        module = types.ModuleType("pt2aws.env.cpu")
-        module.cpu_features = lambda environ=None: features
-        monkeypatch.setitem(sys.modules, "pt2aws.env.cpu", module)
+    def fake(cpu) -> None:
+        monkeypatch.setattr(env, "cpu_features", cpu)
         monkeypatch.setattr("torch.cuda.is_available", lambda: False)
 
     return fake
 
 
-AVX2_ONLY = "AMD EPYC 7R13 has no AVX512-BF16 or AMX-BF16"
+EPYC = fake_cpu("AMD EPYC", "x86_64", {"avx2", "avx512f", "avx512_bf16"})
+AVX2_CAPPED = fake_cpu(
+    "AMD EPYC",
+    "x86_64",
+    {"avx2", "avx512f", "avx512_bf16"},
+    {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"},
+)
 
 
-def test_a_cpu_without_native_bf16_leaves_the_bf16_variants_out_and_says_why(cpu_with):
-    cpu_with(False, AVX2_ONLY)
+@pytest.mark.parametrize("cpu", [OLD_X86, AVX2_CAPPED], ids=["avx2-only", "capped-to-avx2"])
+def test_a_cpu_without_native_bf16_leaves_the_bf16_variants_out_and_says_why(cpu_with, cpu):
+    cpu_with(cpu)
     choice = ab_variants.choose_variants()
     assert [v.name for v in choice.variants] == ["baseline", "+fused", "Trainer baseline"]
     assert len(choice.left_out) == 2  # one line per cause: compile on CPU, emulated bf16
     compile_line, bf16_line = choice.left_out
     assert compile_line.startswith("left out +compile, recipe, recipe+bucketing, Trainer recipe")
     assert 'AB_COMPILE = "on"' in compile_line
-    assert bf16_line.startswith(f"left out +bf16: {AVX2_ONLY}; bf16 is emulated")
+    assert bf16_line.startswith(f"left out +bf16: {cpu().bf16_native.reason}; bf16 is emulated")
     assert bf16_line.endswith('AB_BF16 = "on" runs them') and "\n" not in bf16_line
 
 
 def test_asking_brings_an_emulated_variant_back(cpu_with):
-    cpu_with(False, AVX2_ONLY)
+    cpu_with(OLD_X86)
     assert "+bf16" in [v.name for v in ab_variants.choose_variants(bf16_switch="on").variants]
     both = ab_variants.choose_variants("on", "on").variants
     assert {"+bf16", "+compile", "recipe", "Trainer recipe"} <= {v.name for v in both}
@@ -109,7 +103,7 @@ def test_asking_brings_an_emulated_variant_back(cpu_with):
 
 
 def test_a_cpu_with_native_bf16_keeps_it(cpu_with):
-    cpu_with(True, "AMD EPYC 9R45 has AVX512-BF16")
+    cpu_with(EPYC)
     choice = ab_variants.choose_variants()
     assert [v.name for v in choice.variants] == ["baseline", "+bf16", "+fused", "Trainer baseline"]
     assert len(choice.left_out) == 1 and "AB_COMPILE" in choice.left_out[0]
