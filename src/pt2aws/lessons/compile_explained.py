@@ -17,6 +17,7 @@ machine, then cached). :func:`precision` adds the bf16-versus-fp32 facts behind 
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import inspect
 import logging
@@ -326,13 +327,25 @@ def precision() -> dict:
     return {"formats": formats, "sum_of_ones": sums, "exp_12": exps, "one_plus_1e-3": small}
 
 
-def show_source(obj) -> str:
+def show_source(obj, docstring: bool = True) -> str:
     """The source code of a function or class, dedented: what notebook 01 prints.
 
     Taken from the installed package at run time, so the notebook always shows the code that
     runs, e.g. ``show_source(pt2aws.train.recipe.prepare_model_and_optimizer)``.
+
+    Args:
+        obj: a function or class.
+        docstring: keep its docstring; ``False`` shows the signature and the code only (what a
+            notebook cell has room for when the text around it explains the function).
     """
-    return textwrap.dedent(inspect.getsource(obj))
+    source = textwrap.dedent(inspect.getsource(obj))
+    if docstring:
+        return source
+    body = ast.parse(source).body[0].body
+    if not (body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)):
+        return source
+    lines = source.splitlines(keepends=True)
+    return "".join(lines[: body[0].lineno - 1] + lines[body[0].end_lineno :])
 
 
 __all__ = [

@@ -1,9 +1,10 @@
 """Performance flags: each choice resolved against the hardware and printed once with its reason.
 
 * ``--bf16``: autocast to bfloat16. ``auto`` turns it on for GPUs with bf16 (Ampere and newer);
-  on a GPU without bf16 it falls back to fp16 autocast with a ``GradScaler``; off on CPU, with
-  the reason read from :func:`pt2aws.env.cpu_features` (native bf16 or emulated, caps honoured).
-  ``off`` means plain fp32.
+  on a GPU without bf16 it falls back to fp16 autocast with a ``GradScaler``; on CPU it is on
+  only where the CPU computes bf16 natively and the profile says so (``local``: 2.5x; never
+  where it is emulated, 0.10x), with the reason read from :func:`pt2aws.env.cpu_features`
+  (caps honoured). ``off`` means plain fp32.
 * ``--torch_compile`` (``--torch_compile_mode``): ``torch.compile`` the model. ``auto``: on for
   CUDA, off on CPU (compiling costs 25-55 s per process on 2 cores, no gain for small models).
   The wrap order (compile then DDP; FSDP2 shards then compiles) is in :mod:`pt2aws.train.recipe`.
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 
 import torch
 
-from pt2aws.config import Switch, TrainConfig
+from pt2aws.config import Switch, TrainConfig, get_profile
 
 
 @dataclass
@@ -37,12 +38,15 @@ class Choice:
     reason: str
 
 
-def choose_bf16(device: torch.device, requested: Switch) -> Choice:
+def choose_bf16(device: torch.device, requested: Switch, cpu_native: bool = False) -> Choice:
     """Resolve ``--bf16`` (autocast to bfloat16) for ``device``.
 
     Args:
         device: this rank's device.
-        requested: ``auto`` (on for GPUs with bf16, off on CPU), ``on`` or ``off``.
+        requested: ``auto`` (on for GPUs with bf16; on CPU see ``cpu_native``), ``on`` or
+            ``off``.
+        cpu_native: ``auto`` turns bf16 on for a CPU that computes it natively (the profile's
+            ``cpu_bf16``: where it measured faster); never where the CPU would emulate it.
 
     Returns:
         The choice and its reason.
@@ -72,11 +76,18 @@ def choose_bf16(device: torch.device, requested: Switch) -> Choice:
             f"CPU without native bf16 ({native.reason}): emulated, the local profile trained at "
             "0.10x fp32 capped to AVX2 (benchmarks/train_step_cpu.py); --bf16 on forces it",
         )
+    if cpu_native:
+        return Choice(
+            True,
+            f"CPU with native bf16 ({native.reason}): the local profile trained 2.5x faster per "
+            "CPU-second with it on an AVX512-BF16 EPYC (benchmarks/train_step_cpu.py); "
+            "--bf16 off for fp32",
+        )
     return Choice(
         False,
-        f"CPU with native bf16 ({native.reason}): off by default on CPU; the local profile "
-        "trained 2.5x faster per CPU-second with it on an AVX512-BF16 EPYC "
-        "(benchmarks/train_step_cpu.py); --bf16 on turns it on",
+        f"CPU with native bf16 ({native.reason}): off for this profile (fp32 losses, the same on "
+        "every CPU); the local profile trained 2.5x faster per CPU-second with it on an "
+        "AVX512-BF16 EPYC (benchmarks/train_step_cpu.py); --bf16 on turns it on",
     )
 
 
@@ -196,7 +207,7 @@ def resolve_flags(cfg: TrainConfig, device: torch.device) -> dict[str, Choice]:
         ValueError: a flag forced ``on`` where the hardware or torch cannot do it.
     """
     flags = {
-        "bf16": choose_bf16(device, cfg.bf16),
+        "bf16": choose_bf16(device, cfg.bf16, get_profile(cfg.profile).cpu_bf16),
         "torch_compile": choose_compile(device, cfg.torch_compile),
         "fused_adamw": choose_fused_adamw(device, cfg.fused_adamw),
         "tf32": choose_tf32(device, cfg.tf32),

@@ -18,6 +18,8 @@ from pathlib import Path
 
 from pt2aws.config import TrainConfig, saved_config_path
 from pt2aws.system import die_with_parent
+from pt2aws.train.progress import PREFIX as PROGRESS_PREFIX
+from pt2aws.train.progress import PROGRESS_ENV, ProgressDisplay, strip_ansi
 
 
 class TrainingFailedError(RuntimeError):
@@ -94,7 +96,10 @@ def launch_training(
 
     The config goes to ``<cfg.output_dir>/train_config.json`` first (the run rewrites the same
     content there when it finishes), and torchrun gets ``--config`` with that file, so the
-    subprocess trains exactly the validated ``cfg``.
+    subprocess trains exactly the validated ``cfg``. Its progress arrives as lines that become
+    one bar updating in place (:class:`pt2aws.train.progress.ProgressDisplay`: a widget in a
+    notebook) and one summary line at the end; its other output is echoed without terminal
+    colour codes.
 
     Args:
         cfg: the run; ``cfg.output_dir`` receives ``model/``, ``metrics.json``,
@@ -118,9 +123,12 @@ def launch_training(
         **os.environ,
         "PYTHONUNBUFFERED": "1",
         "TOKENIZERS_PARALLELISM": "false",
+        PROGRESS_ENV: "lines",  # progress as lines this process draws as one bar
+        "HF_HUB_DISABLE_PROGRESS_BARS": "1",  # no loading/saving bars from transformers
         **(env or {}),
     }
     tail: list[str] = []
+    display = ProgressDisplay(stream)
     with subprocess.Popen(
         cmd,
         stdout=subprocess.PIPE,
@@ -129,9 +137,13 @@ def launch_training(
         env=child_env,
         preexec_fn=die_with_parent(),  # killed kernel or make run: torchrun stops too
     ) as proc:
-        for line in proc.stdout:
-            tail = (tail + [line])[-40:]
-            print(line, end="", file=stream, flush=True)
+        try:
+            for line in proc.stdout:
+                if not line.startswith(PROGRESS_PREFIX):
+                    tail = (tail + [strip_ansi(line)])[-40:]
+                display.feed(line)
+        finally:
+            display.close()
         code = proc.wait()
     if code != 0:
         raise TrainingFailedError(

@@ -10,15 +10,16 @@ Run it as::
 
 :class:`FineTune` is the recipe, stage by stage (torchtune's layout): set up the data and model,
 compile and wrap them (:mod:`~pt2aws.train.recipe`), resume (:mod:`~pt2aws.train.checkpointing`),
-train epoch by epoch, evaluate, measure throughput (:mod:`~pt2aws.train.throughput`), check the
-replicas, save. Performance flags are printed once with their reasons (:mod:`~pt2aws.train.flags`).
+train epoch by epoch (one :func:`~pt2aws.train.recipe.train_step` per optimizer step), evaluate,
+check the replicas, save. After each step the loop calls one hook,
+:class:`~pt2aws.train.monitor.StepMonitor`: throughput, progress, the loss log, the test fault
+hook. Performance flags are printed once with their reasons (:mod:`~pt2aws.train.flags`).
 
 Every rank runs the same number of steps (the data is split like ``DistributedSampler``, padded
 to equal counts), so an uneven split cannot hang; evaluation counts each example exactly once.
 Checkpoints every ``--save_steps`` and at the end; ``--resume auto`` continues from the newest
 to the same losses as an uninterrupted run, also after ``torchrun --max-restarts``. Test hook:
-``PT2AWS_FAIL_AT_STEP=N`` makes the last rank (or ``PT2AWS_FAIL_RANK``) die right after step N
-on the first attempt only: ``os._exit(1)`` under torchrun, a ``RuntimeError`` in-process.
+``PT2AWS_FAIL_AT_STEP=N`` (:func:`pt2aws.train.monitor.maybe_fail`).
 
 Outputs in ``--output_dir``: ``model/`` (``save_pretrained`` of the unwrapped, uncompiled model and
 its tokenizer, with the label names), ``metrics.json``, ``train_log.jsonl`` (one line per
@@ -31,7 +32,6 @@ import dataclasses
 import json
 import logging
 import math
-import os
 import sys
 from pathlib import Path
 
@@ -42,10 +42,9 @@ from pt2aws.config import TrainConfig, saved_config_path
 from pt2aws.data import sequence_length_record, token_lengths
 from pt2aws.modeling import model_max_tokens
 from pt2aws.system import peak_memory_bytes
-from pt2aws.train.checkpointing import open_train_log, resume, save_checkpoint, save_model
+from pt2aws.train.checkpointing import resume, save_checkpoint, save_model
 from pt2aws.train.distributed import (
     DistInfo,
-    all_reduce_sum,
     compute_cleanup,
     compute_init,
     epoch_batches,
@@ -54,26 +53,11 @@ from pt2aws.train.distributed import (
 from pt2aws.train.evaluation import evaluate
 from pt2aws.train.flags import apply_tf32, autocast_dtype, resolve_flags
 from pt2aws.train.inputs import load_data_and_model, tokenize_splits
-from pt2aws.train.recipe import micro_step, optimizer_step, prepare_model_and_optimizer
-from pt2aws.train.throughput import ThroughputMeter, num_compiled_graphs
+from pt2aws.train.monitor import StepMonitor
+from pt2aws.train.recipe import prepare_model_and_optimizer, train_step
+from pt2aws.train.throughput import num_compiled_graphs
 
 logger = logging.getLogger(__name__)
-
-
-def _maybe_fail(step: int, info: DistInfo) -> None:
-    """The ``PT2AWS_FAIL_AT_STEP`` test hook (see the module docstring)."""
-    fail_at = os.environ.get("PT2AWS_FAIL_AT_STEP")
-    if not fail_at or int(fail_at) != step:
-        return
-    if os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") != "0":
-        return
-    if info.rank != int(os.environ.get("PT2AWS_FAIL_RANK", info.world_size - 1)):
-        return
-    message = f"PT2AWS_FAIL_AT_STEP={step}: rank {info.rank} fails on purpose"
-    if "TORCHELASTIC_RUN_ID" in os.environ:
-        print(message, file=sys.stderr, flush=True)
-        os._exit(1)
-    raise RuntimeError(message)
 
 
 class FineTune:
@@ -88,7 +72,6 @@ class FineTune:
         self.cfg, self.info = cfg, info
         self.out_dir = Path(cfg.output_dir)
         self.parallelism = cfg.parallelism if info.world_size > 1 else "none"
-        self.last_loss = float("nan")
 
     def run(self) -> dict:
         """Train, evaluate and save; returns the metrics (rank 0; ``{}`` on other ranks)."""
@@ -185,88 +168,50 @@ class FineTune:
         )
 
     def _train(self) -> None:
-        """The epoch loop: train steps, log, checkpoint, and evaluate at the end of each epoch."""
-        from tqdm.auto import tqdm
+        """The epoch loop: one :func:`train_step` per optimizer step, checkpoints, evaluation.
 
-        cfg, info, state = self.cfg, self.info, self.state
-        self.meter = ThroughputMeter(info.device, cfg.benchmark_warmup_steps, state.step)
-        log_file = None
-        if info.is_main:
-            log_file = open_train_log(self.out_dir / "train_log.jsonl", state.resumed_from)
-        progress = tqdm(
-            total=self.total_steps,
-            initial=state.step,
-            desc="train",
-            disable=not info.is_main,
-            mininterval=2.0,
+        Bookkeeping (throughput, progress, the loss log, the test fault hook) is the
+        :class:`StepMonitor`'s, called once after each step.
+        """
+        cfg, state = self.cfg, self.state
+        self.monitor = StepMonitor(
+            cfg,
+            self.info,
+            state,
+            self.total_steps,
+            self.steps_per_epoch,
+            self.scheduler,
+            self.out_dir,
         )
-        self.meter.start()
-        try:
+        with self.monitor:
             self.prep.module.train()
             for epoch in range(state.epoch, self.num_epochs):
                 if epoch > state.epoch:
                     state.epoch, state.batch_in_epoch = epoch, 0
                 batches = self._batches(epoch)
                 while state.batch_in_epoch < len(batches) and state.step < self.total_steps:
-                    self._train_step(batches)
-                    progress.update(1)
-                    _maybe_fail(state.step, info)
-                    self.meter.step_done(state.step)
-                    self._log_step(progress, log_file)
+                    micro_batches = self._next_micro_batches(batches)
+                    losses = train_step(self.prep, micro_batches, self.scheduler)
+                    state.step += 1
+                    self.monitor.after_step(micro_batches, losses)
                     if (cfg.save_steps and state.step % cfg.save_steps == 0) or (
                         state.step == self.total_steps
                     ):
-                        with self.meter.paused():
-                            save_checkpoint(cfg, info, self.prep, self.scheduler, state)
-                with self.meter.paused():
+                        with self.monitor.paused():
+                            save_checkpoint(cfg, self.info, self.prep, self.scheduler, state)
+                with self.monitor.paused():
                     if state.batch_in_epoch >= len(batches) or state.step >= self.total_steps:
-                        self._evaluate_epoch(progress)
-            self.meter.stop()
-        finally:
-            progress.close()
-            if log_file:
-                log_file.close()
+                        self._evaluate_epoch()
+            self.monitor.finish()
 
-    def _train_step(self, batches: list[list[int]]) -> None:
-        """One optimizer step over the next ``gradient_accumulation_steps`` batches."""
+    def _next_micro_batches(self, batches: list[list[int]]) -> list[dict]:
+        """The next ``gradient_accumulation_steps`` batches of this epoch, padded (on CPU)."""
         state = self.state
         group = batches[
             state.batch_in_epoch : state.batch_in_epoch + self.cfg.gradient_accumulation_steps
         ]
-        group_examples = sum(len(b) for b in group)
-        for i, idx in enumerate(group):
-            batch = self.collator([self.rows["train"][j] for j in idx])
-            self.meter.count(batch)
-            batch = {k: v.to(self.info.device, non_blocking=True) for k, v in batch.items()}
-            loss = micro_step(
-                self.prep, batch, weight=len(idx) / group_examples, last=i == len(group) - 1
-            )
-            state.loss_window[0] += loss.float()  # a tensor: no host sync per micro-step
-            state.loss_window[1] += 1
         state.batch_in_epoch += len(group)
-        optimizer_step(self.prep, self.scheduler)
-        state.step += 1
-
-    def _log_step(self, progress, log_file) -> None:
-        """Every ``logging_steps``: log the mean loss over ranks and micro-batches since last."""
-        state = self.state
-        if state.step % self.cfg.logging_steps and state.step != self.total_steps:
-            return
-        window = state.loss_window
-        total, n = all_reduce_sum([float(window[0]), float(window[1])], self.info)
-        state.loss_window = [0.0, 0]
-        self.last_loss = total / max(n, 1)
-        record = {
-            "step": state.step,
-            "epoch": round(state.step / self.steps_per_epoch, 4),
-            "loss": self.last_loss,
-            "learning_rate": self.scheduler.get_last_lr()[0],
-            "train_time_s": self.meter.elapsed(),
-        }
-        if log_file:
-            log_file.write(json.dumps(record) + "\n")
-            log_file.flush()
-        progress.set_postfix(loss=f"{self.last_loss:.4f}")
+        return [self.collator([self.rows["train"][j] for j in idx]) for idx in group]
 
     def _evaluate(self, split: str) -> dict:
         return evaluate(
@@ -279,7 +224,7 @@ class FineTune:
             lockstep=self.parallelism == "fsdp",
         )
 
-    def _evaluate_epoch(self, progress) -> None:
+    def _evaluate_epoch(self) -> None:
         ev = self._evaluate("validation")
         self.state.history.append(
             {
@@ -288,7 +233,7 @@ class FineTune:
                 **{f"eval_{k}": v for k, v in ev.items()},
             }
         )
-        progress.write(
+        self.monitor.write(
             f"epoch {self.state.epoch + 1}: eval_loss={ev['loss']:.4f} "
             f"eval_accuracy={ev['accuracy']:.4f} ({ev['num_examples']} examples)"
         )
@@ -299,8 +244,11 @@ class FineTune:
 
         info, module = self.info, self.prep.module
         num_params = count_parameters(module)  # DTensor parameters report their global size
+        # MFU against the peak of the precision the matmuls run in: the catalog has bf16 (and
+        # fp16) peaks of GPUs; an fp32 run, or a CPU, has no catalogued peak, hence no MFU
         gpu = torch.cuda.get_device_name(info.device) if info.device.type == "cuda" else None
-        speed = self.meter.summary(info, num_params, peak_bf16_flops(gpu) if gpu else None)
+        peak = peak_bf16_flops(gpu) if gpu and self.amp is not None else None
+        speed = self.monitor.meter.summary(info, module, self.model_config, peak)
         test = self._evaluate("test")
         replica_diff = None if self.parallelism == "fsdp" else replica_max_abs_diff(module, info)
         save_model(self.prep, self.tokenizer, self.out_dir, info)
@@ -334,7 +282,7 @@ class FineTune:
             "num_compiles": num_compiled_graphs() - self.compiled_before,
             "mfu": speed["mfu"],
             "peak_memory_bytes": peak_memory_bytes(info.device),
-            "final_train_loss": self.last_loss,
+            "final_train_loss": self.monitor.last_loss,
             "replica_max_abs_diff": replica_diff,
             **{k: v for k, v in history[-1].items() if k.startswith("eval_")},
             **{f"test_{k}": v for k, v in test.items()},

@@ -1,13 +1,13 @@
-"""The PyTorch 2 recipe in three short functions a learner can read (notebook 01 prints them).
+"""The PyTorch 2 recipe in two functions a learner reads top to bottom (notebook 01 prints both).
 
-* :func:`prepare_model_and_optimizer`: ``torch.compile``, the DDP or FSDP2 wrap in the right
+* :func:`prepare_model_and_optimizer`: ``torch.compile``, the DDP or FSDP2 wrap and their
   order, the autocast context and ``torch.optim.AdamW(fused=True)``.
-* :func:`micro_step`: one forward and backward of gradient accumulation, skipping the
-  gradient all-reduce on all but the last micro-batch.
-* :func:`optimizer_step`: clip, step, schedule, zero.
+* :func:`train_step`: one optimizer step: gradient accumulation with no gradient sync on all but
+  the last micro-batch, autocast, backward, clipping, the optimizer and scheduler step.
 
 Everything else in :mod:`pt2aws.train` (data, resume, logging, checkpoints, metrics) is
-bookkeeping around these lines.
+bookkeeping around these lines: the loop (:mod:`~pt2aws.train.loop`) calls :func:`train_step`
+and hands each finished step to one hook (:class:`~pt2aws.train.monitor.StepMonitor`).
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ class Prepared:
         autocast: ``autocast()`` opens the mixed-precision context for a forward pass.
         scaler: a ``GradScaler``, enabled only for fp16 (bf16 needs no loss scaling).
         parallelism: ``"none"`` (one process), ``"ddp"`` or ``"fsdp"``.
+        device: this rank's device (where :func:`train_step` moves each micro-batch).
     """
 
     module: torch.nn.Module
@@ -43,6 +44,7 @@ class Prepared:
     autocast: Callable[[], contextlib.AbstractContextManager]
     scaler: torch.amp.GradScaler
     parallelism: Parallelism
+    device: torch.device
 
 
 def prepare_model_and_optimizer(
@@ -71,17 +73,21 @@ def prepare_model_and_optimizer(
 
     Returns:
         A :class:`Prepared`.
+
+    The order (notebook 01, section 1): FSDP2 shards each encoder layer and then the whole model
+    is compiled, torchtitan's alternative to its default per-layer compile before sharding
+    (which compiles faster where layers repeat); DDP wraps the compiled module (nanoGPT's order
+    and PyTorch's "Where to apply torch.compile?"), its hooks and ``no_sync`` stay eager, and
+    Dynamo's DDPOptimizer splits the compiled graph at DDP's bucket boundaries so the gradient
+    all-reduce still overlaps the backward. ``torch.compile`` uses ``dynamic=None``: a second
+    input length recompiles once with that dimension symbolic.
     """
-    if parallelism == "fsdp":
+    if parallelism == "fsdp":  # shard each encoder layer, then compile the whole model
         from pt2aws.train.distributed import shard_fsdp
 
-        shard_fsdp(model)  # FSDP2 first: compiling first would hide the layers from fully_shard
-    step_model = model
-    if compile_model:
-        step_model = torch.compile(model, mode=compile_mode)
-    if parallelism == "ddp":
-        # DDP wraps the *compiled* module (nanoGPT's order): DDP's gradient hooks and no_sync()
-        # stay eager and work unchanged; the compiled graph is the same on every rank.
+        shard_fsdp(model)
+    step_model = torch.compile(model, mode=compile_mode) if compile_model else model
+    if parallelism == "ddp":  # DDP wraps the compiled module; DDPOptimizer splits at buckets
         from torch.nn.parallel import DistributedDataParallel as DDP
 
         step_model = DDP(step_model, device_ids=[device.index] if device.type == "cuda" else None)
@@ -94,7 +100,7 @@ def prepare_model_and_optimizer(
             {"params": no_decay, "weight_decay": 0.0},
         ],
         lr=learning_rate,
-        fused=fused_adamw,  # one kernel updates every tensor, instead of a loop over them
+        fused=fused_adamw,  # the whole update for many tensors per kernel launch
         foreach=None if fused_adamw else False,
     )
     # Autocast runs matmuls in bf16 (or fp16); weights, gradients and AdamW state stay fp32.
@@ -103,42 +109,45 @@ def prepare_model_and_optimizer(
     )
     # fp16's 5-bit exponent underflows small gradients: scale the loss. bf16 has fp32's range.
     scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype == torch.float16)
-    return Prepared(model, step_model, optimizer, autocast, scaler, parallelism)
+    return Prepared(model, step_model, optimizer, autocast, scaler, parallelism, device)
 
 
-def micro_step(prep: Prepared, batch: dict, *, weight: float, last: bool) -> torch.Tensor:
-    """Forward and backward of one micro-batch of gradient accumulation.
-
-    Gradients add up in ``.grad`` over the micro-batches of one optimizer step; only the last
-    micro-batch synchronises them across ranks, so accumulation costs one all-reduce per step.
+def train_step(
+    prep: Prepared, micro_batches: list[dict], scheduler, max_grad_norm: float = 1.0
+) -> list[torch.Tensor]:
+    """One optimizer step: gradient accumulation over ``micro_batches``, clip, update, schedule.
 
     Args:
         prep: from :func:`prepare_model_and_optimizer`.
-        batch: model inputs with ``labels``, on the device.
-        weight: this micro-batch's share of the step's examples (they sum to 1 over the step),
-            so ``4 x 2`` accumulation gives the same gradient as a batch of 8.
-        last: the last micro-batch of the step: all-reduce the gradients now.
+        micro_batches: the step's micro-batches, model inputs with ``labels`` (tensors on any
+            device); together they are the step's batch.
+        scheduler: the learning-rate scheduler, stepped once per optimizer step.
+        max_grad_norm: the gradients' global L2 norm is clipped to this.
 
     Returns:
-        The micro-batch's mean loss (detached, not weighted).
+        Each micro-batch's mean loss, detached (tensors on the device: no host sync here).
     """
-    sync = contextlib.nullcontext()
-    if prep.parallelism == "fsdp":
-        prep.module.set_requires_gradient_sync(last)  # FSDP2: reduce-scatter only when last
-    elif prep.parallelism == "ddp" and not last:
-        sync = prep.model.no_sync()  # DDP: skip the all-reduce, keep the local gradients
-    with sync:
-        with prep.autocast():
-            loss = prep.model(**batch).loss
-        prep.scaler.scale(loss * weight).backward()
-    return loss.detach()
-
-
-def optimizer_step(prep: Prepared, scheduler, max_grad_norm: float = 1.0) -> None:
-    """Clip the (synchronised) gradients, update the weights and the learning rate, zero grads."""
-    prep.scaler.unscale_(prep.optimizer)
+    examples = sum(len(batch["labels"]) for batch in micro_batches)
+    losses = []
+    for i, batch in enumerate(micro_batches):
+        last = i == len(micro_batches) - 1
+        # Gradients add up in .grad; only the last micro-batch synchronises them across ranks.
+        sync = contextlib.nullcontext()
+        if prep.parallelism == "fsdp":
+            prep.module.set_requires_gradient_sync(last)  # FSDP2: reduce-scatter only when last
+        elif prep.parallelism == "ddp" and not last:
+            sync = prep.model.no_sync()  # DDP: skip the all-reduce, keep the local gradients
+        batch = {k: v.to(prep.device, non_blocking=True) for k, v in batch.items()}
+        with sync:
+            with prep.autocast():
+                loss = prep.model(**batch).loss
+            # weighted by its share of the step's examples: 4 x 2 gives the gradient of 1 x 8
+            prep.scaler.scale(loss * (len(batch["labels"]) / examples)).backward()
+        losses.append(loss.detach())
+    prep.scaler.unscale_(prep.optimizer)  # fp16 only: true gradients before clipping
     torch.nn.utils.clip_grad_norm_(prep.module.parameters(), max_grad_norm)
     prep.scaler.step(prep.optimizer)
     prep.scaler.update()
     scheduler.step()
     prep.optimizer.zero_grad(set_to_none=True)
+    return losses

@@ -15,6 +15,47 @@ import torch
 from pt2aws.train.distributed import DistInfo, all_reduce_sum
 
 
+def training_flops_per_token(
+    non_embedding_params: float, num_layers: int, hidden_size: int, seq_len: float
+) -> float:
+    """Training FLOPs per token as the field counts them: ``6·N + 12·L·d·T``.
+
+    ``6·N``: forward (2 FLOPs per weight: a multiply and an add) plus backward (4: the gradients
+    of the activations and of the weights) for every weight matrix; ``N`` leaves out the
+    embeddings, which are looked up, not multiplied (Kaplan et al. 2020, "Scaling Laws for
+    Neural Language Models", section 2.1). ``12·L·d·T``: the attention scores ``QKᵀ`` and their
+    weighted sum over the values, ``2·d·T`` FLOPs each per token and layer in the forward,
+    times 3 with the backward. The same formula as PaLM (Chowdhery et al. 2022, appendix B),
+    torchtitan's ``get_num_flop_per_token`` and nanoGPT's ``estimate_mfu``
+    (https://github.com/karpathy/nanoGPT/blob/master/model.py); MFU divides it by the peak.
+
+    Args:
+        non_embedding_params: ``N``, trainable parameters outside the embedding tables
+            (:func:`non_embedding_parameters`).
+        num_layers: ``L``, transformer layers.
+        hidden_size: ``d``, the model width.
+        seq_len: ``T``, tokens per sequence as computed (the padded length).
+
+    Returns:
+        FLOPs per trained token (forward and backward).
+    """
+    return 6.0 * non_embedding_params + 12.0 * num_layers * hidden_size * seq_len
+
+
+def non_embedding_parameters(model: torch.nn.Module) -> int:
+    """Parameters outside ``nn.Embedding`` tables (word, position, token-type embeddings).
+
+    Under FSDP2 the parameters are DTensors, whose ``numel()`` is the global size.
+    """
+    embedding = sum(
+        p.numel()
+        for m in model.modules()
+        if isinstance(m, torch.nn.Embedding)
+        for p in m.parameters(recurse=False)
+    )
+    return sum(p.numel() for p in model.parameters()) - embedding
+
+
 def num_compiled_graphs() -> int:
     """Graphs Dynamo compiled so far in this process (each recompile or graph break adds one)."""
     from torch._dynamo.utils import counters
@@ -82,20 +123,26 @@ class ThroughputMeter:
         self._synchronize()
         self.runtime_s = self.elapsed()
 
-    def summary(self, info: DistInfo, num_params: int, peak_flops: float | None) -> dict:
+    def summary(
+        self, info: DistInfo, model: torch.nn.Module, config, peak_flops: float | None
+    ) -> dict:
         """Throughput over all ranks (a collective: call on every rank).
 
         Args:
             info: this rank.
-            num_params: trainable parameters (global count under FSDP).
-            peak_flops: peak dense bf16 FLOP/s of one device, or ``None`` (no MFU then).
+            model: the trained module (for :func:`non_embedding_parameters`).
+            config: its ``transformers`` config (``num_hidden_layers``, ``hidden_size``).
+            peak_flops: peak dense FLOP/s of one device in the precision the run computes in,
+                or ``None`` (no MFU then).
 
         Returns:
             ``train_runtime_s``, ``warmup_time_s``, ``steady_state_steps``,
             ``train_samples_per_second``, ``train_tokens_per_second`` (real tokens, not
-            padding), ``step_time_s``, ``pad_fraction`` and ``mfu`` (model FLOPs utilisation:
-            ``6 x params x tokens/s`` over the peak of all devices; ``None`` without a peak).
-            With too few steps to leave the warm-up out, the whole run counts.
+            padding), ``step_time_s``, ``pad_fraction``, ``flops_per_token``
+            (:func:`training_flops_per_token` at the mean padded length) and ``mfu`` (model
+            FLOPs utilisation: ``flops_per_token x tokens/s`` over the peak of all devices;
+            ``None`` without a peak). With too few steps to leave the warm-up out, the whole
+            run counts.
         """
         done, warm = self.steps_done, self.warmup_steps
         totals = all_reduce_sum(self.counts + (self.warm_counts or [0, 0, 0]), info)
@@ -108,6 +155,13 @@ class ThroughputMeter:
             steady_samples, steady_tokens = totals[0], totals[1]
         tokens_per_s = steady_tokens / steady_time if steady_time > 0 else 0.0
         world = info.world_size
+        flops_per_token = training_flops_per_token(
+            non_embedding_parameters(model),
+            config.num_hidden_layers,
+            config.hidden_size,
+            totals[2] / totals[0] if totals[0] else 0.0,  # mean padded length
+        )
+        mfu = flops_per_token * tokens_per_s / (peak_flops * world) if peak_flops else None
         return {
             "train_runtime_s": self.runtime_s,
             "warmup_time_s": warm_time,
@@ -116,5 +170,6 @@ class ThroughputMeter:
             "train_tokens_per_second": tokens_per_s,
             "step_time_s": steady_time / max(steady_steps, 1),
             "pad_fraction": 1.0 - totals[1] / totals[2] if totals[2] else 0.0,
-            "mfu": 6 * num_params * tokens_per_s / (peak_flops * world) if peak_flops else None,
+            "flops_per_token": flops_per_token,
+            "mfu": mfu,
         }

@@ -42,3 +42,29 @@ def test_new_flags_on_cpu_and_bad_values_name_the_fix():
     with pytest.raises(ValueError, match="--resume"):
         TrainConfig(resume="no/such/step-000001.pt")
     assert TrainConfig(output_dir="x/train").checkpoint_dir == "x/train/checkpoints"
+
+
+def test_bf16_auto_on_a_cpu_only_where_native_and_the_profile_measured_it(monkeypatch):
+    from support.cpu import OLD_X86, fake_cpu
+
+    from pt2aws import env
+    from pt2aws.config import TrainConfig
+    from pt2aws.train.flags import resolve_flags
+
+    cpu = torch.device("cpu")
+    epyc = fake_cpu("AMD EPYC", "x86_64", {"avx2", "avx512f", "avx512_bf16"})
+    capped = fake_cpu(
+        "AMD EPYC",
+        "x86_64",
+        {"avx2", "avx512f", "avx512_bf16"},
+        {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"},
+    )
+    for cpu_model, native in ((epyc, True), (capped, False), (OLD_X86, False)):
+        monkeypatch.setattr(env, "cpu_features", cpu_model)
+        local = resolve_flags(TrainConfig(profile="local", max_length=64), cpu)["bf16"]
+        assert local.enabled is native, local.reason
+        assert ("native bf16" in local.reason) and ("without" in local.reason) is not native
+        smoke = resolve_flags(TrainConfig(profile="smoke"), cpu)["bf16"]
+        assert smoke.enabled is False  # fp32: the same losses on every CPU
+        forced = resolve_flags(TrainConfig(profile="local", max_length=64, bf16="off"), cpu)
+        assert forced["bf16"].enabled is False

@@ -2,9 +2,13 @@
 
 Formulas (each stated again where it is used):
 
-* **Training compute**: ``6 · parameters · tokens`` FLOPs (forward 2, backward 4; Kaplan et al.,
-  "Scaling Laws for Neural Language Models", 2020, section 2.1); 8 instead of 6 with activation
-  recomputation, which repeats the forward pass. Time = FLOPs / (nodes · peak bf16 · MFU); the
+* **Training compute**: ``(6·N + 12·L·d·T) · tokens`` FLOPs, ``N`` the non-embedding parameters,
+  ``12·L·d·T`` the attention scores and weighted sum (Kaplan et al., "Scaling Laws for Neural
+  Language Models", 2020, section 2.1; PaLM appendix B; the formula torchtitan's and nanoGPT's MFU
+  use: :func:`pt2aws.train.throughput.training_flops_per_token`, the same function as the training
+  run's ``mfu``); the forward's share is 8/6 more with activation recomputation, which repeats
+  it. Time = FLOPs / (nodes · peak · MFU), the peak of the precision the run computes in: bf16 on
+  accelerators, fp32 on CPUs (the recipe trains CPUs in fp32: ``--bf16 auto`` is off there). The
   MFU (model FLOPs utilisation) is an assumption (:data:`DEFAULT_MFU`), stated in every result.
 * **Training cost** = (time + paid start-up per node) / 3600 · nodes · EC2 on-demand USD/hour
   (the region's price where the catalog has one, else us-east-1's, said).
@@ -30,6 +34,7 @@ from pt2aws.catalog import (
     ec2_price,
     get_instance,
     load_catalog,
+    serving_peak,
 )
 from pt2aws.lessons.sizing.memory import (
     MEMORY_RESERVE,
@@ -39,6 +44,7 @@ from pt2aws.lessons.sizing.memory import (
 )
 from pt2aws.lessons.sizing.strategy import plan_training, workload_class
 from pt2aws.lessons.sizing.workload import ModelSpec, Workload, model_spec
+from pt2aws.train.throughput import training_flops_per_token
 
 #: Assumed model FLOPs utilisation for training by device kind (our assumptions, not
 #: measurements: PaLM reports 46 % for a 540B model on TPU v4 (Chowdhery et al. 2022, table 3);
@@ -63,9 +69,28 @@ DEFAULT_INFERENCE_INSTANCES = (
 RUNNABLE_KINDS = ("gpu", "cpu")
 
 
-def training_flops(parameters: float, tokens: float) -> float:
-    """``6 · parameters · tokens`` (Kaplan et al. 2020, sec. 2.1), FLOPs."""
-    return 6.0 * parameters * tokens
+def training_flops(spec: ModelSpec, tokens: float, seq_len: float) -> float:
+    """Training FLOPs of ``tokens`` tokens in sequences of ``seq_len``: ``(6·N + 12·L·d·T)·tokens``.
+
+    Per token: :func:`pt2aws.train.throughput.training_flops_per_token` (N non-embedding).
+    """
+    return tokens * training_flops_per_token(
+        spec.non_embedding_parameters, spec.num_layers, spec.hidden_size, seq_len
+    )
+
+
+def training_peak_tflops(it: InstanceType) -> tuple[float, str]:
+    """``(peak TFLOP/s, precision)`` a training run gets on ``it``: fp32 on CPUs, else bf16.
+
+    The recipe trains CPUs in fp32 (``--bf16 auto`` is off there), so a CPU instance counts at
+    the catalog's fp32 vector peak (:func:`pt2aws.catalog.serving_peak`'s figure for a CPU
+    family); accelerators at their dense bf16 peak.
+    """
+    if it.kind == "cpu":
+        fp32 = serving_peak(it.name)
+        if fp32 is not None and fp32["precision"] == "fp32":
+            return fp32["flops"] / 1e12, "fp32"
+    return it.peak_bf16_tflops, "bf16"
 
 
 def _per_kind(value: dict | float | None, defaults: dict) -> dict:
@@ -113,7 +138,8 @@ def _training_row(
 ) -> dict:
     """One row of :func:`rank_training` for a plan of :func:`plan_training`."""
     work = flops * (8 / 6 if plan["recompute"] else 1.0)  # recomputation repeats the forward
-    time_s = work / (plan["nodes"] * it.peak_bf16_tflops * 1e12 * mfu)
+    peak, precision = training_peak_tflops(it)
+    time_s = work / (plan["nodes"] * peak * 1e12 * mfu)
     found = ec2_price(it.name, region)
     price = found.usd_per_hour if found else None
     return {
@@ -125,7 +151,8 @@ def _training_row(
         "nodes": plan["nodes"],
         "strategy": plan["strategy"],
         "memory_per_device_gb": plan["memory_per_device_bytes"] / 1e9,
-        "peak_tflops": it.peak_bf16_tflops * plan["nodes"],
+        "peak_tflops": peak * plan["nodes"],
+        "peak_precision": precision,
         "mfu": mfu,
         "time_s": time_s,
         "price_usd_per_hour": price,
@@ -152,8 +179,9 @@ def rank_training(
 ) -> list[dict]:
     """Instances that fit training, with estimated time and cost, sorted by cost then time.
 
-    time_s = 6 · params · train_tokens · epochs / (nodes · peak_bf16 · MFU) (8 instead of 6 with
-    activation recomputation, which repeats the forward pass);
+    time_s = (6·N + 12·L·d·seq_len) · train_tokens · epochs / (nodes · peak · MFU), N the
+    non-embedding parameters, the peak of the run's precision (:func:`training_peak_tflops`);
+    8/6 of that with activation recomputation, which repeats the forward pass;
     cost_usd = (time_s + overhead_s) / 3600 · nodes · price_usd_per_hour. ``time_s`` is compute
     only (no start-up, data loading or evaluation); ``overhead_s`` is the paid start-up per node;
     scaling over nodes is assumed linear.
@@ -171,8 +199,9 @@ def rank_training(
 
     Returns:
         Rows with ``instance, kind, accelerators, nodes, strategy, memory_per_device_gb,
-        peak_tflops, mfu, time_s, price_usd_per_hour, price_region, cost_usd, verified, note,
-        cheapest, fastest``; instances that do not fit are left out; ``cost_usd`` is None where the price
+        peak_tflops, peak_precision, mfu, time_s, price_usd_per_hour, price_region, cost_usd,
+        verified, note, cheapest, fastest``; instances that do not fit are left out; ``cost_usd``
+        is None where the price
         is unknown. ``cheapest`` / ``fastest`` mark the minimum cost / time (among priced rows
         for cost).
 
@@ -185,7 +214,7 @@ def rank_training(
             "training examples x tokens per example"
         )
     spec = model_spec(model)
-    flops = training_flops(spec.parameters, train_tokens * epochs)
+    flops = training_flops(spec, train_tokens * epochs, seq_len)
     mfus, wanted = _per_kind(mfu, DEFAULT_MFU), _names(instances)
     rows = []
     for it in load_catalog():
@@ -311,7 +340,9 @@ def _workload_summary(workload: Workload, spec: ModelSpec) -> dict:
     fields = {k: v for k, v in dataclasses.asdict(workload).items() if k != "model"}
     return fields | {
         "train_tokens_per_epoch": workload.train_tokens,
-        "training_flops": training_flops(spec.parameters, workload.train_tokens * workload.epochs),
+        "training_flops": training_flops(
+            spec, workload.train_tokens * workload.epochs, workload.seq_len
+        ),
     }
 
 

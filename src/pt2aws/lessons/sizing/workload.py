@@ -73,12 +73,12 @@ class ModelSpec:
             import torch
             from transformers import AutoModelForSequenceClassification
 
+            from pt2aws.train.throughput import non_embedding_parameters
+
             with torch.device("meta"):
                 model = AutoModelForSequenceClassification.from_config(config)
             params = sum(p.numel() for p in model.parameters())
-            tables = sum(
-                m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Embedding)
-            )
+            tables = params - non_embedding_parameters(model)
         return cls(
             name=name or getattr(config, "_name_or_path", "") or config.model_type,
             parameters=int(params),

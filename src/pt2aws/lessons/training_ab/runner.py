@@ -34,11 +34,14 @@ import shutil
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 from pt2aws.lessons.training_ab.variants import BenchSettings, Variant, default_variants
 from pt2aws.system import available_cpus, cpu_name, die_with_parent
+from pt2aws.train.progress import PREFIX as PROGRESS_PREFIX
+from pt2aws.train.progress import PROGRESS_ENV
 
 logger = logging.getLogger(__name__)
 
@@ -85,13 +88,83 @@ def read_run(output_dir: str | Path) -> dict:
     }
 
 
+def _progress_record(line: str) -> dict | None:
+    """The JSON object of a progress line (:mod:`pt2aws.train.progress`), else None."""
+    if not line.startswith(PROGRESS_PREFIX):
+        return None
+    try:
+        return json.loads(line[len(PROGRESS_PREFIX) :])
+    except json.JSONDecodeError:
+        return None
+
+
+def read_partial_run(output: str, settings: BenchSettings) -> dict | None:
+    """What a run stopped at the time budget measured, from the progress lines it printed.
+
+    Both runners report each optimizer step with its training seconds so far
+    (:mod:`pt2aws.train.progress`); every step trains ``settings.batch_size`` examples.
+
+    Args:
+        output: the run's output up to the stop.
+        settings: the A/B's settings (batch size, warm-up steps).
+
+    Returns:
+        :func:`read_run`'s keys (``samples_per_s`` over the steps after the warm-up when there
+        are any, else over all steps done; figures the run never wrote are ``None``) plus
+        ``stopped_at_budget: True``; ``None`` if no step finished.
+    """
+    times, losses = {}, []
+    for line in output.splitlines():
+        record = _progress_record(line)
+        if record and record.get("step", 0) > 0 and "train_time_s" in record:
+            times[record["step"]] = record["train_time_s"]
+            if "loss" in record:
+                losses.append({"loss": record["loss"]})
+    if not times:
+        return None
+    done, warm = max(times), settings.warmup_steps
+    first = warm if done > warm and warm in times else 0
+    start = times[first] if first else 0.0
+    elapsed = times[done] - start
+    return {
+        "samples_per_s": (done - first) * settings.batch_size / elapsed if elapsed > 0 else None,
+        "tokens_per_s": None,
+        "warmup_s": start if first else None,
+        "peak_memory_bytes": None,
+        "final_loss": _final_loss(losses),
+        "pad_fraction": None,
+        "num_compiles": None,
+        "steps": done,
+        "stopped_at_budget": True,
+    }
+
+
 def run_variant(
-    variant: Variant, settings: BenchSettings, output_dir: str | Path, stream=None
+    variant: Variant,
+    settings: BenchSettings,
+    output_dir: str | Path,
+    stream=None,
+    time_limit_s: float | None = None,
 ) -> dict:
-    """Run one variant once in a fresh process; returns :func:`read_run` plus ``wall_s``.
+    """Run one variant once in a fresh process; returns :func:`read_run`, ``wall_s``, ``train_s``.
+
+    Args:
+        variant: what to run.
+        settings: what every variant shares.
+        output_dir: the run's folder.
+        stream: where the one "done" line goes; ``None``: quiet.
+        time_limit_s: this run's share of the A/B's time budget, in seconds of training (its
+            start-up, evaluation and saving do not count): the run is stopped after the step
+            that reaches it and reports the steps it did (:func:`read_partial_run`). ``None``:
+            no budget.
+
+    Returns:
+        The figures, with ``wall_s`` (the process, start to end) and ``train_s`` (its seconds
+        of training, what the budget counts).
 
     Raises:
-        RuntimeError: the process failed or timed out (with the tail of its output).
+        RuntimeError: the process failed, or ran past ``settings.timeout_s`` (with the tail of
+            its output).
     """
     output_dir = Path(output_dir)
     module = "pt2aws.train" if variant.runner == "pt2aws" else "pt2aws.lessons.training_ab"
@@ -103,28 +176,58 @@ def run_variant(
         **os.environ,
         "PYTHONUNBUFFERED": "1",
         "TOKENIZERS_PARALLELISM": "false",
+        PROGRESS_ENV: "lines",  # each step with its training seconds: what the budget counts
         **settings.extra_env,
     }
+    output: list[str] = []
+    train_s, at_budget, timed_out = 0.0, False, threading.Event()
     started = time.perf_counter()
-    try:
-        proc = subprocess.run(
-            cmd,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            timeout=settings.timeout_s,
-            preexec_fn=die_with_parent(),
-        )
-    except subprocess.TimeoutExpired as err:
-        raise RuntimeError(f"{variant.name}: no result within {settings.timeout_s} s") from err
+    with subprocess.Popen(
+        cmd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=die_with_parent(),
+    ) as proc:
+        watchdog = threading.Timer(settings.timeout_s, lambda: (timed_out.set(), proc.kill()))
+        watchdog.start()
+        try:
+            for line in proc.stdout:
+                output.append(line)
+                record = _progress_record(line)
+                if not record or "train_time_s" not in record:
+                    continue
+                train_s = record["train_time_s"]
+                last = record["step"] >= record["total"]
+                if time_limit_s is not None and train_s >= time_limit_s and not last:
+                    at_budget = True
+                    proc.kill()
+                    break
+        finally:
+            watchdog.cancel()
+        code = proc.wait()
     wall = time.perf_counter() - started
-    if proc.returncode != 0:
-        tail = "\n".join(proc.stdout.splitlines()[-25:])
-        raise RuntimeError(f"{variant.name} failed (exit {proc.returncode}):\n{tail}")
+    if timed_out.is_set():
+        raise RuntimeError(f"{variant.name}: no result within {settings.timeout_s} s")
+    if at_budget:
+        partial = read_partial_run("".join(output), settings)
+        if stream is not None:
+            print(
+                f"  {variant.name:18s} stopped at its budget share ({time_limit_s:.0f} s of "
+                f"training) after {partial['steps']} of {settings.max_steps} steps",
+                file=stream,
+                flush=True,
+            )
+        shutil.rmtree(output_dir, ignore_errors=True)  # a half-written run is not kept
+        return {**partial, "wall_s": wall, "train_s": train_s}
+    if code != 0:
+        lines = [ln.rstrip("\n") for ln in output if _progress_record(ln) is None]
+        tail = "\n".join(lines[-25:])
+        raise RuntimeError(f"{variant.name} failed (exit {code}):\n{tail}")
     if stream is not None:
         print(f"  {variant.name:18s} done in {wall:5.1f} s", file=stream, flush=True)
-    result = {**read_run(output_dir), "wall_s": wall}
+    result = {**read_run(output_dir), "wall_s": wall, "train_s": train_s}
     if not settings.keep_models:
         for sub in ("model", "trainer", "checkpoints"):
             shutil.rmtree(output_dir / sub, ignore_errors=True)
@@ -145,6 +248,12 @@ def run_ab(
 ) -> dict:
     """Run every variant ``settings.repeats`` times, interleaved; summarize; save ``ab.json``.
 
+    With ``settings.budget_s`` the whole A/B keeps to that many seconds of training (the
+    processes' start-up, evaluation and saving come on top, about 10-20 s per run on 2 cores):
+    each run gets an equal share of what is left (a run that finishes early leaves more to the
+    next), and a run that reaches its share is stopped after that step and reports the steps it
+    did (:func:`read_partial_run`). A run whose share is spent still does one step.
+
     Args:
         settings: what all variants share.
         out_dir: folder for the runs (``<variant>/<repeat>/``) and ``ab.json``.
@@ -163,22 +272,31 @@ def run_ab(
     runs: dict[str, list[dict]] = {v.name: [] for v in variants}
     failed: dict[str, str] = {}
     device = _device_name()
-    for r in range(settings.repeats):
-        if stream is not None:
+    plan = [(r, v) for r in range(settings.repeats) for v in variants]
+    spent = 0.0  # seconds of training so far, what the budget counts
+    for i, (r, v) in enumerate(plan):
+        if v.name in failed:
+            continue
+        if stream is not None and settings.repeats > 1 and v is variants[0]:
             print(f"repeat {r + 1}/{settings.repeats}", file=stream, flush=True)
-        for v in variants:
-            if v.name in failed:
-                continue
-            slug = v.name.replace(" ", "_").replace("+", "plus_")
-            try:
-                runs[v.name].append(run_variant(v, settings, out_dir / slug / str(r), stream))
-            except RuntimeError as err:
-                failed[v.name] = str(err)
+        share = None
+        if settings.budget_s:  # this run's fair share of what is left
+            left = max(settings.budget_s - spent, 0.0)
+            share = left / sum(1 for _, w in plan[i:] if w.name not in failed)
+        slug = v.name.replace(" ", "_").replace("+", "plus_")
+        try:
+            runs[v.name].append(
+                run_variant(v, settings, out_dir / slug / str(r), stream, time_limit_s=share)
+            )
+            spent += runs[v.name][-1].get("train_s") or 0.0
+        except RuntimeError as err:
+            failed[v.name] = str(err)
+            if stream is not None:
+                print(f"  {v.name}: FAILED ({str(err).splitlines()[0]})", file=stream)
+            else:
                 logger.error("%s", err)
-                if stream is not None:
-                    print(f"  {v.name}: FAILED ({str(err).splitlines()[0]})", file=stream)
-            # after every run, so a time limit still leaves the table so far
-            _save(_result(settings, device, variants, runs, failed), out_dir, on_result)
+        # after every run, so a time limit still leaves the table so far
+        _save(_result(settings, device, variants, runs, failed), out_dir, on_result)
     return _save(_result(settings, device, variants, runs, failed), out_dir, on_result)
 
 
@@ -237,8 +355,10 @@ def summarize(variants: list[Variant], runs: dict[str, list[dict]]) -> list[dict
             "pad_fraction",
             "num_compiles",
             "wall_s",
+            "steps",
         ):
             row[key] = _median([run.get(key) for run in done])
+        row["stopped_at_budget"] = sum(bool(run.get("stopped_at_budget")) for run in done)
         row["samples_per_s_all"] = [run.get("samples_per_s") for run in done]
         row["peer"] = v.peer
         rows.append(row)
@@ -264,18 +384,22 @@ def _fmt(value, spec: str) -> str:
 def format_table(result: dict) -> str:
     """The results as a Markdown table with a header naming device, model and settings."""
     s = result["settings"]
+    budget = f" | budget {s['budget_s']:.0f} s of training" if s.get("budget_s") else ""
     lines = [
         f"device: {result['device']} | torch {result['torch']} | model {s['model']} | "
         f"batch {s['batch_size']} | max_length {s['max_length']} | {s['max_steps']} steps "
-        f"({s['warmup_steps']} warm-up excluded) | median of up to {s['repeats']} interleaved "
-        "repeats (n: runs done)",
+        f"({s['warmup_steps']} warm-up excluded){budget} | median of up to {s['repeats']} "
+        "interleaved repeats (n: runs done)",
         "",
         "| variant | samples/s | tokens/s | vs baseline | vs Trainer | warm-up s | peak mem MB "
-        "| final loss | pad frac | compiles | run s | n |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| final loss | pad frac | compiles | run s | steps | n |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in result["rows"]:
         mem = row["peak_memory_bytes"] / 2**20 if row["peak_memory_bytes"] else None
+        steps = _fmt(row.get("steps"), ".0f")
+        if row.get("stopped_at_budget"):
+            steps += " (budget)"
         lines.append(
             f"| {row['variant']} | {_fmt(row['samples_per_s'], '.1f')} "
             f"| {_fmt(row['tokens_per_s'], ',.0f')} | {_fmt(row['vs_baseline'], '.2f')}x "
@@ -283,7 +407,7 @@ def format_table(result: dict) -> str:
             f"| {_fmt(row['warmup_s'], '.1f')} | {_fmt(mem, ',.0f')} "
             f"| {_fmt(row['final_loss'], '.4f')} | {_fmt(row['pad_fraction'], '.3f')} "
             f"| {_fmt(row['num_compiles'], 'd') if isinstance(row['num_compiles'], int) else _fmt(row['num_compiles'], '.0f')} "
-            f"| {_fmt(row['wall_s'], '.0f')} | {row['repeats']} |"
+            f"| {_fmt(row['wall_s'], '.0f')} | {steps} | {row['repeats']} |"
         )
     for name, err in result.get("failed", {}).items():
         lines.append(f"\nFAILED {name}: {err.splitlines()[0]}")
@@ -292,6 +416,7 @@ def format_table(result: dict) -> str:
         "warm-up s includes compilation. vs baseline / vs Trainer (HF Trainer at the same flags) are "
         "medians of per-repeat ratios. "
         "peak mem: CUDA max allocated on GPU, process peak RSS on CPU. final loss: mean of the "
-        f"last {FINAL_LOSS_STEPS} steps."
+        f"last {FINAL_LOSS_STEPS} steps. steps: optimizer steps done; (budget): stopped at its "
+        "share of the A/B's time budget, its samples/s are over the steps it did."
     )
     return "\n".join(lines)

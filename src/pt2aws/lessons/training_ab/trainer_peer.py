@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import statistics
 import sys
 import time
@@ -88,7 +89,7 @@ def _trainer_run(argv: list[str]) -> dict:
     data, tokenizer, model, _ = inputs.load_data_and_model(cfg)
     train_set = _tokenized_train_set(data, tokenizer, cfg.max_length)
     peer_flags = _resolve_flags(cfg, cuda)
-    timer, counts = _step_timer(cfg.seed, cuda), _BatchCounts()
+    timer, counts = _step_timer(cfg.seed, cuda, cfg.max_steps), _BatchCounts()
     args = _training_arguments(cfg, peer_flags, cuda)
     pad_to = flags.choose_pad_to_multiple(
         torch.device("cuda" if cuda else "cpu"), peer_flags.torch_compile
@@ -173,16 +174,23 @@ class _BatchCounts:
         self.samples.append(len(attention_mask))
 
 
-def _step_timer(seed: int, cuda: bool):
+def _step_timer(seed: int, cuda: bool, total_steps: int):
     """A callback that times each optimizer step and re-seeds before the first, as
-    ``pt2aws.train`` does (so both runs draw the same dropout masks)."""
+    ``pt2aws.train`` does (so both runs draw the same dropout masks). With
+    ``PT2AWS_PROGRESS=lines`` (the A/B sets it) it reports each step as ``pt2aws.train`` does
+    (:mod:`pt2aws.train.progress`), so a run stopped at the A/B's time budget still counts."""
     import torch
     from transformers import TrainerCallback
+
+    from pt2aws.train.progress import PROGRESS_ENV, ProgressReporter
 
     class StepTimer(TrainerCallback):
         def __init__(self):
             self.step_times: list[float] = []
             self.seeded = False
+            self.progress = ProgressReporter(
+                total_steps, enabled=os.environ.get(PROGRESS_ENV) == "lines", mode="lines"
+            )
 
         def on_step_begin(self, args, state, control, **kwargs):
             if not self.seeded:
@@ -194,6 +202,7 @@ def _step_timer(seed: int, cuda: bool):
             if cuda:
                 torch.cuda.synchronize()
             self.step_times.append(time.perf_counter() - self.t0)
+            self.progress.update(state.global_step, train_time_s=sum(self.step_times))
 
     return StepTimer()
 

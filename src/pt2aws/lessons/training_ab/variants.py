@@ -75,35 +75,111 @@ def default_variants(*, compile: bool = True, trainer: bool = True) -> list[Vari
     ]
 
 
-def notebook_variants(
-    compile_switch: str = "auto", *, trainer: bool = True, only: list[str] | tuple = ()
-) -> list[Variant]:
-    """Variants for notebook 01: ``compile_switch`` ``auto`` keeps the compile variants on CUDA
-    only (on CPU each compiled process spends 25-55 s compiling; stack notes, section 3).
+#: Why a bf16 variant is left out on a CPU without native bf16 (measured, issue 16).
+BF16_EMULATED = (
+    "bf16 is emulated in software there: +bf16 ran at 0.11x the fp32 baseline (394 s for 12 "
+    "steps) on a 2-core AMD EPYC with AVX2 only"
+)
+#: Why the compiled variants are left out on CPU by default (stack notes, section 3).
+COMPILE_ON_CPU = (
+    "compiling costs 25-55 s per process on a 2-core CPU, with no gain for small models"
+)
+
+
+@dataclass
+class VariantChoice:
+    """The variants the A/B runs on this machine, and the ones it leaves out with the reason.
+
+    Attributes:
+        variants: the variants to run, in table order.
+        left_out: one line per cause: the variants left out, why, and the parameter that
+            brings them back.
+    """
+
+    variants: list[Variant]
+    left_out: list[str] = field(default_factory=list)
+
+
+def bf16_native() -> tuple[bool, str]:
+    """Whether this machine computes bf16 natively (CUDA: Ampere or newer; CPU: see below).
+
+    On CPU the answer is :func:`pt2aws.env.cpu_features` ``.bf16_native``: AVX512-BF16 or
+    AMX-BF16 on x86, BF16 on Arm, not capped away by ``ATEN_CPU_CAPABILITY`` /
+    ``ONEDNN_MAX_CPU_ISA``.
+
+    Returns:
+        ``(native, reason)``; the reason is one phrase naming the CPU or GPU.
+    """
+    import torch
+
+    if torch.cuda.is_available():
+        native = torch.cuda.is_bf16_supported()
+        name = torch.cuda.get_device_name(0)
+        return native, f"{name} {'has' if native else 'lacks'} bf16 (Ampere or newer has it)"
+    from pt2aws import env
+
+    cap = env.cpu_features().bf16_native
+    return bool(cap), cap.reason
+
+
+def choose_variants(
+    compile_switch: str = "auto",
+    bf16_switch: str = "auto",
+    *,
+    trainer: bool = True,
+    only: list[str] | tuple = (),
+) -> VariantChoice:
+    """The A/B's variants for this machine (notebook 01), each omission with its reason.
+
+    ``auto`` leaves out what this machine would only emulate or pay for without gain, as the
+    training flags do (:mod:`pt2aws.train.flags`): the ``torch.compile`` variants on CPU
+    (:data:`COMPILE_ON_CPU`), and every bf16 variant where the CPU (or GPU) has no native bf16
+    (:data:`BF16_EMULATED`).
 
     Args:
-        compile_switch: ``auto`` | ``on`` | ``off``.
+        compile_switch: ``auto`` (compile variants on CUDA only) | ``on`` | ``off``.
+        bf16_switch: ``auto`` (bf16 variants where bf16 is native) | ``on`` | ``off``.
         trainer: include the HF Trainer peers.
-        only: keep just these variant names (empty: all that the switches allow).
+        only: run just these variant names, whatever the switches (asked for by name).
 
     Raises:
-        ValueError: ``compile_switch`` not ``auto``/``on``/``off``, or an unknown name in ``only``.
+        ValueError: a switch not ``auto``/``on``/``off``, or an unknown name in ``only``.
     """
-    if compile_switch not in ("auto", "on", "off"):
-        raise ValueError(f"AB_COMPILE must be auto, on or off, not {compile_switch!r}")
-    names = [v.name for v in default_variants()]
+    for name, value in (("AB_COMPILE", compile_switch), ("AB_BF16", bf16_switch)):
+        if value not in ("auto", "on", "off"):
+            raise ValueError(f"{name} must be auto, on or off, not {value!r}")
+    every = default_variants()
+    names = [v.name for v in every]
     unknown = [name for name in only if name not in names]
     if unknown:
         raise ValueError(f"unknown A/B variants {unknown}: choose from {names}")
     if only:
-        return [v for v in default_variants() if v.name in only]
-    if compile_switch == "auto":
-        import torch
+        return VariantChoice([v for v in every if v.name in only])
+    import torch
 
-        with_compile = torch.cuda.is_available()
-    else:
-        with_compile = compile_switch == "on"
-    return default_variants(compile=with_compile, trainer=trainer)
+    keep = default_variants(trainer=trainer)
+    left_out = []
+    if compile_switch == "auto" and not torch.cuda.is_available():
+        dropped = [v.name for v in keep if v.compiles]
+        keep = [v for v in keep if not v.compiles]
+        left_out.append(
+            f"left out {', '.join(dropped)}: CPU, where {COMPILE_ON_CPU}; "
+            'AB_COMPILE = "on" runs them'
+        )
+    elif compile_switch == "off":
+        keep = [v for v in keep if not v.compiles]
+    if bf16_switch == "off":
+        keep = [v for v in keep if v.bf16 != "on"]
+    elif bf16_switch == "auto":
+        native, reason = bf16_native()
+        dropped = [v.name for v in keep if v.bf16 == "on"]
+        if not native and dropped:
+            keep = [v for v in keep if v.bf16 != "on"]
+            where = BF16_EMULATED if not torch.cuda.is_available() else "bf16 would not run there"
+            left_out.append(
+                f'left out {", ".join(dropped)}: {reason}; {where}; AB_BF16 = "on" runs them'
+            )
+    return VariantChoice(keep, left_out)
 
 
 @dataclass
@@ -129,6 +205,9 @@ class BenchSettings:
         keep_models: keep each run's saved ``model/`` (default: deleted after reading, as a
             90 MB MiniLM per run adds up).
         extra_env: environment variables added to every run's process.
+        budget_s: seconds of training the whole A/B may spend (``None``: no budget; each
+            run's start-up, evaluation and saving come on top): each run gets an equal share of
+            what is left and reports the steps it did when it reaches it.
     """
 
     model: str = "tiny-roberta"
@@ -146,6 +225,7 @@ class BenchSettings:
     num_threads: int | None = None
     keep_models: bool = False
     extra_env: dict = field(default_factory=dict)
+    budget_s: float | None = None
 
     def train_args(self, variant: Variant, output_dir: Path) -> list[str]:
         """The ``pt2aws.train`` flags of one run of ``variant`` writing to ``output_dir``."""
@@ -182,7 +262,15 @@ AB_SCALE = {
 }
 
 
-def notebook_settings(profile: str, *, steps: int = 0, repeats: int = 0) -> BenchSettings:
+#: The whole A/B's time budget on CPU per profile, seconds of training (``None``: no budget).
+#: A minute for ``local``, so a CPU where a variant crawls (issue 16: emulated bf16 took 394 s
+#: for 12 steps) still finishes the A/B in minutes. GPUs get no budget by default.
+AB_CPU_BUDGET_S = {"smoke": None, "local": 60.0, "full": None}
+
+
+def notebook_settings(
+    profile: str, *, steps: int = 0, repeats: int = 0, budget_s: float | None = None
+) -> BenchSettings:
     """The A/B settings notebook 01 uses for ``profile``: its model, data, batch size,
     max_length and learning rate, at the A/B's scale (:data:`AB_SCALE`).
 
@@ -190,13 +278,21 @@ def notebook_settings(profile: str, *, steps: int = 0, repeats: int = 0) -> Benc
         profile: ``smoke`` | ``local`` | ``full``.
         steps: optimizer steps per run; 0 keeps the profile's A/B value.
         repeats: runs per variant; 0 keeps the profile's A/B value.
+        budget_s: seconds of training for the whole A/B; ``None``: the profile's on CPU
+            (:data:`AB_CPU_BUDGET_S`), none on a GPU; 0: no budget.
 
     Raises:
-        ValueError: unknown profile.
+        ValueError: unknown profile, or a negative budget.
     """
+    import torch
+
     from pt2aws.config import get_profile
 
     base = get_profile(profile)
+    if budget_s is not None and budget_s < 0:
+        raise ValueError(f"AB_BUDGET_S must be >= 0 seconds (0: no budget), not {budget_s!r}")
+    if budget_s is None:
+        budget_s = None if torch.cuda.is_available() else AB_CPU_BUDGET_S[profile]
     default_steps, warmup, default_repeats = AB_SCALE[profile]
     steps = steps or default_steps
     return BenchSettings(
@@ -210,4 +306,5 @@ def notebook_settings(profile: str, *, steps: int = 0, repeats: int = 0) -> Benc
         max_train_samples=base.per_device_train_batch_size * steps,
         max_eval_samples=32,
         learning_rate=base.learning_rate,
+        budget_s=budget_s or None,
     )

@@ -5,7 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from support.cpu import OLD_X86, fake_cpu
 
+from pt2aws import env
 from pt2aws.lessons.training_ab import variants as ab_variants
 
 
@@ -56,3 +58,72 @@ def test_train_args_pass_every_variant_flag():
     assert flags["--benchmark_warmup_steps"] == "2"
     assert (flags["--bf16"], flags["--torch_compile"], flags["--fused_adamw"]) == ("on",) * 3
     assert flags["--max_train_samples"] == str(32 * 5)
+
+
+@pytest.fixture
+def cpu_with(monkeypatch):
+    """This process on a made-up CPU (``pt2aws.env.cpu_features`` patched), no GPU."""
+
+    def fake(cpu) -> None:
+        monkeypatch.setattr(env, "cpu_features", cpu)
+        monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+
+    return fake
+
+
+EPYC = fake_cpu("AMD EPYC", "x86_64", {"avx2", "avx512f", "avx512_bf16"})
+AVX2_CAPPED = fake_cpu(
+    "AMD EPYC",
+    "x86_64",
+    {"avx2", "avx512f", "avx512_bf16"},
+    {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"},
+)
+
+
+@pytest.mark.parametrize("cpu", [OLD_X86, AVX2_CAPPED], ids=["avx2-only", "capped-to-avx2"])
+def test_a_cpu_without_native_bf16_leaves_the_bf16_variants_out_and_says_why(cpu_with, cpu):
+    cpu_with(cpu)
+    choice = ab_variants.choose_variants()
+    assert [v.name for v in choice.variants] == ["baseline", "+fused", "Trainer baseline"]
+    assert len(choice.left_out) == 2  # one line per cause: compile on CPU, emulated bf16
+    compile_line, bf16_line = choice.left_out
+    assert compile_line.startswith("left out +compile, recipe, recipe+bucketing, Trainer recipe")
+    assert 'AB_COMPILE = "on"' in compile_line
+    assert bf16_line.startswith(f"left out +bf16: {cpu().bf16_native.reason}; bf16 is emulated")
+    assert bf16_line.endswith('AB_BF16 = "on" runs them') and "\n" not in bf16_line
+
+
+def test_asking_brings_an_emulated_variant_back(cpu_with):
+    cpu_with(OLD_X86)
+    assert "+bf16" in [v.name for v in ab_variants.choose_variants(bf16_switch="on").variants]
+    both = ab_variants.choose_variants("on", "on").variants
+    assert {"+bf16", "+compile", "recipe", "Trainer recipe"} <= {v.name for v in both}
+    named = ab_variants.choose_variants(only=["baseline", "+bf16"])  # asked for by name
+    assert [v.name for v in named.variants] == ["baseline", "+bf16"] and named.left_out == []
+
+
+def test_a_cpu_with_native_bf16_keeps_it(cpu_with):
+    cpu_with(EPYC)
+    choice = ab_variants.choose_variants()
+    assert [v.name for v in choice.variants] == ["baseline", "+bf16", "+fused", "Trainer baseline"]
+    assert len(choice.left_out) == 1 and "AB_COMPILE" in choice.left_out[0]
+    assert "+bf16" not in [v.name for v in ab_variants.choose_variants(bf16_switch="off").variants]
+
+
+def test_bad_switches_and_names_say_what_is_allowed():
+    with pytest.raises(ValueError, match="AB_BF16 must be auto, on or off"):
+        ab_variants.choose_variants(bf16_switch="yes")
+    with pytest.raises(ValueError, match="unknown A/B variants"):
+        ab_variants.choose_variants(only=["+bf17"])
+
+
+def test_budget_defaults_to_a_minute_for_local_on_cpu(monkeypatch):
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+    assert ab_variants.notebook_settings("local").budget_s == 60.0
+    assert ab_variants.notebook_settings("smoke").budget_s is None
+    assert ab_variants.notebook_settings("local", budget_s=0).budget_s is None
+    assert ab_variants.notebook_settings("smoke", budget_s=5).budget_s == 5
+    with pytest.raises(ValueError, match="AB_BUDGET_S"):
+        ab_variants.notebook_settings("local", budget_s=-1)
+    monkeypatch.setattr("torch.cuda.is_available", lambda: True)
+    assert ab_variants.notebook_settings("local").budget_s is None

@@ -1,0 +1,71 @@
+"""Training FLOPs as the field counts them, one function for the run's MFU and notebook 00's sizing."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from pt2aws.train.throughput import (
+    ThroughputMeter,
+    non_embedding_parameters,
+    training_flops_per_token,
+)
+
+
+def _minilm_on_meta():
+    from transformers import AutoModelForSequenceClassification, BertConfig
+
+    config = BertConfig(
+        hidden_size=384, num_hidden_layers=6, num_attention_heads=12, intermediate_size=1536
+    )
+    with torch.device("meta"):
+        return AutoModelForSequenceClassification.from_config(config), config
+
+
+def test_flops_per_token_leave_out_the_embeddings_and_add_attention():
+    model, config = _minilm_on_meta()
+    total = sum(p.numel() for p in model.parameters())
+    n = non_embedding_parameters(model)
+    assert total == 22_713_986 and n == 10_796_162  # word embeddings alone are 51.6%
+    per_token = training_flops_per_token(n, 6, 384, 64)
+    assert per_token == 6 * 10_796_162 + 12 * 6 * 384 * 64 == pytest.approx(6.65e7, rel=1e-3)
+    assert 6 * total / per_token == pytest.approx(2.05, abs=0.01)  # 6 x all parameters: 2.05x
+
+
+def test_sizing_counts_training_flops_with_the_same_function():
+    from pt2aws.lessons.sizing.ranking import rank_training, training_flops
+    from pt2aws.lessons.sizing.workload import model_spec
+
+    model, _ = _minilm_on_meta()
+    spec = model_spec("minilm-l6")  # closed form, no model built
+    assert spec.non_embedding_parameters == non_embedding_parameters(model)
+    assert training_flops(spec, 1000, 64) == 1000 * training_flops_per_token(
+        spec.non_embedding_parameters, 6, 384, 64
+    )
+    rows = {r["instance"]: r for r in rank_training("minilm-l6", 3000 * 64, seq_len=64)}
+    cpu, gpu = rows["c7g.xlarge"], rows["g5.xlarge"]
+    flops = training_flops(spec, 3000 * 64, 64)
+    assert gpu["time_s"] == pytest.approx(flops / (70e12 * gpu["mfu"]))  # A10G, bf16 peak
+    assert cpu["time_s"] == pytest.approx(flops / (cpu["peak_tflops"] * 1e12 * cpu["mfu"]))
+    from pt2aws import catalog
+
+    # CPUs train in fp32 (the recipe's bf16 is off there): their fp32 peak, not the bf16 one
+    assert cpu["peak_precision"] == "fp32" and gpu["peak_precision"] == "bf16"
+    assert cpu["peak_tflops"] == pytest.approx(catalog.serving_peak("c7g.xlarge")["flops"] / 1e12)
+
+
+def test_mfu_is_flops_per_token_times_tokens_per_second_over_the_peak():
+    from pt2aws.train.distributed import DistInfo
+
+    model, config = _minilm_on_meta()
+    meter = ThroughputMeter(torch.device("cpu"), warmup_steps=0)
+    meter.start()
+    meter.count({"attention_mask": torch.ones(32, 64, dtype=torch.long)})
+    meter.step_done(1)
+    meter.stop()
+    meter.runtime_s = 2.0  # 32 x 64 real tokens in 2 s
+    info = DistInfo(rank=0, local_rank=0, world_size=1, device=torch.device("cpu"))
+    speed = meter.summary(info, model, config, peak_flops=1e12)
+    assert speed["flops_per_token"] == training_flops_per_token(10_796_162, 6, 384, 64)
+    assert speed["mfu"] == pytest.approx(speed["flops_per_token"] * 32 * 64 / 2.0 / 1e12)
+    assert meter.summary(info, model, config, peak_flops=None)["mfu"] is None
