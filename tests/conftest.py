@@ -29,6 +29,7 @@ if not os.environ.get("PT2AWS_REAL_AWS"):  # fake credentials unless real AWS is
     )
     for _key in ("AWS_PROFILE", "AWS_SESSION_TOKEN"):
         os.environ.pop(_key, None)
+    os.environ.setdefault("PT2AWS_PRICE_LIST", "off")  # fake credentials: never ask AWS prices
 os.environ.pop("AWS_ENDPOINT_URL", None)
 os.environ.setdefault(
     "TORCHINDUCTOR_CACHE_DIR",

@@ -20,10 +20,13 @@ modules load on first use, so ``import pt2aws`` stays cheap: no torch, no AWS SD
     Predictor                   pt2aws.inference       batched predictions, fast variants
     classification_metrics      pt2aws.metrics         accuracy, F1, confusion matrix (evaluate)
 
+    # 01 and 03: where AWS calls go, chosen once (the emulator: pt2aws.standins.aws_emulator.start)
+    connect, AwsSession         pt2aws.aws.session     your account's session (region, role)
+
     # 03 SageMaker deployment on Graviton
     package, validate_archive   pt2aws.aws.artifact    model.tar.gz built and checked offline
     inference_image_uri         pt2aws.aws.images      the image for an instance, checked offline
-    deploy_on, DeploySettings   pt2aws.aws.endpoint    deploy, invoke, delete (emulator or AWS)
+    new_deployment              pt2aws.aws.hosting     the three Create requests, then create/delete
 
 Command line: ``pt2aws env|recommend|train|run|serve|cleanup`` (:mod:`pt2aws.cli`),
 ``python -m pt2aws.train`` / ``torchrun -m pt2aws.train``; ``make run`` is :mod:`pt2aws.pipeline`.
@@ -58,8 +61,9 @@ _EXPORTS = {
     "package": "pt2aws.aws.artifact",
     "validate_archive": "pt2aws.aws.artifact",
     "inference_image_uri": "pt2aws.aws.images",
-    "deploy_on": "pt2aws.aws.endpoint",
-    "DeploySettings": "pt2aws.aws.endpoint",
+    "connect": "pt2aws.aws.session",
+    "AwsSession": "pt2aws.aws.session",
+    "new_deployment": "pt2aws.aws.hosting",
 }
 __all__ = sorted(_EXPORTS)
 

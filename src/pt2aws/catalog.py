@@ -359,57 +359,197 @@ def peak_bf16_flops(device_name: str) -> float | None:
     return best[1] * 1e12 if best else None
 
 
+#: Region of every figure in the catalog unless a row's ``regional_prices`` names another.
+CATALOG_REGION = "us-east-1"
+#: What a price is for: an EC2 instance, a SageMaker real-time endpoint, a SageMaker training job.
+PRICE_USES = ("ec2", "hosting", "training")
+
+
 @dataclass(frozen=True)
 class InstancePrice:
-    """A SageMaker price (on-demand, us-east-1), for hosting or for training.
+    """An on-demand price (USD per instance-hour): EC2, SageMaker hosting or SageMaker training.
 
     Attributes:
-        instance_type: e.g. ``"ml.c7g.xlarge"``.
+        instance_type: as asked, e.g. ``"ml.c7g.xlarge"`` (SageMaker) or ``"c7g.xlarge"`` (EC2).
         usd_per_hour: USD per instance-hour (a training job bills its billable seconds x
-            instances; an endpoint every hour it exists).
+            instances; an endpoint every hour it exists; EC2 per second of a running instance).
         processor: e.g. ``"Graviton3"`` (:func:`family_processor`; ``""`` when unknown).
-        source: the catalog's source entry (``url``, ``date``, ``verified``, ``note``, ``id``).
+        source: the source entry (``url``, ``date``, ``verified``, ``note``, ``id``): a catalog
+            source, or the AWS Price List API read now (:mod:`pt2aws.aws.pricing`).
+        use: ``"ec2"``, ``"hosting"`` or ``"training"`` (:data:`PRICE_USES`).
+        region: the region the figure is for.
+        asked_region: the region it was asked for (differs from ``region`` when the catalog has
+            no figure there and fell back to :data:`CATALOG_REGION`).
     """
 
     instance_type: str
     usd_per_hour: float
     processor: str
     source: dict
+    use: str = "hosting"
+    region: str = CATALOG_REGION
+    asked_region: str = CATALOG_REGION
 
     @property
     def verified(self) -> bool:
-        """True when the price was read in stored material on the source's date."""
+        """True when the price was read in stored material on the source's date (or live)."""
         return bool(self.source.get("verified"))
 
+    @property
+    def region_note(self) -> str:
+        """``""``, or the sentence saying that another region's figure stands in."""
+        if self.region == self.asked_region:
+            return ""
+        return f"{self.region} price: the catalog has no figure for {self.asked_region}"
 
-def _prices(section: str) -> dict[str, InstancePrice]:
-    return {
-        name: InstancePrice(
-            instance_type=name,
-            usd_per_hour=float(row["usd_per_hour"]),
-            processor=family_processor(name) or "",
-            source=source(row["source"]),
+    def describe(self) -> str:
+        """``"0.1734 USD/h (UNVERIFIED, sagemaker-hosting-pricing 2026-11-30)"`` and the region
+        note, for tables and messages."""
+        mark = "verified" if self.verified else "UNVERIFIED"
+        note = f"; {self.region_note}" if self.region_note else ""
+        return (
+            f"{self.usd_per_hour:.6g} USD/h ({mark}, {self.source['id']} {self.source['date']}, "
+            f"{self.region}{note})"
         )
-        for name, row in _data()[section].items()
+
+
+def _sagemaker_price(section: str, use: str, name: str, region: str) -> InstancePrice | None:
+    row = _data()[section].get(name)
+    if row is None or name == "note":
+        return None
+    return InstancePrice(
+        instance_type=name,
+        usd_per_hour=float(row["usd_per_hour"]),
+        processor=family_processor(name) or "",
+        source=source(row["source"]),
+        use=use,
+        asked_region=region or CATALOG_REGION,
+    )
+
+
+def _prices(section: str, use: str) -> dict[str, InstancePrice]:
+    return {
+        name: _sagemaker_price(section, use, name, CATALOG_REGION)
+        for name in _data()[section]
         if name != "note"
     }
 
 
 def hosting_prices() -> dict[str, InstancePrice]:
-    """Every SageMaker real-time hosting price in the catalog, by ``ml.`` type, in file order."""
-    return _prices("sagemaker_hosting_prices")
+    """Every SageMaker real-time hosting price in the catalog (us-east-1), by ``ml.`` type."""
+    return _prices("sagemaker_hosting_prices", "hosting")
 
 
 def training_prices() -> dict[str, InstancePrice]:
-    """Every SageMaker training price in the catalog, by ``ml.`` type, in file order."""
-    return _prices("sagemaker_training_prices")
+    """Every SageMaker training price in the catalog (us-east-1), by ``ml.`` type."""
+    return _prices("sagemaker_training_prices", "training")
 
 
-def hosting_price(instance_type: str) -> InstancePrice | None:
-    """The SageMaker hosting price of ``instance_type`` (``ml.`` prefix optional), or None."""
-    return hosting_prices().get("ml." + instance_type.removeprefix("ml."))
+def hosting_price(instance_type: str, region: str = CATALOG_REGION) -> InstancePrice | None:
+    """The SageMaker hosting price of ``instance_type`` (``ml.`` prefix optional), or None.
+
+    The catalog's SageMaker prices are us-east-1 only: for another ``region`` the us-east-1
+    figure comes back with :attr:`InstancePrice.region_note` saying so.
+    """
+    name = "ml." + instance_type.removeprefix("ml.")
+    return _sagemaker_price("sagemaker_hosting_prices", "hosting", name, region)
 
 
-def training_price(instance_type: str) -> InstancePrice | None:
-    """The SageMaker training price of ``instance_type`` (``ml.`` prefix optional), or None."""
-    return training_prices().get("ml." + instance_type.removeprefix("ml."))
+def training_price(instance_type: str, region: str = CATALOG_REGION) -> InstancePrice | None:
+    """The SageMaker training price of ``instance_type`` (``ml.`` prefix optional), or None
+    (us-east-1 only, as :func:`hosting_price`)."""
+    name = "ml." + instance_type.removeprefix("ml.")
+    return _sagemaker_price("sagemaker_training_prices", "training", name, region)
+
+
+def ec2_price(instance_type: str, region: str = CATALOG_REGION) -> InstancePrice | None:
+    """The EC2 on-demand Linux price of a catalog row, in ``region`` where a dated source gives
+    one (``regional_prices``), else the us-east-1 figure with a region note.
+
+    Returns:
+        None for a type not in the catalog or without a known on-demand price (p5e, trn2).
+    """
+    bare = instance_type.removeprefix("ml.")
+    row = next((r for r in _data()["instances"] if r["name"] == bare), None)
+    if row is None or row["price_usd_per_hour"] is None:
+        return None
+    region = region or CATALOG_REGION
+    regional = row.get("regional_prices", {})
+    here = region if region in regional else CATALOG_REGION
+    usd = regional[region] if region in regional else row["price_usd_per_hour"]
+    return InstancePrice(
+        instance_type=bare,
+        usd_per_hour=float(usd),
+        processor=family_processor(bare) or row["cpu"],
+        source=source(row["sources"]["price"]),
+        use="ec2",
+        region=here,
+        asked_region=region,
+    )
+
+
+def price(instance_type: str, use: str | None = None, region: str = CATALOG_REGION):
+    """The catalog price of ``instance_type`` for ``use`` in ``region`` (see :func:`ec2_price`,
+    :func:`hosting_price`, :func:`training_price`); ``use`` None: ``hosting`` for ``ml.``
+    names, else ``ec2``.
+
+    Raises:
+        ValueError: an unknown ``use``.
+    """
+    use = use or ("hosting" if instance_type.startswith("ml.") else "ec2")
+    lookup = {"ec2": ec2_price, "hosting": hosting_price, "training": training_price}
+    if use not in lookup:
+        raise ValueError(f"use {use!r}: choose one of {', '.join(PRICE_USES)}")
+    return lookup[use](instance_type, region)
+
+
+def price_source_counts() -> dict[str, dict[str, int]]:
+    """How many catalog prices are verified: ``{"ec2"|"hosting"|"training": {"verified",
+    "unverified"}}`` (an EC2 row without a price counts by its source: p5e unverified, trn2's
+    absence verified)."""
+    counts = {use: {"verified": 0, "unverified": 0} for use in PRICE_USES}
+    for row in _data()["instances"]:
+        key = "verified" if source(row["sources"]["price"])["verified"] else "unverified"
+        counts["ec2"][key] += 1
+    for use, prices in (("hosting", hosting_prices()), ("training", training_prices())):
+        for p in prices.values():
+            counts[use]["verified" if p.verified else "unverified"] += 1
+    return counts
+
+
+def serving_peak(instance_type: str) -> dict | None:
+    """Peak FLOP/s an endpoint on ``instance_type`` computes a served model at, with its basis.
+
+    CPU instances (any size of a family in ``cpu_families``): vCPUs x the processor's fp32
+    vector peak per vCPU (``peak_fp32_gflops_per_vcpu``, source ``derived-cpu-fp32-peak``: the
+    model is served in fp32; bf16 fast math on Graviton3/4 is not counted). Accelerator rows:
+    the accelerators' dense bf16 peak.
+
+    Returns:
+        ``{"flops": float (FLOP/s), "precision": "fp32"|"bf16", "processor": str,
+        "basis": str, "source": dict}``, or None when the catalog has no figure (an unknown
+        family, a CPU without ``peak_fp32_gflops_per_vcpu``).
+    """
+    bare = instance_type.removeprefix("ml.")
+    row = _find(bare)
+    if row is not None and row.accelerator:
+        return {
+            "flops": row.peak_bf16_tflops * 1e12,
+            "precision": "bf16",
+            "processor": row.accelerator,
+            "basis": f"{row.accelerator_count} x {row.accelerator} dense bf16 peak",
+            "source": row.sources["peak"],
+        }
+    processor = family_processor(bare)
+    cpu = _data()["cpus"].get(processor or "")
+    if not isinstance(cpu, dict) or not cpu.get("peak_fp32_gflops_per_vcpu"):
+        return None
+    vcpus = instance_vcpus(bare)
+    per_vcpu = float(cpu["peak_fp32_gflops_per_vcpu"])
+    return {
+        "flops": vcpus * per_vcpu * 1e9,
+        "precision": "fp32",
+        "processor": processor,
+        "basis": f"{vcpus} vCPUs x {per_vcpu:g} GFLOP/s fp32 ({processor})",
+        "source": source("derived-cpu-fp32-peak"),
+    }

@@ -72,33 +72,64 @@ def _recommend(args) -> int:
     if args.micro_batch is not None:
         workload.micro_batch = args.micro_batch
     workload.precision = args.precision
-    rec = ranking.recommend(workload, mfu=args.mfu, overhead_s=args.overhead_s)
+    prices, notes = _serving_prices(args.prices, args.region, ranking.DEFAULT_INFERENCE_INSTANCES)
+    rec = ranking.recommend(
+        workload, mfu=args.mfu, overhead_s=args.overhead_s, region=args.region, prices=prices
+    )
+    rec["price_notes"] = notes
     plan = None
-    if rec["recommended"] and args.aws_target:
-        plan = ec2_plan.plan_for_target(
-            rec["recommended"]["instance"],
-            rec["recommended"]["nodes"],
-            target=args.aws_target,
-            region=args.region,
-        )
+    if rec["recommended"]:
+        session = None if args.aws_target == "none" else _session(args.aws_target, args.region)
+        try:
+            plan = ec2_plan.launch_plan(
+                rec["recommended"]["instance"],
+                rec["recommended"]["nodes"],
+                session=session,
+                region=args.region,
+            )
+        finally:
+            if session is not None:
+                session.close()
     if args.json:
         print(json.dumps({"recommendation": rec, "launch_plan": plan}, indent=2, default=str))
         return 0
     print(tables.format_recommendation(rec, limit=args.top))
+    print("\n".join(notes))
     if plan:
         print()
         print(ec2_plan.format_launch_plan(plan))
     return 0
 
 
+def _serving_prices(mode: str, region: str, instances) -> tuple[dict, list[str]]:
+    """Serving prices from the AWS Price List API where credentials allow (``mode`` auto), else
+    the catalog's dated table; the notes say which, and why."""
+    from pt2aws.aws import pricing
+
+    if mode == "table":
+        return {}, ["prices: the dated table in pt2aws/instances.json (--prices table)"]
+    return pricing.refresh_prices(_session("aws", region), instances, region=region)
+
+
+def _session(target: str, region: str | None):
+    """The session ``--aws-target`` names: ``aws`` (your account) or ``emulator`` (local)."""
+    if target == "emulator":
+        from pt2aws.standins import aws_emulator
+
+        return aws_emulator.start(region or "", model_servers=False)
+    from pt2aws.aws.session import connect
+
+    return connect(region=region or "")
+
+
 def _cleanup(args) -> int:
     from pt2aws.aws.hosting import delete_resources
-    from pt2aws.aws.session import list_sagemaker_resources, list_scalable_targets
+    from pt2aws.aws.session import billable_resources
 
     if not args.prefix:
         raise UserError("refusing to clean up without a --prefix: pass e.g. --prefix pt2aws-")
-    found = list_sagemaker_resources(prefix=args.prefix, region=args.region)
-    found["scalable_targets"] = list_scalable_targets(prefix=args.prefix, region=args.region)
+    session = _session("aws", args.region)
+    found = billable_resources(session, prefix=args.prefix)
     names = sorted(
         {n for key, values in found.items() if key != "scalable_targets" for n in values}
         | {r.split("/")[1] for r in found["scalable_targets"]}  # endpoint/<name>/variant/<v>
@@ -113,7 +144,7 @@ def _cleanup(args) -> int:
         print("dry run: add --yes to delete these")
         return 0
     for name in names:
-        for kind, deleted in delete_resources(name, args.region):
+        for kind, deleted in delete_resources(session, name):
             print(f"deleted {kind} {deleted}")
     return 0
 
@@ -214,7 +245,14 @@ def _add_recommend(sub) -> None:
         choices=("none", "emulator", "aws"),
         help="launch plan: none (no AWS call), emulator (local moto), aws (DryRun in your account)",
     )
-    p_rec.add_argument("--region", default="us-east-1")
+    p_rec.add_argument("--region", default="us-east-1", help="prices and launch plan region")
+    p_rec.add_argument(
+        "--prices",
+        default="auto",
+        choices=("auto", "table"),
+        help="auto: the AWS Price List API where credentials allow, else the dated table; "
+        "table: the dated table only",
+    )
     p_rec.add_argument("--json", action="store_true", help="print JSON")
     p_rec.set_defaults(func=_recommend)
 

@@ -97,6 +97,10 @@ def test_00_recommends_an_instance_and_a_launch_plan(executed):
     assert sum(r["cheapest"] for r in rows) == 1 and sum(r["fastest"] for r in rows) == 1
     assert rec["recommended"]["instance"] in {r["instance"] for r in rows}
     assert plan["target"] == "emulator" and plan["ec2"]["dry_run"]["would_succeed"] is True
+    assert {"ml.c6g.xlarge", "ml.c7g.xlarge", "ml.c8g.xlarge"} <= {
+        r["instance"] for r in rec["inference"]
+    }
+    assert len({r["throughput_rps"] for r in rec["inference"]}) == len(rec["inference"])
     assert plan["ec2"]["ami_id"].startswith("ami-")
     for name in ("memory_breakdown.png", "time_vs_cost.png"):
         assert executed.plot(name).stat().st_size > 5_000
@@ -218,31 +222,48 @@ def test_03_deploys_to_emulator_and_leaves_nothing(executed):
     from pt2aws.standins.torchserve import serve_stack_missing
 
     result = json.loads(executed.deploy_json.read_text())
-    assert result["target"] == "emulator"
+    assert result["target"] == "emulator" and result["deployed"] is True
     assert result["archive_valid"] is True
     assert result["image_uri"] == (
         "763104351884.dkr.ecr.us-east-1.amazonaws.com/"
         "pytorch-inference-arm64:2.6.0-cpu-py312-ubuntu22.04-sagemaker"
     )
+    assert set(result["requests"]) == {"CreateModel", "CreateEndpointConfig", "CreateEndpoint"}
     assert len(result["answer"]) == 3
     assert {a["label"] for a in result["answer"]} <= {"negative", "positive"}
-    expected_source = "replayed" if serve_stack_missing() else "local serving stack"
+    expected_source = "the archive's handler" if serve_stack_missing() else "the AWS DLC's serving"
     assert result["answer_source"].startswith(expected_source)
     assert result["matches_local"] is True  # endpoint answer == in-process handler answer
     assert sorted(k for k, _ in result["deleted"]) == ["endpoint", "endpoint_config", "model"]
-    assert result["resources_left"] == 0
-    rows = {r["instance_type"]: r for r in result["cost_table"]}
-    assert {"ml.c7g.xlarge", "ml.c6i.xlarge"} <= set(rows)
-    assert result["throughput"]["throughput_samples_per_second"] > 0
-    for r in rows.values():  # USD per 1M = USD/h / (inferences/s * 3600) * 1e6
+    assert result["resources_left"] == 0 and result["kept"] is None
+    assert result["load_test"]["requests"] > 0 and result["load_test"]["errors"] == 0
+    rows = result["cost_table"]
+    assert {"ml.c7g.xlarge", "ml.c6i.xlarge"} <= {r["instance_type"] for r in rows}
+    for r in rows[:-1]:  # USD per 1M = USD/h / (inferences/s * 3600) * 1e6
         assert r["usd_per_1m"] == pytest.approx(
             r["usd_per_hour"] / (r["throughput_per_s"] * 3600) * 1e6, rel=1e-9
         )
+    here = rows[-1]  # the load test on the emulator measured this machine: no price
+    assert here["instance_type"].startswith("this machine") and here["usd_per_1m"] is None
+    assert here["throughput_per_s"] == result["load_test"]["throughput_per_s"]
     assert "| ml.c7g.xlarge | arm64 |" in executed.cost_md.read_text()
     variants = result["variants"]  # recorded in the archive for PT2AWS_VARIANT=auto
     assert set(variants["agreement"]) == {"int8", "int8-legacy", "bf16"}
     assert variants["eligible"] == [v for v, a in variants["agreement"].items() if a >= 0.99]
     assert variants["texts"] == 20  # the smoke profile's validation split, capped by the parameter
+
+
+def test_00_and_03_give_the_same_throughput_and_cost_for_the_same_instance(executed):
+    """Issue 19: one throughput model; ml.c7g.xlarge in notebook 00's serving ranking and in
+    notebook 03's cost table of the same run."""
+    sized = json.loads(executed.recommendation_json.read_text())["recommendation"]
+    deployed = json.loads(executed.deploy_json.read_text())
+    in_00 = next(r for r in sized["inference"] if r["instance"] == "ml.c7g.xlarge")
+    in_03 = next(r for r in deployed["cost_table"] if r["instance_type"] == "ml.c7g.xlarge")
+    assert in_00["throughput_rps"] == pytest.approx(in_03["throughput_per_s"], rel=1e-12)
+    assert in_00["usd_per_million"] == pytest.approx(in_03["usd_per_1m"], rel=1e-12)
+    assert in_00["throughput_source"] == in_03["throughput_basis"]
+    assert "assumed" in in_03["throughput_basis"]  # the assumption beside the estimate
 
 
 def test_summary_from_executed_run(executed):

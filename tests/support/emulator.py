@@ -6,7 +6,6 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from pt2aws.aws import hosting
-from pt2aws.standins.aws_emulator import EMULATOR_ROLE_ARN
 
 NOTHING = {"endpoints": [], "endpoint_configs": [], "models": [], "scalable_targets": []}
 
@@ -51,6 +50,4 @@ class StubModelServer:
 
 
 def deploy_on_emulator(emulator, model_url, name, **kwargs):
-    return hosting.deployed_endpoint(
-        model_url, role_arn=EMULATOR_ROLE_ARN, region=emulator.region, name=name, **kwargs
-    )
+    return hosting.deployed_endpoint(emulator.session(), model_url, name=name, **kwargs)

@@ -17,26 +17,26 @@ from support.emulator import NOTHING
 import pt2aws
 from pt2aws import cli
 from pt2aws.aws import autoscaling, session
-from pt2aws.aws.session import boto_session, list_scalable_targets
+from pt2aws.aws.session import list_scalable_targets
 from pt2aws.standins.aws_emulator import EMULATOR_ROLE_ARN
 
 
 def test_cli_cleanup_deletes_leftovers(emulator, capsys):
     from pt2aws.cli import main
 
-    sm = boto_session().client("sagemaker")
+    sm = emulator.session().client("sagemaker")
     sm.create_model(
         ModelName="pt2aws-left", ExecutionRoleArn=EMULATOR_ROLE_ARN, PrimaryContainer={"Image": "x"}
     )
-    autoscaling.enable_autoscaling("pt2aws-left", "us-east-1", autoscaling.AutoScaling())
+    autoscaling.enable_autoscaling(emulator.session(), "pt2aws-left", autoscaling.AutoScaling())
     assert main(["cleanup", "--prefix", "pt2aws-left"]) == 0
     assert "dry run" in capsys.readouterr().out
-    assert session.billable_resources(region=emulator.region)["models"] == ["pt2aws-left"]
+    assert session.billable_resources(emulator.session())["models"] == ["pt2aws-left"]
     assert main(["cleanup", "--prefix", "pt2aws-left", "--yes"]) == 0
     out = capsys.readouterr().out
     assert "deleted model pt2aws-left" in out and "deleted scalable_target" in out
-    assert session.billable_resources(region=emulator.region) == NOTHING
-    assert list_scalable_targets("pt2aws-left") == []
+    assert session.billable_resources(emulator.session()) == NOTHING
+    assert list_scalable_targets(emulator.session(), "pt2aws-left") == []
 
 
 SRC = str(Path(pt2aws.__file__).resolve().parents[1])

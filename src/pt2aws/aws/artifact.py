@@ -309,30 +309,29 @@ def smoke_test_archive(path: str | Path, texts: list[str] | None = None) -> list
     return out
 
 
-def upload_archive(archive: str | Path, bucket: str, key: str, region: str) -> str:
-    """Upload ``archive`` to ``s3://bucket/key`` with SSE-S3 encryption; returns the S3 URL.
+def upload_archive(session, archive: str | Path, url: str) -> str:
+    """Upload ``archive`` to ``url`` (``s3://bucket/key``) with SSE-S3 encryption.
 
     Creates the bucket (public access blocked) if it does not exist.
 
     Args:
+        session: the :class:`pt2aws.aws.session.AwsSession` (its region is the bucket's).
         archive: the ``model.tar.gz`` to upload.
-        bucket: S3 bucket, e.g. :func:`pt2aws.aws.session.default_bucket`.
-        key: object key, e.g. ``"pt2aws/<name>/model.tar.gz"``.
-        region: the bucket's region.
+        url: ``s3://<bucket>/<key>``, e.g. ``s3://sagemaker-<region>-<account>/pt2aws/<name>/
+            model.tar.gz`` (:func:`pt2aws.aws.session.default_bucket`).
 
     Returns:
-        ``s3://<bucket>/<key>``.
+        ``url``.
     """
-    from pt2aws.aws.session import boto_session
-
-    s3 = boto_session(region).client("s3")
+    bucket, key = url.removeprefix("s3://").split("/", 1)
+    s3 = session.client("s3")
     try:
         s3.head_bucket(Bucket=bucket)
     except s3.exceptions.ClientError:
         kwargs = (
             {}
-            if region == "us-east-1"
-            else {"CreateBucketConfiguration": {"LocationConstraint": region}}
+            if session.region == "us-east-1"
+            else {"CreateBucketConfiguration": {"LocationConstraint": session.region}}
         )
         s3.create_bucket(Bucket=bucket, **kwargs)
         s3.put_public_access_block(
@@ -348,7 +347,7 @@ def upload_archive(archive: str | Path, bucket: str, key: str, region: str) -> s
     return f"s3://{bucket}/{key}"
 
 
-def delete_uploaded(url: str, region: str) -> bool:
+def delete_uploaded(session, url: str) -> bool:
     """Delete the S3 object ``url`` (``s3://bucket/key``); errors are logged, not raised.
 
     Returns:
@@ -356,11 +355,9 @@ def delete_uploaded(url: str, region: str) -> bool:
     """
     from botocore.exceptions import ClientError
 
-    from pt2aws.aws.session import retrying_client
-
     bucket, key = url.removeprefix("s3://").split("/", 1)
     try:
-        retrying_client("s3", region).delete_object(Bucket=bucket, Key=key)
+        session.client("s3").delete_object(Bucket=bucket, Key=key)
     except ClientError as err:  # clean-up goes on; the caller records False
         logger.error("could not delete %s: %s", url, err)
         return False

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pt2aws.aws.session import retrying_client
+from pt2aws.aws.session import AwsSession
 
 SCALABLE_DIMENSION = "sagemaker:variant:DesiredInstanceCount"
 
@@ -48,14 +48,14 @@ def scalable_resource_id(endpoint_name: str, variant: str = "AllTraffic") -> str
 
 
 def enable_autoscaling(
-    endpoint_name: str, region: str, config: AutoScaling, variant: str = "AllTraffic"
+    session: AwsSession, endpoint_name: str, config: AutoScaling, variant: str = "AllTraffic"
 ) -> str:
     """Register the variant as a scalable target and attach a target-tracking policy.
 
     Returns:
         The scalable target's resource id.
     """
-    client = retrying_client("application-autoscaling", region)
+    client = session.client("application-autoscaling")
     resource_id = scalable_resource_id(endpoint_name, variant)
     client.register_scalable_target(
         ServiceNamespace="sagemaker",
@@ -82,13 +82,13 @@ def enable_autoscaling(
     return resource_id
 
 
-def disable_autoscaling(endpoint_name: str, region: str) -> list[str]:
+def disable_autoscaling(session: AwsSession, endpoint_name: str) -> list[str]:
     """Delete the scaling policies and deregister every scalable variant of ``endpoint_name``.
 
     Returns:
         The resource ids deregistered.
     """
-    client = retrying_client("application-autoscaling", region)
+    client = session.client("application-autoscaling")
     removed = []
     pages = client.get_paginator("describe_scalable_targets").paginate(ServiceNamespace="sagemaker")
     targets = [t for page in pages for t in page["ScalableTargets"]]

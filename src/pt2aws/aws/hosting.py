@@ -5,6 +5,8 @@ data + environment + execution role), an *endpoint config* (instance type and co
 *endpoint*. :func:`hosting_requests` builds the three ``Create*`` requests; a
 :class:`Deployment` sends exactly those (``boto3``), waits for ``InService`` and deletes them
 again; :func:`deployed_endpoint` is that lifecycle as a ``with`` block that always cleans up.
+Notebook 03 sends the same requests itself, one call per step, as SageMaker's own examples do.
+Every function takes the :class:`pt2aws.aws.session.AwsSession` the calls go to.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from pt2aws.aws.images import (
     inference_image_uri,
     is_aws_dlc,
 )
-from pt2aws.aws.session import check_name, resource_name, resource_tags, retrying_client
+from pt2aws.aws.session import AwsSession, check_name, resource_name, resource_tags
 from pt2aws.aws.waiting import wait_for_status
 from pt2aws.catalog import has_bf16, instance_vcpus, is_graviton
 from pt2aws.inference.runtime import graviton_settings
@@ -148,8 +150,8 @@ def hosting_requests(
 
 
 def wait_for_endpoint(
+    session: AwsSession,
     name: str,
-    region: str,
     *,
     timeout_s: float = 1800,
     poll_s: float | None = None,
@@ -158,10 +160,10 @@ def wait_for_endpoint(
     """Poll ``DescribeEndpoint`` until ``InService``, showing the status and elapsed seconds.
 
     Args:
+        session: where the endpoint is.
         name: the endpoint.
-        region: its region.
         timeout_s: give up after this many seconds (real endpoints take 5-10 minutes).
-        poll_s: seconds between polls; default 15 (1 for timeouts under a minute).
+        poll_s: seconds between polls; default the session's (15 on AWS).
         progress: show a tqdm bar (notebook or terminal) with the status.
 
     Returns:
@@ -171,7 +173,7 @@ def wait_for_endpoint(
         DeploymentError: status ``Failed`` (with SageMaker's ``FailureReason``).
         TimeoutError: not ``InService`` within ``timeout_s``.
     """
-    sm = retrying_client("sagemaker", region)
+    sm = session.client("sagemaker")
     return wait_for_status(
         lambda: sm.describe_endpoint(EndpointName=name),
         status_key="EndpointStatus",
@@ -179,7 +181,7 @@ def wait_for_endpoint(
         failed=FAILED_STATES,
         label=f"endpoint {name}",
         timeout_s=timeout_s,
-        poll_s=poll_s,
+        poll_s=poll_s or min(session.poll_s, timeout_s / 4),
         progress=progress,
         failure=DeploymentError,
         hint=f" (logs: CloudWatch /aws/sagemaker/Endpoints/{name})",
@@ -191,7 +193,7 @@ def _is_not_found(err) -> bool:
     return "not found" in text or "could not find" in text or "does not exist" in text
 
 
-def delete_resources(name: str, region: str) -> list[tuple[str, str]]:
+def delete_resources(session: AwsSession, name: str) -> list[tuple[str, str]]:
     """Delete the autoscaling, endpoint, endpoint config and model called ``name``.
 
     Missing resources are skipped; other errors are logged and the next resource is still tried
@@ -200,10 +202,10 @@ def delete_resources(name: str, region: str) -> list[tuple[str, str]]:
     Returns:
         The ``(kind, name)`` pairs actually deleted.
     """
-    sm = retrying_client("sagemaker", region)
+    sm = session.client("sagemaker")
     deleted = []
     try:
-        deleted += [("scalable_target", r) for r in disable_autoscaling(name, region)]
+        deleted += [("scalable_target", r) for r in disable_autoscaling(session, name)]
     except Exception as err:  # noqa: BLE001 - clean-up must go on
         logger.error("could not remove autoscaling of %s: %s", name, err)
     for kind, call, key in (
@@ -225,16 +227,16 @@ class Deployment:
     """One endpoint's resources: :meth:`create` sends :attr:`requests`, :meth:`delete` undoes them.
 
     Attributes:
+        session: where the resources are created.
         name: name of the model, endpoint config and endpoint.
-        region: AWS region.
         requests: the three ``Create*`` requests (:func:`hosting_requests`).
         autoscaling: autoscaling to attach once ``InService``, or None.
         created: ``(kind, name)`` of what :meth:`create` created, in order.
         deleted: ``(kind, name)`` of what :meth:`delete` deleted.
     """
 
+    session: AwsSession
     name: str
-    region: str
     requests: dict[str, dict]
     autoscaling: AutoScaling | None = None
     created: list[tuple[str, str]] = field(default_factory=list)
@@ -256,6 +258,11 @@ class Deployment:
     def environment(self) -> dict[str, str]:
         return self.requests["CreateModel"]["PrimaryContainer"]["Environment"]
 
+    @property
+    def workers(self) -> int:
+        """Model-server workers per instance: requests it answers at once."""
+        return int(self.environment["SAGEMAKER_MODEL_SERVER_WORKERS"])
+
     def create(
         self, *, wait_timeout_s: float = 1800, poll_s: float | None = None, progress: bool = False
     ) -> None:
@@ -266,7 +273,7 @@ class Deployment:
             pt2aws.aws.DeploymentError, TimeoutError: see
                 :func:`wait_for_endpoint`.
         """
-        sm = retrying_client("sagemaker", self.region)
+        sm = self.session.client("sagemaker")
         sm.create_model(**self.requests["CreateModel"])
         self.created.append(("model", self.name))
         sm.create_endpoint_config(**self.requests["CreateEndpointConfig"])
@@ -274,15 +281,15 @@ class Deployment:
         sm.create_endpoint(**self.requests["CreateEndpoint"])
         self.created.append(("endpoint", self.name))
         wait_for_endpoint(
-            self.name, self.region, timeout_s=wait_timeout_s, poll_s=poll_s, progress=progress
+            self.session, self.name, timeout_s=wait_timeout_s, poll_s=poll_s, progress=progress
         )
         if self.autoscaling:
-            target = enable_autoscaling(self.name, self.region, self.autoscaling)
+            target = enable_autoscaling(self.session, self.name, self.autoscaling)
             self.created.append(("scalable_target", target))
 
     def delete(self) -> list[tuple[str, str]]:
         """Delete everything called :attr:`name` (see :func:`delete_resources`)."""
-        self.deleted = delete_resources(self.name, self.region)
+        self.deleted = delete_resources(self.session, self.name)
         logger.info("deleted %s", self.deleted)
         return self.deleted
 
@@ -291,7 +298,7 @@ class Deployment:
         from pt2aws.aws.invoke import EndpointClient
 
         kwargs.setdefault("max_items", int(self.environment.get("PT2AWS_MAX_BATCH", 64)))
-        return EndpointClient(self.name, region=self.region, **kwargs)
+        return EndpointClient(self.name, self.session, **kwargs)
 
     def invoke(
         self,
@@ -310,10 +317,9 @@ class Deployment:
 
 
 def new_deployment(
+    session: AwsSession,
     model_data_url: str,
     *,
-    role_arn: str,
-    region: str,
     instance_type: str = DEFAULT_INSTANCE_TYPE,
     image_uri: str | None = None,
     torch_version: str = INFERENCE_TORCH_VERSION,
@@ -326,21 +332,34 @@ def new_deployment(
     """A :class:`Deployment` with its requests built and checked; nothing is sent yet.
 
     An AWS DLC's architecture is checked against the instance; an image of your own is not (its
-    URI does not say which platform it was built for).
+    URI does not say which platform it was built for). The execution role is the session's.
+
+    Args:
+        session: where it will be created (region, execution role).
+        model_data_url: ``s3://`` URL of ``model.tar.gz`` (uploaded now or later).
+        instance_type: SageMaker hosting type.
+        image_uri: the serving image; default the AWS PyTorch inference DLC of the instance.
+        torch_version: the DLC's PyTorch version (without ``image_uri``).
+        name: model, endpoint config and endpoint name; default :func:`resource_name`.
+        tags: extra tags (``project=pt2aws`` and the creation time are always set).
+        environment: container environment on top of :func:`endpoint_environment`'s.
+        autoscaling: target tracking to attach once ``InService``; None: one instance.
+        network_isolation: ``EnableNetworkIsolation`` on the model.
 
     Raises:
         pt2aws.aws.images.ImageSelectionError: see :func:`pt2aws.aws.images.inference_image_uri`.
+        pt2aws.aws.session.RoleError: the session has no execution role.
         ValueError: an invalid resource name.
     """
     check_instance_type(instance_type)
-    image_uri = image_uri or inference_image_uri(region, torch_version, instance_type)
+    image_uri = image_uri or inference_image_uri(session.region, torch_version, instance_type)
     if is_aws_dlc(image_uri):
         check_image_matches_instance(image_uri, instance_type)
     name = check_name(name or resource_name())
     requests = hosting_requests(
         name,
         model_data_url=model_data_url,
-        role_arn=role_arn,
+        role_arn=session.require_role(),
         image_uri=image_uri,
         instance_type=instance_type,
         environment={**endpoint_environment(instance_type), **(environment or {})},
@@ -348,11 +367,12 @@ def new_deployment(
         instance_count=autoscaling.min_instances if autoscaling else 1,
         network_isolation=network_isolation,
     )
-    return Deployment(name=name, region=region, requests=requests, autoscaling=autoscaling)
+    return Deployment(session=session, name=name, requests=requests, autoscaling=autoscaling)
 
 
 @contextlib.contextmanager
 def deployed_endpoint(
+    session: AwsSession,
     model_data_url: str,
     *,
     wait_timeout_s: int = 1800,
@@ -367,20 +387,22 @@ def deployed_endpoint(
     creation (including the autoscaling set-up), so nothing billable is left behind.
 
     Args:
+        session: where to create it.
         model_data_url: ``s3://`` URL of ``model.tar.gz``
             (:func:`pt2aws.aws.artifact.upload_archive`).
         wait_timeout_s: seconds to wait for ``InService``.
         poll_s: seconds between status polls.
         progress: show the wait as a progress bar.
-        **kwargs: :func:`new_deployment`'s ``role_arn``, ``region``, ``instance_type``,
-            ``image_uri``, ``torch_version``, ``name``, ``tags``, ``environment``, ``autoscaling``.
+        **kwargs: :func:`new_deployment`'s ``instance_type``, ``image_uri``,
+            ``torch_version``, ``name``, ``tags``, ``environment``, ``autoscaling``,
+            ``network_isolation``.
 
     Raises:
         pt2aws.aws.images.ImageSelectionError: see :func:`new_deployment` (before any AWS call).
         pt2aws.aws.DeploymentError, TimeoutError: see
             :func:`wait_for_endpoint`.
     """
-    deployment = new_deployment(model_data_url, **kwargs)
+    deployment = new_deployment(session, model_data_url, **kwargs)
     try:
         deployment.create(wait_timeout_s=wait_timeout_s, poll_s=poll_s, progress=progress)
         yield deployment

@@ -97,7 +97,7 @@ class EndpointClient:
 
     Args:
         endpoint_name: the endpoint.
-        region: AWS region (default: the session's).
+        session: the :class:`pt2aws.aws.session.AwsSession` it is in (None with ``client``).
         max_payload_bytes: request size limit in bytes (default 5 MiB; must stay below 6 MB).
         max_items: texts per request (the handler's ``PT2AWS_MAX_BATCH``).
         max_attempts: tries per request including the first (botocore standard retry mode).
@@ -110,7 +110,7 @@ class EndpointClient:
     def __init__(
         self,
         endpoint_name: str,
-        region: str | None = None,
+        session=None,
         *,
         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
         max_items: int = DEFAULT_MAX_ITEMS,
@@ -126,16 +126,8 @@ class EndpointClient:
         self.max_payload_bytes = max_payload_bytes
         self.max_items = max_items
         self.requests_sent = 0
-        if client is None:
-            from botocore.config import Config
-
-            from pt2aws.aws.session import boto_session
-
-            config = Config(
-                retries={"mode": "standard", "total_max_attempts": max_attempts},
-                read_timeout=70,  # SageMaker answers or times out within 60 s
-            )
-            client = boto_session(region).client("sagemaker-runtime", config=config)
+        if client is None:  # SageMaker answers or times out within 60 s: read_timeout 70
+            client = session.client("sagemaker-runtime", max_attempts=max_attempts, read_timeout=70)
         self._client = client
 
     def invoke_raw(

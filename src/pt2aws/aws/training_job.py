@@ -10,7 +10,9 @@ hyperparameters come from :mod:`pt2aws.aws.training_inputs`.
 * :func:`launch_training_job`: stage code and data, then ``ModelTrainer.train``. The job writes
   the run folder (``model/``, ``metrics.json``, ``train_log.jsonl``) to ``/opt/ml/model``, which
   SageMaker uploads as ``model.tar.gz``; extracted, it is a local run's ``train/`` folder.
-* :func:`launch_on`: the notebooks' one call, on ``"emulator"`` or ``"aws"``.
+* :func:`launch_on`: the notebooks' one call, on the session's account (or the emulator).
+
+Every call takes the :class:`pt2aws.aws.session.AwsSession` made once in the notebook.
 """
 
 from __future__ import annotations
@@ -169,11 +171,10 @@ def model_trainer(spec: TrainingJobSpec, *, role_arn, session, bucket, source_di
 
 
 def launch_training_job(
+    session,
     cfg,
     *,
-    role_arn: str,
     work_dir: str | Path,
-    region: str = "us-east-1",
     bucket: str | None = None,
     base_job_name: str = "pt2aws-train",
     wait: bool = False,
@@ -186,11 +187,11 @@ def launch_training_job(
     run folder lands in ``s3://<bucket>/<base_job_name>/<job>/output/model.tar.gz``.
 
     Args:
+        session: the :class:`pt2aws.aws.session.AwsSession` (region, execution role: the job
+            assumes it and needs S3 read/write on ``bucket``).
         cfg: the :class:`pt2aws.config.TrainConfig` to run (``output_dir`` and ``dataset`` are
             replaced by container paths).
-        role_arn: SageMaker execution role the job assumes (S3 read/write on ``bucket``).
         work_dir: local scratch folder for the staged code and data.
-        region: AWS region of the job.
         bucket: S3 bucket for inputs and outputs; default ``sagemaker-<region>-<account>``.
         base_job_name: prefix of the job name and of its S3 folder.
         wait: block until the job finishes (minutes to hours on AWS).
@@ -201,23 +202,25 @@ def launch_training_job(
         A :class:`LaunchedJob`.
 
     Raises:
+        pt2aws.aws.session.RoleError: the session has no execution role (before any AWS call).
         pt2aws.aws.training_images.TrainingImageError, ValueError: see :func:`training_job_spec`
             (before any AWS call).
     """
     from sagemaker.train.configs import InputData
 
-    from pt2aws.aws.session import boto_session, default_bucket
+    from pt2aws.aws.session import default_bucket
 
-    spec = training_job_spec(cfg, region=region, **spec_kwargs)
+    role_arn = session.require_role()
+    spec = training_job_spec(cfg, region=session.region, **spec_kwargs)
     work_dir = Path(work_dir)
     source_dir = stage_source(work_dir / "code")
     data_file = prepare_data(cfg, work_dir / "data")
-    session = boto_session(region)
-    bucket = bucket or default_bucket(region)
+    boto = session.boto()
+    bucket = bucket or default_bucket(session)
     trainer = model_trainer(
         spec,
         role_arn=role_arn,
-        session=session,
+        session=boto,
         bucket=bucket,
         source_dir=source_dir,
         base_job_name=base_job_name,
@@ -240,19 +243,24 @@ def launch_training_job(
     )
 
 
-def training_cost_bound(instance_type: str, instance_count: int, max_runtime_s: int) -> dict:
-    """The most a job can cost: max runtime x instances x hourly price (SageMaker stops it then).
+def training_cost_bound(
+    instance_type: str, instance_count: int, max_runtime_s: int, region: str = "us-east-1"
+) -> dict:
+    """About the most a job's instance time can cost: max runtime x instances x hourly price.
 
-    Storage, data transfer and a job that fails early are not counted; Spot training would cost
-    less. The price is the catalog's (:func:`pt2aws.catalog.training_price`).
+    SageMaker stops the job after ``MaxRuntimeInSeconds``; uploading the model after the stop
+    adds a little, the ML storage volume is billed apart, and a job that fails early costs less.
+    The price is the catalog's (:func:`pt2aws.catalog.training_price`, us-east-1; another
+    region's note says so).
 
     Returns:
         ``{"usd": float | None, "usd_per_hour", "instance_hours", "price_verified",
-        "price_source", "formula"}``; ``usd`` is None when the catalog has no price for the type.
+        "price_source", "price", "formula"}``; ``usd`` is None when the catalog has no price for
+        the type; ``price`` is the price in words (:meth:`pt2aws.catalog.InstancePrice.describe`).
     """
     from pt2aws.catalog import training_price
 
-    price = training_price(instance_type)
+    price = training_price(instance_type, region)
     instance_hours = max_runtime_s / 3600 * instance_count
     return {
         "usd": round(instance_hours * price.usd_per_hour, 2) if price else None,
@@ -260,57 +268,40 @@ def training_cost_bound(instance_type: str, instance_count: int, max_runtime_s: 
         "instance_hours": instance_hours,
         "price_verified": bool(price and price.verified),
         "price_source": price.source["url"] if price else "none in pt2aws/instances.json",
+        "price": price.describe() if price else "no price in pt2aws/instances.json",
         "formula": f"{max_runtime_s / 3600:g} h x {instance_count} x "
         + (f"{price.usd_per_hour:g} USD/h" if price else "(no price known)"),
     }
 
 
-def launch_on(
-    target: str,
-    cfg,
-    *,
-    work_dir: str | Path,
-    role_arn: str = "",
-    region: str = "",
-    emulator_output: str | Path | None = None,
-    emulator_training_seconds: float = 0.0,
-    **kwargs,
-) -> dict:
-    """Launch on ``target`` (``"emulator"``: the local moto server; ``"aws"``: your account).
+def launch_on(session, cfg, *, work_dir: str | Path, **kwargs) -> dict:
+    """Launch ``cfg`` as a training job where ``session`` points (your account, or the emulator).
 
-    The notebooks' one call: starts and stops the emulator around the launch when asked, picks
-    the emulator's role, and returns :func:`job_summary` plus ``target``, ``region`` and the
-    ``cost_bound`` (:func:`training_cost_bound`).
+    The notebooks' one call: :func:`launch_training_job`, then :func:`job_summary` plus
+    ``target``, ``region`` and the ``cost_bound`` (:func:`training_cost_bound`). On the emulator
+    the job runs nothing; the emulator can put a local run folder where its ``model.tar.gz``
+    belongs (:func:`pt2aws.standins.aws_emulator.start`'s ``training_output``).
 
     Args:
-        target: ``emulator`` | ``aws``.
+        session: the :class:`pt2aws.aws.session.AwsSession` (region, execution role).
         cfg: the :class:`pt2aws.config.TrainConfig` to run.
         work_dir: local scratch folder for staged code and data.
-        role_arn: SageMaker execution role (required for ``aws``).
-        region: AWS region; empty = the session's (``us-east-1`` for the emulator).
-        emulator_output: emulator only: a local run folder (``train/``) uploaded as the job's
-            ``model.tar.gz`` (:meth:`pt2aws.standins.aws_emulator.Emulator.seed_training_output`),
-            so the way back into the run folder can be followed without AWS.
-        emulator_training_seconds: emulator only: how long the job stays ``InProgress``.
         **kwargs: passed to :func:`launch_training_job` (instance type and count, ...).
 
     Raises:
-        pt2aws.standins.aws_emulator.RoleError: ``aws`` without ``role_arn``.
-        ValueError: an unknown target.
+        pt2aws.aws.session.RoleError: the session has no execution role.
     """
-    from pt2aws.standins.aws_emulator import aws_target, execution_role, target_region
-
-    region = target_region(target, region)
-    role_arn = execution_role(target, role_arn)
-    with aws_target(target, region, training_seconds=emulator_training_seconds) as emulator:
-        job = launch_training_job(
-            cfg, role_arn=role_arn, work_dir=work_dir, region=region, **kwargs
-        )
-        if emulator is not None and emulator_output is not None:
-            emulator.seed_training_output(job.model_artifact_s3, emulator_output)
+    job = launch_training_job(session, cfg, work_dir=work_dir, **kwargs)
     spec = job.spec
-    bound = training_cost_bound(spec.instance_type, spec.instance_count, spec.max_runtime_s)
-    return {"target": target, "region": region, **job_summary(job), "cost_bound": bound}
+    bound = training_cost_bound(
+        spec.instance_type, spec.instance_count, spec.max_runtime_s, session.region
+    )
+    return {
+        "target": session.target,
+        "region": session.region,
+        **job_summary(job),
+        "cost_bound": bound,
+    }
 
 
 def job_summary(job: LaunchedJob) -> dict:

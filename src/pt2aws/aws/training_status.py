@@ -1,8 +1,7 @@
 """Follow a SageMaker training job after launch: status, wait, stop, and bring its model home.
 
-Each function takes the ``target`` the job was launched on (``"emulator"`` or ``"aws"``), like
-:func:`pt2aws.aws.training_job.launch_on`, so a notebook cell is one call. On the emulator the
-job created in an earlier cell is still there (moto keeps its state in the process).
+Each function takes the :class:`pt2aws.aws.session.AwsSession` the job was launched with
+(:func:`pt2aws.aws.training_job.launch_on`), so a notebook cell is one call.
 
 * :func:`job_status`: ``DescribeTrainingJob`` in a few fields, with what the job has cost so far
   (billable seconds x instances x the catalog's hourly price).
@@ -19,9 +18,7 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from pt2aws.aws.session import retrying_client
 from pt2aws.aws.waiting import wait_for_status
-from pt2aws.standins.aws_emulator import aws_target, target_region
 
 #: States after which a training job does not change any more.
 TERMINAL_STATES = ("Completed", "Failed", "Stopped")
@@ -31,14 +28,14 @@ class TrainingJobError(RuntimeError):
     """The training job failed or was stopped (the message carries SageMaker's reason)."""
 
 
-def _summary(described: dict) -> dict:
+def _summary(described: dict, region: str) -> dict:
     from pt2aws.catalog import training_price
 
     resources = described.get("ResourceConfig", {})
     instance_type = resources.get("InstanceType", "")
     count = resources.get("InstanceCount", 1)
     billable_s = described.get("BillableTimeInSeconds")
-    price = training_price(instance_type) if instance_type else None
+    price = training_price(instance_type, region) if instance_type else None
     return {
         "name": described["TrainingJobName"],
         "status": described["TrainingJobStatus"],
@@ -55,7 +52,7 @@ def _summary(described: dict) -> dict:
     }
 
 
-def job_status(target: str, name: str, region: str = "") -> dict:
+def job_status(session, name: str) -> dict:
     """The job's state now.
 
     Returns:
@@ -67,16 +64,13 @@ def job_status(target: str, name: str, region: str = "") -> dict:
     Raises:
         botocore.exceptions.ClientError: no such job (``ValidationException``).
     """
-    region = target_region(target, region)
-    with aws_target(target, region):
-        sm = retrying_client("sagemaker", region)
-        return _summary(sm.describe_training_job(TrainingJobName=name))
+    described = session.client("sagemaker").describe_training_job(TrainingJobName=name)
+    return _summary(described, session.region)
 
 
 def wait_for_job(
-    target: str,
+    session,
     name: str,
-    region: str = "",
     *,
     timeout_s: float = 4 * 3600,
     poll_s: float | None = None,
@@ -85,11 +79,10 @@ def wait_for_job(
     """Poll until the job is ``Completed``, showing its status and the elapsed seconds.
 
     Args:
-        target: ``"emulator"`` or ``"aws"``.
+        session: where the job runs (:class:`pt2aws.aws.session.AwsSession`).
         name: the training job.
-        region: its region; empty: the target's default.
         timeout_s: give up waiting (the job keeps running) after this many seconds.
-        poll_s: seconds between polls; default 15 (1 for timeouts under a minute).
+        poll_s: seconds between polls; default the session's (15 on AWS).
         progress: show a tqdm bar with the status.
 
     Returns:
@@ -99,25 +92,23 @@ def wait_for_job(
         TrainingJobError: the job ``Failed`` or was ``Stopped``.
         TimeoutError: still running after ``timeout_s`` (it is not stopped: see :func:`stop_job`).
     """
-    region = target_region(target, region)
-    with aws_target(target, region):
-        sm = retrying_client("sagemaker", region)
-        described = wait_for_status(
-            lambda: sm.describe_training_job(TrainingJobName=name),
-            status_key="TrainingJobStatus",
-            done=("Completed",),
-            failed=("Failed", "Stopped"),
-            label=f"training job {name}",
-            timeout_s=timeout_s,
-            poll_s=poll_s,
-            progress=progress,
-            failure=TrainingJobError,
-            hint=f" (logs: CloudWatch /aws/sagemaker/TrainingJobs, stream {name}/...)",
-        )
-    return _summary(described)
+    sm = session.client("sagemaker")
+    described = wait_for_status(
+        lambda: sm.describe_training_job(TrainingJobName=name),
+        status_key="TrainingJobStatus",
+        done=("Completed",),
+        failed=("Failed", "Stopped"),
+        label=f"training job {name}",
+        timeout_s=timeout_s,
+        poll_s=poll_s or min(session.poll_s, timeout_s / 4),
+        progress=progress,
+        failure=TrainingJobError,
+        hint=f" (logs: CloudWatch /aws/sagemaker/TrainingJobs, stream {name}/...)",
+    )
+    return _summary(described, session.region)
 
 
-def stop_job(target: str, name: str, region: str = "") -> dict:
+def stop_job(session, name: str) -> dict:
     """Stop a running job (``StopTrainingJob``); billing ends when it reaches ``Stopped``.
 
     Returns:
@@ -126,11 +117,9 @@ def stop_job(target: str, name: str, region: str = "") -> dict:
     Raises:
         botocore.exceptions.ClientError: the job is not running (``ValidationException``).
     """
-    region = target_region(target, region)
-    with aws_target(target, region):
-        sm = retrying_client("sagemaker", region)
-        sm.stop_training_job(TrainingJobName=name)
-        return _summary(sm.describe_training_job(TrainingJobName=name))
+    sm = session.client("sagemaker")
+    sm.stop_training_job(TrainingJobName=name)
+    return _summary(sm.describe_training_job(TrainingJobName=name), session.region)
 
 
 def _replace_into(source: Path, dest: Path) -> None:
@@ -145,7 +134,7 @@ def _replace_into(source: Path, dest: Path) -> None:
         shutil.move(str(entry), str(target))
 
 
-def fetch_model(target: str, model_artifact_s3: str, dest: str | Path, region: str = "") -> dict:
+def fetch_model(session, model_artifact_s3: str, dest: str | Path) -> dict:
     """Download the job's ``model.tar.gz`` and extract it into ``dest`` (the run's ``train/``).
 
     The archive is extracted with ``tarfile``'s ``data`` filter (no absolute paths, no links out
@@ -154,10 +143,9 @@ def fetch_model(target: str, model_artifact_s3: str, dest: str | Path, region: s
     ``metrics.json``, ``train_log.jsonl`` ...). Other entries of ``dest`` are kept.
 
     Args:
-        target: ``"emulator"`` or ``"aws"``.
+        session: where the bucket is (:class:`pt2aws.aws.session.AwsSession`).
         model_artifact_s3: ``s3://<bucket>/<prefix>/<job>/output/model.tar.gz``.
         dest: the folder to fill, e.g. ``RunDir(...).train_dir``.
-        region: the bucket's region; empty: the target's default.
 
     Returns:
         ``{"s3": str, "dest": str, "bytes": int (archive size), "files": [relative paths]}``.
@@ -168,20 +156,18 @@ def fetch_model(target: str, model_artifact_s3: str, dest: str | Path, region: s
     """
     from botocore.exceptions import ClientError
 
-    region = target_region(target, region)
     dest = Path(dest)
     bucket, key = model_artifact_s3.removeprefix("s3://").split("/", 1)
     dest.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=dest.parent, prefix=".fetch-") as tmp:
         archive, extracted = Path(tmp) / "model.tar.gz", Path(tmp) / "extracted"
-        with aws_target(target, region):
-            try:
-                retrying_client("s3", region).download_file(bucket, key, str(archive))
-            except ClientError as err:
-                raise FileNotFoundError(
-                    f"no model at {model_artifact_s3} ({err.response['Error']['Code']}): "
-                    "SageMaker writes it when the job completes; wait_for_job first"
-                ) from None
+        try:
+            session.client("s3").download_file(bucket, key, str(archive))
+        except ClientError as err:
+            raise FileNotFoundError(
+                f"no model at {model_artifact_s3} ({err.response['Error']['Code']}): "
+                "SageMaker writes it when the job completes; wait_for_job first"
+            ) from None
         with tarfile.open(archive, "r:gz") as tar:
             tar.extractall(extracted, filter="data")
         if not (extracted / "model" / "config.json").is_file():

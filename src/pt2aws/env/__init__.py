@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from pt2aws.config import get_profile
+from pt2aws.env.cpu import CpuFeatures, cpu_features
 from pt2aws.env.notes import problems
 from pt2aws.env.probes import (
     cpu_info,
@@ -25,7 +26,9 @@ from pt2aws.env.probes import (
 )
 
 __all__ = [
+    "CpuFeatures",
     "collect",
+    "cpu_features",
     "cpu_info",
     "disk_info",
     "efa_info",
@@ -87,10 +90,14 @@ def format_report(report: dict) -> str:
         "versions: " + ", ".join(f"{k} {val}" for k, val in v.items() if val),
         f"where: {report['where']['summary']}",
         f"CPU: {cpu['model']}{gen}, {cpu['logical_cores']} logical / "
-        f"{cpu.get('physical_cores') or '?'} physical cores; bf16={cpu['bf16']} amx={cpu['amx']} "
+        f"{cpu.get('physical_cores') or '?'} physical cores; torch dispatches {cpu.get('isa')}; "
+        f"bf16={cpu['bf16']} int8_dot={cpu.get('int8_dot')} amx={cpu['amx']} "
         f"avx512={cpu['avx512']} sve={cpu['sve']} graviton={cpu['graviton']}",
         f"memory: {mem / 2**30:.1f} GiB" if mem else "memory: unknown",
     ]
+    caps = (cpu.get("features") or {}).get("caps")
+    if caps:
+        lines.insert(4, "CPU capped: " + " ".join(f"{k}={v}" for k, v in caps.items()))
     if disk:
         lines.append(
             f"disk: {disk['free_bytes'] / 2**30:.1f} GiB free of {disk['total_bytes'] / 2**30:.0f} "

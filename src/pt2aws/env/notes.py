@@ -64,12 +64,17 @@ def _host_problems(report: dict) -> list[str]:
     """A CPU without bf16, little RAM or disk, no SageMaker SDK, profile full without a GPU."""
     notes = []
     cpu = report["cpu"]
+    features = cpu.get("features") or {}
     if not cpu["bf16"]:
-        notes.append(
+        why = (features.get("bf16_native") or {}).get("reason") or (
             "this CPU has no bf16 instructions"
             + (f" ({cpu['graviton_generation']})" if cpu.get("graviton_generation") else "")
-            + ": Graviton3+ (c7g/c8g) or Sapphire Rapids (c7i, AMX) run bf16 inference faster"
         )
+        notes.append(
+            f"no native bf16 ({why}): bf16 is emulated and slow here, so training and serving "
+            "stay fp32; Graviton3+ (c7g/c8g) or Sapphire Rapids (c7i, AMX) run bf16 inference faster"
+        )
+    notes += features.get("notes") or []
     mem = report.get("memory_bytes")
     if mem and mem < MIN_MEMORY:
         notes.append(

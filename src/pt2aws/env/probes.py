@@ -33,23 +33,34 @@ def _read(path: Path) -> str | None:
         return None
 
 
-def cpu_info(root: str | Path = "/", machine: str | None = None) -> dict:
-    """CPU model, cores and the ML-relevant feature flags (Linux ``/proc/cpuinfo``).
+def cpu_info(root: str | Path = "/", machine: str | None = None, features=None) -> dict:
+    """CPU model, cores and the ML-relevant features, as this process will use them.
+
+    Model and cores come from ``/proc/cpuinfo``; the features from
+    :func:`pt2aws.env.cpu.cpu_features` (the kernel's view: HWCAP on aarch64, CPUID on x86;
+    honouring ``ATEN_CPU_CAPABILITY`` / ``ONEDNN_MAX_CPU_ISA`` caps), because under QEMU user-mode
+    emulation ``/proc/cpuinfo`` describes the host. With a ``root`` other than ``/`` (tests),
+    the features are read from that tree's ``proc/cpuinfo`` flags, without caps.
 
     Args:
         root: file-system root to read ``proc/cpuinfo`` under (tests use a fake one).
         machine: ``platform.machine()`` override (``x86_64``, ``aarch64``).
+        features: a :class:`pt2aws.env.cpu.CpuFeatures` to report instead of probing.
 
     Returns:
-        ``{"model", "logical_cores", "physical_cores", "bf16", "amx", "avx512", "sve", "sve2",
-        "graviton", "graviton_generation", "core"}``. Flags are bools (False when
-        ``/proc/cpuinfo`` is unreadable); ``graviton_generation`` is e.g. ``"Graviton3"`` and
-        ``core`` ``"Neoverse V1"``, from the ``CPU part`` number and the instance catalog
-        (:func:`pt2aws.catalog.processor_by_cpu_part`), else None.
+        ``{"model", "logical_cores", "physical_cores", "bf16", "int8_dot", "amx", "avx512",
+        "sve", "sve2", "isa", "graviton", "graviton_generation", "core", "features"}``. Flags
+        are bools (``bf16``: native bf16, ``int8_dot``: int8 dot-product instructions, both as
+        capped); ``isa`` is torch's dispatch level; ``features`` is
+        :meth:`CpuFeatures.as_dict` (with the reasons); ``graviton_generation`` is e.g.
+        ``"Graviton3"`` and ``core`` ``"Neoverse V1"``, from the ``CPU part`` number and the
+        instance catalog (:func:`pt2aws.catalog.processor_by_cpu_part`), else None.
     """
+    from pt2aws.env.cpu import cpu_features, features_from, hardware_from_cpuinfo
+
     machine = machine or platform.machine()
     arm = is_arm64(machine)
-    model, part, flags, cores = None, None, set(), set()
+    model, part, cores = None, None, set()
     physical_id = "0"
     text = _read(Path(root) / "proc" / "cpuinfo") or ""
     logical = 0
@@ -62,17 +73,21 @@ def cpu_info(root: str | Path = "/", machine: str | None = None) -> dict:
             model = value
         elif key == "CPU part" and not part:
             part = value.lower()
-        elif key in ("flags", "Features"):
-            flags.update(value.split())
         elif key == "physical id":
             physical_id = value
         elif key == "core id":
             cores.add((physical_id, value))
+    if features is None:
+        if Path(root) == Path("/"):
+            features = cpu_features()
+        else:
+            hardware = hardware_from_cpuinfo(text)
+            features = features_from(machine, hardware, environ={}, model=model or machine)
+    if arm and any(line.startswith("flags") for line in text.splitlines()):
+        model = part = None  # an x86 host's /proc/cpuinfo under QEMU user mode: not this CPU
     generation, core = processor_by_cpu_part(part or "") or (None, None)
     if model is None:
-        model = (
-            f"{generation} ({core})" if generation else platform.processor() or machine or "unknown"
-        )
+        model = f"{generation} ({core})" if generation else features.model or machine
     logical_cores = (
         os.cpu_count() if Path(root) == Path("/") and os.cpu_count() else logical or None
     )
@@ -80,14 +95,17 @@ def cpu_info(root: str | Path = "/", machine: str | None = None) -> dict:
         "model": model,
         "logical_cores": logical_cores,
         "physical_cores": len(cores) or (logical_cores if arm else None),
-        "bf16": bool({"avx512_bf16", "amx_bf16", "bf16"} & flags),
-        "amx": "amx_tile" in flags,
-        "avx512": "avx512f" in flags,
-        "sve": "sve" in flags,
-        "sve2": "sve2" in flags,
-        "graviton": bool(generation) or (arm and ("sve" in flags or "bf16" in flags)),
+        "bf16": features.bf16_native.available,
+        "int8_dot": features.int8_dot.available,
+        "amx": features.amx.available,
+        "avx512": features.avx512.available,
+        "sve": features.sve.available,
+        "sve2": "sve2" in features.hardware and features.sve.available,
+        "isa": features.isa,
+        "graviton": bool(generation) or (arm and bool({"sve", "bf16"} & features.hardware)),
         "graviton_generation": generation,
         "core": core,
+        "features": features.as_dict(),
     }
 
 

@@ -4,7 +4,8 @@ Source: AWS Graviton Technical Guide, machinelearning/pytorch.md
 (github.com/aws/aws-graviton-getting-started, checked 2026-11):
 
 * ``DNNL_DEFAULT_FPMATH_MODE=BF16``: oneDNN's bf16 "fast math" GEMM kernels for fp32 models,
-  only where the CPU has bf16 instructions (Graviton3 and later; ``bf16`` in ``/proc/cpuinfo``);
+  only where the CPU has bf16 instructions (Graviton3 and later; ``HWCAP2_BF16`` in the
+  auxiliary vector, :func:`pt2aws.env.cpu_features`);
 * ``LRU_CACHE_CAPACITY=1024``: oneDNN primitive cache, so kernels are reused across input shapes;
 * ``THP_MEM_ALLOC_ENABLE=1``: transparent huge pages for large tensors (fewer TLB misses);
 * ``OMP_NUM_THREADS = vCPUs / processes``: one intra-op thread pool per model-server worker.
@@ -72,15 +73,20 @@ def runtime_settings(num_processes: int = 1, cpu: dict | None = None) -> dict:
 
     Args:
         num_processes: inference processes sharing the CPUs (model-server workers).
-        cpu: :func:`pt2aws.env.cpu_info` output (default: this machine).
+        cpu: ``{"bf16": bool, "graviton": bool}`` to use instead of this machine's
+            :func:`pt2aws.env.cpu_features` (native bf16 from the kernel's HWCAP, so an emulated
+            or containerised Graviton is seen as it is, and ``ONEDNN_MAX_CPU_ISA`` caps count).
 
     Returns:
         ``{"env": {name: value}, "threads": int, "reasons": {name: str}, "thp_mode": str|None}``.
     """
-    from pt2aws.env import cpu_info
     from pt2aws.system import available_cpus, is_arm64
 
-    cpu = cpu or cpu_info()
+    if cpu is None:
+        from pt2aws.env import cpu_features
+
+        features = cpu_features()
+        cpu = {"bf16": features.bf16_native.available, "graviton": is_arm64(features.arch)}
     settings = graviton_settings(
         arm64=is_arm64() or bool(cpu.get("graviton")),
         bf16=bool(cpu.get("bf16")),

@@ -1,13 +1,15 @@
-"""A local emulator of the AWS control plane (moto) for tests and workshops, and its model server.
+"""A local emulator of the AWS control plane (moto) for tests and workshops.
 
 :class:`Emulator` runs a moto server on 127.0.0.1 in this process and points every boto3 /
 SageMaker client at it through ``AWS_ENDPOINT_URL`` with fake credentials, so the product's real
 AWS code path runs unchanged over HTTP. It is an emulator: nothing is created in any AWS
-account, and endpoint invocations answer whatever the emulator was told to answer, e.g. the
-real serving stack on 127.0.0.1 started by :func:`local_model_server`. The moto patches it needs
-are in :mod:`pt2aws.standins.moto_patches`.
+account. An emulated endpoint answers with the serving software of its image running on this
+machine (:mod:`pt2aws.standins.emulated_endpoints`), or whatever a test tells it to. The moto
+patches it needs are in :mod:`pt2aws.standins.moto_patches`.
 
-:func:`aws_target` is the one switch the notebooks use: ``"emulator"`` or ``"aws"``.
+:func:`start` is what a notebook calls when it chooses the emulator: it returns the same
+:class:`pt2aws.aws.session.AwsSession` that :func:`pt2aws.aws.session.connect` returns for an
+account, carrying the emulator's URL, role and hooks.
 """
 
 from __future__ import annotations
@@ -15,9 +17,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import warnings
 from pathlib import Path
 
+from pt2aws.aws import session as aws_session
+from pt2aws.aws.session import AwsSession
 from pt2aws.standins import moto_patches
+from pt2aws.standins.emulated_endpoints import EndpointServers
 from pt2aws.system import free_port
 
 logger = logging.getLogger(__name__)
@@ -25,6 +31,8 @@ logger = logging.getLogger(__name__)
 EMULATOR_ACCOUNT = "123456789012"  # moto's default account id
 EMULATOR_REGION = "us-east-1"  # the emulator's default region (any region works)
 EMULATOR_ROLE_ARN = f"arn:aws:iam::{EMULATOR_ACCOUNT}:role/pt2aws-emulator-sagemaker-role"
+#: AMI ID the emulator answers for the public DLAMI parameters (moto knows only Amazon Linux's).
+PLACEHOLDER_AMI = "ami-0e0e0e0e0e0e0e0e0"
 #: Environment variables the emulator sets or clears while it runs (restored on exit).
 ENV_KEYS = (
     "AWS_ENDPOINT_URL",
@@ -40,16 +48,25 @@ ENV_KEYS = (
 class Emulator:
     """A moto server on 127.0.0.1 emulating S3, SageMaker, STS, IAM, SSM, EC2 and autoscaling.
 
-    Use as a context manager; while it runs, ``AWS_ENDPOINT_URL`` and fake credentials are set in
-    ``os.environ`` (restored on exit), so boto3 and the SageMaker SDK talk to it.
+    Use as a context manager (or :func:`start`); while it runs, ``AWS_ENDPOINT_URL`` and fake
+    credentials are set in ``os.environ`` (restored on exit), so boto3 and the SageMaker SDK
+    talk to it. The public DLAMI parameters pt2aws looks up are seeded with
+    :data:`PLACEHOLDER_AMI` (AWS-owned parameters do not exist in an emulator).
 
     Args:
         region: the emulated region (default ``us-east-1``).
         port: TCP port; default a free one.
-        invocations_url: where ``InvokeEndpoint`` forwards requests (moto_patches patch 3), e.g.
-            ``LocalEndpoint(...).url + "/invocations"``; ``None`` keeps moto's canned answers.
+        invocations_url: every ``InvokeEndpoint`` goes to this URL (moto_patches patch 3), e.g.
+            a test's stub server; ``None``: see ``endpoint_servers``.
         training_seconds: training jobs created while it runs stay ``InProgress`` this long
             (moto_patches patch 6); 0: ``Completed`` at once.
+        endpoint_servers: what answers an endpoint
+            (:data:`pt2aws.standins.emulated_endpoints.MODES`): ``"auto"`` its image's serving
+            software, started by ``CreateEndpoint``; ``"in_process"`` the archive's handler in
+            this process; ``"canned"`` moto's canned answers (``InService`` at once).
+        workdir: folder for the endpoints' model servers (default a temporary one).
+        training_output: a local run folder (``train/``) that a completed emulated training job
+            finds as its ``model.tar.gz`` (see :meth:`seed_training_output`).
 
     moto keeps its state in this process, not in the server: an emulator started later in the
     same process (a later notebook cell) still sees the buckets, jobs and endpoints.
@@ -61,10 +78,16 @@ class Emulator:
         port: int | None = None,
         invocations_url: str | None = None,
         training_seconds: float = 0.0,
+        endpoint_servers: str = "canned",
+        workdir: str | os.PathLike | None = None,
+        training_output: str | os.PathLike | None = None,
     ):
         self.region = region
         self.invocations_url = invocations_url
         self.training_seconds = training_seconds
+        self.endpoints = EndpointServers(endpoint_servers, workdir)
+        self.training_output = Path(training_output) if training_output else None
+        self.quotas = emulated_quotas()
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self._server = None
@@ -78,7 +101,11 @@ class Emulator:
         moto_patches.apply()
         moto_patches.clear_faults()
         moto_patches.forward_invocations_to(self.invocations_url)
+        moto_patches.serve_endpoints_with(self.endpoints)
         moto_patches.set_training_seconds(self.training_seconds)
+        output = self.training_output
+        moto_patches.set_training_output(output and (lambda: _run_folder_tarball(output)))
+        moto_patches.set_sagemaker_quotas(self.quotas)
         logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one log line per request otherwise
         self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
         self._server.start()
@@ -99,13 +126,18 @@ class Emulator:
             session_helper.sts_regional_endpoint = lambda region: self.url
         except (ImportError, AttributeError):
             self._sts_patch = None
+        self._seed_dlami_parameters()
         return self
 
     def stop(self) -> None:
-        """Stop the server and restore the environment (idempotent)."""
+        """Stop the server (and the endpoints' model servers) and restore the environment
+        (idempotent)."""
         moto_patches.clear_faults()
         moto_patches.forward_invocations_to(None)
+        moto_patches.serve_endpoints_with(None)
         moto_patches.set_training_seconds(0)
+        moto_patches.set_training_output(None)
+        self.endpoints.close()
         if self._sts_patch:
             module, original = self._sts_patch
             module.sts_regional_endpoint = original
@@ -126,23 +158,29 @@ class Emulator:
     def __exit__(self, *exc) -> None:
         self.stop()
 
-    def queue_endpoint_result(self, body: str, content_type: str = "application/json") -> None:
-        """Make the next ``InvokeEndpoint`` answer ``body`` (moto's result queue).
-
-        moto does not run models: without this (or a forwarding URL) it answers ``b"body"``.
-        """
-        import json
-        import urllib.request
-
-        payload = json.dumps({"results": [{"Body": body, "ContentType": content_type}]}).encode()
-        request = urllib.request.Request(
-            f"{self.url}/moto-api/static/sagemaker/endpoint-results",
-            data=payload,
-            headers={"Content-Type": "application/json"},
-            method="POST",
+    def session(self, role_arn: str = EMULATOR_ROLE_ARN) -> AwsSession:
+        """An :class:`pt2aws.aws.session.AwsSession` on this emulator (its role and hooks)."""
+        return AwsSession(
+            region=self.region,
+            role_arn=role_arn,
+            endpoint_url=self.url,
+            emulator=self,
+            poll_s=0.5,
         )
-        with urllib.request.urlopen(request, timeout=10) as response:
-            response.read()
+
+    def answered_by(self, endpoint_name: str) -> str:
+        """What answers (or answered) ``endpoint_name``'s invocations, in words."""
+        if self.invocations_url:
+            return f"the server at {self.invocations_url} (every endpoint)"
+        return self.endpoints.answered_by(endpoint_name)
+
+    def launch_instance(self, instance_type: str) -> str:
+        """An emulated EC2 instance (placeholder AMI) to send commands to; returns its id."""
+        from pt2aws.lessons.ec2.plan import run_instances_request
+
+        request = run_instances_request(instance_type, PLACEHOLDER_AMI, name="pt2aws-ec2")
+        reply = self.session().client("ec2").run_instances(**request)
+        return reply["Instances"][0]["InstanceId"]
 
     def seed_public_parameter(self, name: str, value: str) -> None:
         """Make the emulated SSM answer ``value`` for the AWS-owned public parameter ``name``.
@@ -156,13 +194,13 @@ class Emulator:
         """
         import datetime
 
-        from moto.ssm.models import Parameter, ssm_backends
+        from moto.ssm.models import Parameter
 
         if self._server is None:
             raise RuntimeError(
                 "start the emulator before seeding parameters (use `with Emulator()`)"
             )
-        store = ssm_backends[EMULATOR_ACCOUNT][self.region]._parameters
+        store = self._ssm_store()
         store[name].append(
             Parameter(
                 account_id=EMULATOR_ACCOUNT,
@@ -178,6 +216,27 @@ class Emulator:
             )
         )
 
+    def _ssm_store(self):
+        from moto.ssm.models import ssm_backends
+
+        return ssm_backends[EMULATOR_ACCOUNT][self.region]._parameters
+
+    def _seed_dlami_parameters(self) -> None:
+        """The public SSM parameters of the DLAMIs pt2aws may look up, as :data:`PLACEHOLDER_AMI`."""
+        from pt2aws import catalog
+        from pt2aws.aws.training_images import dlami_parameter
+
+        names = set()
+        with warnings.catch_warnings():  # support-date warnings belong to the launch plan
+            warnings.simplefilter("ignore")
+            for it in catalog.load_catalog():
+                with contextlib.suppress(KeyError, ValueError):
+                    names.add(dlami_parameter(it.name))
+        store = self._ssm_store()
+        for name in sorted(names):
+            if not store.get(name):
+                self.seed_public_parameter(name, PLACEHOLDER_AMI)
+
     def seed_training_output(self, model_artifact_s3: str, train_dir: str | os.PathLike) -> int:
         """Put a real run folder where an emulated training job's ``model.tar.gz`` belongs.
 
@@ -185,6 +244,7 @@ class Emulator:
         run of the same config: ``model/``, ``metrics.json``, ``train_log.jsonl`` ...; without
         ``checkpoints/``, which a job keeps out of its model archive) as a gzipped tar to
         ``model_artifact_s3``, so downloading and extracting the job's model is exercised.
+        (``training_output`` does this for every job that completes.)
 
         Returns:
             The archive's size in bytes.
@@ -192,12 +252,27 @@ class Emulator:
         Raises:
             FileNotFoundError: ``train_dir`` has no ``model/`` folder.
         """
-        from pt2aws.aws.session import boto_session
-
         body = _run_folder_tarball(Path(train_dir))
         bucket, key = model_artifact_s3.removeprefix("s3://").split("/", 1)
-        boto_session(self.region).client("s3").put_object(Bucket=bucket, Key=key, Body=body)
+        self.session().client("s3").put_object(Bucket=bucket, Key=key, Body=body)
         return len(body)
+
+
+def emulated_quotas() -> dict[str, tuple[float, bool]]:
+    """The emulator's SageMaker quotas (its own figures, not AWS's): 2 endpoint instances of
+    every hosting type pt2aws prices; training: 2 CPU instances, and GPU types at 0 with only a
+    default value, as new accounts often start (awslabs/amazon-sagemaker-examples#593)."""
+    from pt2aws import catalog
+    from pt2aws.aws.account import quota_name
+    from pt2aws.aws.endpoint_cost import DEFAULT_COMPARISON
+
+    quotas = {}
+    for name in dict.fromkeys([*DEFAULT_COMPARISON, *catalog.hosting_prices()]):
+        quotas[quota_name(name, "endpoint")] = (2.0, True)
+    for name in catalog.training_prices():
+        gpu = catalog.instance_family(name)[0] in "gp"
+        quotas[quota_name(name, "training")] = (0.0, False) if gpu else (2.0, True)
+    return quotas
 
 
 def _run_folder_tarball(train_dir: Path) -> bytes:
@@ -216,130 +291,49 @@ def _run_folder_tarball(train_dir: Path) -> bytes:
     return buffer.getvalue()
 
 
-@contextlib.contextmanager
-def local_model_server(
-    model,
-    workdir,
+def start(
+    region: str = "",
     *,
-    attempts: int = 3,
-    env: dict[str, str] | None = None,
-    server: str = "torchserve",
-):
-    """Start a local model server to answer the emulator's invocations.
-
-    Each attempt takes fresh free ports: the ports are picked before TorchServe binds them, so on
-    a busy machine another process can take one in between ("Address already in use"); that
-    attempt fails and the next one usually succeeds. Stops the server on exit.
-
-    Args:
-        model: ``model.tar.gz`` or a model folder.
-        workdir: folder for the server's files (``workdir``, then ``workdir-retry2`` ...).
-        attempts: starts to try.
-        env: extra server environment (e.g. ``{"PT2AWS_MAX_BATCH": "64"}``).
-        server: ``"torchserve"`` (:class:`pt2aws.standins.torchserve.LocalEndpoint`: the AWS DLC's
-            serving stack) or ``"asgi"`` (:class:`pt2aws.standins.asgi_local.AsgiEndpoint`: the
-            project's serving image's server).
-
-    Yields:
-        The running endpoint (``.url``, ``.startup_s``).
-
-    Raises:
-        pt2aws.standins.torchserve.LocalEndpointError: every attempt failed (the last error).
-    """
-    from pathlib import Path
-
-    from pt2aws.standins.torchserve import LocalEndpoint, LocalEndpointError
-
-    if server == "asgi":  # imported only when asked: it subclasses LocalEndpoint at import
-        from pt2aws.standins.asgi_local import AsgiEndpoint as endpoint_class
-    else:
-        endpoint_class = LocalEndpoint
-    last = None
-    for attempt in range(1, attempts + 1):
-        folder = Path(workdir) if attempt == 1 else Path(f"{workdir}-retry{attempt}")
-        endpoint = endpoint_class(model, folder, env=env)
-        try:
-            endpoint.start()
-        except LocalEndpointError as err:
-            last = err
-            logger.warning(
-                "local model server attempt %d/%d failed: %s", attempt, attempts, str(err)[:300]
-            )
-            continue
-        try:
-            yield endpoint
-        finally:
-            endpoint.stop()
-        return
-    raise last
-
-
-@contextlib.contextmanager
-def aws_target(
-    target: str,
-    region: str | None = None,
-    invocations_url: str | None = None,
+    model_servers: bool | str = True,
+    workdir: str | os.PathLike | None = None,
     training_seconds: float = 0.0,
-):
-    """``with aws_target("emulator") as emulator:`` ... (``None`` for ``"aws"``, the real account).
+    training_output: str | os.PathLike | None = None,
+    role_arn: str = EMULATOR_ROLE_ARN,
+) -> AwsSession:
+    """Start the emulator for this process and return its session (the notebooks' way in).
+
+    One emulator runs per process: one an earlier call started is stopped first (moto keeps its
+    state in the process, so what it held is still there). It runs until ``session.close()``,
+    or until :func:`pt2aws.aws.session.connect` switches the process to AWS.
 
     Args:
-        target: ``"emulator"`` (a local moto server, no cost) or ``"aws"`` (your account).
-        region: the emulator's region (default ``us-east-1``); ignored for ``"aws"``.
-        invocations_url: emulator only: forward ``InvokeEndpoint`` there (see :class:`Emulator`).
-        training_seconds: emulator only: how long new training jobs stay ``InProgress``.
+        region: the emulated region; empty: ``us-east-1``.
+        model_servers: ``True`` (``"auto"``): an endpoint answers with its image's serving
+            software on this machine (TorchServe for the AWS DLC, which needs Java, else the
+            archive's handler in this process; the project's server for your own image);
+            ``"in_process"``: always the handler in this process; ``False`` (``"canned"``):
+            moto's canned answers.
+        workdir: folder for the endpoints' model servers (their logs are there).
+        training_seconds: how long an emulated training job stays ``InProgress``.
+        training_output: a local run folder a completed emulated training job brings back as
+            its ``model.tar.gz`` (it trains nothing itself).
+        role_arn: the execution role the session carries.
 
-    Yields:
-        The running :class:`Emulator`, or ``None`` for ``"aws"``.
-
-    Raises:
-        ValueError: a target other than ``emulator`` or ``aws``.
+    Returns:
+        An :class:`pt2aws.aws.session.AwsSession` whose ``emulator`` is the running
+        :class:`Emulator`.
     """
-    if target == "emulator":
-        with Emulator(
-            region=region or EMULATOR_REGION,
-            invocations_url=invocations_url,
-            training_seconds=training_seconds,
-        ) as emulator:
-            yield emulator
-    elif target == "aws":
-        yield None
-    else:
-        raise ValueError(f"AWS_TARGET must be 'emulator' or 'aws', not {target!r}")
-
-
-def target_region(target: str, region: str = "") -> str:
-    """The region to work in: ``region`` if given, else the emulator's (``us-east-1``) for
-    ``"emulator"``, else the session's (``AWS_REGION`` / ``~/.aws/config``, default ``us-east-1``).
-
-    Raises:
-        ValueError: a target other than ``emulator`` or ``aws``.
-    """
-    from pt2aws.aws.session import boto_session
-
-    if target not in ("emulator", "aws"):
-        raise ValueError(f"AWS_TARGET must be 'emulator' or 'aws', not {target!r}")
-    if region:
-        return region
-    return EMULATOR_REGION if target == "emulator" else boto_session().region_name
-
-
-class RoleError(ValueError):
-    """``"aws"`` needs a SageMaker execution role and none was given."""
-
-
-def execution_role(target: str, role_arn: str = "") -> str:
-    """``role_arn``, or the emulator's role on ``"emulator"``.
-
-    Raises:
-        RoleError: ``"aws"`` without ``role_arn``; the message says where to find one.
-    """
-    if role_arn:
-        return role_arn
-    if target == "emulator":
-        return EMULATOR_ROLE_ARN
-    raise RoleError(
-        "AWS_TARGET='aws' needs ROLE_ARN: the ARN of a SageMaker execution role that can read "
-        "and write the bucket and pull the image (IAM console -> Roles, e.g. "
-        "arn:aws:iam::<account>:role/service-role/AmazonSageMaker-ExecutionRole-...)"
-    )
+    running = aws_session._RUNNING_EMULATOR["session"]
+    if running is not None:
+        running.close()
+    mode = {True: "auto", False: "canned"}.get(model_servers, model_servers)
+    emulator = Emulator(
+        region=region or EMULATOR_REGION,
+        training_seconds=training_seconds,
+        endpoint_servers=mode,
+        workdir=workdir,
+        training_output=training_output,
+    ).start()
+    session = emulator.session(role_arn)
+    aws_session._RUNNING_EMULATOR["session"] = session
+    return session

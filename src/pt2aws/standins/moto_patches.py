@@ -10,11 +10,16 @@ once per process by :func:`apply` (documented in ``../shared/notes/stack-notes.m
 2. **STS in the SageMaker SDK** builds its client with an explicit regional endpoint that bypasses
    ``AWS_ENDPOINT_URL``; :class:`~pt2aws.standins.aws_emulator.Emulator` points it at the emulator
    while it runs (it is a patch of the SDK, not of moto, so it lives there).
-3. **InvokeEndpoint forwarding.** moto runs no model: ``InvokeEndpoint`` answers a canned body.
-   With :func:`forward_invocations_to` it forwards the request body, ``Content-Type`` and
-   ``Accept`` to a model server's ``/invocations`` URL and answers with what that server
-   answered. A non-2xx answer becomes a ``ModelError`` (HTTP 424) naming the original status, as
-   SageMaker does, and an endpoint that does not exist (or was deleted) is a ``ValidationError``.
+3. **Endpoints that answer.** moto runs no model: its endpoint is ``InService`` at once and
+   ``InvokeEndpoint`` answers a canned body. With :func:`serve_endpoints_with` (an
+   :class:`pt2aws.standins.emulated_endpoints.EndpointServers`), ``CreateEndpoint`` starts the
+   model's image's serving software on this machine for its ``ModelDataUrl`` (read from the
+   emulated S3): the endpoint is ``Creating`` until that answers, then ``InService`` (or
+   ``Failed`` with the reason), ``InvokeEndpoint`` reaches it and ``DeleteEndpoint`` stops it.
+   With :func:`forward_invocations_to` every ``InvokeEndpoint`` goes to one URL instead (tests'
+   stub servers). Either way a non-2xx answer becomes a ``ModelError`` (HTTP 424) naming the
+   original status, as SageMaker does, and an endpoint that does not exist (or was deleted) is a
+   ``ValidationError``.
 4. **Fault injection.** :func:`add_fault` makes the next call(s) of an operation in
    :data:`FAULT_OPERATIONS` fail with a given AWS error code (e.g. ``ThrottlingException``).
 5. **IAM SimulatePrincipalPolicy** is not implemented by moto (HTTP 500, retried by botocore with
@@ -25,7 +30,13 @@ once per process by :func:`apply` (documented in ``../shared/notes/stack-notes.m
    no ``StopTrainingJob``. With :func:`set_training_seconds` a new job stays ``InProgress``
    that long (``DescribeTrainingJob`` then answers ``Completed``), and ``StopTrainingJob`` stops
    an ``InProgress`` job (``Stopped``) and refuses any other with a ``ValidationException``, as
-   AWS does. (Its output: :meth:`pt2aws.standins.aws_emulator.Emulator.seed_training_output`.)
+   AWS does. With :func:`set_training_output`, a job that reaches ``Completed`` finds a local run
+   folder's tarball where its ``model.tar.gz`` belongs (an emulated job trains nothing).
+7. **SageMaker service quotas.** moto's Service Quotas knows only ``vpc``. With
+   :func:`set_sagemaker_quotas` it answers ``ListServiceQuotas``, ``ListAWSDefaultServiceQuotas``,
+   ``GetServiceQuota`` and ``GetAWSDefaultServiceQuota`` for ``sagemaker`` from the emulator's own
+   table (names in AWS's pattern, values and codes the emulator's: a quota without an applied
+   value answers ``NoSuchResourceException`` to ``GetServiceQuota``, as AWS may).
 """
 
 from __future__ import annotations
@@ -42,7 +53,15 @@ FAULT_OPERATIONS = {
 }
 
 #: Per-process state read by the patched handlers (one emulator at a time).
-_state: dict = {"applied": False, "faults": {}, "forward_url": None, "training_seconds": 0.0}
+_state: dict = {
+    "applied": False,
+    "faults": {},
+    "forward_url": None,
+    "endpoints": None,
+    "training_seconds": 0.0,
+    "training_output": None,
+    "quotas": {},
+}
 
 
 def add_fault(
@@ -85,6 +104,24 @@ def forward_invocations_to(url: str | None) -> None:
     _state["forward_url"] = url
 
 
+def serve_endpoints_with(servers) -> None:
+    """Start a model server per emulated endpoint with ``servers``
+    (:class:`pt2aws.standins.emulated_endpoints.EndpointServers`); None: moto's canned ones."""
+    _state["endpoints"] = servers
+
+
+def set_training_output(tarball) -> None:
+    """``tarball()`` returns the bytes a completed emulated training job's ``model.tar.gz``
+    holds (written to the emulated S3 when the job completes); None: nothing is written."""
+    _state["training_output"] = tarball
+
+
+def set_sagemaker_quotas(quotas: dict[str, tuple[float, bool]]) -> None:
+    """The emulator's SageMaker quotas: ``{quota name: (value, applied)}`` (``applied`` False:
+    only an AWS default exists for it)."""
+    _state["quotas"] = dict(quotas)
+
+
 def set_training_seconds(seconds: float) -> None:
     """Training jobs created from now on stay ``InProgress`` for ``seconds`` (0: moto's instant
     ``Completed``)."""
@@ -97,8 +134,10 @@ def apply() -> None:
         return
     _patch_instance_types()
     _patch_faults_and_forwarding()
+    _patch_endpoint_servers()
     _patch_simulate_principal_policy()
     _patch_training_jobs()
+    _patch_service_quotas()
     _state["applied"] = True
 
 
@@ -131,34 +170,30 @@ def _raise_queued_fault(operation: str) -> None:
         raise error
 
 
-def _forward_invocation(url: str, body: bytes, headers) -> tuple[int, dict, bytes]:
-    """POST ``body`` to the model server at ``url``; map its answer as SageMaker does."""
-    import urllib.error
-    import urllib.request
+def _answer(status: int, content_type: str | None, body: bytes) -> tuple[int, dict, bytes]:
+    """A model server's answer as SageMaker returns it: 200 as is, anything else a ModelError."""
+    if status == 200:
+        return 200, {"Content-Type": content_type or "application/json"}, body
+    detail = body.decode("utf-8", "replace")[:2000]
+    message = f'Received client error ({status}) from primary with message "{detail}"'
+    payload = {"__type": "ModelError", "message": message, "OriginalStatusCode": status}
+    headers = {
+        "Content-Type": "application/json",
+        "x-amzn-ErrorType": "ModelError",
+        "status": 424,  # moto reads the status from this header
+    }
+    return 424, headers, json.dumps(payload).encode()
 
-    request = urllib.request.Request(
-        url,
-        data=body,
-        method="POST",
-        headers={
-            "Content-Type": headers.get("Content-Type") or "application/json",
-            "Accept": headers.get("Accept") or "application/json",
-        },
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=60) as response:
-            content_type = response.headers.get("Content-Type", "application/json")
-            return 200, {"Content-Type": content_type}, response.read()
-    except urllib.error.HTTPError as err:
-        detail = err.read().decode("utf-8", "replace")[:2000]
-        message = f'Received client error ({err.code}) from primary with message "{detail}"'
-        payload = {"__type": "ModelError", "message": message, "OriginalStatusCode": err.code}
-        headers = {
-            "Content-Type": "application/json",
-            "x-amzn-ErrorType": "ModelError",
-            "status": 424,  # moto reads the status from this header
-        }
-        return 424, headers, json.dumps(payload).encode()
+
+def _s3_object(account_id: str, url: str) -> bytes:
+    """The bytes of ``s3://bucket/key`` in the emulated S3 (no HTTP round trip)."""
+    from moto.s3.models import s3_backends
+
+    bucket, key = url.removeprefix("s3://").split("/", 1)
+    found = s3_backends[account_id]["aws"].get_object(bucket, key)
+    if found is None:
+        raise FileNotFoundError(f"{url} does not exist in the emulated S3")
+    return found.value
 
 
 def _check_endpoint_exists(response) -> None:
@@ -177,6 +212,8 @@ def _patch_faults_and_forwarding() -> None:  # patches 3 and 4
     from moto.sagemaker import responses
     from moto.sagemakerruntime import responses as runtime_responses
 
+    from pt2aws.standins.emulated_endpoints import _post
+
     for operation, name in FAULT_OPERATIONS.items():
         cls = (
             runtime_responses.SageMakerRuntimeResponse
@@ -187,12 +224,60 @@ def _patch_faults_and_forwarding() -> None:  # patches 3 and 4
 
         def wrapped(self, _original=original, _operation=operation):
             _raise_queued_fault(_operation)
-            if _operation == "InvokeEndpoint" and _state["forward_url"]:
+            if _operation != "InvokeEndpoint":
+                return _original(self)
+            content_type, accept = self.headers.get("Content-Type"), self.headers.get("Accept")
+            if _state["forward_url"]:
                 _check_endpoint_exists(self)
-                return _forward_invocation(_state["forward_url"], self.raw_body, self.headers)
+                return _answer(*_post(_state["forward_url"], self.raw_body, content_type, accept))
+            servers = _state["endpoints"]
+            if servers is not None and servers.active:
+                _check_endpoint_exists(self)
+                name = self.path.split("/")[2]
+                answer = servers.invoke(name, self.raw_body, content_type, accept)
+                if answer is not None:
+                    return _answer(*answer)
             return _original(self)
 
         setattr(cls, name, wrapped)
+
+
+def _patch_endpoint_servers() -> None:  # patch 3: CreateEndpoint starts, DeleteEndpoint stops
+    from moto.sagemaker import models
+
+    original_create = models.SageMakerModelBackend.create_endpoint
+    original_delete = models.SageMakerModelBackend.delete_endpoint
+
+    def create_endpoint(self, endpoint_name, endpoint_config_name, tags):
+        endpoint = original_create(self, endpoint_name, endpoint_config_name, tags)
+        servers = _state["endpoints"]
+        if servers is None or not servers.active:
+            return endpoint
+        config = self.endpoint_configs[endpoint_config_name]
+        model = self._models[config.production_variants[0]["ModelName"]]
+        container = model.primary_container or {}
+        endpoint.endpoint_status = "Creating"
+
+        def done(reason, _endpoint=endpoint):
+            _endpoint.endpoint_status = "Failed" if reason else "InService"
+            _endpoint.failure_reason = reason
+
+        servers.create(
+            endpoint_name,
+            image=container.get("Image", ""),
+            environment=container.get("Environment") or {},
+            fetch=lambda: _s3_object(self.account_id, container.get("ModelDataUrl", "")),
+            done=done,
+        )
+        return endpoint
+
+    def delete_endpoint(self, endpoint_name):
+        original_delete(self, endpoint_name)
+        if _state["endpoints"] is not None:
+            _state["endpoints"].delete(endpoint_name)
+
+    models.SageMakerModelBackend.create_endpoint = create_endpoint
+    models.SageMakerModelBackend.delete_endpoint = delete_endpoint
 
 
 def _patch_simulate_principal_policy() -> None:  # patch 5
@@ -211,10 +296,18 @@ def _patch_simulate_principal_policy() -> None:  # patch 5
     IamResponse.simulate_principal_policy = simulate_principal_policy
 
 
-def _refresh_training_status(job) -> None:
+def _refresh_training_status(job, account_id: str) -> None:
     done_at = getattr(job, "pt2aws_done_at", None)
     if job.training_job_status == "InProgress" and done_at and time.time() >= done_at:
         job.training_job_status = job.secondary_status = "Completed"
+    output = _state["training_output"]
+    if job.training_job_status == "Completed" and output and not getattr(job, "pt2aws_out", 0):
+        from moto.s3.models import s3_backends
+
+        url = job.model_artifacts["S3ModelArtifacts"]
+        bucket, key = url.removeprefix("s3://").split("/", 1)
+        s3_backends[account_id]["aws"].put_object(bucket, key, output())
+        job.pt2aws_out = True
 
 
 def _patch_training_jobs() -> None:  # patch 6
@@ -235,7 +328,7 @@ def _patch_training_jobs() -> None:  # patch 6
         job = response.sagemaker_backend.training_jobs.get(name)
         if job is None:
             raise ValidationError(message=f"Could not find training job '{name}'.")
-        _refresh_training_status(job)
+        _refresh_training_status(job, response.current_account)
         return job
 
     original_describe = responses.SageMakerResponse.describe_training_job
@@ -257,3 +350,70 @@ def _patch_training_jobs() -> None:  # patch 6
     models.FakeTrainingJob.__init__ = init
     responses.SageMakerResponse.describe_training_job = describe_training_job
     responses.SageMakerResponse.stop_training_job = stop_training_job
+
+
+def _quota_entries(region: str, applied_only: bool) -> list[dict]:
+    import hashlib
+
+    out = []
+    for name, (value, applied) in sorted(_state["quotas"].items()):
+        if applied_only and not applied:
+            continue
+        code = "L-EMU" + hashlib.sha1(name.encode()).hexdigest()[:5].upper()
+        out.append(
+            {
+                "ServiceCode": "sagemaker",
+                "ServiceName": "Amazon SageMaker",
+                "QuotaArn": f"arn:aws:servicequotas:{region}::sagemaker/{code}",
+                "QuotaCode": code,
+                "QuotaName": name,
+                "Value": float(value),
+                "Unit": "None",
+                "Adjustable": True,
+                "GlobalQuota": False,
+            }
+        )
+    return out
+
+
+def _patch_service_quotas() -> None:  # patch 7
+    from moto.servicequotas.exceptions import NoSuchResource
+    from moto.servicequotas.responses import ServiceQuotasResponse
+
+    original_defaults = ServiceQuotasResponse.list_aws_default_service_quotas
+    original_get = ServiceQuotasResponse.get_service_quota
+
+    def params(self) -> dict:
+        return json.loads(self.body or "{}")
+
+    def one(self, applied_only: bool) -> str:
+        code = params(self).get("QuotaCode")
+        for quota in _quota_entries(self.region, applied_only):
+            if quota["QuotaCode"] == code:
+                return json.dumps({"Quota": quota})
+        raise NoSuchResource
+
+    def list_service_quotas(self):
+        if params(self).get("ServiceCode") != "sagemaker":
+            raise NoSuchResource
+        return json.dumps({"Quotas": _quota_entries(self.region, applied_only=True)})
+
+    def list_aws_default_service_quotas(self):
+        if params(self).get("ServiceCode") != "sagemaker":
+            return original_defaults(self)
+        return json.dumps({"Quotas": _quota_entries(self.region, applied_only=False)})
+
+    def get_service_quota(self):
+        if params(self).get("ServiceCode") != "sagemaker":
+            return original_get(self)
+        return one(self, applied_only=True)
+
+    def get_aws_default_service_quota(self):
+        if params(self).get("ServiceCode") != "sagemaker":
+            raise NoSuchResource
+        return one(self, applied_only=False)
+
+    ServiceQuotasResponse.list_service_quotas = list_service_quotas
+    ServiceQuotasResponse.list_aws_default_service_quotas = list_aws_default_service_quotas
+    ServiceQuotasResponse.get_service_quota = get_service_quota
+    ServiceQuotasResponse.get_aws_default_service_quota = get_aws_default_service_quota

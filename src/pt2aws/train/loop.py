@@ -122,9 +122,10 @@ class FineTune:
         self.lengths = [len(r["input_ids"]) for r in self.rows["train"]]
         self.full_lengths = token_lengths(self.tokenizer, self.data.splits["train"]["text"])
         self.model_config = self.model.config
-        # Batches are padded per batch, to a multiple of 8 (tensor-core friendly shapes).
+        # Batches are padded per batch: to a multiple of 8 on GPU or compiled, else to the longest
+        pad_to = 8 if self.flags["pad_to_multiple_of_8"].enabled else None
         self.collator = DataCollatorWithPadding(
-            self.tokenizer, pad_to_multiple_of=8, return_tensors="pt"
+            self.tokenizer, pad_to_multiple_of=pad_to, return_tensors="pt"
         )
         self.steps_per_epoch = math.ceil(len(self._batches(0)) / cfg.gradient_accumulation_steps)
         self.total_steps = (

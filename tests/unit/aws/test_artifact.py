@@ -9,11 +9,10 @@ import pytest
 from support.long_texts import LONG, SHORT
 
 from pt2aws.aws import artifact
-from pt2aws.aws.session import boto_session
 
 
 def test_upload_is_encrypted(emulator, model_url):
-    s3 = boto_session().client("s3")
+    s3 = emulator.session().client("s3")
     head = s3.head_object(Bucket="sagemaker-us-east-1-123456789012", Key="t/model.tar.gz")
     assert model_url == "s3://sagemaker-us-east-1-123456789012/t/model.tar.gz"
     assert head["ServerSideEncryption"] == "AES256"

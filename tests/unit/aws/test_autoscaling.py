@@ -4,7 +4,6 @@ import pytest
 from support.emulator import NOTHING, deploy_on_emulator
 
 from pt2aws.aws import autoscaling, session
-from pt2aws.aws.session import boto_session
 
 
 def test_autoscaling_is_set_and_removed(emulator, model_url):
@@ -12,7 +11,7 @@ def test_autoscaling_is_set_and_removed(emulator, model_url):
         min_instances=1, max_instances=3, target_invocations_per_instance=500
     )
     with deploy_on_emulator(emulator, model_url, "pt2aws-scale", autoscaling=scaling) as d:
-        client = boto_session().client("application-autoscaling")
+        client = emulator.session().client("application-autoscaling")
         (target,) = client.describe_scalable_targets(ServiceNamespace="sagemaker")[
             "ScalableTargets"
         ]
@@ -33,7 +32,7 @@ def test_autoscaling_is_set_and_removed(emulator, model_url):
         )
     assert ("scalable_target", "endpoint/pt2aws-scale/variant/AllTraffic") in d.deleted
     assert client.describe_scaling_policies(ServiceNamespace="sagemaker")["ScalingPolicies"] == []
-    assert session.billable_resources(region=emulator.region) == NOTHING
+    assert session.billable_resources(emulator.session()) == NOTHING
 
 
 def test_autoscaling_config_is_validated():

@@ -1,55 +1,26 @@
-"""Tests of :mod:`pt2aws.aws.endpoint`: ``deploy_on``, on the emulator."""
+"""Tests of :mod:`pt2aws.aws.endpoint` and notebook 03's deployment lifecycle, call by call, on
+the emulator (issue 18).
+
+The steps are the notebook's: upload, CreateModel, CreateEndpointConfig, CreateEndpoint, wait,
+InvokeEndpoint, delete in ``finally``. The emulated endpoint is answered by the archive's own
+handler in this process (``model_servers="in_process"``: no Java, seconds), or by the project's
+serving image's server for a custom image.
+"""
 
 from __future__ import annotations
 
-import contextlib
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from botocore.exceptions import ClientError
 
-from pt2aws.aws import artifact, endpoint, hosting, images
-from pt2aws.standins.aws_emulator import EMULATOR_ROLE_ARN, RoleError
+from pt2aws.aws import artifact, endpoint, hosting, images, invoke
+from pt2aws.aws.session import AwsSession, RoleError, billable_resources, resource_name
+from pt2aws.standins import aws_emulator, moto_patches
 
 TEXTS = ["I love it", "I hate it", "café ☕"]
-
-
-PREDICTIONS = [
-    {"label": "positive", "score": 0.9},
-    {"label": "negative", "score": 0.8},
-    {"label": "positive", "score": 0.6},
-]
-
-
-def canned_server(answer: list[dict], seen: list[bytes]):
-    """A ``local_server`` callable: ``POST /invocations`` answers ``answer``, records bodies."""
-
-    @contextlib.contextmanager
-    def start(archive, workdir):
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                seen.append(self.rfile.read(int(self.headers["Content-Length"])))
-                body = json.dumps(answer).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args):
-                pass
-
-        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        server.url = f"http://127.0.0.1:{server.server_address[1]}"
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        try:
-            yield server
-        finally:
-            server.shutdown()
-            server.server_close()
-
-    return start
+CUSTOM = "123456789012.dkr.ecr.us-east-1.amazonaws.com/pt2aws-serve:2026.12"
+NOTHING = {"endpoints": [], "endpoint_configs": [], "models": [], "scalable_targets": []}
 
 
 @pytest.fixture(scope="module")
@@ -57,82 +28,169 @@ def archive(smoke_model_dir, tmp_path_factory):
     return artifact.package(smoke_model_dir, tmp_path_factory.mktemp("deploy") / "model.tar.gz")
 
 
-CUSTOM = "123456789012.dkr.ecr.us-east-1.amazonaws.com/pt2aws-serve:2026.12"
+@pytest.fixture(scope="module")
+def session(tmp_path_factory):
+    on = aws_emulator.start(model_servers="in_process", workdir=tmp_path_factory.mktemp("eps"))
+    yield on
+    on.close()
 
 
-def _s3_object_exists(url: str) -> bool:
-    from botocore.exceptions import ClientError
-
-    from pt2aws.aws.session import boto_session
-    from pt2aws.standins.aws_emulator import Emulator
-
-    bucket, key = url.removeprefix("s3://").split("/", 1)
-    with Emulator():  # moto keeps its state in this process
-        try:
-            boto_session("us-east-1").client("s3").head_object(Bucket=bucket, Key=key)
-        except ClientError:
-            return False
-    return True
-
-
-def test_deploy_on_emulator_answers_from_the_chosen_server(archive, tmp_path):
-    seen: list[bytes] = []
-    result = endpoint.deploy_on(
-        "emulator",
-        archive,
-        endpoint.DeploySettings(name_prefix="pt2aws-t", progress=False),
-        texts=TEXTS,
-        local_predictions=PREDICTIONS,
-        workdir=tmp_path / "serve",
-        local_server=canned_server(PREDICTIONS, seen),
+def _plan(session, prefix: str, image: str = "dlc", **kwargs):
+    chosen = endpoint.choose_image(image, session.region, "ml.c7g.xlarge", **kwargs)
+    name = resource_name(prefix)
+    bucket = f"sagemaker-{session.region}-{session.account()}"
+    deployment = hosting.new_deployment(
+        session,
+        f"s3://{bucket}/pt2aws/{name}/model.tar.gz",
+        name=name,
+        image_uri=chosen["image_uri"],
+        environment=endpoint.serving_environment(image, "ml.c7g.xlarge"),
+        network_isolation=kwargs.get("network_isolation", False),
     )
-    assert result["target"] == "emulator" and result["region"] == "us-east-1"
-    assert result["image_uri"] == images.inference_image_uri("us-east-1")
-    assert result["answer"] == PREDICTIONS and result["matches_local"] is True
-    assert result["answer_source"] == "local server (start)"
-    assert [json.loads(b)["inputs"] for b in seen] == [TEXTS]  # one request, UTF-8 texts
-    assert result["archive_valid"] is True and result["archive_bytes"] == archive.stat().st_size
-    name = result["endpoint_name"]
-    assert name.startswith("pt2aws-t-20")
-    assert result["model_data_url"] == (
-        f"s3://sagemaker-us-east-1-123456789012/pt2aws/{name}/model.tar.gz"
+    return chosen, deployment
+
+
+def _lifecycle(session, archive, deployment, *, keep_endpoint=False, load_requests=0):
+    """The notebook's lifecycle cell."""
+    sm = session.client("sagemaker")
+    outcome = {"answer": None, "load_test": None, "deleted": [], "model_data_deleted": False}
+    try:
+        artifact.upload_archive(session, archive, deployment.model_data_url)
+        sm.create_model(**deployment.requests["CreateModel"])
+        sm.create_endpoint_config(**deployment.requests["CreateEndpointConfig"])
+        sm.create_endpoint(**deployment.requests["CreateEndpoint"])
+        hosting.wait_for_endpoint(session, deployment.name, timeout_s=120, progress=False)
+        client = deployment.client()
+        outcome["answer"] = client.predict(TEXTS)
+        if load_requests:
+            outcome["load_test"] = invoke.load_test(
+                client, TEXTS, max_requests=load_requests, concurrency=deployment.workers
+            )
+    finally:
+        keep = keep_endpoint and outcome["answer"] is not None
+        if not keep:
+            outcome["deleted"] = hosting.delete_resources(session, deployment.name)
+            outcome["model_data_deleted"] = artifact.delete_uploaded(
+                session, deployment.model_data_url
+            )
+    return outcome
+
+
+def test_lifecycle_answers_like_the_handler_and_leaves_nothing(session, archive):
+    local = artifact.smoke_test_archive(archive, TEXTS)
+    chosen, deployment = _plan(session, "pt2aws-life")
+    status = []
+    describe = session.client("sagemaker").describe_endpoint
+    outcome = _lifecycle(session, archive, deployment, load_requests=12)
+    with pytest.raises(ClientError, match="Could not find endpoint"):
+        describe(EndpointName=deployment.name)
+    status.append(outcome["answer"])
+    left = billable_resources(session, prefix=deployment.name)
+    record = endpoint.deployment_record(
+        session,
+        deployment,
+        image=chosen,
+        archive=artifact.validate_archive(archive, smoke_test=False),
+        local_predictions=local,
+        deployed=True,
+        left=left,
+        **outcome,
     )
-    assert [k for k, _ in result["created"]] == ["model", "endpoint_config", "endpoint"]
-    assert sorted(k for k, _ in result["deleted"]) == ["endpoint", "endpoint_config", "model"]
-    assert result["resources_left"] == 0
-    assert result["image"] == "dlc" and result["image_support"]["end_of_patch"] == "2026-06-30"
-    assert result["image_support"]["past"] is True
-    assert result["model_data_deleted"] is True and "load_test" not in result
-    assert json.loads(json.dumps(result)) == result  # JSON-ready for deploy.json
+    assert record["answer"] == local and record["matches_local"] is True
+    assert record["answer_source"].startswith("the archive's handler in this Python process")
+    assert sorted(k for k, _ in record["deleted"]) == ["endpoint", "endpoint_config", "model"]
+    assert record["resources_left"] == 0 and left == NOTHING and record["kept"] is None
+    load = record["load_test"]
+    assert (load["requests"], load["errors"], load["concurrency"]) == (12, 0, 4)
+    assert record["image_uri"] == images.inference_image_uri("us-east-1")
+    assert record["image_support"]["past"] is True and record["model_data_deleted"] is True
+    assert record["requests"]["CreateModel"]["ExecutionRoleArn"] == session.role_arn
+    assert json.loads(json.dumps(record)) == record
+    shown = endpoint.format_record(record)
+    assert "matches the in-process handler: True" in shown and "load test: 12 requests" in shown
+    assert "resources left with this name: 0" in shown and "p90" in shown
 
 
-def test_requests_shown_are_the_requests_sent(archive, tmp_path):
-    settings = endpoint.DeploySettings(name_prefix="pt2aws-r", progress=False)
-    result = endpoint.deploy_on(
-        "emulator", archive, settings, texts=TEXTS, local_server=False, workdir=tmp_path
+def test_endpoint_is_creating_until_its_server_answers(session, archive):
+    _, deployment = _plan(session, "pt2aws-wait")
+    sm = session.client("sagemaker")
+    try:
+        artifact.upload_archive(session, archive, deployment.model_data_url)
+        sm.create_model(**deployment.requests["CreateModel"])
+        sm.create_endpoint_config(**deployment.requests["CreateEndpointConfig"])
+        sm.create_endpoint(**deployment.requests["CreateEndpoint"])
+        first = sm.describe_endpoint(EndpointName=deployment.name)["EndpointStatus"]
+        done = hosting.wait_for_endpoint(session, deployment.name, timeout_s=120, progress=False)
+    finally:
+        hosting.delete_resources(session, deployment.name)
+    assert first == "Creating" and done["EndpointStatus"] == "InService"
+
+
+@pytest.mark.parametrize(
+    ("operation", "created"),
+    [("CreateModel", 0), ("CreateEndpointConfig", 1), ("CreateEndpoint", 2)],
+)
+def test_a_refused_create_leaves_nothing_billable(session, archive, operation, created):
+    _, deployment = _plan(session, f"pt2aws-quota{created}")
+    moto_patches.add_fault(operation, "ResourceLimitExceeded", "account quota reached", 400)
+    with pytest.raises(ClientError, match="ResourceLimitExceeded"):
+        _lifecycle(session, archive, deployment)
+    assert billable_resources(session, prefix=deployment.name) == NOTHING
+
+
+def test_an_endpoint_whose_server_fails_is_failed_and_cleaned_up(session, tmp_path):
+    broken = tmp_path / "model.tar.gz"
+    broken.write_bytes(b"not a tarball")
+    _, deployment = _plan(session, "pt2aws-broken")
+    with pytest.raises(hosting.DeploymentError, match="is Failed: the serving software did not"):
+        _lifecycle(session, broken, deployment)
+    assert billable_resources(session, prefix=deployment.name) == NOTHING
+
+
+def test_kept_endpoint_costs_by_the_hour_until_the_cleanup_command(session, archive):
+    import subprocess
+    import sys
+
+    _, deployment = _plan(session, "pt2aws-keep")
+    outcome = _lifecycle(session, archive, deployment, keep_endpoint=True)
+    assert outcome["deleted"] == [] and outcome["answer"] is not None
+    left = billable_resources(session, prefix=deployment.name)
+    assert sum(map(len, left.values())) == 3
+    kept = endpoint.kept_endpoint(session, deployment.name, "ml.c7g.xlarge")
+    assert kept["usd_per_hour"] == 0.1734 and kept["usd_per_day"] == pytest.approx(4.1616)
+    assert kept["cleanup_command"] == (
+        f"pt2aws cleanup --prefix {deployment.name} --region us-east-1 --yes"
     )
-    shown = endpoint.sagemaker_requests(
-        settings,
-        "us-east-1",
-        name=result["endpoint_name"],
-        model_data_url=result["model_data_url"],
-        role_arn=EMULATOR_ROLE_ARN,
-    )
-    sent = result["requests"]
-    for requests in (shown, sent):  # the creation time stamp differs by design
-        for request in requests.values():
-            request["Tags"] = [t for t in request["Tags"] if t["Key"] != "pt2aws:created-at"]
-    assert shown == sent
-    assert set(sent) == {"CreateModel", "CreateEndpointConfig", "CreateEndpoint"}
-    container = sent["CreateModel"]["PrimaryContainer"]
-    assert container["Environment"]["SAGEMAKER_MODEL_SERVER_WORKERS"] == "4"
-    assert sent["CreateEndpointConfig"]["ProductionVariants"][0]["InstanceType"] == "ml.c7g.xlarge"
-    # no Java / local_server=False: the emulator replays the in-process handler's answer
-    assert result["answer_source"] == "replayed handler output (local_server=False)"
-    assert result["answer"] == result["local_predictions"] and result["matches_local"] is True
+    # the command as a user runs it: another process (it reaches the emulator over HTTP)
+    command = [sys.executable, "-m", "pt2aws.cli", *kept["cleanup_command"].split()[1:]]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert f"deleted endpoint {deployment.name}" in done.stdout
+    assert billable_resources(session, prefix=deployment.name) == NOTHING
 
 
-def test_aws_without_role_fails_before_any_aws_call(archive, monkeypatch):
+def test_image_choice_is_checked_before_any_aws_call():
+    region = "us-east-1"
+    with pytest.raises(ValueError, match="network isolation needs IMAGE='custom'"):
+        endpoint.choose_image("dlc", region, "ml.c7g.xlarge", network_isolation=True)
+    with pytest.raises(ValueError, match="image must be one of"):
+        endpoint.choose_image("ubuntu", region, "ml.c7g.xlarge")
+    with pytest.raises(images.ImageSelectionError, match="not a private ECR image URI"):
+        endpoint.choose_image("custom", region, "ml.c7g.xlarge")
+    with pytest.raises(images.ImageSelectionError, match="is in us-east-1 but the endpoint"):
+        endpoint.choose_image("custom", "eu-west-1", "ml.c7g.xlarge", image_uri=CUSTOM)
+    x86 = "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-inference:2.6.0-cpu-py312"
+    with pytest.raises(images.ImageSelectionError, match="x86_64 but ml.c7g.xlarge"):
+        endpoint.choose_image("dlc", region, "ml.c7g.xlarge", image_uri=x86)
+    with pytest.raises(images.ImageSelectionError, match="not a SageMaker real-time hosting"):
+        endpoint.choose_image("dlc", region, "ml.c99g.xlarge")
+    custom = endpoint.choose_image("custom", region, "ml.c7g.xlarge", image_uri=CUSTOM)
+    assert custom["image_uri"] == CUSTOM and custom["support"]["image"] == "custom"
+    assert endpoint.serving_environment("custom", "ml.c7g.xlarge")["PT2AWS_VARIANT"] == "auto"
+    assert "PT2AWS_VARIANT" not in endpoint.serving_environment("dlc", "ml.c7g.xlarge")
+
+
+def test_an_aws_session_without_a_role_fails_before_any_aws_call(monkeypatch):
     import botocore.client
 
     def no_aws(*a, **k):
@@ -140,132 +198,21 @@ def test_aws_without_role_fails_before_any_aws_call(archive, monkeypatch):
 
     monkeypatch.setattr(botocore.client.BaseClient, "_make_api_call", no_aws)
     with pytest.raises(RoleError, match="needs ROLE_ARN"):
-        endpoint.deploy_on(
-            "aws",
-            archive,
-            endpoint.DeploySettings(region="eu-west-1"),
-            texts=TEXTS,
-            local_predictions=PREDICTIONS,
-        )
-    with pytest.raises(images.ImageSelectionError, match="x86_64 but ml.c7g.xlarge"):
-        endpoint.deploy_on(
-            "aws",
-            archive,
-            endpoint.DeploySettings(
-                region="eu-west-1",
-                role_arn="arn:aws:iam::1:role/r",
-                image_uri="1.dkr.ecr.eu-west-1.amazonaws.com/pytorch-inference:2.6.0-cpu-py312",
-            ),
-            texts=TEXTS,
-            local_predictions=PREDICTIONS,
-        )
-
-
-def test_failed_endpoint_is_cleaned_up_and_reraised(archive, tmp_path, monkeypatch, caplog):
-    def failed(name, region, **kwargs):
-        raise hosting.DeploymentError(f"endpoint {name} is Failed: image pull denied")
-
-    monkeypatch.setattr(hosting, "wait_for_endpoint", failed)
-    with caplog.at_level("INFO", logger="pt2aws.aws"):
-        with pytest.raises(hosting.DeploymentError, match="image pull denied"):
-            endpoint.deploy_on(
-                "emulator",
-                archive,
-                endpoint.DeploySettings(name_prefix="pt2aws-f", progress=False),
-                texts=TEXTS,
-                local_predictions=PREDICTIONS,
-                local_server=False,
-                workdir=tmp_path,
-            )
-    (deleted,) = [r.args[0] for r in caplog.records if r.msg == "deleted %s"]
-    assert sorted(k for k, _ in deleted) == ["endpoint", "endpoint_config", "model"]
-    (left,) = [r for r in caplog.records if r.msg.startswith("deploy failed")]
-    assert "0 resources left" in left.getMessage()
-
-
-@pytest.mark.parametrize(
-    ("kwargs", "message"),
-    [
-        ({"instance_type": "ml.c99g.xlarge"}, "not a SageMaker real-time hosting"),
-        ({"name_prefix": "my_model"}, "letters, digits and single hyphens"),
-        ({"max_payload_bytes": 7_000_000}, "real-time limit"),
-    ],
-)
-def test_settings_are_checked_offline(kwargs, message):
-    with pytest.raises(ValueError, match=message):
-        endpoint.DeploySettings(**kwargs)
-
-
-def test_custom_image_with_network_isolation_and_a_bounded_load_test(archive, tmp_path):
-    seen: list[bytes] = []
-    settings = endpoint.DeploySettings(
-        image="custom",
-        image_uri=CUSTOM,
-        network_isolation=True,
-        load_test_requests=12,
-        load_test_seconds=30,
-        name_prefix="pt2aws-c",
-        progress=False,
-    )
-    result = endpoint.deploy_on(
-        "emulator",
-        archive,
-        settings,
-        texts=TEXTS,
-        local_predictions=PREDICTIONS,
-        workdir=tmp_path,
-        local_server=canned_server(PREDICTIONS, seen),
-    )
-    model = result["requests"]["CreateModel"]
-    assert model["PrimaryContainer"]["Image"] == CUSTOM and model["EnableNetworkIsolation"] is True
-    assert result["image"] == "custom" and result["image_support"]["image"] == "custom"
-    load = result["load_test"]
-    assert (load["requests"], load["errors"], load["stopped_by"]) == (12, 0, "requests")
-    assert load["concurrency"] == 4  # one request in flight per model-server worker
-    assert len(seen) == 1 + 12 and load["latency_ms"]["p99"] > 0
-    assert result["model_data_deleted"] is True
-    assert not _s3_object_exists(result["model_data_url"])
-    shown = endpoint.format_result(result)
-    assert "load test: 12 requests (0 failed)" in shown and f"image (custom) {CUSTOM}" in shown
-
-
-def test_model_data_is_kept_when_asked(archive, tmp_path):
-    result = endpoint.deploy_on(
-        "emulator",
-        archive,
-        endpoint.DeploySettings(keep_model_data=True, name_prefix="pt2aws-k", progress=False),
-        texts=TEXTS,
-        local_predictions=PREDICTIONS,
-        local_server=False,
-        workdir=tmp_path,
-    )
-    assert result["model_data_deleted"] is False and result["resources_left"] == 0
-    assert _s3_object_exists(result["model_data_url"])
-
-
-def test_image_choice_is_checked_offline():
-    with pytest.raises(ValueError, match="network_isolation needs image='custom'"):
-        endpoint.DeploySettings(network_isolation=True)
-    with pytest.raises(ValueError, match="image must be one of"):
-        endpoint.DeploySettings(image="ubuntu")
-    with pytest.raises(images.ImageSelectionError, match="not a private ECR image URI"):
-        endpoint.DeploySettings(image="custom")
-    with pytest.raises(images.ImageSelectionError, match="is in us-east-1 but the endpoint"):
-        endpoint.DeploySettings(image="custom", image_uri=CUSTOM, region="eu-west-1")
+        hosting.new_deployment(AwsSession(region="eu-west-1"), "s3://b/k/model.tar.gz")
 
 
 def test_custom_image_is_answered_by_the_serving_image_server(smoke_model_dir, tmp_path):
-    """On the emulator, InvokeEndpoint of a custom-image endpoint reaches the project's own
-    Starlette/uvicorn server (what container/Dockerfile starts), not TorchServe."""
-    from pt2aws.aws import artifact
-
-    archive = artifact.package(smoke_model_dir, tmp_path / "model.tar.gz")
-    local = artifact.smoke_test_archive(archive, TEXTS)
-    settings = endpoint.DeploySettings(
-        image="custom", image_uri=CUSTOM, name_prefix="pt2aws-asgi", progress=False
-    )
-    result = endpoint.deploy_on(
-        "emulator", archive, settings, texts=TEXTS, local_predictions=local, workdir=tmp_path / "s"
-    )
-    assert result["answer_source"].startswith("local serving image server")
-    assert result["matches_local"] is True and result["resources_left"] == 0
+    """A custom image's emulated endpoint runs the project's own Starlette/uvicorn server (what
+    container/Dockerfile starts), not TorchServe."""
+    packed = artifact.package(smoke_model_dir, tmp_path / "model.tar.gz")
+    on = aws_emulator.start(workdir=tmp_path / "eps")  # model servers "auto"
+    try:
+        chosen, deployment = _plan(on, "pt2aws-asgi", "custom", image_uri=CUSTOM)
+        outcome = _lifecycle(on, packed, deployment)
+        assert on.answered_by(deployment.name).startswith("the project's serving image's server")
+        assert outcome["answer"] == artifact.smoke_test_archive(packed, TEXTS)
+        model = deployment.requests["CreateModel"]["PrimaryContainer"]
+        assert model["Environment"]["PT2AWS_VARIANT"] == "auto" and model["Image"] == CUSTOM
+        assert billable_resources(on, prefix=deployment.name) == NOTHING
+    finally:
+        on.close()

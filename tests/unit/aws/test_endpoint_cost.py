@@ -1,85 +1,133 @@
-"""Notebook 03's cost table: which throughput it rests on (endpoint, notebook 02, or measured)."""
+"""One throughput model for the serving cost (notebooks 00 and 03, ``pt2aws recommend``)."""
+
+from __future__ import annotations
 
 import json
-import os
 
 import pytest
 
+from pt2aws import catalog
 from pt2aws.aws import endpoint_cost
+from pt2aws.lessons.sizing import ranking, workload
 
-TEXTS = ["good", "bad", "fine"] * 8
+MINILM = workload.model_spec("minilm-l6")
 
 
-def test_notebook_02_figure_is_used_and_scaled_by_vcpus(tmp_path):
-    metrics = tmp_path / "metrics.json"
-    metrics.write_text(json.dumps({"variants": [{"variant": "eager", "samples_per_s": 100.0}]}))
-    report = endpoint_cost.cost_report(metrics, tmp_path / "no-model", TEXTS)
-    assert report["throughput"] == {
-        "throughput_samples_per_second": 100.0,
-        "variant": "eager",
-        "source": f"{metrics} (eager, batch 32)",
+def test_forward_flops_count_non_embedding_parameters_and_attention():
+    # MiniLM-L6: 22.7 M parameters of which 11.9 M in embedding tables (52.5%): N = 10,796,162
+    assert MINILM.non_embedding_parameters == 22_713_986 - 11_917_824
+    per_token = endpoint_cost.forward_flops_per_token(10_796_162, 6, 384, 64)
+    assert per_token == 2 * 10_796_162 + 4 * 6 * 384 * 64
+    assert endpoint_cost.flops_per_request(MINILM, 64) == per_token * 64
+    with pytest.raises(ValueError, match="> 0"):
+        endpoint_cost.forward_flops_per_token(0, 6, 384, 64)
+
+
+def test_estimate_differs_by_processor_generation_by_the_public_figures():
+    est = {
+        t: endpoint_cost.estimate_throughput(t, MINILM, 64)
+        for t in ("ml.c6g.xlarge", "ml.c7g.xlarge", "ml.c8g.xlarge", "ml.c6i.xlarge")
     }
-    assert report["endpoint_throughput"] == {}
-    rows = {r["instance_type"]: r for r in report["rows"]}
-    assert {"ml.c6g.xlarge", "ml.c7g.xlarge", "ml.c8g.xlarge", "ml.c6i.xlarge"} == set(rows)
-    assert all(r["throughput_basis"].startswith("estimate") for r in rows.values())
-    assert "| ml.c7g.xlarge | arm64 |" in report["table"]
+    rate = {t: e["throughput_per_s"] for t, e in est.items()}
+    flops = endpoint_cost.flops_per_request(MINILM, 64)
+    assert rate["ml.c7g.xlarge"] == pytest.approx(4 * 83.2e9 * 0.10 / flops)
+    # Graviton3 over Graviton2: 4 vs 2 128-bit vector units, 2.6 vs 2.5 GHz (Graviton guide)
+    assert rate["ml.c7g.xlarge"] / rate["ml.c6g.xlarge"] == pytest.approx(2 * 2.6 / 2.5)
+    assert rate["ml.c8g.xlarge"] / rate["ml.c7g.xlarge"] == pytest.approx(2.8 / 2.6)
+    assert len(set(rate.values())) == 4  # not a price list: four different throughputs
+    assert "83.2 GFLOP/s fp32 (Graviton3) x 10% assumed" in est["ml.c7g.xlarge"]["basis"]
+    assert endpoint_cost.estimate_throughput("x9.large", MINILM, 64) is None
+    with pytest.raises(ValueError, match=r"utilisation must be in \(0, 1\]"):
+        endpoint_cost.estimate_throughput("ml.c7g.xlarge", MINILM, 64, utilisation=2)
 
 
-def test_the_row_of_the_variant_the_image_serves_is_used_not_the_fastest(tmp_path):
+def test_cost_rows_arithmetic_prices_and_measured_rows():
+    assert endpoint_cost.cost_per_million(0.36, 100) == pytest.approx(1.0, rel=1e-12)
+    with pytest.raises(ValueError, match="throughput > 0"):
+        endpoint_cost.cost_per_million(0.2, 0)
+    rows = endpoint_cost.cost_rows(MINILM, 64, measured={"ml.c7g.xlarge": 250.0})
+    by = [(r["instance_type"], r["throughput_basis"].split(":")[0]) for r in rows]
+    assert by == [
+        ("ml.c6g.xlarge", "estimate"),
+        ("ml.c7g.xlarge", "estimate"),
+        ("ml.c8g.xlarge", "estimate"),
+        ("ml.c6i.xlarge", "estimate"),
+        ("ml.c7g.xlarge", "measured"),
+    ]
+    for r in rows:
+        assert r["usd_per_1m"] == pytest.approx(
+            r["usd_per_hour"] / (r["throughput_per_s"] * 3600) * 1e6, rel=1e-12
+        )
+    assert rows[-1]["throughput_per_s"] == 250.0
+    assert rows[1]["usd_per_hour"] == catalog.hosting_price("ml.c7g.xlarge").usd_per_hour
+    assert rows[1]["price_verified"] is False and "UNVERIFIED" in rows[1]["price"]
+    eu = endpoint_cost.cost_rows(MINILM, 64, instances=("p4d.24xlarge",), region="eu-west-1")
+    assert (eu[0]["usd_per_hour"], eu[0]["price_region"]) == (23.71569, "eu-west-1")
+    table = endpoint_cost.format_cost_table(rows, ["prices: the dated table (test)"])
+    assert "| ml.c7g.xlarge | arm64 | Graviton3 | 4 | 0.1734 | 250.0 |" in table
+    assert "Kaplan et al. 2020" in table and "- prices: the dated table (test)" in table
+
+
+def test_notebook_00_and_03_give_the_same_row_for_the_same_instance():
+    """Issue 19: one model. Notebook 00's serving ranking (lessons, via pt2aws recommend) and
+    notebook 03's cost table (core) agree for ml.c7g.xlarge."""
+    rec = ranking.recommend(workload.profile_workload("local"))
+    in_00 = next(r for r in rec["inference"] if r["instance"] == "ml.c7g.xlarge")
+    report = endpoint_cost.cost_report(MINILM, 64)
+    in_03 = next(r for r in report["rows"] if r["instance_type"] == "ml.c7g.xlarge")
+    assert in_00["throughput_rps"] == in_03["throughput_per_s"]
+    assert in_00["usd_per_million"] == in_03["usd_per_1m"]
+    assert in_00["throughput_source"] == in_03["throughput_basis"]
+
+
+def test_the_load_test_row_is_the_instance_on_aws_and_this_machine_on_the_emulator():
+    load = {"requests": 100, "throughput_per_s": 42.0}
+    on_aws = {"target": "aws", "instance_type": "ml.c7g.xlarge", "load_test": load}
+    aws = endpoint_cost.cost_report(MINILM, 64, record=on_aws)
+    assert aws["measured"]["instance_type"] == "ml.c7g.xlarge"
+    assert aws["measured"]["usd_per_1m"] == pytest.approx(0.1734 / (42 * 3600) * 1e6)
+    emulated = {**on_aws, "target": "emulator", "answer_source": "the local stack"}
+    here = endpoint_cost.cost_report(MINILM, 64, record=emulated)["measured"]
+    assert here["instance_type"].startswith("this machine (") and here["usd_per_1m"] is None
+    assert here["throughput_basis"] == (
+        "measured here: load test through the local stack, one text per request"
+    )
+    assert endpoint_cost.cost_report(MINILM, 64, record={"load_test": None})["measured"] is None
+
+
+def test_batched_throughput_of_the_served_variant_from_notebook_02(tmp_path, smoke_model_dir):
     metrics = tmp_path / "metrics.json"
     rows = [
         {"variant": "eager", "samples_per_s": 140.0},
         {"variant": "int8", "samples_per_s": 470.0},
         {"variant": "bf16", "samples_per_s": 370.0},
     ]
-    metrics.write_text(
-        json.dumps(
-            {
-                "variants": rows,
-                "best_variant": "int8",
-                "auto_variant": {"variant": "bf16", "reason": "..."},
-                "throughput_samples_per_second": 470.0,
-            }
-        )
-    )
-    dlc = endpoint_cost.cost_report(metrics, tmp_path, TEXTS, {"image": "dlc"})
-    assert dlc["throughput"]["variant"] == "eager"  # the AWS image's handler serves fp32 eager
-    assert dlc["throughput"]["throughput_samples_per_second"] == 140.0
-    custom = endpoint_cost.cost_report(metrics, tmp_path, TEXTS, {"image": "custom"})
-    assert custom["throughput"]["variant"] == "bf16"  # auto's choice, not the fastest row
-    c7g = next(r for r in custom["rows"] if r["instance_type"] == "ml.c7g.xlarge")
-    assert c7g["throughput_per_s"] == pytest.approx(370.0 * 4 / (os.cpu_count() or 1))  # 4 vCPUs
-    assert endpoint_cost.cost_report(metrics, tmp_path, TEXTS)["throughput"]["variant"] == "eager"
+    metrics.write_text(json.dumps({"variants": rows, "auto_variant": {"variant": "bf16"}}))
+    texts = ["good", "bad"] * 4
+    dlc = endpoint_cost.local_throughput(metrics, tmp_path, texts, "dlc")
+    assert (dlc["variant"], dlc["throughput_samples_per_second"]) == ("eager", 140.0)
+    custom = endpoint_cost.local_throughput(metrics, tmp_path, texts, "custom")
+    assert custom["variant"] == "bf16"  # auto's choice, not the fastest row
+    quick = endpoint_cost.local_throughput(tmp_path / "missing.json", smoke_model_dir, texts)
+    assert quick["source"] == "measured here (fp32 eager, 8 texts, median of 3)"
+    assert quick["throughput_samples_per_second"] > 0
 
 
-def test_live_load_test_feeds_the_deployed_instance_only_on_aws(tmp_path):
-    metrics = tmp_path / "metrics.json"
-    metrics.write_text(json.dumps({"variants": [{"variant": "eager", "samples_per_s": 100.0}]}))
-    deployed = {"target": "aws", "instance_type": "ml.c7g.xlarge"}
-    deployed["load_test"] = {"throughput_per_s": 250.0}
-    rows = {
-        r["instance_type"]: r
-        for r in endpoint_cost.cost_report(metrics, tmp_path, TEXTS, deployed)["rows"]
-    }
-    assert rows["ml.c7g.xlarge"]["throughput_per_s"] == 250.0
-    assert rows["ml.c7g.xlarge"]["throughput_basis"] == "measured on the instance"
-    assert rows["ml.c6i.xlarge"]["throughput_basis"].startswith("estimate")
-    # through the emulator the load test measured this machine, not the instance: not fed
-    emulated = {**deployed, "target": "emulator"}
-    report = endpoint_cost.cost_report(metrics, tmp_path, TEXTS, emulated)
-    assert report["endpoint_throughput"] == {}
+def test_measure_throughput_times_the_predictor_with_the_shared_helper(monkeypatch):
+    import pt2aws.inference.measure as measure
+    import pt2aws.inference.predictor as predictor_module
 
+    calls = []
 
-def test_quick_measurement_without_notebook_02(smoke_model_dir, tmp_path):
-    best_only = tmp_path / "old.json"  # a total of the fastest variant, no per-variant rows:
-    best_only.write_text(json.dumps({"throughput_samples_per_second": 999.0}))  # not eager's
-    old = endpoint_cost.cost_report(best_only, smoke_model_dir, TEXTS, {"image": "dlc"})
-    assert old["throughput"]["source"].startswith("measured here (fp32 eager")
-    report = endpoint_cost.cost_report(tmp_path / "missing.json", smoke_model_dir, TEXTS)
-    assert report["throughput"]["source"] == "measured here (fp32 eager, 24 texts, median of 3)"
-    assert report["throughput"]["throughput_samples_per_second"] > 0
-    for r in report["rows"]:
-        assert r["usd_per_1m"] == pytest.approx(
-            r["usd_per_hour"] / (r["throughput_per_s"] * 3600) * 1e6, rel=1e-9
-        )
+    class FakePredictor:
+        def __init__(self, model_dir, *, device, batch_size, variant):
+            assert (model_dir, device, variant) == ("m", "cpu", "eager")
+
+        def predict(self, texts):
+            calls.append(len(texts))
+
+    monkeypatch.setattr(predictor_module, "Predictor", FakePredictor)
+    out = endpoint_cost.measure_throughput("m", ["a"] * 10, batch_size=4, repeats=2)
+    assert calls == [10, 10, 10]  # one untimed warm-up pass, then two timed passes
+    assert len(out["seconds"]) == 2 and out["texts"] == 10 and out["batch_size"] == 4
+    assert measure.throughput is not None

@@ -11,7 +11,6 @@ from support.emulator import NOTHING, deploy_on_emulator
 
 from pt2aws import catalog
 from pt2aws.aws import hosting, images, session
-from pt2aws.aws.session import boto_session
 from pt2aws.standins import moto_patches
 from pt2aws.standins.aws_emulator import EMULATOR_ROLE_ARN
 
@@ -19,7 +18,7 @@ from pt2aws.standins.aws_emulator import EMULATOR_ROLE_ARN
 def test_deploy_invoke_and_cleanup(emulator, model_url, stub):
     stub.requests.clear()
     with deploy_on_emulator(emulator, model_url, "pt2aws-t1", tags={"owner": "tests"}) as d:
-        sm = boto_session().client("sagemaker")
+        sm = emulator.session().client("sagemaker")
         assert sm.describe_endpoint(EndpointName="pt2aws-t1")["EndpointStatus"] == "InService"
         config = sm.describe_endpoint_config(EndpointConfigName="pt2aws-t1")
         assert config["ProductionVariants"][0]["InstanceType"] == "ml.c7g.xlarge"
@@ -37,7 +36,7 @@ def test_deploy_invoke_and_cleanup(emulator, model_url, stub):
         assert json.loads(d.invoke('{"inputs": ["x"]}')) == [{"label": "x", "score": 1.0}]
     assert stub.requests == [("application/json", b'{"inputs": ["x"]}')]
     assert sorted(k for k, _ in d.deleted) == ["endpoint", "endpoint_config", "model"]
-    assert session.billable_resources(region=emulator.region) == NOTHING
+    assert session.billable_resources(emulator.session()) == NOTHING
 
 
 def test_invoking_a_deleted_endpoint_fails_like_aws(emulator, model_url):
@@ -53,7 +52,7 @@ def test_model_server_error_becomes_model_error(emulator, model_url):
             d.client().invoke_raw(b"a,b", content_type="text/x-unknown")
     assert info.value.response["Error"]["Code"] == "ModelError"
     assert "Received client error (415)" in info.value.response["Error"]["Message"]
-    assert session.billable_resources(region=emulator.region) == NOTHING
+    assert session.billable_resources(emulator.session()) == NOTHING
 
 
 def test_invoke_failure_still_cleans_up(emulator, model_url):
@@ -62,7 +61,7 @@ def test_invoke_failure_still_cleans_up(emulator, model_url):
             moto_patches.add_fault("InvokeEndpoint", "ModelError", "worker died", status=424)
             d.predict(["x"])
     assert sorted(k for k, _ in d.deleted) == ["endpoint", "endpoint_config", "model"]
-    assert session.billable_resources(region=emulator.region) == NOTHING
+    assert session.billable_resources(emulator.session()) == NOTHING
 
 
 @pytest.mark.parametrize(
@@ -77,7 +76,7 @@ def test_failed_create_leaves_nothing(emulator, model_url, operation, created_be
                 pytest.fail("the body must not run when creation failed")
     (deleted,) = [r.args[0] for r in caplog.records if r.msg == "deleted %s"]
     assert len(deleted) == created_before  # what was created before the failure, deleted
-    assert session.billable_resources(region=emulator.region) == NOTHING
+    assert session.billable_resources(emulator.session()) == NOTHING
 
 
 def test_bad_instance_or_image_fails_before_any_aws_call(emulator, model_url):
@@ -88,11 +87,11 @@ def test_bad_instance_or_image_fails_before_any_aws_call(emulator, model_url):
     with pytest.raises(images.ImageSelectionError, match="x86_64 but ml.c7g.xlarge"):
         with deploy_on_emulator(emulator, model_url, "pt2aws-t5", image_uri=x86):
             pass
-    assert session.billable_resources(region=emulator.region) == NOTHING
+    assert session.billable_resources(emulator.session()) == NOTHING
 
 
 def test_wait_times_out_and_reports_failure(emulator, model_url, monkeypatch):
-    sm = boto_session().client("sagemaker")
+    sm = emulator.session().client("sagemaker")
     sm.create_model(
         ModelName="pt2aws-wait", ExecutionRoleArn=EMULATOR_ROLE_ARN, PrimaryContainer={"Image": "x"}
     )
@@ -109,15 +108,15 @@ def test_wait_times_out_and_reports_failure(emulator, model_url, monkeypatch):
     backend.endpoints["pt2aws-wait"].endpoint_status = "Creating"
     with pytest.raises(TimeoutError, match="still Creating after"):
         hosting.wait_for_endpoint(
-            "pt2aws-wait", "us-east-1", timeout_s=1.5, poll_s=0.5, progress=False
+            emulator.session(), "pt2aws-wait", timeout_s=1.5, poll_s=0.5, progress=False
         )
     backend.endpoints["pt2aws-wait"].endpoint_status = "Failed"
     with pytest.raises(hosting.DeploymentError, match="is Failed"):
         hosting.wait_for_endpoint(
-            "pt2aws-wait", "us-east-1", timeout_s=5, poll_s=0.5, progress=False
+            emulator.session(), "pt2aws-wait", timeout_s=5, poll_s=0.5, progress=False
         )
-    assert len(hosting.delete_resources("pt2aws-wait", "us-east-1")) == 3
-    assert session.billable_resources(region=emulator.region) == NOTHING
+    assert len(hosting.delete_resources(emulator.session(), "pt2aws-wait")) == 3
+    assert session.billable_resources(emulator.session()) == NOTHING
 
 
 @pytest.mark.parametrize(

@@ -29,7 +29,7 @@ def test_large_batch_is_chunked_in_order_with_utf8(emulator, model_url, stub):
     assert all(len(body) <= 4_000 for _, body in stub.requests)
     assert all(len(json.loads(body)["inputs"]) <= 64 for _, body in stub.requests)
     assert "café ☕".encode() in stub.requests[0][1]  # UTF-8 on the wire, not \\u escapes
-    assert session.billable_resources(region=emulator.region) == NOTHING
+    assert session.billable_resources(emulator.session()) == NOTHING
 
 
 def test_throttling_is_retried_with_backoff(emulator, model_url, stub):
@@ -44,7 +44,7 @@ def test_throttling_is_retried_with_backoff(emulator, model_url, stub):
         moto_patches.add_fault("InvokeEndpoint", "ThrottlingException", times=1)
         with pytest.raises(ClientError, match="ThrottlingException"):
             d.client(max_attempts=1).predict(["a"])
-    assert session.billable_resources(region=emulator.region) == NOTHING
+    assert session.billable_resources(emulator.session()) == NOTHING
 
 
 class FakeRuntime:

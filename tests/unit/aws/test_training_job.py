@@ -16,23 +16,21 @@ BUCKET = "sagemaker-us-east-1-123456789012"
 @pytest.fixture(scope="module")
 def launched(tmp_path_factory):
     """One multi-node job created against the moto server; yields (job, describe, s3 keys)."""
-    from pt2aws.aws.session import boto_session
-    from pt2aws.standins.aws_emulator import EMULATOR_ROLE_ARN, Emulator
+    from pt2aws.standins.aws_emulator import Emulator
 
     cfg = TrainConfig(profile="smoke", max_steps=20, bf16="on", torch_compile="on")
     with Emulator() as emulator:
+        session = emulator.session()
         job = training_job.launch_training_job(
+            session,
             cfg,
-            role_arn=EMULATOR_ROLE_ARN,
             work_dir=tmp_path_factory.mktemp("sm-job"),
             instance_type="ml.p4d.24xlarge",
             instance_count=2,
             processes_per_node=8,
-            region=emulator.region,
             pytorch_version="2.8.0",
             max_runtime_s=7200,
         )
-        session = boto_session(emulator.region)
         described = session.client("sagemaker").describe_training_job(TrainingJobName=job.name)
         s3 = session.client("s3")
         prefix = f"pt2aws-train/{job.name}/input/"

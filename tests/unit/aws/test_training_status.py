@@ -10,36 +10,56 @@ from botocore.exceptions import ClientError
 
 from pt2aws.aws import training_job, training_status
 from pt2aws.config import TrainConfig
+from pt2aws.standins import aws_emulator
 
 
-def _launch(tmp_path, train_dir, seconds: float) -> dict:
+def test_cost_bound_is_runtime_times_instances_times_price():
+    bound = training_job.training_cost_bound("ml.p4d.24xlarge", 2, 7200)
+    assert bound["usd_per_hour"] == 37.688  # the catalog's UNVERIFIED figure
+    assert bound["instance_hours"] == 4.0
+    assert bound["usd"] == pytest.approx(4 * 37.688, abs=0.005)
+    assert bound["price_verified"] is False
+    assert bound["formula"] == "2 h x 2 x 37.688 USD/h"
+    unknown = training_job.training_cost_bound("ml.g6e.xlarge", 1, 3600)
+    assert unknown["usd"] is None and unknown["formula"].endswith("(no price known)")
+    eu = training_job.training_cost_bound("ml.p4d.24xlarge", 1, 3600, "eu-west-1")
+    assert "the catalog has no figure for eu-west-1" in eu["price"]
+
+
+@pytest.fixture
+def session(smoke_train_dir, request):
+    """The emulator as notebook 01 starts it: completed jobs bring back a local run folder."""
+    seconds = getattr(request, "param", 3)
+    on = aws_emulator.start(training_output=smoke_train_dir, training_seconds=seconds)
+    yield on
+    on.close()
+
+
+def _launch(session, tmp_path) -> dict:
     return training_job.launch_on(
-        "emulator",
+        session,
         TrainConfig(profile="smoke", max_steps=5),
         work_dir=tmp_path / "job",
         instance_type="ml.g5.xlarge",
         max_runtime_s=3600,
-        emulator_output=train_dir,
-        emulator_training_seconds=seconds,
     )
 
 
-def test_job_is_followed_and_its_model_lands_in_the_run_folder(smoke_train_dir, tmp_path):
-    job = _launch(tmp_path, smoke_train_dir, seconds=3)
+def test_job_is_followed_and_its_model_lands_in_the_run_folder(session, smoke_train_dir, tmp_path):
+    job = _launch(session, tmp_path)
+    assert (job["target"], job["region"]) == ("emulator", "us-east-1")
     assert job["cost_bound"]["usd"] == pytest.approx(1.408, abs=0.005)  # 1 h x 1 x ml.g5.xlarge
-    status = training_status.job_status("emulator", job["name"])
+    status = training_status.job_status(session, job["name"])
     assert status["name"] == job["name"] and status["instance_type"] == "ml.g5.xlarge"
     assert status["status"] in ("InProgress", "Completed")
-    done = training_status.wait_for_job(
-        "emulator", job["name"], timeout_s=60, poll_s=0.5, progress=False
-    )
+    done = training_status.wait_for_job(session, job["name"], timeout_s=60, progress=False)
     assert done["status"] == "Completed"
     assert done["model_artifact_s3"] == job["model_artifact_s3"]
     run_train = tmp_path / "run" / "train"
     (run_train / "model").mkdir(parents=True)
     (run_train / "model" / "stale.bin").write_bytes(b"old")  # replaced, not merged
     (run_train / "sagemaker_job.json").write_text("{}")  # kept
-    fetched = training_status.fetch_model("emulator", job["model_artifact_s3"], run_train)
+    fetched = training_status.fetch_model(session, job["model_artifact_s3"], run_train)
     assert fetched["dest"] == str(run_train) and fetched["bytes"] > 10_000
     assert {"model/config.json", "model/model.safetensors", "metrics.json"} <= set(fetched["files"])
     assert not any(f.startswith("checkpoints") for f in fetched["files"])
@@ -52,21 +72,17 @@ def test_job_is_followed_and_its_model_lands_in_the_run_folder(smoke_train_dir, 
     assert not list(run_train.parent.glob(".fetch-*"))  # the temporary folder is gone
 
 
-def test_running_job_is_stopped_and_waiting_reports_it(smoke_train_dir, tmp_path):
-    job = _launch(tmp_path, smoke_train_dir, seconds=600)
-    assert training_status.job_status("emulator", job["name"])["status"] == "InProgress"
+@pytest.mark.parametrize("session", [600], indirect=True)
+def test_running_job_is_stopped_and_waiting_reports_it(session, tmp_path):
+    job = _launch(session, tmp_path)
+    assert training_status.job_status(session, job["name"])["status"] == "InProgress"
     with pytest.raises(TimeoutError, match="still InProgress after"):
-        training_status.wait_for_job(
-            "emulator", job["name"], timeout_s=1.5, poll_s=0.5, progress=False
-        )
-    assert training_status.stop_job("emulator", job["name"])["status"] == "Stopped"
+        training_status.wait_for_job(session, job["name"], timeout_s=1.5, progress=False)
+    assert training_status.stop_job(session, job["name"])["status"] == "Stopped"
     with pytest.raises(training_status.TrainingJobError, match="is Stopped"):
-        training_status.wait_for_job("emulator", job["name"], timeout_s=5, progress=False)
+        training_status.wait_for_job(session, job["name"], timeout_s=5, progress=False)
     with pytest.raises(ClientError, match="in status Stopped"):
-        training_status.stop_job("emulator", job["name"])
-
-
-def test_fetch_before_the_model_exists_says_to_wait(tmp_path):
+        training_status.stop_job(session, job["name"])
     missing = "s3://sagemaker-us-east-1-123456789012/pt2aws-train/nope/output/model.tar.gz"
     with pytest.raises(FileNotFoundError, match="wait_for_job first"):
-        training_status.fetch_model("emulator", missing, tmp_path / "train")
+        training_status.fetch_model(session, missing, tmp_path / "train")

@@ -5,6 +5,7 @@ import shutil
 
 import pytest
 from support.compiler import NO_COMPILER
+from support.cpu import OLD_X86
 from support.texts import TEXTS
 
 from pt2aws.inference import selection, variants
@@ -51,14 +52,13 @@ def test_compare_variants_skips_what_the_hardware_cannot_run(smoke_model_dir, mo
     from pt2aws import env
     from pt2aws.inference.selection import compare_variants
 
-    no_bf16 = {"model": "old x86", "bf16": False, "amx": False, "graviton": False}
-    monkeypatch.setattr(env, "cpu_info", lambda: no_bf16)
+    monkeypatch.setattr(env, "cpu_features", OLD_X86)
     result = compare_variants(
         str(smoke_model_dir), TEXTS, ["int8-legacy", "bf16"], latency_calls=2, repeats=1,
         device="cpu",
     )  # fmt: skip
     assert [r["variant"] for r in result["rows"]] == ["eager", "int8-legacy"]  # eager: reference
-    assert "old x86 has no bf16" in result["skipped"]["bf16"]
+    assert "old x86 has no AVX512-BF16" in result["skipped"]["bf16"]
     eager, int8 = result["rows"]
     assert eager["agreement"] == 1.0 and eager["calls"] == 2
     assert 0.0 <= int8["agreement"] <= 1.0 and int8["setup_s"] > 0
@@ -99,9 +99,8 @@ def test_choose_by_measurement_picks_the_fastest_agreeing(smoke_model_dir, fixed
     from pt2aws import env
     from pt2aws.inference.selection import choose_by_measurement
 
-    no_bf16 = {"model": "old x86", "bf16": False, "amx": False, "graviton": False}
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(env, "cpu_info", lambda: no_bf16)
+        mp.setattr(env, "cpu_features", OLD_X86)
         choice, rows = choose_by_measurement(
             str(smoke_model_dir), TEXTS[:6], candidates=["bf16", "int8-legacy"], device="cpu"
         )

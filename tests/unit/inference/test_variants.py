@@ -3,6 +3,7 @@
 import pytest
 import torch
 from support.compiler import NO_COMPILER
+from support.cpu import fake_cpu
 from support.texts import TEXTS
 
 from pt2aws.inference import variants
@@ -63,26 +64,33 @@ def test_variant_errors_are_clear(smoke_model_dir):
 
 
 @pytest.mark.parametrize(
-    ("cpu", "expected"),
+    ("model", "arch", "hardware", "environ", "expected"),
     [
-        ({"model": "x86 AMX", "bf16": True, "amx": True, "graviton": False}, "bf16"),
-        ({"model": "Graviton3", "bf16": True, "amx": False, "graviton": True}, "bf16"),
-        ({"model": "Graviton2", "bf16": False, "amx": False, "graviton": True}, "eager"),
-        ({"model": "old x86", "bf16": False, "amx": False, "graviton": False}, "eager"),
+        ("x86 AMX", "x86_64", {"avx512f", "amx_bf16", "amx_tile"}, None, "bf16"),
+        ("Graviton3", "aarch64", {"asimd", "sve", "bf16"}, None, "bf16"),
+        ("Graviton2", "aarch64", {"asimd", "asimddp"}, None, "eager"),
+        ("old x86", "x86_64", {"avx2"}, None, "eager"),
+        (
+            "capped x86",
+            "x86_64",
+            {"avx512f", "avx512_bf16"},
+            {"ONEDNN_MAX_CPU_ISA": "AVX2"},
+            "eager",
+        ),
     ],
 )
-def test_supported_variants_per_cpu(monkeypatch, cpu, expected):
+def test_supported_variants_per_cpu(monkeypatch, model, arch, hardware, environ, expected):
     """bf16 is a candidate only where the CPU computes it natively; the reason names the CPU."""
     from pt2aws import env
     from pt2aws.inference.selection import AUTO_CANDIDATES
     from pt2aws.inference.variants import supported_variants
 
-    monkeypatch.setattr(env, "cpu_info", lambda: cpu)
+    monkeypatch.setattr(env, "cpu_features", fake_cpu(model, arch, hardware, environ))
     runnable, left_out = supported_variants("cpu", AUTO_CANDIDATES)
     assert ("bf16" in runnable) is (expected == "bf16")
     assert {"eager", "int8", "int8-legacy"} <= set(runnable)
     if expected == "eager":
-        assert cpu["model"] in left_out["bf16"]
+        assert model in left_out["bf16"]
 
 
 def test_variant_support_reasons():

@@ -3,13 +3,12 @@
 import pytest
 from botocore.exceptions import ClientError
 
-from pt2aws.aws.session import boto_session
 from pt2aws.standins import moto_patches
 from pt2aws.standins.aws_emulator import Emulator
 
 
 def test_emulator_validates_instance_types_like_aws(emulator):
-    sm = boto_session().client("sagemaker")
+    sm = emulator.session().client("sagemaker")
     with pytest.raises(ClientError, match="instanceType"):
         sm.create_endpoint_config(
             EndpointConfigName="pt2aws-bad",
@@ -32,7 +31,7 @@ def test_emulator_restores_environment():
 
 def test_local_model_server_retries_a_failed_start(monkeypatch, tmp_path):
     from pt2aws.standins import torchserve as local
-    from pt2aws.standins.aws_emulator import local_model_server
+    from pt2aws.standins.emulated_endpoints import local_model_server
 
     started, stopped = [], []
 

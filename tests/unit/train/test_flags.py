@@ -2,7 +2,12 @@
 
 import torch
 
-from pt2aws.train.flags import choose_bf16, choose_compile, choose_fused_adamw
+from pt2aws.train.flags import (
+    choose_bf16,
+    choose_compile,
+    choose_fused_adamw,
+    choose_pad_to_multiple,
+)
 
 
 def test_flag_choices_on_cpu_have_reasons():
@@ -15,6 +20,10 @@ def test_flag_choices_on_cpu_have_reasons():
     fused = choose_fused_adamw(cpu, "auto")
     assert fused.enabled is True and "supports" in fused.reason
     assert choose_fused_adamw(cpu, "off").enabled is False
+    # eager CPU pads each batch to its longest text; GPUs and compiled models to a multiple of 8
+    assert choose_pad_to_multiple(cpu, compiled=False).enabled is False
+    assert choose_pad_to_multiple(cpu, compiled=True).enabled is True
+    assert choose_pad_to_multiple(torch.device("cuda"), compiled=False).enabled is True
 
 
 def test_new_flags_on_cpu_and_bad_values_name_the_fix():

@@ -19,6 +19,7 @@ def test_smoke_run_writes_model_metrics_and_log(smoke_train_dir):
     assert metrics["train_samples_per_second"] > 0
     assert metrics["flags"]["torch_compile"]["enabled"] is False  # auto on CPU
     assert metrics["flags"]["fused_adamw"]["enabled"] is True  # torch 2.13 fuses AdamW on CPU
+    assert metrics["flags"]["pad_to_multiple_of_8"]["enabled"] is False  # eager CPU: longest
     assert all(lr >= 0 for lr in (r["learning_rate"] for r in log))
 
 

@@ -2,9 +2,12 @@
 SageMaker training and endpoint settings.
 
 Nothing here starts an instance. :func:`dry_run` sends the EC2 ``RunInstances`` request with
-``DryRun=True``: AWS answers ``DryRunOperation`` when the request (permissions, AMI, type,
-quota) would have succeeded, ``UnauthorizedOperation`` or another error otherwise. Against the
-local emulator (:class:`pt2aws.standins.aws_emulator.Emulator`), the same code runs over HTTP
+``DryRun=True``: AWS answers ``DryRunOperation`` when you have the permissions and the request is
+well formed (AMI, type), ``UnauthorizedOperation`` or another error otherwise. A dry run does
+not reserve capacity or check your vCPU quota (EC2 API reference, ``DryRun``; aws-parallelcluster
+PR #1779): check the quota with Service Quotas (:func:`pt2aws.aws.account.check_quota`).
+Every call goes where the :class:`pt2aws.aws.session.AwsSession` points: your account, or the
+local emulator (:func:`pt2aws.standins.aws_emulator.start`), where the same code runs over HTTP
 with moto.
 Which AMI and which images: :mod:`pt2aws.aws.training_images`, :mod:`pt2aws.aws.images`.
 """
@@ -24,8 +27,8 @@ class LaunchPlanError(ValueError):
     """A launch plan cannot be built; the message names the problem and the fix."""
 
 
-def lookup_ami(parameter: str, region: str) -> str:
-    """Read the AMI ID from the public SSM parameter ``parameter`` in ``region``.
+def lookup_ami(session, parameter: str) -> str:
+    """Read the AMI ID from the public SSM parameter ``parameter`` in the session's region.
 
     Raises:
         LaunchPlanError: the parameter does not exist there (wrong version/OS, or region), or
@@ -33,9 +36,8 @@ def lookup_ami(parameter: str, region: str) -> str:
     """
     from botocore.exceptions import ClientError
 
-    from pt2aws.aws.session import boto_session
-
-    ssm = boto_session(region).client("ssm")
+    region = session.region
+    ssm = session.client("ssm")
     try:
         return ssm.get_parameter(Name=parameter)["Parameter"]["Value"]
     except ClientError as exc:
@@ -151,8 +153,9 @@ def run_instances_request(
     return request
 
 
-def dry_run(request: dict, region: str) -> dict:
-    """Send ``request`` to EC2 with ``DryRun=True``; report whether it would have succeeded.
+def dry_run(session, request: dict) -> dict:
+    """Send ``request`` to EC2 with ``DryRun=True``: are the permissions there and is the request
+    well formed? (Not: is there quota or capacity.)
 
     Returns:
         ``{"would_succeed": bool, "code": str, "message": str}``; ``code`` is EC2's error code
@@ -160,9 +163,7 @@ def dry_run(request: dict, region: str) -> dict:
     """
     from botocore.exceptions import ClientError
 
-    from pt2aws.aws.session import boto_session
-
-    ec2 = boto_session(region).client("ec2")
+    ec2 = session.client("ec2")
     try:
         ec2.run_instances(DryRun=True, **request)
     except ClientError as exc:
@@ -224,9 +225,9 @@ def launch_plan(
     train_instance: str,
     nodes: int = 1,
     serve_instance: str = "c7g.xlarge",
-    region: str = "us-east-1",
     *,
-    resolve_ami: bool = True,
+    session=None,
+    region: str = "us-east-1",
     dry_run_ec2: bool = True,
     subnet_id: str | None = None,
 ) -> dict:
@@ -236,19 +237,22 @@ def launch_plan(
         train_instance: EC2 name (``ml.`` prefix accepted) from the catalog.
         nodes: instances for training.
         serve_instance: the endpoint instance (default Graviton ``c7g.xlarge``).
-        region: AWS region (the emulator's when one runs).
-        resolve_ami: read the AMI ID from SSM (needs AWS or the emulator); else leave it None.
-        dry_run_ec2: send the RunInstances request with DryRun=True.
+        session: where to look the AMI up and dry-run the request (your account: the DryRun
+            starts nothing; needs ``ssm:GetParameter`` and ``ec2:RunInstances``; or the
+            emulator); None: no AWS call, the AMI ID is left to resolve.
+        region: the region without a session (a session's region wins).
+        dry_run_ec2: send the RunInstances request with DryRun=True (with a session).
         subnet_id: for multi-node EFA launches.
 
     Returns:
-        ``{"region", "train_instance", "nodes", "ec2": {"ssm_parameter", "ami_id", "request",
-        "dry_run", "dlc_image"}, "sagemaker_training", "sagemaker_endpoint", "support" (see
-        :func:`image_support_rows`), "next_steps"}``.
+        ``{"target" ("aws", "emulator" or "none"), "region", "train_instance", "nodes", "ec2":
+        {"ssm_parameter", "ami_id", "request", "dry_run", "dlc_image"}, "sagemaker_training",
+        "sagemaker_endpoint", "support" (see :func:`image_support_rows`), "next_steps"}``.
     """
     it = catalog.get_instance(train_instance)
+    region = session.region if session else region
     parameter = training_images.dlami_parameter(it.name)
-    ami = lookup_ami(parameter, region) if resolve_ami else None
+    ami = lookup_ami(session, parameter) if session else None
     request = run_instances_request(
         it.name,
         ami or "ami-RESOLVE-FROM-SSM",
@@ -256,14 +260,14 @@ def launch_plan(
         name="pt2aws-train",
         subnet_id=subnet_id or ("subnet-REPLACE" if it.efa and nodes > 1 else None),
     )
-    checked = dry_run(request, region) if (dry_run_ec2 and ami) else None
+    checked = dry_run(session, request) if (dry_run_ec2 and ami) else None
     dlc = _ec2_dlc(it, region)
     gpus = "--gpus all " if it.kind == "gpu" else ""
     steps = [
         f"EC2: launch {nodes} x {it.name} from the AMI in {parameter} with an instance profile "
         "allowing SSM, ECR pulls and S3; then "
         + (
-            "pt2aws.lessons.ec2.run.run_on('aws', ...) sends, through SSM Run Command, "
+            "pt2aws.lessons.ec2.run.run_on(session, ...) sends, through SSM Run Command, "
             f"`docker run "
             f"{gpus}... {dlc} torchrun --nproc_per_node {it.devices} -m pt2aws.train ...`"
             if dlc
@@ -281,6 +285,7 @@ def launch_plan(
     if it.kind in ("trainium", "inferentia"):
         steps.insert(0, "port training to the AWS Neuron SDK (torch-neuronx) first")
     return {
+        "target": session.target if session else "none",
         "region": region,
         "train_instance": it.name,
         "nodes": nodes,
@@ -366,43 +371,3 @@ def format_launch_plan(plan: dict) -> str:
     ]
     lines += [f"  {i}. {s}" for i, s in enumerate(plan["next_steps"], 1)]
     return "\n".join(lines)
-
-
-#: AMI ID the emulator answers for the DLAMI parameters (moto knows only Amazon Linux's).
-EMULATOR_PLACEHOLDER_AMI = "ami-0e0e0e0e0e0e0e0e0"
-
-
-def plan_for_target(
-    train_instance: str,
-    nodes: int = 1,
-    serve_instance: str = "c7g.xlarge",
-    target: str = "none",
-    region: str = "us-east-1",
-) -> dict:
-    """:func:`launch_plan` against ``target``: ``none`` (no AWS call), ``emulator`` or ``aws``.
-
-    ``emulator`` starts the local moto server, seeds the DLAMI parameter with
-    :data:`EMULATOR_PLACEHOLDER_AMI` (AWS-owned parameters do not exist in an emulator), looks it
-    up over HTTP and dry-runs the EC2 request; ``aws`` does the same in your account (DryRun:
-    nothing starts; needs ssm:GetParameter and ec2:RunInstances permissions).
-
-    Raises:
-        ValueError: an unknown target.
-    """
-    if target == "none":
-        plan = launch_plan(
-            train_instance, nodes, serve_instance, region, resolve_ami=False, dry_run_ec2=False
-        )
-    elif target in ("emulator", "aws"):
-        from pt2aws.standins.aws_emulator import aws_target
-
-        with aws_target(target, region) as emulator:
-            if emulator is not None:
-                emulator.seed_public_parameter(
-                    training_images.dlami_parameter(train_instance), EMULATOR_PLACEHOLDER_AMI
-                )
-            plan = launch_plan(train_instance, nodes, serve_instance, region)
-    else:
-        raise ValueError(f"target must be 'none', 'emulator' or 'aws', not {target!r}")
-    plan["target"] = target
-    return plan

@@ -177,9 +177,9 @@ def training_commands(
 
 
 def send_commands(
+    session,
     instance_ids: list[str],
     commands: list[str],
-    region: str,
     *,
     execution_timeout_s: int = 8 * 3600,
     comment: str = "pt2aws: torchrun -m pt2aws.train in the AWS training DLC",
@@ -189,9 +189,9 @@ def send_commands(
     """Send ``commands`` to ``instance_ids`` with SSM Run Command (``AWS-RunShellScript``).
 
     Args:
+        session: where the instances are (:class:`pt2aws.aws.session.AwsSession`).
         instance_ids: the instances (SSM-managed: agent running, instance profile allowing SSM).
         commands: the lines to run (:func:`training_commands`).
-        region: their region.
         execution_timeout_s: SSM stops the script after this many seconds.
         comment: shown in the SSM console (100 characters at most).
         output_bucket, output_prefix: where SSM writes the full stdout / stderr (the API's own
@@ -200,8 +200,6 @@ def send_commands(
     Returns:
         ``{"command_id", "instance_ids", "document", "status"}``.
     """
-    from pt2aws.aws.session import retrying_client
-
     request = {
         "InstanceIds": list(instance_ids),
         "DocumentName": SSM_DOCUMENT,
@@ -210,7 +208,7 @@ def send_commands(
     }
     if output_bucket:
         request.update(OutputS3BucketName=output_bucket, OutputS3KeyPrefix=output_prefix)
-    sent = retrying_client("ssm", region).send_command(**request)["Command"]
+    sent = session.client("ssm").send_command(**request)["Command"]
     return {
         "command_id": sent["CommandId"],
         "instance_ids": sent["InstanceIds"],
@@ -219,49 +217,38 @@ def send_commands(
     }
 
 
-def _emulated_instance(instance_type: str, region: str) -> str:
-    """An instance in the emulator to send the commands to (its AMI is a placeholder)."""
-    from pt2aws.aws.session import boto_session
-    from pt2aws.lessons.ec2.plan import EMULATOR_PLACEHOLDER_AMI, run_instances_request
-
-    request = run_instances_request(instance_type, EMULATOR_PLACEHOLDER_AMI, name="pt2aws-ec2")
-    return boto_session(region).client("ec2").run_instances(**request)["Instances"][0]["InstanceId"]
-
-
 def _upload_and_send(
-    instance_type, cfg, bundle: Path, region: str, bucket: str, instance_ids, command_kwargs
+    session, instance_type, cfg, bundle: Path, bucket: str, instance_ids, command_kwargs
 ) -> dict:
     """Upload the bundle, build the commands, send them; the S3 locations and SSM's answer."""
     from pt2aws.aws.artifact import upload_archive
     from pt2aws.aws.session import default_bucket, resource_name
 
-    bucket = bucket or default_bucket(region)
+    bucket = bucket or default_bucket(session)
     prefix = f"pt2aws-ec2/{resource_name('pt2aws-ec2')}"
     output_s3 = f"s3://{bucket}/{prefix}/output/model.tar.gz"
-    bundle_s3 = upload_archive(bundle, bucket, f"{prefix}/bundle.tar.gz", region)
+    bundle_s3 = upload_archive(session, bundle, f"s3://{bucket}/{prefix}/bundle.tar.gz")
     commands = training_commands(
         instance_type,
         cfg,
-        region=region,
+        region=session.region,
         bundle_s3=bundle_s3,
         output_s3=output_s3,
         **command_kwargs,
     )
-    ids = instance_ids or [_emulated_instance(instance_type, region)]
-    sent = send_commands(ids, commands, region, output_bucket=bucket, output_prefix=prefix)
+    ids = instance_ids or [session.emulator.launch_instance(instance_type)]
+    sent = send_commands(session, ids, commands, output_bucket=bucket, output_prefix=prefix)
     return {"bundle_s3": bundle_s3, "output_s3": output_s3, "commands": commands, **sent}
 
 
 def run_on(
-    target: str,
+    session,
     instance_type: str,
     cfg,
     *,
     work_dir: str | Path,
     instance_ids: list[str] | None = None,
-    region: str = "",
     bucket: str = "",
-    emulator_output: str | Path | None = None,
     **command_kwargs,
 ) -> dict:
     """Train ``cfg`` on EC2 instances inside the AWS training DLC, sent through SSM Run Command.
@@ -273,17 +260,15 @@ def run_on(
     --command-id ... --instance-id ...``), then :func:`pt2aws.aws.training_status.fetch_model`.
 
     Args:
-        target: ``"emulator"`` (local moto server: an emulated instance receives the commands,
-            nothing runs) or ``"aws"`` (your instances: the training runs and is billed).
+        session: where to send them (:class:`pt2aws.aws.session.AwsSession`): your account
+            (your instances: the training runs and is billed at their EC2 rate) or the emulator
+            (an emulated instance receives the commands; nothing runs).
         instance_type: EC2 name of the instances (the commands depend on GPUs and EFA).
         cfg: the :class:`pt2aws.config.TrainConfig` to run.
         work_dir: local scratch folder for the bundle.
         instance_ids: the running, SSM-managed instances; on the emulator default one emulated
             instance.
-        region: AWS region; empty: the target's default.
         bucket: S3 bucket; default ``sagemaker-<region>-<account>``.
-        emulator_output: emulator only: a local run folder uploaded as the output (as
-            :func:`pt2aws.aws.training_job.launch_on` does), so fetching it can be followed.
         **command_kwargs: :func:`training_commands`'s ``nodes``, ``head_address``,
             ``dlc_version``.
 
@@ -292,30 +277,24 @@ def run_on(
         "commands", "command_id", "instance_ids", "document", "status"}``.
 
     Raises:
-        ValueError: ``"aws"`` without ``instance_ids``; see :func:`torchrun_args`.
+        ValueError: an AWS session without ``instance_ids``; see :func:`torchrun_args`.
         pt2aws.aws.training_images.TrainingImageError: see :func:`training_commands` (before
             any AWS call).
     """
-    from pt2aws.standins.aws_emulator import aws_target, target_region
-
-    region = target_region(target, region)
-    if target == "aws" and not instance_ids:
+    if not session.emulated and not instance_ids:
         raise ValueError(
             "AWS_TARGET='aws' needs instance_ids: launch the instances from the launch plan "
             "(notebook 00: DLAMI, instance profile with SSM, ECR read and S3 access) first"
         )
     dlc_version = command_kwargs.get("dlc_version", EC2_DLC_VERSION)
-    image, _ = training_image_for(get_instance(instance_type).name, region, dlc_version)
+    image, _ = training_image_for(get_instance(instance_type).name, session.region, dlc_version)
     bundle = stage_bundle(cfg, work_dir)
-    with aws_target(target, region) as emulator:
-        sent = _upload_and_send(
-            instance_type, cfg, bundle, region, bucket, instance_ids, command_kwargs
-        )
-        if emulator is not None and emulator_output is not None:
-            emulator.seed_training_output(sent["output_s3"], emulator_output)
+    sent = _upload_and_send(
+        session, instance_type, cfg, bundle, bucket, instance_ids, command_kwargs
+    )
     return {
-        "target": target,
-        "region": region,
+        "target": session.target,
+        "region": session.region,
         "instance_type": instance_type,
         "image_uri": image,
         **sent,

@@ -11,8 +11,7 @@ Modules, in the order a recommendation is built:
 * :mod:`~pt2aws.lessons.sizing.strategy`: the parallelism that fits an instance (DDP, FSDP,
   multi-node) and the workload class (CMP207: small / intermediate / big / huge);
 * :mod:`~pt2aws.lessons.sizing.ranking`: instances ranked by estimated training cost and time
-  and by inference cost per 1M requests; ``recommend`` puts it all together;
-* :mod:`~pt2aws.lessons.sizing.tables`: the text notebook 00 and ``pt2aws recommend`` print;
-* :mod:`~pt2aws.lessons.sizing.cost`: SageMaker hosting cost per 1M inferences from a measured
-  throughput (notebook 03).
+  and by serving cost per 1M requests (the serving model is the core's,
+  :mod:`pt2aws.aws.endpoint_cost`, which notebook 03 uses too); ``recommend`` puts it together;
+* :mod:`~pt2aws.lessons.sizing.tables`: the text notebook 00 and ``pt2aws recommend`` print.
 """

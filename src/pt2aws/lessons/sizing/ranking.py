@@ -6,9 +6,11 @@ Formulas (each stated again where it is used):
   "Scaling Laws for Neural Language Models", 2020, section 2.1); 8 instead of 6 with activation
   recomputation, which repeats the forward pass. Time = FLOPs / (nodes · peak bf16 · MFU); the
   MFU (model FLOPs utilisation) is an assumption (:data:`DEFAULT_MFU`), stated in every result.
-* **Training cost** = (time + paid start-up per node) / 3600 · nodes · EC2 on-demand USD/hour.
-* **Inference compute**: ``2 · parameters · tokens`` FLOPs per request (same source), at an
-  assumed utilisation of peak (:data:`DEFAULT_INFERENCE_UTILISATION`) unless measured.
+* **Training cost** = (time + paid start-up per node) / 3600 · nodes · EC2 on-demand USD/hour
+  (the region's price where the catalog has one, else us-east-1's, said).
+* **Serving cost** per 1M requests: the one throughput model of notebooks 00 and 03
+  (:mod:`pt2aws.aws.endpoint_cost`): peak FLOP/s per processor generation x an assumed
+  utilisation / ``(2N + 4LdT) x T`` FLOPs per request, SageMaker hosting prices for ``ml.`` types.
 
 Peaks and prices come from the catalog (:mod:`pt2aws.catalog`); which parallelism fits
 from :mod:`pt2aws.lessons.sizing.strategy`. :func:`recommend` puts it all together for notebook
@@ -19,11 +21,14 @@ from __future__ import annotations
 
 import dataclasses
 
+from pt2aws.aws import endpoint_cost
 from pt2aws.catalog import (
+    CATALOG_REGION,
     InstanceType,
-    architecture,
     availability,
     catalog_meta,
+    ec2_price,
+    get_instance,
     load_catalog,
 )
 from pt2aws.lessons.sizing.memory import (
@@ -39,20 +44,16 @@ from pt2aws.lessons.sizing.workload import ModelSpec, Workload, model_spec
 #: measurements: PaLM reports 46 % for a 540B model on TPU v4 (Chowdhery et al. 2022, table 3);
 #: a 125M-parameter fine-tune at sequence 128 reaches less, so 35 % on GPUs; Neuron and CPUs lower).
 DEFAULT_MFU = {"gpu": 0.35, "trainium": 0.30, "inferentia": 0.30, "cpu": 0.10}
-#: Assumed utilisation of peak for online inference (batch of 1 to a few requests is memory- and
-#: latency-bound). Replace with measured throughput (notebook 02, benchmarks/) where you have it.
-DEFAULT_INFERENCE_UTILISATION = {"gpu": 0.10, "trainium": 0.10, "inferentia": 0.10, "cpu": 0.10}
+#: Assumed utilisation of the serving peak (one figure for every kind: the serving cost model's).
+DEFAULT_INFERENCE_UTILISATION = endpoint_cost.DEFAULT_UTILISATION
 #: Paid start-up per training run and node, seconds: boot, DLC image pull, data and model load
 #: (our assumption; it keeps tiny workloads from favouring the largest instances).
 DEFAULT_OVERHEAD_S = 600.0
-#: Instances :func:`rank_inference` compares by default: one small size per family.
+#: Instances :func:`rank_inference` compares by default: notebook 03's SageMaker endpoints
+#: (Graviton2/3/4 and a comparable x86 one, hosting prices), then one GPU / Inferentia size per
+#: family at its EC2 price (the catalog has no SageMaker hosting price for them).
 DEFAULT_INFERENCE_INSTANCES = (
-    "c7g.xlarge",
-    "c8g.xlarge",
-    "m7g.xlarge",
-    "m8g.xlarge",
-    "c7i.xlarge",
-    "m7i.xlarge",
+    *endpoint_cost.DEFAULT_COMPARISON,
     "g5.xlarge",
     "g6.xlarge",
     "g6e.xlarge",
@@ -103,12 +104,18 @@ def _mark(rows: list[dict], time_key: str, cost_key: str = "cost_usd") -> None:
 
 
 def _training_row(
-    it: InstanceType, plan: dict, flops: float, mfu: float, overhead_s: float
+    it: InstanceType,
+    plan: dict,
+    flops: float,
+    mfu: float,
+    overhead_s: float,
+    region: str = CATALOG_REGION,
 ) -> dict:
     """One row of :func:`rank_training` for a plan of :func:`plan_training`."""
     work = flops * (8 / 6 if plan["recompute"] else 1.0)  # recomputation repeats the forward
     time_s = work / (plan["nodes"] * it.peak_bf16_tflops * 1e12 * mfu)
-    price = it.price_usd_per_hour
+    found = ec2_price(it.name, region)
+    price = found.usd_per_hour if found else None
     return {
         "instance": it.name,
         "kind": it.kind,
@@ -122,6 +129,7 @@ def _training_row(
         "mfu": mfu,
         "time_s": time_s,
         "price_usd_per_hour": price,
+        "price_region": found.region if found else None,
         "cost_usd": None if price is None else (time_s + overhead_s) / 3600 * plan["nodes"] * price,
         "verified": it.verified,
         "note": _notes(it, "training"),
@@ -140,6 +148,7 @@ def rank_training(
     mfu: dict | float | None = None,
     instances: list[str] | None = None,
     overhead_s: float = DEFAULT_OVERHEAD_S,
+    region: str = CATALOG_REGION,
 ) -> list[dict]:
     """Instances that fit training, with estimated time and cost, sorted by cost then time.
 
@@ -158,11 +167,12 @@ def rank_training(
             :data:`DEFAULT_MFU`.
         instances: restrict to these names (default: the whole catalog).
         overhead_s: paid start-up per node, seconds (default :data:`DEFAULT_OVERHEAD_S`).
+        region: EC2 prices of this region where the catalog has them, else us-east-1's.
 
     Returns:
         Rows with ``instance, kind, accelerators, nodes, strategy, memory_per_device_gb,
-        peak_tflops, mfu, time_s, price_usd_per_hour, cost_usd, verified, note, cheapest,
-        fastest``; instances that do not fit are left out; ``cost_usd`` is None where the price
+        peak_tflops, mfu, time_s, price_usd_per_hour, price_region, cost_usd, verified, note,
+        cheapest, fastest``; instances that do not fit are left out; ``cost_usd`` is None where the price
         is unknown. ``cheapest`` / ``fastest`` mark the minimum cost / time (among priced rows
         for cost).
 
@@ -183,7 +193,7 @@ def rank_training(
             continue
         plan = plan_training(spec, it, micro_batch, seq_len, precision)
         if plan is not None:
-            rows.append(_training_row(it, plan, flops, mfus[it.kind], overhead_s))
+            rows.append(_training_row(it, plan, flops, mfus[it.kind], overhead_s, region))
     _mark(rows, "time_s")
     return rows
 
@@ -192,58 +202,64 @@ def rank_inference(
     model,
     seq_len: int = 128,
     throughput_rps: dict | None = None,
-    utilisation: dict | float | None = None,
+    utilisation: float | None = None,
     precision: str = "bf16",
     instances: list[str] | None = None,
+    region: str = CATALOG_REGION,
+    prices: dict | None = None,
 ) -> list[dict]:
-    """Cost per 1M requests per instance: Graviton vs x86 vs GPU vs Inferentia.
+    """Cost per 1M requests per instance: Graviton generations vs x86 vs GPU vs Inferentia.
 
-    Throughput is either given (``throughput_rps``: measured requests/s per instance) or estimated
-    as ``peak_bf16 · utilisation / (2 · params · seq_len)`` requests/s, with the utilisation stated
-    (default :data:`DEFAULT_INFERENCE_UTILISATION`). cost per 1M requests =
-    ``price_usd_per_hour / (3600 · rps) · 1e6`` (EC2 on-demand prices). Instances whose device
-    memory cannot hold the weights, or without a price, are left out.
+    The rows are :func:`pt2aws.aws.endpoint_cost.cost_rows`' (the estimate notebook 03 shows
+    for the same instance); instances whose memory cannot hold the weights, or without a
+    price, are left out.
 
     Args:
         model: anything :func:`model_spec` accepts.
         seq_len: tokens per request.
-        throughput_rps: measured requests/s by instance name (``ml.`` prefix accepted).
-        utilisation: assumed fraction of peak, one number or per kind.
+        throughput_rps: measured requests/s by instance name: an extra, measured row each.
+        utilisation: assumed fraction of the serving peak (default
+            :data:`pt2aws.aws.endpoint_cost.DEFAULT_UTILISATION`).
         precision: weights' precision for the memory check (see :func:`inference_memory`).
-        instances: names to compare (default :data:`DEFAULT_INFERENCE_INSTANCES`).
+        instances: names to compare (default :data:`DEFAULT_INFERENCE_INSTANCES`; ``ml.``
+            names are SageMaker endpoints at hosting prices, bare names EC2 instances).
+        region: prices of this region where known.
+        prices: prices read elsewhere (the AWS Price List API), preferred over the catalog's.
 
     Returns:
-        Rows with ``instance, kind, processor, arch, throughput_rps, throughput_source,
-        price_usd_per_hour, usd_per_million, latency_floor_ms, note, cheapest, fastest``
+        Rows with ``instance, processor, arch, throughput_rps, throughput_source,
+        price_usd_per_hour, price, usd_per_million, latency_floor_ms, note, cheapest, fastest``
         sorted by cost; ``fastest`` is the highest throughput.
     """
     spec = model_spec(model)
     need = inference_memory(spec, 1, seq_len, precision)["total"]
-    utils = _per_kind(utilisation, DEFAULT_INFERENCE_UTILISATION)
-    measured = {k.removeprefix("ml."): v for k, v in (throughput_rps or {}).items()}
-    wanted = _names(instances) or set(DEFAULT_INFERENCE_INSTANCES)
+    names = list(instances or DEFAULT_INFERENCE_INSTANCES)
+    fits = [n for n in names if _holds(n, need)]
     rows = []
-    for it in load_catalog():
-        if it.name not in wanted or it.price_usd_per_hour is None or need > usable_bytes(it):
+    for r in endpoint_cost.cost_rows(
+        spec,
+        seq_len,
+        instances=tuple(fits),
+        region=region,
+        prices=prices,
+        measured=throughput_rps,
+        utilisation=utilisation or DEFAULT_INFERENCE_UTILISATION,
+    ):
+        if r["usd_per_1m"] is None:
             continue
-        if it.name in measured:
-            rps, src = float(measured[it.name]), "measured (given)"
-        else:
-            u = utils[it.kind]
-            rps = it.peak_bf16_tflops * 1e12 * u / (2 * spec.parameters * seq_len)
-            src = f"estimate: peak x {u:.0%} / (2 x params x {seq_len} tokens)"
+        rps = r["throughput_per_s"]
         rows.append(
             {
-                "instance": it.name,
-                "kind": it.kind,
-                "processor": it.accelerator or it.cpu,
-                "arch": architecture(it.name),
+                "instance": r["instance_type"],
+                "processor": r["processor"],
+                "arch": r["arch"],
                 "throughput_rps": rps,
-                "throughput_source": src,
-                "price_usd_per_hour": it.price_usd_per_hour,
-                "usd_per_million": it.price_usd_per_hour / (3600 * rps) * 1e6,
+                "throughput_source": r["throughput_basis"],
+                "price_usd_per_hour": r["usd_per_hour"],
+                "price": r["price"],
+                "usd_per_million": r["usd_per_1m"],
                 "latency_floor_ms": 1000 / rps,
-                "note": _notes(it, "hosting"),
+                "note": _serving_note(r["instance_type"]),
                 "cheapest": False,
                 "fastest": False,
                 "time_s": -rps,  # for _mark: fastest = highest throughput; removed below
@@ -255,6 +271,31 @@ def rank_inference(
     return rows
 
 
+def _holds(name: str, need_bytes: float) -> bool:
+    """Whether ``name``'s device memory holds ``need_bytes`` (True for a type without a row)."""
+    try:
+        return need_bytes <= usable_bytes(get_instance(name))
+    except KeyError:
+        return True
+
+
+def _serving_note(name: str) -> str:
+    """Neuron needs a port; a bare name is an EC2 price (no SageMaker hosting price known)."""
+    notes = []
+    bare = name.removeprefix("ml.")
+    try:
+        it = get_instance(bare)
+    except KeyError:
+        it = None
+    if it is not None and it.kind in ("trainium", "inferentia"):
+        notes.append("needs the AWS Neuron SDK (torch-neuronx); pt2aws runs CUDA/CPU as is")
+    if not name.startswith("ml."):
+        notes.append("EC2 price (no SageMaker hosting price in the catalog)")
+    if not availability(bare)["sagemaker_hosting"]:
+        notes.append("EC2 only (not a SageMaker hosting type)")
+    return "; ".join(notes)
+
+
 def _model_summary(spec: ModelSpec) -> dict:
     return {
         "name": spec.name,
@@ -262,6 +303,7 @@ def _model_summary(spec: ModelSpec) -> dict:
         "hidden_size": spec.hidden_size,
         "num_layers": spec.num_layers,
         "num_heads": spec.num_heads,
+        "embedding_parameters": spec.embedding_parameters,
     }
 
 
@@ -273,7 +315,7 @@ def _workload_summary(workload: Workload, spec: ModelSpec) -> dict:
     }
 
 
-def _assumptions(mfu: dict | float | None, overhead_s: float) -> dict:
+def _assumptions(mfu: dict | float | None, overhead_s: float, region: str) -> dict:
     return {
         "mfu": DEFAULT_MFU if mfu is None else mfu,
         "inference_utilisation": DEFAULT_INFERENCE_UTILISATION,
@@ -281,7 +323,15 @@ def _assumptions(mfu: dict | float | None, overhead_s: float) -> dict:
         "overhead_s": overhead_s,
         "time": "6 x params x tokens / (nodes x peak bf16 x MFU), compute only; cost adds "
         f"{overhead_s:.0f} s of paid start-up per node; linear scaling over nodes",
-        "price": "EC2 on-demand us-east-1; SageMaker ml.* costs more",
+        "serving": f"peak per processor generation x {DEFAULT_INFERENCE_UTILISATION:.0%} (our "
+        f"assumption) / (2N + 4LdT) x T FLOPs per request ({endpoint_cost.FLOPS_SOURCE})",
+        "price": (
+            "us-east-1"
+            if region == CATALOG_REGION
+            else f"{region} where the catalog has a figure, else us-east-1 (each row says)"
+        )
+        + "; training: EC2 on-demand; serving: SageMaker hosting for ml.* (it costs more than "
+        "EC2 for the same hardware)",
     }
 
 
@@ -290,7 +340,11 @@ def _pick(rows: list[dict], flag: str) -> str | None:
 
 
 def recommend(
-    workload: Workload, mfu: dict | float | None = None, overhead_s: float = DEFAULT_OVERHEAD_S
+    workload: Workload,
+    mfu: dict | float | None = None,
+    overhead_s: float = DEFAULT_OVERHEAD_S,
+    region: str = CATALOG_REGION,
+    prices: dict | None = None,
 ) -> dict:
     """Memory breakdown, workload class, training ranking and inference ranking for ``workload``.
 
@@ -298,6 +352,9 @@ def recommend(
         workload: what to size (model, examples, sequence length, epochs, batch, precision).
         mfu: assumed MFU, one number or per kind (default :data:`DEFAULT_MFU`).
         overhead_s: paid start-up per node, seconds.
+        region: prices of this region where known (else us-east-1's, said in each row).
+        prices: serving prices read from the AWS Price List API
+            (:func:`pt2aws.aws.pricing.refresh_prices`), preferred over the catalog's.
 
     Returns:
         A JSON-serialisable dict: ``model`` (name, parameters, shape), ``workload``, ``memory``
@@ -318,8 +375,9 @@ def recommend(
         w.precision,
         mfu=mfu,
         overhead_s=overhead_s,
+        region=region,
     )
-    inference = rank_inference(spec, w.seq_len)
+    inference = rank_inference(spec, w.seq_len, region=region, prices=prices)
     runnable = (r for r in training if r["kind"] in RUNNABLE_KINDS and r["cost_usd"] is not None)
     return {
         "model": _model_summary(spec),
@@ -337,6 +395,7 @@ def recommend(
         "recommended": next(
             ({k: r[k] for k in ("instance", "nodes", "strategy")} for r in runnable), None
         ),
-        "assumptions": _assumptions(mfu, overhead_s),
+        "region": region,
+        "assumptions": _assumptions(mfu, overhead_s, region),
         "catalog": catalog_meta(),
     }

@@ -38,6 +38,29 @@ def catalog_rows() -> list[dict]:
     return rows
 
 
+def catalog_table(region: str = "us-east-1") -> str:
+    """The catalog as one Markdown line per instance: hardware, the EC2 price in ``region``
+    (or us-east-1's, said) with its source id, date and whether it was verified."""
+    from pt2aws.catalog import ec2_price, source
+
+    lines = [
+        "| instance | kind | vCPUs | accelerators | peak bf16 TFLOP/s | USD/hour | price source |",
+        "| --- | --- | ---: | --- | ---: | ---: | --- |",
+    ]
+    for it in load_catalog():
+        price = ec2_price(it.name, region)
+        src = source(it.sources["price"]["id"])
+        mark = "verified" if src["verified"] else "UNVERIFIED"
+        usd = "none known" if price is None else f"{price.usd_per_hour:g}"
+        where = "" if price is None or not price.region_note else f" ({price.region})"
+        devices = f"{it.accelerator_count} x {it.accelerator}" if it.accelerator else it.cpu
+        lines.append(
+            f"| {it.name} | {it.kind} | {it.vcpus} | {devices} | {it.peak_bf16_tflops:.1f} | "
+            f"{usd}{where} | {src['id']} {src['date']}, {mark} |"
+        )
+    return "\n".join(lines)
+
+
 def _hours(seconds: float) -> str:
     if seconds < 120:
         return f"{seconds:.0f} s"
@@ -65,9 +88,31 @@ def training_table(rec: dict, limit: int | None = None) -> str:
     return "\n".join(lines)
 
 
+def training_summary(rec: dict, compare: tuple[str, ...] = ("p4d.24xlarge",)) -> str:
+    """One line naming the cheapest and the fastest training rows and the ``compare`` rows
+    (the source blog's p4d.24xlarge), with their estimated time and cost, for the notebook's
+    "what you should see" to point at."""
+
+    def describe(row: dict) -> str:
+        cost = "no price" if row["cost_usd"] is None else f"{row['cost_usd']:.2f} USD"
+        return f"{row['nodes']} x {row['instance']} ({_hours(row['time_s'])}, {cost})"
+
+    rows = rec["training"]
+    parts = []
+    for label, flag in (("cheapest", "cheapest"), ("fastest", "fastest")):
+        row = next((r for r in rows if r[flag]), None)
+        if row:
+            parts.append(f"{label}: {describe(row)}")
+    for name in compare:
+        row = next((r for r in rows if r["instance"] == name), None)
+        parts.append(f"{name}: {describe(row)}" if row else f"{name}: does not fit")
+    return "; ".join(parts) or "no instance fits"
+
+
 def inference_table(rec: dict) -> str:
-    """Markdown table of ``rec["inference"]`` (USD per 1M requests), or a sentence saying no
-    instance of the list holds the model's weights."""
+    """Markdown table of ``rec["inference"]`` (USD per 1M requests) with the throughput model's
+    assumption under it, or a sentence saying no instance of the list holds the model's weights.
+    """
     if not rec["inference"]:
         need = rec["memory"]["inference_bf16"]["total"] / 1e9
         return (
@@ -83,9 +128,11 @@ def inference_table(rec: dict) -> str:
             m for m, on in (("cheapest", r["cheapest"]), ("fastest", r["fastest"])) if on
         )
         lines.append(
-            f"| {r['instance']} | {r['processor']} | {r['arch']} | {r['throughput_rps']:.0f} | "
+            f"| {r['instance']} | {r['processor']} | {r['arch']} | {r['throughput_rps']:.1f} | "
             f"{r['price_usd_per_hour']:.4g} | {r['usd_per_million']:.3f} | {mark} | {r['note']} |"
         )
+    lines += ["", f"serving model: {rec['assumptions']['serving']}"]
+    lines += sorted({f"- {r['instance']}: {r['throughput_source']}" for r in rec["inference"]})
     return "\n".join(lines)
 
 
@@ -126,7 +173,7 @@ def format_recommendation(rec: dict, limit: int | None = 12) -> str:
         "on-demand us-east-1)",
         training_table(rec, limit),
         "",
-        "Inference: cost per 1M requests (throughput estimated from peak; replace with measured)",
+        "Serving: cost per 1M requests (notebook 03's model: estimated, not measured)",
         inference_table(rec),
         "",
         f"cheapest training: {rec['cheapest']}; fastest: {rec['fastest']}; cheapest inference: "
@@ -138,7 +185,8 @@ def format_recommendation(rec: dict, limit: int | None = 12) -> str:
             if rec["recommended"]
             else "none fits"
         ),
-        f"catalog checked {rec['catalog']['checked']}; figures marked verified=false in "
-        "src/pt2aws/instances.json must be checked before quoting",
+        f"prices: {rec['assumptions']['price']}; catalog checked {rec['catalog']['checked']}; "
+        "figures marked verified=false in src/pt2aws/instances.json must be checked before "
+        "quoting",
     ]
     return "\n".join(lines)

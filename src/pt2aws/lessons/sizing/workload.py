@@ -22,6 +22,8 @@ class ModelSpec:
         hidden_size: h.
         num_layers: L.
         num_heads: a.
+        embedding_parameters: parameters in the embedding tables (looked up, not multiplied:
+            left out of the training FLOPs); 0 where unknown (a bare parameter count).
     """
 
     name: str
@@ -29,6 +31,12 @@ class ModelSpec:
     hidden_size: int
     num_layers: int
     num_heads: int
+    embedding_parameters: int = 0
+
+    @property
+    def non_embedding_parameters(self) -> int:
+        """``N`` of the training FLOPs (:func:`pt2aws.train.throughput.training_flops_per_token`)."""
+        return self.parameters - self.embedding_parameters
 
     def __post_init__(self) -> None:
         for field in ("parameters", "hidden_size", "num_layers", "num_heads"):
@@ -60,6 +68,7 @@ class ModelSpec:
             ) * h + 2 * h
             layer = 4 * (h * h + h) + (h * f + f) + (f * h + h) + 4 * h
             params = embeddings + config.num_hidden_layers * layer + (h * h + h) + (h * n + n)
+            tables = embeddings - 2 * h  # the embeddings' LayerNorm multiplies: not a table
         else:
             import torch
             from transformers import AutoModelForSequenceClassification
@@ -67,12 +76,16 @@ class ModelSpec:
             with torch.device("meta"):
                 model = AutoModelForSequenceClassification.from_config(config)
             params = sum(p.numel() for p in model.parameters())
+            tables = sum(
+                m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Embedding)
+            )
         return cls(
             name=name or getattr(config, "_name_or_path", "") or config.model_type,
             parameters=int(params),
             hidden_size=int(config.hidden_size),
             num_layers=int(config.num_hidden_layers),
             num_heads=int(config.num_attention_heads),
+            embedding_parameters=int(tables),
         )
 
     @classmethod
@@ -88,7 +101,8 @@ class ModelSpec:
 
         Estimate (our assumption, close to published LLM shapes): ``parameters ≈ 12·L·h²`` with
         ``h = 128·L`` (width/depth 128), heads ``h/128``. For 70e9 this gives L = 71, h = 9088, a = 71
-        (Llama-2-70B: 80, 8192, 64).
+        (Llama-2-70B: 80, 8192, 64). The embeddings are unknown here and counted as 0 (for a
+        70B LLM they are about 1-2% of the parameters).
         """
         if parameters <= 0:
             raise ValueError(f"parameters must be positive, got {parameters!r}")

@@ -90,7 +90,12 @@ def _trainer_run(argv: list[str]) -> dict:
     peer_flags = _resolve_flags(cfg, cuda)
     timer, counts = _step_timer(cfg.seed, cuda), _BatchCounts()
     args = _training_arguments(cfg, peer_flags, cuda)
-    trainer = _same_order_trainer(cfg, args, model, tokenizer, train_set, timer, counts)
+    pad_to = flags.choose_pad_to_multiple(
+        torch.device("cuda" if cuda else "cpu"), peer_flags.torch_compile
+    )
+    trainer = _same_order_trainer(
+        cfg, args, model, tokenizer, train_set, timer, counts, 8 if pad_to.enabled else None
+    )
     trainer.train()
     losses = [r["loss"] for r in trainer.state.log_history if "loss" in r and "step" in r]
     metrics = _metrics(cfg, peer_flags, timer.step_times, counts, losses, cuda)
@@ -193,9 +198,10 @@ def _step_timer(seed: int, cuda: bool):
     return StepTimer()
 
 
-def _same_order_trainer(cfg, args, model, tokenizer, train_set, timer, counts):
+def _same_order_trainer(cfg, args, model, tokenizer, train_set, timer, counts, pad_to):
     """A ``Trainer`` that draws ``pt2aws.train``'s batches (``epoch_batches``, one process,
-    no bucketing) and counts the tokens of each."""
+    no bucketing), padded as ``pt2aws.train`` pads them (``pad_to``), and counts the tokens of
+    each."""
     import torch
     from transformers import DataCollatorWithPadding, Trainer
 
@@ -237,7 +243,7 @@ def _same_order_trainer(cfg, args, model, tokenizer, train_set, timer, counts):
         model=model,
         args=args,
         train_dataset=train_set,
-        data_collator=DataCollatorWithPadding(tokenizer, pad_to_multiple_of=8),
+        data_collator=DataCollatorWithPadding(tokenizer, pad_to_multiple_of=pad_to),
         callbacks=[timer],
     )
 

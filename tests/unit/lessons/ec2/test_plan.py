@@ -9,6 +9,7 @@ import pytest
 from pt2aws.aws import training_images
 from pt2aws.aws.image_support import ImageSupportWarning
 from pt2aws.lessons.ec2 import plan as ec2_plan
+from pt2aws.standins import aws_emulator
 from pt2aws.standins.aws_emulator import Emulator
 
 DLAMI = "/aws/service/deeplearning/ami/x86_64/oss-nvidia-driver-gpu-pytorch-2.13-amazon-linux-2023/latest/ami-id"
@@ -38,29 +39,30 @@ def test_dlami_parameter_names():
 
 
 def test_ami_lookup_and_dry_run(emulator):
-    assert ec2_plan.lookup_ami(DLAMI, emulator.region) == "ami-0123456789abcdef0"
-    assert ec2_plan.lookup_ami(
-        training_images.dlami_parameter("c7g.xlarge"), emulator.region
-    ).startswith("ami-")
+    session = emulator.session()
+    assert ec2_plan.lookup_ami(session, DLAMI) == "ami-0123456789abcdef0"
+    assert ec2_plan.lookup_ami(session, training_images.dlami_parameter("c7g.xlarge")).startswith(
+        "ami-"
+    )
     with pytest.raises(ec2_plan.LaunchPlanError, match="not found"):
-        ec2_plan.lookup_ami(training_images.dlami_parameter("g5.xlarge", "1.0"), emulator.region)
+        ec2_plan.lookup_ami(session, training_images.dlami_parameter("g5.xlarge", "1.0"))
     request = ec2_plan.run_instances_request("p4d.24xlarge", "ami-0123456789abcdef0")
     assert request["InstanceType"] == "p4d.24xlarge" and request["MinCount"] == 1
-    result = ec2_plan.dry_run(request, emulator.region)
+    result = ec2_plan.dry_run(session, request)
     assert result == {
         "would_succeed": True,
         "code": "DryRunOperation",
         "message": result["message"],
     }
-    plan = ec2_plan.launch_plan("p4d.24xlarge", 1, region=emulator.region)
-    assert plan["ec2"]["ami_id"] == "ami-0123456789abcdef0"
+    plan = ec2_plan.launch_plan("p4d.24xlarge", 1, session=session)
+    assert plan["target"] == "emulator" and plan["ec2"]["ami_id"] == "ami-0123456789abcdef0"
     assert plan["ec2"]["dry_run"]["would_succeed"] is True
     assert "pytorch-training:2.10.0-gpu-py313" in plan["sagemaker_training"]["training_image"]
     assert "pytorch-inference-arm64" in plan["sagemaker_endpoint"]["image_uri"]
     assert plan["sagemaker_endpoint"]["environment"]["DNNL_DEFAULT_FPMATH_MODE"] == "BF16"
     text = ec2_plan.format_launch_plan(plan)
     assert "Launch plan: 1 x p4d.24xlarge" in text and "\n  DLAMI: SSM parameter" in text
-    cpu = ec2_plan.format_launch_plan(ec2_plan.launch_plan("c7i.xlarge", 1, region=emulator.region))
+    cpu = ec2_plan.format_launch_plan(ec2_plan.launch_plan("c7i.xlarge", 1, session=session))
     assert "AMI (a CPU job needs no DLAMI): SSM parameter" in cpu and "DLAMI:" not in cpu
 
 
@@ -91,13 +93,16 @@ def test_images_per_instance_kind():
     assert ec2_plan.sagemaker_endpoint_settings("m7g.xlarge", "us-east-1")["available"] is False
 
 
-def test_plan_for_emulator_target_restores_environment():
+def test_plan_on_a_started_emulator_and_offline_restores_environment():
     before = os.environ.get("AWS_ENDPOINT_URL")
-    plan = ec2_plan.plan_for_target("g6e.xlarge", target="emulator")
-    assert plan["ec2"]["ami_id"] == ec2_plan.EMULATOR_PLACEHOLDER_AMI
+    session = aws_emulator.start("eu-west-2", model_servers=False)  # a region no test seeded
+    try:
+        plan = ec2_plan.launch_plan("g6e.xlarge", session=session)  # DLAMIs seeded at start
+    finally:
+        session.close()
+    assert plan["ec2"]["ami_id"] == aws_emulator.PLACEHOLDER_AMI
     assert plan["ec2"]["dry_run"]["code"] == "DryRunOperation"
     assert os.environ.get("AWS_ENDPOINT_URL") == before
-    offline = ec2_plan.plan_for_target("g6e.xlarge", target="none")
+    offline = ec2_plan.launch_plan("g6e.xlarge", region="eu-west-1")
     assert offline["ec2"]["ami_id"] is None and offline["ec2"]["dry_run"] is None
-    with pytest.raises(ValueError, match="target"):
-        ec2_plan.plan_for_target("g6e.xlarge", target="cloud")
+    assert (offline["target"], offline["region"]) == ("none", "eu-west-1")

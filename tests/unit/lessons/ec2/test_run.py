@@ -16,11 +16,7 @@ from pt2aws.lessons.ec2 import run as ec2_run
 from pt2aws.train.loop import parse_args
 
 REGISTRY = "763104351884.dkr.ecr.us-east-1.amazonaws.com"
-
-
 BUNDLE = "s3://bucket/pt2aws-ec2/x/bundle.tar.gz"
-
-
 OUTPUT = "s3://bucket/pt2aws-ec2/x/output/model.tar.gz"
 
 
@@ -98,33 +94,41 @@ def test_multi_node_efa_and_cpu_variants():
 def test_commands_reach_an_instance_through_ssm_and_the_output_comes_back(
     smoke_train_dir, tmp_path
 ):
-    from pt2aws.aws.session import boto_session
-    from pt2aws.standins.aws_emulator import Emulator
+    from pt2aws.standins import aws_emulator
 
-    sent = ec2_run.run_on(
-        "emulator",
-        "g5.xlarge",
-        TrainConfig(profile="smoke", max_steps=5),
-        work_dir=tmp_path / "ec2",
-        emulator_output=smoke_train_dir,
-    )
+    session = aws_emulator.start(model_servers=False)
+    try:
+        sent = ec2_run.run_on(
+            session,
+            "g5.xlarge",
+            TrainConfig(profile="smoke", max_steps=5),
+            work_dir=tmp_path / "ec2",
+        )
+        _check_sent(session, sent)
+        # an emulated instance runs nothing: put a run folder where the script would upload it
+        session.emulator.seed_training_output(sent["output_s3"], smoke_train_dir)
+        fetched = training_status.fetch_model(session, sent["output_s3"], tmp_path / "run/train")
+    finally:
+        session.close()
+    assert "model/model.safetensors" in fetched["files"]
+
+
+def _check_sent(session, sent):
+    assert sent["target"] == "emulator"
     assert sent["document"] == "AWS-RunShellScript" and sent["status"] in ("Pending", "Success")
     assert sent["image_uri"] == f"{REGISTRY}/pytorch:2.13.0-cu133-amzn2023"
     assert sent["bundle_s3"].endswith("/bundle.tar.gz") and sent["output_s3"].endswith(
         "/output/model.tar.gz"
     )
     (instance,) = sent["instance_ids"]
-    with Emulator():  # moto keeps its state in this process: the command is still there
-        ssm = boto_session("us-east-1").client("ssm")
-        (command,) = ssm.list_commands(CommandId=sent["command_id"])["Commands"]
-        assert command["Parameters"]["commands"] == sent["commands"]
-        assert command["Parameters"]["executionTimeout"] == [str(8 * 3600)]
-        invocation = ssm.get_command_invocation(CommandId=sent["command_id"], InstanceId=instance)
-        assert invocation["Status"] == "Success"
-        bucket, key = sent["bundle_s3"].removeprefix("s3://").split("/", 1)
-        assert boto_session("us-east-1").client("s3").head_object(Bucket=bucket, Key=key)
-    fetched = training_status.fetch_model("emulator", sent["output_s3"], tmp_path / "run/train")
-    assert "model/model.safetensors" in fetched["files"]
+    ssm = session.client("ssm")
+    (command,) = ssm.list_commands(CommandId=sent["command_id"])["Commands"]
+    assert command["Parameters"]["commands"] == sent["commands"]
+    assert command["Parameters"]["executionTimeout"] == [str(8 * 3600)]
+    invocation = ssm.get_command_invocation(CommandId=sent["command_id"], InstanceId=instance)
+    assert invocation["Status"] == "Success"
+    bucket, key = sent["bundle_s3"].removeprefix("s3://").split("/", 1)
+    assert session.client("s3").head_object(Bucket=bucket, Key=key)
 
 
 def test_bundle_holds_code_data_and_a_local_model(tmp_path):
@@ -138,5 +142,12 @@ def test_bundle_holds_code_data_and_a_local_model(tmp_path):
 
 
 def test_aws_needs_instance_ids():
+    from pt2aws.aws.session import AwsSession
+
     with pytest.raises(ValueError, match="needs instance_ids"):
-        ec2_run.run_on("aws", "p4d.24xlarge", TrainConfig(profile="smoke"), work_dir="/tmp/x")
+        ec2_run.run_on(
+            AwsSession(region="us-east-1"),
+            "p4d.24xlarge",
+            TrainConfig(profile="smoke"),
+            work_dir="/tmp/x",
+        )

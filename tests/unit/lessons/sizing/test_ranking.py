@@ -21,12 +21,12 @@ def test_rank_training_time_and_cost_by_hand():
     p4d = by["p4d.24xlarge"]
     assert p4d["strategy"] == "DDP over 8 devices"
     assert p4d["cost_usd"] == pytest.approx(
-        (flops / (8 * 312e12 * 0.35) + 600) / 3600 * 21.96, rel=1e-12
+        (flops / (8 * 312e12 * 0.35) + 600) / 3600 * 21.957642, rel=1e-12
     )
     bare = ranking.rank_training(
         "roberta-base", 128_000_000, 3, instances=["p4d.24xlarge"], overhead_s=0
     )
-    assert bare[0]["cost_usd"] == pytest.approx(flops / (8 * 312e12 * 0.35) / 3600 * 21.96)
+    assert bare[0]["cost_usd"] == pytest.approx(flops / (8 * 312e12 * 0.35) / 3600 * 21.957642)
     assert "inf2.xlarge" not in by  # inference only
     assert sum(r["cheapest"] for r in rows) == 1 and sum(r["fastest"] for r in rows) == 1
     priced = [r["cost_usd"] for r in rows if r["cost_usd"] is not None]
@@ -41,15 +41,19 @@ def test_rank_training_time_and_cost_by_hand():
 
 def test_rank_inference_measured_and_estimated():
     rows = ranking.rank_inference("roberta-base", throughput_rps={"ml.c7g.xlarge": 20.0})
-    by = {r["instance"]: r for r in rows}
-    assert by["c7g.xlarge"]["usd_per_million"] == pytest.approx(0.145 / (3600 * 20) * 1e6)
-    assert by["c7g.xlarge"]["throughput_source"] == "measured (given)"
-    assert by["c7g.xlarge"]["arch"] == "arm64" and by["c7i.xlarge"]["arch"] == "x86_64"
-    # estimated: peak x 10 % / (2 x params x 128 tokens)
+    (measured,) = [r for r in rows if r["throughput_source"].startswith("measured")]
+    assert measured["instance"] == "ml.c7g.xlarge"
+    assert measured["usd_per_million"] == pytest.approx(0.1734 / (3600 * 20) * 1e6)
+    by = {r["instance"]: r for r in rows if r["throughput_source"].startswith("estimate")}
+    assert by["ml.c7g.xlarge"]["arch"] == "arm64" and by["ml.c6i.xlarge"]["arch"] == "x86_64"
+    # estimated: peak x 10 % / ((2 x N + 4 x L x d x T) x T), N = non-embedding parameters
+    n = ROBERTA_BASE - 38_999_040  # the embedding tables
     assert by["g5.xlarge"]["throughput_rps"] == pytest.approx(
-        70e12 * 0.1 / (2 * ROBERTA_BASE * 128)
+        70e12 * 0.1 / ((2 * n + 4 * 12 * 768 * 128) * 128)
     )
-    assert {"c7g.xlarge", "c8g.xlarge", "c7i.xlarge", "g5.xlarge", "inf2.xlarge"} <= set(by)
+    assert {"ml.c6g.xlarge", "ml.c7g.xlarge", "ml.c8g.xlarge", "g5.xlarge", "inf2.xlarge"} <= set(
+        by
+    )
     assert sum(r["cheapest"] for r in rows) == 1
 
 
