@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 
 from pt2aws.serving import HANDLER_PATH
-from pt2aws.standins.torchserve import LocalEndpoint
 from pt2aws.system import free_port
 
 #: Seconds to wait for a server's /ping = 200 (JVM or torch import on 2 loaded cores).
@@ -49,19 +48,9 @@ def contract_model(smoke_model_dir, tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def torchserve(contract_model, tmp_path_factory):
-    """The reference: SageMaker PyTorch toolkit + TorchServe on 127.0.0.1 (needs Java)."""
-    if shutil.which("java") is None:
-        pytest.skip("needs Java 17 for TorchServe (the reference server)")
-    endpoint = LocalEndpoint(contract_model, tmp_path_factory.mktemp("torchserve"))
-    endpoint.start()
-    yield endpoint
-    endpoint.stop()
-
-
-@pytest.fixture(scope="session")
 def torchserve_if_java(request):
-    """The TorchServe reference where Java is installed, else None (then only correctness is
+    """The TorchServe reference (``torchserve``, tests/conftest.py: the session's one, serving the
+    same smoke model and handler) where Java is installed, else None (then only correctness is
     checked, not sameness)."""
     if shutil.which("java") is None:
         return None

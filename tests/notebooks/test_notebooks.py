@@ -78,44 +78,6 @@ def test_each_notebook_checks_its_kernel_with_the_one_script():
     assert "==" not in (NB_DIR / "kernel_check.py").read_text()
 
 
-@pytest.fixture(scope="module")
-def executed(tmp_path_factory):
-    """Run 00-03 in order into one run folder with the smoke profile (about two minutes)."""
-    import papermill as pm
-
-    run_dir = tmp_path_factory.mktemp("run")
-    common = {"PROFILE": "smoke", "RUN_DIR": str(run_dir)}
-    # notebook 01: a 3-variant A/B (each a ~10 s process on 2 cores), and its SageMaker training
-    # job created against the local emulator
-    extra = {
-        "01_finetune_multi_gpu.ipynb": {
-            "AB_VARIANTS": ["baseline", "+fused", "Trainer baseline"],
-            "LAUNCH_SAGEMAKER_JOB": True,
-            "AWS_TARGET": "emulator",
-            "EXPLAIN_COMPILE": True,
-            "COMPARE_PARALLELISM": True,
-        },
-        "03_deploy_sagemaker_graviton.ipynb": {"LOAD_TEST_SECONDS": 10, "AGREEMENT_TEXTS": 20},
-    }
-    out = {}
-    for name in NOTEBOOKS:
-        params = {**common, **extra.get(name, {})}
-        declared = pm.inspect_notebook(str(NB_DIR / name))
-        assert set(params) <= set(declared), (
-            f"{name} lacks parameters {set(params) - set(declared)}"
-        )
-        pm.execute_notebook(
-            str(NB_DIR / name),
-            str(run_dir / name),
-            parameters=params,
-            kernel_name="python3",
-            cwd=str(NB_DIR),
-            progress_bar=False,
-        )
-        out[name] = run_dir / name
-    return RunDir(run_dir)
-
-
 def test_00_writes_env_report(executed):
     report = json.loads(executed.env_json.read_text())
     assert report["profile"] == "smoke"
@@ -318,7 +280,9 @@ def test_summary_from_executed_run(executed):
 
 def test_pipeline_trains_on_a_headerless_file_through_the_notebook_parameters(tmp_path):
     """Issue 11: the user's own file through `make run`'s path (pipeline -> notebook 01's
-    parameters -> run folder -> notebook 02): no header, latin-1, star ratings, a label map."""
+    parameters -> run folder -> notebook 02): no header, latin-1, star ratings, a label map.
+    The smallest file that splits (about 30 rows a class) and 4 optimizer steps: what is checked
+    is the data's path, not what the model learns."""
     import random
 
     from pt2aws import pipeline
@@ -327,7 +291,7 @@ def test_pipeline_trains_on_a_headerless_file_through_the_notebook_parameters(tm
     good = "great lovely superb fine excellent".split()
     bad = "awful terrible poor rotten dreadful".split()
     rows = []
-    for i in range(240):
+    for i in range(64):
         stars = rng.choice((1, 2, 4, 5))
         words = good if stars > 3 else bad
         rows.append(f'{stars},"café numéro {i}: {rng.choice(words)} {rng.choice(words)} service"')
@@ -348,11 +312,16 @@ def test_pipeline_trains_on_a_headerless_file_through_the_notebook_parameters(tm
                 "TEXT_COLUMN": 1,
                 "LABEL_COLUMN": 0,
                 "LABEL_MAP": "1=negative,2=negative,4=positive,5=positive",
+                "MAX_STEPS": 4,
                 "RUN_AB": False,
                 "EXPLAIN_COMPILE": False,
                 "COMPARE_PARALLELISM": False,
             },
-            "02_local_inference.ipynb": {"BENCH_VARIANTS": ["eager"], "START_ENDPOINT": False},
+            "02_local_inference.ipynb": {
+                "BENCH_VARIANTS": ["eager"],
+                "LATENCY_CALLS": 3,
+                "START_ENDPOINT": False,
+            },
         },
         stream=False,
     )

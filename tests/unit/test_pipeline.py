@@ -15,20 +15,38 @@ def _processes_mentioning(text: str) -> list[str]:
             except OSError:
                 continue
             if text in cmdline and "pt2aws.pipeline" not in cmdline:
-                found.append(f"{entry.name}: {cmdline[:160]}")
+                found.append(f"{entry.name}: {cmdline[:400]}")
     return found
 
 
-def _make_run_until_training(run_dir):
-    """``make run`` (smoke) in a subprocess, returned once notebook 01 runs a training process."""
+#: ``python -m pt2aws.pipeline`` (``make run``) as it runs, through its own ``main`` (the SIGTERM
+#: handler, papermill, the kernel), but only notebook 01 with its slow lessons off, so that a
+#: training subprocess starts within seconds instead of after notebook 00 and the compile lesson.
+SMALL_MAKE_RUN = """
+import functools, sys
+from pt2aws import pipeline
+from pt2aws.errors import run_cli
+pipeline.run_notebooks = functools.partial(
+    pipeline.run_notebooks,
+    notebooks=("01_finetune_multi_gpu.ipynb",),
+    extra_parameters={"EXPLAIN_COMPILE": False, "COMPARE_PARALLELISM": False, **PARAMS},
+)
+raise SystemExit(run_cli(pipeline.main, prog="python -m pt2aws.pipeline"))
+"""
+
+
+def _make_run_until_training(run_dir, **params):
+    """``make run`` (smoke, notebook 01 with ``params``) in a subprocess, returned once notebook
+    01 runs a training process (an A/B run with ``RUN_AB=True``, else torchrun)."""
     import os
     import subprocess
     import sys
     import threading
     import time
 
+    code = f"PARAMS = {params!r}\n{SMALL_MAKE_RUN}"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pt2aws.pipeline", "--profile", "smoke", "--run-dir", str(run_dir)],
+        [sys.executable, "-c", code, "--profile", "smoke", "--run-dir", str(run_dir)],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -37,7 +55,7 @@ def _make_run_until_training(run_dir):
     out: list[str] = []
     reader = threading.Thread(target=lambda: out.extend(proc.stdout), daemon=True)
     reader.start()
-    deadline = time.monotonic() + 240  # notebook 00, then 01 starts its A/B subprocesses
+    deadline = time.monotonic() + 240  # the kernel starts, then notebook 01 starts a subprocess
     while not _processes_mentioning(str(run_dir)) and time.monotonic() < deadline:
         assert proc.poll() is None, "".join(out[-30:])
         time.sleep(0.5)
@@ -104,7 +122,9 @@ def test_sigterm_stops_make_run_with_its_training_subprocesses_and_writes_the_su
     import signal
 
     run_dir = tmp_path / "run"
-    proc, reader, out = _make_run_until_training(run_dir)
+    # an A/B run that would take an hour: only the clean-up can end it within the test
+    proc, reader, out = _make_run_until_training(run_dir, RUN_AB=True, AB_STEPS=100_000)
+    assert "/ab/" in " ".join(_processes_mentioning(str(run_dir)))  # the A/B's subprocess
     proc.send_signal(signal.SIGTERM)
     proc.wait(timeout=120)
     reader.join(timeout=10)
@@ -122,7 +142,9 @@ def test_sigkill_of_make_run_still_ends_the_training_subprocesses(tmp_path):
     import signal
 
     run_dir = tmp_path / "run"
-    proc, reader, _ = _make_run_until_training(run_dir)
+    # a training run that would take an hour: only the death signal can end it within the test
+    proc, reader, _ = _make_run_until_training(run_dir, RUN_AB=False, MAX_STEPS=100_000)
+    assert "torch.distributed.run" in " ".join(_processes_mentioning(str(run_dir)))  # torchrun
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
     reader.join(timeout=10)

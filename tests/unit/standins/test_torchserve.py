@@ -1,7 +1,9 @@
 """The real SageMaker PyTorch serving stack (toolkit + TorchServe + Java) on 127.0.0.1.
 
-One server per module (about 5-20 s to start on 2 loaded cores). Every request is sent over HTTP
-and run through the handler in-process; status, body and content type must match.
+One server for the session (tests/conftest.py ``torchserve``; about 5-20 s to start on 2 loaded
+cores), shared with the serving contract's reference; the tests that stop or break a server
+start their own. Every request is sent over HTTP and run through the handler in-process; status,
+body and content type must match.
 """
 
 from __future__ import annotations
@@ -49,30 +51,22 @@ REQUESTS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def packaged(smoke_model_dir, tmp_path_factory):
-    from pt2aws.aws.artifact import package
-
-    return package(smoke_model_dir, tmp_path_factory.mktemp("pkg") / "model.tar.gz")
-
-
-@pytest.fixture(scope="module")
-def endpoint(packaged, tmp_path_factory):
-    ep = LocalEndpoint(packaged, tmp_path_factory.mktemp("serve"))
-    ep.start()
-    yield ep
-    ep.stop()
+@pytest.fixture
+def endpoint(torchserve):
+    """The session's one serving stack (tests/conftest.py), serving the packaged smoke model;
+    these tests only send it requests."""
+    return torchserve
 
 
 @pytest.fixture(scope="module")
-def in_process(packaged, tmp_path_factory):
+def in_process(smoke_archive, tmp_path_factory):
     """The handler loaded from the archive the server extracted, as the toolkit loads it."""
     import tarfile
 
     from pt2aws.serving.service import load_handler
 
     root = tmp_path_factory.mktemp("unpacked")
-    with tarfile.open(packaged) as tar:
+    with tarfile.open(smoke_archive) as tar:
         tar.extractall(root, filter="data")
     module = load_handler(root, builtin=False)
     return module, module.model_fn(str(root))
@@ -169,12 +163,15 @@ def test_a_picked_port_taken_before_the_bind_is_retried_on_fresh_ports(
         monkeypatch.setattr(local, "free_port", lambda: next(picks, None) or real())
         with LocalEndpoint(smoke_model_dir, tmp_path / "w", startup_timeout_s=120) as ep:
             assert ep.port != port and ep.ping()
+            assert ep.invoke('{"inputs": ["good"]}')[0] == 200  # a worker has answered
+            _stop_ends_every_process(ep)
     log = (tmp_path / "w" / "server.log").read_text(errors="replace")
     assert local._port_taken(log)  # the first attempt failed on the taken port, then retried
 
 
-def test_stop_ends_every_process(endpoint):
-    """Last in the module: stop() leaves no launcher, JVM or worker behind, and frees the port."""
+def _stop_ends_every_process(endpoint):
+    """stop() leaves no launcher, JVM or worker behind, and frees the port (checked on the
+    endpoint the port test started: the session's shared one must keep running)."""
     pgid = endpoint._proc.pid
     endpoint.stop()
     assert not endpoint.running and not endpoint.ping()
