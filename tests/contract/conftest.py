@@ -43,8 +43,17 @@ def make_model_folder(model_dir: Path, target: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def contract_model(smoke_model_dir, tmp_path_factory) -> Path:
-    """The smoke model as an extracted ``model.tar.gz`` (read-only for every server)."""
-    return make_model_folder(smoke_model_dir, tmp_path_factory.mktemp("contract") / "model")
+    """The smoke model as an extracted ``model.tar.gz`` (read-only for every server), with the
+    ONNX Runtime variants' ``onnx/`` export that ``aws.artifact.package`` ships when
+    ``variants.json`` records them (a read-only ``/opt/ml/model`` cannot export them)."""
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    from pt2aws.inference.ort import onnx_files
+
+    folder = make_model_folder(smoke_model_dir, tmp_path_factory.mktemp("contract") / "model")
+    model = AutoModelForSequenceClassification.from_pretrained(folder).eval()
+    onnx_files(folder, model, AutoTokenizer.from_pretrained(folder))
+    return folder
 
 
 @pytest.fixture(scope="session")
