@@ -51,14 +51,14 @@ import time
 import pytest
 from contract_cases import CASES, Answer, assert_correct, assert_same_answer, request
 from podman_api import PodmanApiService, missing_clients
-from podman_image import IMAGE, build_image, ensure_base_image, missing_tools, podman
+from podman_image import build_image, ensure_base_image, host_arch, image, missing_tools, podman
 
 from pt2aws.system import free_port
 
 pytestmark = pytest.mark.container
 
 REGION = "us-east-1"
-#: Where notebook 03 would take the project's image from; local mode runs :data:`IMAGE`.
+#: Where notebook 03 would take the project's image from; local mode runs this checkout's image (``sdk_image``).
 ECR_IMAGE = f"123456789012.dkr.ecr.{REGION}.amazonaws.com/pt2aws-serving:test"
 #: CreateModel needs a role; LocalSession does not use it.
 ROLE_ARN = "arn:aws:iam::123456789012:role/pt2aws-sagemaker-execution"
@@ -105,9 +105,9 @@ def sdk_image():
     why = missing_tools() or missing_clients()
     if why:
         pytest.skip(why)
-    ensure_base_image()
-    build_image()  # this checkout's image; only changed layers rebuild
-    return IMAGE
+    ensure_base_image(host_arch())
+    build_image(host_arch())  # this checkout's image; only changed layers rebuild
+    return image(host_arch())
 
 
 @pytest.fixture(scope="module")
@@ -123,7 +123,7 @@ def podman_api(sdk_image, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def sdk_endpoint(podman_api, smoke_model_dir, tmp_path_factory):
+def sdk_endpoint(sdk_image, podman_api, smoke_model_dir, tmp_path_factory):
     """The smoke model's archive deployed with the SDK's LocalSession, as notebook 03 deploys."""
     import boto3
     from sagemaker.core.local.local_session import LocalSession
@@ -144,7 +144,7 @@ def sdk_endpoint(podman_api, smoke_model_dir, tmp_path_factory):
         environment=serving_environment("custom", "ml.c6i.xlarge"),
         tags={"project": "pt2aws"},
     )
-    requests["CreateModel"]["PrimaryContainer"]["Image"] = IMAGE
+    requests["CreateModel"]["PrimaryContainer"]["Image"] = sdk_image
     requests["CreateEndpointConfig"]["ProductionVariants"][0]["InstanceType"] = "local"
 
     session = LocalSession(
