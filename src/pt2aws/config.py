@@ -364,10 +364,6 @@ class TrainConfig:
                     f"--encoding {self.encoding!r}: not a codec Python knows; use auto, utf-8, "
                     "latin-1, cp1252 or utf-16"
                 ) from None
-        if self.label_map is not None:
-            from pt2aws.data.labels import parse_label_map
-
-            parse_label_map(self.label_map)  # raises DataError naming the problem
 
     def reader_options(self) -> dict:
         """How to read :attr:`dataset`: the keyword arguments of

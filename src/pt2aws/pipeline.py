@@ -150,12 +150,17 @@ def data_parameters(args) -> dict:
     Raises:
         FileNotFoundError: ``--data`` names a path that does not exist (checked before any
             notebook runs).
+        pt2aws.data.DataError: an unreadable ``--label-map``.
     """
     params = {}
     for option, name in DATA_OPTIONS.items():
         value = getattr(args, option)
         if value:
             params[name] = value
+    if params.get("LABEL_MAP"):
+        from pt2aws.data.labels import parse_label_map
+
+        parse_label_map(params["LABEL_MAP"])  # fails before any notebook runs
     data = params.get("DATASET")
     if data and Path(data).expanduser().exists():
         params["DATASET"] = str(Path(data).expanduser().resolve())  # notebooks run in notebooks/

@@ -25,16 +25,12 @@ def test_train_config_takes_profile_defaults_and_keeps_overrides():
 
 
 def test_data_options_are_checked_before_any_data_is_read():
-    from pt2aws.data import DataError
-
     with pytest.raises(ValueError, match="--max_length 'long': use a number of tokens"):
         TrainConfig(max_length="long")
     with pytest.raises(ValueError, match="--header 'maybe': use auto, true or false"):
         TrainConfig(header="maybe")
     with pytest.raises(ValueError, match="--encoding 'klingon'"):
         TrainConfig(encoding="klingon")
-    with pytest.raises(DataError, match="--label_map"):
-        TrainConfig(label_map="positive")
     cfg = TrainConfig(header="false", encoding="cp1252", label_map="1=positive,-1=negative")
     assert (cfg.header, cfg.encoding) == ("false", "cp1252")
 

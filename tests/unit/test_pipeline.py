@@ -103,6 +103,11 @@ def test_make_run_data_options_become_notebook_01_parameters(tmp_path, monkeypat
     missing = pipeline.build_parser().parse_args(["--data", "nope.csv"])
     with pytest.raises(FileNotFoundError, match="DATA=nope.csv: no such file"):
         pipeline.data_parameters(missing)
+    from pt2aws.data import DataError
+
+    bad_map = pipeline.build_parser().parse_args(["--label-map", "positive"])
+    with pytest.raises(DataError, match="--label_map"):  # before any notebook runs
+        pipeline.data_parameters(bad_map)
 
 
 def test_make_run_max_length_is_a_valid_notebook_01_value():

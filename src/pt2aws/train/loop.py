@@ -39,7 +39,7 @@ import torch
 
 from pt2aws.catalog import peak_bf16_flops
 from pt2aws.config import TrainConfig, saved_config_path
-from pt2aws.data import sequence_length_record, token_lengths
+from pt2aws.data import parse_label_map, sequence_length_record, token_lengths
 from pt2aws.modeling import model_max_tokens
 from pt2aws.system import peak_memory_bytes
 from pt2aws.train.checkpointing import resume, save_checkpoint, save_model
@@ -316,6 +316,7 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
     Raises:
         FileNotFoundError: the ``--config`` file does not exist.
         ValueError: an unknown key in the file, or a value out of range.
+        pt2aws.data.DataError: an unreadable ``--label_map``.
         SystemExit: an unknown flag (argparse prints the usage).
     """
     import argparse
@@ -341,6 +342,7 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
             saved["checkpoint_dir"] = None  # derived: re-derive from the final output_dir
         parser.set_defaults(**saved)
     cfg, _ = parser.parse_args_into_dataclasses(args=rest)
+    parse_label_map(cfg.label_map)  # a bad --label_map fails here, before any model is loaded
     return cfg
 
 

@@ -55,3 +55,16 @@ def test_training_loss_falls_and_model_learns(tmp_path):
     first, last = log[0]["loss"], sum(r["loss"] for r in log[-3:]) / 3
     assert last < first - 0.05, f"loss did not fall: {first:.3f} -> {last:.3f}"
     assert metrics["eval_accuracy"] > 0.6
+
+
+def test_a_bad_label_map_fails_when_the_flags_are_read():
+    import pytest
+
+    from pt2aws.data import DataError
+    from pt2aws.train.loop import parse_args
+
+    with pytest.raises(DataError, match="--label_map"):
+        parse_args(["--profile", "smoke", "--label_map", "positive"])
+    assert (
+        parse_args(["--label_map", "1=positive,-1=negative"]).label_map == "1=positive,-1=negative"
+    )
