@@ -7,9 +7,13 @@ Formulas (each stated again where it is used):
   Language Models", 2020, section 2.1; PaLM appendix B; the formula torchtitan's and nanoGPT's MFU
   use: :func:`pt2aws.train.throughput.training_flops_per_token`, the same function as the training
   run's ``mfu``); the forward's share is 8/6 more with activation recomputation, which repeats
-  it. Time = FLOPs / (nodes · peak · MFU), the peak of the precision the run computes in: bf16 on
-  accelerators, fp32 on CPUs (the recipe trains CPUs in fp32: ``--bf16 auto`` is off there). The
-  MFU (model FLOPs utilisation) is an assumption (:data:`DEFAULT_MFU`), stated in every result.
+  it. Time = FLOPs / (nodes · peak · MFU), the peak of the precision each row assumes (its
+  ``peak_precision``, printed in the training table): bf16 on accelerators, fp32 on CPUs. A CPU
+  row is the fp32 case on purpose: the recipe trains in bf16 only on a CPU with native bf16
+  (Graviton3+, Sapphire Rapids, AVX512-BF16) and for a profile that measured it faster
+  (``local``), and the catalog has no CPU bf16 peak; such a CPU trains faster than its row says.
+  The MFU (model FLOPs utilisation) is an assumption (:data:`DEFAULT_MFU`), stated in every
+  result.
 * **Training cost** = (time + paid start-up per node) / 3600 · nodes · EC2 on-demand USD/hour
   (the region's price where the catalog has one, else us-east-1's, said).
 * **Serving cost** per 1M requests: the one throughput model of notebooks 00 and 03
@@ -80,11 +84,14 @@ def training_flops(spec: ModelSpec, tokens: float, seq_len: float) -> float:
 
 
 def training_peak_tflops(it: InstanceType) -> tuple[float, str]:
-    """``(peak TFLOP/s, precision)`` a training run gets on ``it``: fp32 on CPUs, else bf16.
+    """``(peak TFLOP/s, precision)`` a training run is assumed to get on ``it``: fp32 on CPUs,
+    else bf16.
 
-    The recipe trains CPUs in fp32 (``--bf16 auto`` is off there), so a CPU instance counts at
-    the catalog's fp32 vector peak (:func:`pt2aws.catalog.serving_peak`'s figure for a CPU
-    family); accelerators at their dense bf16 peak.
+    A CPU instance counts at the catalog's fp32 vector peak (:func:`pt2aws.catalog.serving_peak`'s
+    figure for a CPU family): the fp32 case, as the catalog has no CPU bf16 peak. The recipe's
+    ``--bf16 auto`` trains in bf16 on a CPU with native bf16 when the profile measured it faster
+    (``local``: :attr:`pt2aws.config.Profile.cpu_bf16`), so there the estimate is pessimistic.
+    Accelerators count at their dense bf16 peak.
     """
     if it.kind == "cpu":
         fp32 = serving_peak(it.name)
@@ -352,8 +359,9 @@ def _assumptions(mfu: dict | float | None, overhead_s: float, region: str) -> di
         "inference_utilisation": DEFAULT_INFERENCE_UTILISATION,
         "memory_reserve": MEMORY_RESERVE,
         "overhead_s": overhead_s,
-        "time": "6 x params x tokens / (nodes x peak bf16 x MFU), compute only; cost adds "
-        f"{overhead_s:.0f} s of paid start-up per node; linear scaling over nodes",
+        "time": "(6N + 12LdT) x tokens / (nodes x peak x MFU), N the non-embedding parameters; "
+        "peak of the precision each row assumes (bf16 on accelerators, fp32 on CPUs); compute "
+        f"only; cost adds {overhead_s:.0f} s of paid start-up per node; linear scaling over nodes",
         "serving": f"peak per processor generation x {DEFAULT_INFERENCE_UTILISATION:.0%} (our "
         f"assumption) / (2N + 4LdT) x T FLOPs per request ({endpoint_cost.FLOPS_SOURCE})",
         "price": (

@@ -62,6 +62,8 @@ def catalog_table(region: str = "us-east-1") -> str:
 
 
 def _hours(seconds: float) -> str:
+    if seconds < 1:
+        return "<1 s"
     if seconds < 120:
         return f"{seconds:.0f} s"
     if seconds < 2 * 3600:
@@ -72,8 +74,8 @@ def _hours(seconds: float) -> str:
 def training_table(rec: dict, limit: int | None = None) -> str:
     """Markdown table of ``rec["training"]`` (cheapest first), the first ``limit`` rows."""
     lines = [
-        "| instance | accelerators | nodes | strategy | GB/device | time | USD | | note |",
-        "| --- | --- | ---: | --- | ---: | ---: | ---: | --- | --- |",
+        "| instance | accelerators | nodes | strategy | GB/device | peak | time | USD | | note |",
+        "| --- | --- | ---: | --- | ---: | --- | ---: | ---: | --- | --- |",
     ]
     for r in rec["training"][:limit]:
         mark = " ".join(
@@ -82,7 +84,8 @@ def training_table(rec: dict, limit: int | None = None) -> str:
         cost = "n/a (no price)" if r["cost_usd"] is None else f"{r['cost_usd']:.2f}"
         lines.append(
             f"| {r['instance']} | {r['accelerators']} | {r['nodes']} | {r['strategy']} | "
-            f"{r['memory_per_device_gb']:.1f} | {_hours(r['time_s'])} | {cost} | {mark} | "
+            f"{r['memory_per_device_gb']:.1f} | {r['peak_precision']} | {_hours(r['time_s'])} | "
+            f"{cost} | {mark} | "
             f"{r['note']} |"
         )
     return "\n".join(lines)
@@ -99,7 +102,7 @@ def training_summary(rec: dict, compare: tuple[str, ...] = ("p4d.24xlarge",)) ->
 
     rows = rec["training"]
     parts = []
-    for label, flag in (("cheapest", "cheapest"), ("fastest", "fastest")):
+    for label, flag in (("cheapest", "cheapest"), ("fastest (compute time)", "fastest")):
         row = next((r for r in rows if r[flag]), None)
         if row:
             parts.append(f"{label}: {describe(row)}")
@@ -146,7 +149,7 @@ def format_sizing(rec: dict) -> str:
         f"L={m['num_layers']}, a={m['num_heads']})",
         f"data: {w['train_examples']:,} examples x {w['seq_len']} tokens x {w['epochs']:g} epochs "
         f"= {w['train_tokens_per_epoch'] * w['epochs']:.3g} tokens; {w['training_flops']:.3g} FLOPs "
-        "(6 x params x tokens)",
+        "((6N + 12LdT) x tokens, N non-embedding)",
         f"training memory on one device ({w['precision']}, micro-batch {w['micro_batch']}): "
         f"weights {mem['weights'] / gb:.2f} + gradients {mem['gradients'] / gb:.2f} + AdamW "
         f"{mem['optimizer'] / gb:.2f} + activations {mem['activations'] / gb:.2f} = "

@@ -68,3 +68,18 @@ def test_recommend_roberta_base_on_1m_examples():
     json.dumps(rec)
     text = tables.format_recommendation(rec)
     assert "124,647,170 parameters" in text and "cheapest" in text and "| g5.xlarge |" in text
+
+
+def test_tables_state_the_formula_and_each_rows_precision():
+    rec = ranking.recommend(workload.profile_workload("local", None, None, None))
+    sizing = tables.format_sizing(rec)
+    assert "(6N + 12LdT) x tokens, N non-embedding" in sizing and "6 x params" not in sizing
+    assert (
+        "peak x MFU" in rec["assumptions"]["time"] and "peak bf16" not in rec["assumptions"]["time"]
+    )
+    table = tables.training_table(rec).splitlines()
+    assert table[0].split("|")[6].strip() == "peak"
+    by = {line.split("|")[1].strip(): line.split("|")[6].strip() for line in table[2:]}
+    assert by["c7g.xlarge"] == "fp32" and by["g5.xlarge"] == "bf16"
+    assert tables._hours(0.4) == "<1 s" and tables._hours(1.4) == "1 s"
+    assert "fastest (compute time): " in tables.training_summary(rec)
