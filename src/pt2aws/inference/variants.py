@@ -27,10 +27,12 @@ already loaded (:func:`load_fp32`): ``compile`` and the ONNX Runtime variants le
 as they are; ``bf16`` and ``int8`` convert them in place, so with ``keep_fp32=True`` (several
 variants of one model side by side, as ``auto`` measures them) they convert a copy.
 
-**What a CPU emulates.** :func:`emulated_variants` names the variants this CPU would only
-emulate: torchao ``int8`` without int8 dot-product instructions (:func:`int8_supported`: 0.09x
-eager on a 2-core AVX2 CPU, issue 16) and ``bf16`` without native bf16 (:func:`bf16_supported`). Notebook 02 and ``benchmarks/inference_speed.py`` leave them out by default
-with that reason (:func:`default_variants`); ``auto`` still times what it may choose.
+**What a CPU runs slowly.** :func:`emulated_variants` names the variants this CPU has no fast
+path for: torchao ``int8`` without int8 dot-product instructions (:func:`int8_supported`: 0.09x
+eager on a 2-core AVX2 EPYC, issue 16; not emulated, as AVX2 has int8 multiply-adds, but
+torchao has no fast kernel for them) and ``bf16`` without native bf16 (:func:`bf16_supported`:
+emulated). Notebook 02 and ``benchmarks/inference_speed.py`` leave them out by default with that
+reason (:func:`default_variants`); ``auto`` still times what it may choose.
 
 ``compile`` and ``int8`` call ``torch.compile``: on a CPU, Inductor writes C++ kernels and builds
 them with a C++ compiler at the first call, so they need ``g++`` and the Python headers on the
@@ -187,6 +189,16 @@ def variant_support(variant: str, device: torch.device | str) -> tuple[bool, str
     return True, f"{variant} runs on {device.type}"
 
 
+#: Why torchao ``int8`` is left out without int8 dot products. Not "emulated": AVX2 has int8
+#: multiply-adds (``vpmaddubsw``/``vpmaddwd``) that fbgemm and ONNX Runtime use; torchao's path
+#: has no fast kernel without VNNI/AMX (0.09x eager on a real 2-core AVX2 EPYC, issue 16), and a
+#: VNNI CPU capped to AVX2 still ran it at 1.4x fp32 (``benchmarks/cpu_caps.py``).
+INT8_SLOW_PATH = (
+    "torchao int8 has no fast path without VNNI/AMX (0.09x eager on a real AVX2 EPYC; "
+    "the caps do not reproduce it)"
+)
+
+
 def emulated_variants(
     variants: Sequence[str], device: torch.device | str = "cpu"
 ) -> dict[str, str]:
@@ -204,22 +216,23 @@ def emulated_variants(
 
     Returns:
         ``{variant: reason}`` for those left out, e.g. ``{"int8": "no int8 dot-product
-        instructions (CPU: old x86 has no AVX512-VNNI ...): int8 is emulated"}``.
+        instructions (CPU: old x86 has no AVX512-VNNI ...): torchao int8 has no fast path
+        without VNNI/AMX ..."}`` (:data:`INT8_SLOW_PATH`).
     """
     device = torch.device(device)
     if device.type != "cpu":
         return {}
     checks = {
-        "int8": (int8_supported, "int8 dot-product instructions"),
-        "bf16": (bf16_supported, "native bf16"),
+        "int8": (int8_supported, "int8 dot-product instructions", INT8_SLOW_PATH),
+        "bf16": (bf16_supported, "native bf16", "bf16 is emulated"),
     }
     out = {}
     for variant in variants:
         if variant in checks:
-            check, what = checks[variant]
+            check, what, consequence = checks[variant]
             native, why = check(device)
             if not native:
-                out[variant] = f"no {what} ({why}): {variant} is emulated"
+                out[variant] = f"no {what} ({why}): {consequence}"
     return out
 
 

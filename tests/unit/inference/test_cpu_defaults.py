@@ -30,9 +30,13 @@ def test_default_variants_leave_out_what_the_cpu_emulates(monkeypatch, cpu, left
     assert {"eager", "int8-legacy", "ort-int8", "ort-fp32"} <= set(kept)
     if "int8" in reasons:
         assert reasons["int8"].startswith("no int8 dot-product instructions (CPU: Zen 2 has no")
-        assert reasons["int8"].endswith("int8 is emulated")
+        assert reasons["int8"].endswith(variants.INT8_SLOW_PATH)
+        assert (
+            "no fast path without VNNI/AMX" in reasons["int8"] and "emulated" not in reasons["int8"]
+        )
     if "bf16" in reasons:
         assert reasons["bf16"].startswith(f"no native bf16 (CPU: {cpu} has no")
+        assert reasons["bf16"].endswith("bf16 is emulated")
 
 
 def test_the_caps_count_as_a_weaker_cpu(monkeypatch):
