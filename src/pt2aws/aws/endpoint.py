@@ -15,6 +15,7 @@ This module holds what surrounds those calls:
 from __future__ import annotations
 
 from pt2aws.aws import hosting
+from pt2aws.aws.image_support import reported_by_caller
 from pt2aws.aws.images import (
     INFERENCE_TORCH_VERSION,
     check_custom_image_uri,
@@ -56,8 +57,8 @@ def choose_image(
         ``{"image", "image_uri", "support"}``; ``support`` says the image's patch support
         (``{"message", ...}``).
 
-    Warns:
-        pt2aws.aws.image_support.ImageSupportWarning: a DLC past its end of patch.
+    A DLC past its end of patch is not warned about here (:class:`ImageSupportWarning`):
+    ``support["message"]`` says so, and the caller prints it once (notebook 03, the CLI).
 
     Raises:
         pt2aws.aws.images.ImageSelectionError: an instance type SageMaker hosting does not offer,
@@ -80,12 +81,13 @@ def choose_image(
             "code/requirements.txt (transformers) when it starts, which fails without "
             "network; the project's own image installs everything at build time"
         )
-    uri = image_uri or inference_image_uri(region, torch_version, instance_type)
-    check_image_matches_instance(uri, instance_type)
-    try:
-        support = inference_image_support(region, torch_version, instance_type)
-    except KeyError:
-        support = {"image": "dlc", "message": "no support data for this DLC"}
+    with reported_by_caller():  # ``support["message"]`` carries the notice; the caller prints it
+        uri = image_uri or inference_image_uri(region, torch_version, instance_type)
+        check_image_matches_instance(uri, instance_type)
+        try:
+            support = inference_image_support(region, torch_version, instance_type)
+        except KeyError:
+            support = {"image": "dlc", "message": "no support data for this DLC"}
     return {"image": image, "image_uri": uri, "support": support}
 
 

@@ -11,6 +11,7 @@ Choosing an image past its end of patch is allowed (it still runs) but warns wit
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import warnings
@@ -152,6 +153,17 @@ def dlami_support(pytorch_version: str, today: datetime.date | None = None) -> S
         newer=f"use the DLAMI for PyTorch {newest}" if newest else "no supported DLAMI is known",
         source=dict(facts["sources"][table["support_source"]], id=table["support_source"]),
     )
+
+
+@contextlib.contextmanager
+def reported_by_caller():
+    """Silence :class:`ImageSupportWarning` inside the block: for a function whose result
+    carries each image's support message and whose caller prints it (a launch plan, the chosen
+    serving image), so that a notebook shows the notice once, not also as a warning with its
+    source line."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ImageSupportWarning)
+        yield
 
 
 def warn_if_past(support: Support, today: datetime.date | None = None) -> bool:

@@ -216,3 +216,16 @@ def test_custom_image_is_answered_by_the_serving_image_server(smoke_model_dir, t
         assert billable_resources(on, prefix=deployment.name) == NOTHING
     finally:
         on.close()
+
+
+def test_a_past_dlc_is_reported_once_in_the_answer_not_also_as_a_warning():
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        chosen = endpoint.choose_image("dlc", "us-east-1", "ml.c7g.xlarge", torch_version="2.6.0")
+    assert (
+        "pytorch-inference-arm64 2.6: patch support ended 2026-06-30"
+        in chosen["support"]["message"]
+    )
+    assert [w for w in caught if "patch support" in str(w.message)] == []

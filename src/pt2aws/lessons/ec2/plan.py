@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 
 from pt2aws import catalog
-from pt2aws.aws import images, training_images
+from pt2aws.aws import image_support, images, training_images
 from pt2aws.aws.hosting import endpoint_environment
 
 logger = logging.getLogger(__name__)
@@ -249,6 +249,13 @@ def launch_plan(
         {"ssm_parameter", "ami_id", "request", "dry_run", "dlc_image"}, "sagemaker_training",
         "sagemaker_endpoint", "support" (see :func:`image_support_rows`), "next_steps"}``.
     """
+    with image_support.reported_by_caller():  # the plan's "support" rows carry each notice
+        return _launch_plan(
+            train_instance, nodes, serve_instance, session, region, dry_run_ec2, subnet_id
+        )
+
+
+def _launch_plan(train_instance, nodes, serve_instance, session, region, dry_run_ec2, subnet_id):
     it = catalog.get_instance(train_instance)
     region = session.region if session else region
     parameter = training_images.dlami_parameter(it.name)
@@ -316,8 +323,6 @@ def _ec2_dlc(it, region: str) -> str | None:
 def image_support_rows(it) -> list[dict]:
     """Patch support of every image the plan names: DLAMI (GPU instances), the EC2 training DLC,
     the SageMaker training DLC and the inference DLC (:meth:`Support.as_dict` each)."""
-    from pt2aws.aws import image_support
-
     facts = image_support.image_facts()
     ec2_line = facts["training"]["ec2"]["versions"][training_images.EC2_DLC_VERSION]
     rows = []

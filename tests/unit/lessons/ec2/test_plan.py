@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import warnings
 
 import pytest
 
@@ -64,6 +65,12 @@ def test_ami_lookup_and_dry_run(emulator):
     assert "Launch plan: 1 x p4d.24xlarge" in text and "\n  DLAMI: SSM parameter" in text
     cpu = ec2_plan.format_launch_plan(ec2_plan.launch_plan("c7i.xlarge", 1, session=session))
     assert "AMI (a CPU job needs no DLAMI): SSM parameter" in cpu and "DLAMI:" not in cpu
+    # the plan prints each image's patch support itself: no warning repeats a notice
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        arm = ec2_plan.format_launch_plan(ec2_plan.launch_plan("c7g.xlarge", 1, session=session))
+    assert "pytorch-inference-arm64 2.6: patch support ended" in arm
+    assert [w for w in caught if issubclass(w.category, ImageSupportWarning)] == []
 
 
 def test_run_instances_request_validation():
