@@ -34,7 +34,8 @@ def wait_for_status(
         label: the resource, for the bar and the messages.
         timeout_s: give up after this many seconds.
         poll_s: seconds between polls; default 15 (1 for timeouts under a minute).
-        progress: show a tqdm bar (notebook or terminal) with the status.
+        progress: show a tqdm bar (notebook or terminal) with the status, and once done a line
+            ``"<label>: <status> after <n> s"``.
         failure: the exception raised for a failed state.
         hint: appended to error messages (e.g. where the logs are).
 
@@ -59,6 +60,10 @@ def wait_for_status(
             bar.n = min(int(elapsed), int(timeout_s))
             bar.refresh()
             if status in done:
+                bar.total = max(bar.n, 1)  # the bar ends complete, not at n of the timeout
+                bar.refresh()
+                if progress:  # a line that stays true where only the first bar render is saved
+                    print(f"{label}: {status} after {elapsed:.0f} s", flush=True)
                 return described
             if status in failed:
                 reason = described.get("FailureReason", "no reason given")
