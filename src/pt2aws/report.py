@@ -46,8 +46,12 @@ def _environment(env: dict | None, sizing: dict | None) -> list[str]:
             "## Environment",
             f"- profile: `{env.get('profile')}`; torch {env.get('versions', {}).get('torch')}, "
             f"{env.get('accelerator', 'cpu')}; suggested instance: {env.get('suggested_instance')}",
-            "",
         ]
+        cpu = env.get("cpu") or {}
+        described = (cpu.get("features") or {}).get("description")
+        if described:  # pt2aws.env.cpu_features().description: what torch uses, caps included
+            lines.append(f"- CPU: {described}; {cpu.get('logical_cores', '?')} logical cores")
+        lines.append("")
     if sizing:
         choice = sizing.get("recommended") or {}
         lines += [
@@ -126,6 +130,8 @@ def _inference(infer: dict | None) -> list[str]:
             f"| best variant (>= 99% agreement) | {infer['best_variant']}: "
             f"{_fmt(infer.get('throughput_samples_per_second'), 1)} samples/s (batch 32) |"
         )
+    lines.append("")
+    lines += [f"- {name} left out: {why}" for name, why in (infer.get("left_out") or {}).items()]
     return lines + [""]
 
 

@@ -37,3 +37,27 @@ def test_summary_reports_sizing(tmp_path):
     assert "## Sizing (notebook 00)" in text
     assert "124,647,170 parameters; workload class **small**" in text
     assert "1 x `g6e.xlarge`" in text
+
+
+def test_summary_names_the_cpu_with_its_caps_and_what_was_left_out(tmp_path):
+    described = (
+        "AMD EPYC (x86_64), torch dispatches AVX2, capped by ATEN_CPU_CAPABILITY=avx2 "
+        "ONEDNN_MAX_CPU_ISA=AVX2; no native bf16 (emulated, slow); no int8 dot products; no AMX"
+    )
+    rundir.write_json(
+        tmp_path / "env.json",
+        {
+            "profile": "local",
+            "versions": {"torch": "2.13.0+cpu"},
+            "accelerator": "cpu",
+            "suggested_instance": "ml.m7i.xlarge",
+            "cpu": {"logical_cores": 2, "features": {"description": described}},
+        },
+    )
+    rundir.write_json(
+        tmp_path / "inference" / "metrics.json",
+        {"accuracy": 0.85, "left_out": {"bf16": "no native bf16 (CPU: ...): bf16 is emulated"}},
+    )
+    text = report.write_summary(tmp_path).read_text()
+    assert f"- CPU: {described}; 2 logical cores" in text
+    assert "- bf16 left out: no native bf16 (CPU: ...): bf16 is emulated" in text
