@@ -246,6 +246,21 @@ def tokens_per_request(train_metrics: str | Path) -> int:
     return int(metrics["sequence_length"]["train_max_length"])
 
 
+def mean_tokens(model_dir: str | Path, texts: list[str]) -> float:
+    """Mean tokens per text of ``texts`` with the model's tokenizer (special tokens included,
+    no truncation): the request length a load test of those texts measures.
+
+    Raises:
+        ValueError: no texts.
+    """
+    if not texts:
+        raise ValueError("mean_tokens needs at least one text")
+    from transformers import AutoTokenizer
+
+    ids = AutoTokenizer.from_pretrained(str(model_dir))(list(texts))["input_ids"]
+    return sum(len(i) for i in ids) / len(ids)
+
+
 def compare_with_sizing(recommendation_json: str | Path, rows: list[dict]) -> str:
     """One line per instance notebook 00 also sized (``recommendation.json``): its estimate
     beside this table's, which the one model makes equal for the same model and length."""
@@ -358,6 +373,7 @@ def cost_report(
     price_notes: list[str] | None = None,
     record: dict | None = None,
     instances: tuple[str, ...] = DEFAULT_COMPARISON,
+    load_test_tokens: float | None = None,
 ) -> dict:
     """Notebook 03's cost table: the estimates notebook 00 shows, and the load test's row.
 
@@ -370,6 +386,9 @@ def cost_report(
         record: :func:`pt2aws.aws.endpoint.deployment_record`'s answer; its load test gives
             the deployed instance a measured row on AWS, or this machine's row on the emulator.
         instances: the rows to estimate.
+        load_test_tokens: mean tokens per text of the load test's requests
+            (:func:`mean_tokens`), stated in the measured row's basis beside the ``tokens`` the
+            estimates count: a load test of short samples is not a request of ``tokens`` tokens.
 
     Returns:
         ``{"rows": [...] (:func:`cost_rows`, then the measured row), "table": markdown,
@@ -388,6 +407,11 @@ def cost_report(
         else:
             what = f"load test through {record['answer_source']}, one text per request"
             measured_row = this_machine_row(rate, what)
+        if load_test_tokens is not None:
+            measured_row["throughput_basis"] += (
+                f" ({load_test_tokens:.0f} tokens per request on average; the estimates count "
+                f"{tokens})"
+            )
         rows.append(measured_row)
     return {
         "rows": rows,

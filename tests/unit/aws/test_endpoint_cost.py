@@ -93,6 +93,23 @@ def test_the_load_test_row_is_the_instance_on_aws_and_this_machine_on_the_emulat
         "measured here: load test through the local stack, one text per request"
     )
     assert endpoint_cost.cost_report(MINILM, 64, record={"load_test": None})["measured"] is None
+    short = endpoint_cost.cost_report(MINILM, 64, record=emulated, load_test_tokens=12.4)
+    assert short["measured"]["throughput_basis"].endswith(
+        "one text per request (12 tokens per request on average; the estimates count 64)"
+    )
+    assert "(64 tokens" in short["rows"][0]["throughput_basis"]  # each estimate says its length
+    assert "12 tokens per request on average" in short["table"]
+
+
+def test_mean_tokens_counts_the_models_tokens(smoke_model_dir):
+    from transformers import AutoTokenizer
+
+    texts = ["good", "a much longer text than the first one"]
+    ids = AutoTokenizer.from_pretrained(str(smoke_model_dir))(texts)["input_ids"]
+    assert endpoint_cost.mean_tokens(smoke_model_dir, texts) == (len(ids[0]) + len(ids[1])) / 2
+    assert len(ids[1]) > len(ids[0])
+    with pytest.raises(ValueError, match="at least one text"):
+        endpoint_cost.mean_tokens(smoke_model_dir, [])
 
 
 def test_batched_throughput_of_the_served_variant_from_notebook_02(tmp_path, smoke_model_dir):
