@@ -155,5 +155,8 @@ class ProgressDisplay:
         summary = f"{self.desc}: {self.last['step']}/{self.last['total']} steps in {elapsed:.0f} s"
         if "loss" in self.last:
             summary += f", last logged loss {self.last['loss']:.4f}"
+        # wall clock from the first step to the process's end; metrics.json's train_runtime_s
+        # counts the training steps alone (the evaluations pause its clock)
+        summary += " (wall clock: evaluation and saving included)"
         print(summary, file=self.stream, flush=True)
         return summary

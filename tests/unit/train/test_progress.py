@@ -28,6 +28,7 @@ def test_reporter_lines_become_one_bar_and_one_summary_line(capsys):
     assert "BertForSequenceClassification LOAD REPORT from: /models/minilm" in text
     assert "epoch 1: eval_loss=0.5000" in text and "test_accuracy=0.8500" in text
     assert summary.startswith("train: 150/150 steps in ") and "last logged loss 0.5500" in summary
+    assert summary.endswith(" (wall clock: evaluation and saving included)")
     # the bar redraws in place (carriage returns), so a log shows a handful of lines, not 150
     assert len(text.split("\n")) <= 8
 
