@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-stamp
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: help setup run test lint format kernel lab clean bench
+.PHONY: help setup run test test-exercises lint format kernel lab clean bench
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -28,7 +28,10 @@ run: setup ## notebooks 00-03 into runs/<UTC timestamp>/ (PROFILE=, DATA=your fi
 	    --encoding "$(ENCODING)" --label-map "$(LABEL_MAP)" --max-length "$(MAX_LENGTH)"
 
 test: setup ## unit tests and every notebook headless (smoke profile), offline
-	$(PY) -m pytest -m "not container"  # the serving image has its own target: make container
+	$(PY) -m pytest -m "not container and not exercises"  # image: make container
+
+test-exercises: setup ## every notebook "Try next" exercise run as written (CI runs it after make test)
+	$(PY) -m pytest -m exercises tests/notebooks
 
 bench: setup ## A/B training speed table on this machine (benchmarks/train_speed.py; not a test)
 	$(PY) benchmarks/train_speed.py

@@ -31,8 +31,6 @@ SHARED_RUN_PARAMETERS: dict[str, dict] = {
         "COMPARE_PARALLELISM": True,
     },
     "02_local_inference.ipynb": {
-        # one batch of 32 texts: one Inductor compile of int8 for the throughput pass, not two
-        "BENCH_TEXTS": 32,
         # p50/p90/p99 from 3 batch-1 calls (the notebook's 10 only sharpen the percentiles)
         "LATENCY_CALLS": 3,
     },

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ast
 import json
-import os
 import re
 
 import nbformat
@@ -19,6 +18,8 @@ from pt2aws.pipeline import notebooks_dir
 from pt2aws.rundir import RunDir
 
 NOTEBOOK = notebooks_dir() / "01_finetune_multi_gpu.ipynb"
+pytestmark = pytest.mark.exercises  # make test-exercises (CI), not make test: 2-5 minutes
+
 QUIET = {"EXPLAIN_COMPILE": False, "RUN_AB": False, "COMPARE_PARALLELISM": False, "MAX_STEPS": 6}
 
 
@@ -98,10 +99,6 @@ def test_exercise_3_trains_on_the_shipped_star_ratings(tmp_path):
     assert (stats["format"], stats["encoding"]) == ("tsv", "cp1252")
 
 
-@pytest.mark.skipif(
-    not os.environ.get("PT2AWS_SLOW_EXERCISES"),
-    reason="torch.compile on CPU: 1-4 min on 2 cores; PT2AWS_SLOW_EXERCISES=1 runs it",
-)
 def test_exercise_4_counts_the_graphs_compiled(tmp_path):
     metrics, _ = _run(4, tmp_path)
     assert metrics["flags"]["torch_compile"]["enabled"] and metrics["flags"]["length_bucketing"]

@@ -16,7 +16,7 @@ import pytest
 from pt2aws.pipeline import notebooks_dir
 from pt2aws.rundir import RunDir
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.exercises  # make test-exercises (CI), not make test: about 2 minutes
 X86_DLC = "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-inference:2.6.0-cpu-py312"
 CUSTOM = "123456789012.dkr.ecr.us-east-1.amazonaws.com/pt2aws-serving:test"
 
