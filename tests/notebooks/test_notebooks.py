@@ -252,7 +252,8 @@ def test_03_deploys_to_emulator_and_leaves_nothing(executed):
     assert here["throughput_per_s"] == result["load_test"]["throughput_per_s"]
     assert "| ml.c7g.xlarge | arm64 |" in executed.cost_md.read_text()
     variants = result["variants"]  # recorded in the archive for PT2AWS_VARIANT=auto
-    assert set(variants["agreement"]) == {"int8", "int8-legacy", "bf16"}
+    assert set(variants["agreement"]) == {"int8", "int8-legacy", "bf16", "ort-fp32", "ort-int8"}
+    assert variants["onnx"]  # the ONNX Runtime variants' files ship in the archive's onnx/
     assert variants["eligible"] == [v for v, a in variants["agreement"].items() if a >= 0.99]
     assert variants["texts"] == 20  # the smoke profile's validation split, capped by the parameter
 
