@@ -37,6 +37,8 @@ from __future__ import annotations
 import importlib
 import logging
 
+from pt2aws import system as _system
+
 __version__ = "0.1.0"
 
 # torchao (the int8 inference variant) is imported by transformers whenever a model class loads.
@@ -45,6 +47,10 @@ __version__ = "0.1.0"
 # project, so keep them out of every notebook and log.
 logging.getLogger("torchao").setLevel(logging.ERROR)
 logging.getLogger("torch.utils._pytree").setLevel(logging.ERROR)
+
+# A capped instruction set (ATEN_CPU_CAPABILITY=avx2 ...) gets its own torch.compile cache: kernels
+# cached under one cap and reused under another crashed or answered NaN (pt2aws.system).
+_system.inductor_cache_for_caps()
 
 #: Public name -> the module that defines it (imported on first access, PEP 562).
 _EXPORTS = {

@@ -14,6 +14,55 @@ import sys
 import time
 from pathlib import Path
 
+#: Environment variables that cap the instruction set torch's libraries use (ATen's kernel
+#: dispatch, oneDNN, MKL): set on a newer CPU they make torch behave as on an older one
+#: (:func:`pt2aws.env.cpu_features` reads them; ``benchmarks/cpu_caps.py`` checks what they do).
+CAP_VARIABLES = (
+    "ATEN_CPU_CAPABILITY",
+    "ONEDNN_MAX_CPU_ISA",
+    "DNNL_MAX_CPU_ISA",
+    "MKL_ENABLE_INSTRUCTIONS",
+)
+
+
+def inductor_cache_for_caps(environ: dict | None = None) -> str | None:
+    """Give ``torch.compile`` a cache of its own while the instruction set is capped.
+
+    TorchInductor keeps the C++ kernels it compiles in ``TORCHINDUCTOR_CACHE_DIR`` (default
+    ``<tmp>/torchinductor_<user>``) and reuses them across processes; its cache key does not
+    include :data:`CAP_VARIABLES`. Measured here (torch 2.13.0+cpu, AMD EPYC with AVX-512):
+    after runs with ``ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2`` had filled the shared
+    cache, the torchao ``int8`` variant compiled without the caps crashed the process
+    ("malloc(): unaligned tcache chunk detected") and, with the caps, answered NaN for a second
+    input shape; with an empty cache both were correct. So when a cap is set and the user has
+    not chosen a cache folder, this points ``TORCHINDUCTOR_CACHE_DIR`` at
+    ``<tmp>/torchinductor_<user>_<caps>``. ``import pt2aws`` calls it, before anything compiles;
+    subprocesses (torchrun, notebook kernels) inherit the variable.
+
+    Args:
+        environ: the environment to read and change; ``None``: ``os.environ``.
+
+    Returns:
+        The cache folder it set, or ``None`` (no cap, or ``TORCHINDUCTOR_CACHE_DIR`` already set).
+    """
+    import getpass
+    import re
+    import tempfile
+
+    env = os.environ if environ is None else environ
+    caps = [f"{name}={env[name]}" for name in CAP_VARIABLES if env.get(name)]
+    if not caps or env.get("TORCHINDUCTOR_CACHE_DIR"):
+        return None
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = str(os.getuid()) if hasattr(os, "getuid") else "user"
+    tag = re.sub(r"[^A-Za-z0-9_.-]+", "_", "_".join(caps).lower())
+    folder = os.path.join(tempfile.gettempdir(), f"torchinductor_{user}_{tag}")
+    env["TORCHINDUCTOR_CACHE_DIR"] = folder
+    return folder
+
+
 #: ``platform.machine()`` values of 64-bit Arm (Linux reports ``aarch64``, macOS ``arm64``).
 ARM64_MACHINES = ("aarch64", "arm64")
 

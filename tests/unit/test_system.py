@@ -73,3 +73,38 @@ def test_die_with_parent_ends_a_silent_child_when_its_parent_dies():
         assert not gone_within(survivor, 1.5)  # the control: an orphan lives on by default
     finally:
         os.kill(survivor, 9)
+
+
+def test_a_capped_instruction_set_gets_its_own_compile_cache(tmp_path):
+    capped = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "HOME": "/root"}
+    folder = system.inductor_cache_for_caps(capped)
+    assert folder is not None and capped["TORCHINDUCTOR_CACHE_DIR"] == folder
+    assert folder.endswith("_aten_cpu_capability_avx2_onednn_max_cpu_isa_avx2")
+    other = system.inductor_cache_for_caps({"ATEN_CPU_CAPABILITY": "default"})
+    assert other != folder  # each cap its own folder
+    chosen = {"ATEN_CPU_CAPABILITY": "avx2", "TORCHINDUCTOR_CACHE_DIR": str(tmp_path)}
+    assert system.inductor_cache_for_caps(chosen) is None  # the user's choice stays
+    assert chosen["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path)
+    plain = {"PATH": "/usr/bin"}
+    assert system.inductor_cache_for_caps(plain) is None and "TORCHINDUCTOR_CACHE_DIR" not in plain
+
+
+def test_import_pt2aws_sets_the_capped_cache_in_a_fresh_process():
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if k != "TORCHINDUCTOR_CACHE_DIR"}
+    code = "import os, pt2aws; print(os.environ.get('TORCHINDUCTOR_CACHE_DIR'))"
+    capped = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**env, "ATEN_CPU_CAPABILITY": "avx2"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert capped.stdout.strip().endswith("_aten_cpu_capability_avx2")
+    env.pop("ATEN_CPU_CAPABILITY", None)
+    env.pop("ONEDNN_MAX_CPU_ISA", None)
+    plain = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    assert plain.stdout.strip() == "None"

@@ -40,15 +40,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pt2aws.system import is_arm64
+from pt2aws.system import CAP_VARIABLES, is_arm64
 
-#: Environment variables that cap the instruction set, as the libraries spell them.
-CAP_VARIABLES = (
-    "ATEN_CPU_CAPABILITY",
-    "ONEDNN_MAX_CPU_ISA",
-    "DNNL_MAX_CPU_ISA",
-    "MKL_ENABLE_INSTRUCTIONS",
-)
 #: The caps that emulate an AVX2-only x86 CPU (no AVX-512, bf16, VNNI or AMX) on a newer one.
 AVX2_CAPS = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
 
