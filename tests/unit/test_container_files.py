@@ -210,6 +210,8 @@ def test_ci_runs_both_images():
     lines = [ln.split("#")[0].strip() for ln in (ROOT / ".ci" / "run").read_text().splitlines()]
     assert lines.index("make test") < lines.index("make container")
     assert any(ln.startswith("make container-arm64") for ln in lines)
+    # the exercises are out of make test (its 10 minutes) but not out of CI
+    assert lines.index("make test") < lines.index("make test-exercises")
 
 
 def _torch_build():
