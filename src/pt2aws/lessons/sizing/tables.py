@@ -1,41 +1,12 @@
 """Text and table views of a :func:`pt2aws.lessons.sizing.ranking.recommend` result and the catalog.
 
 What notebook 00 and ``pt2aws recommend`` print: the sizing head (model, data, memory, workload
-class), the training and inference rankings as Markdown tables, and the catalog as rows.
+class), the training and inference rankings as Markdown tables, and the catalog as a table.
 """
 
 from __future__ import annotations
 
-from pt2aws.catalog import load_catalog
-
-
-def catalog_rows() -> list[dict]:
-    """The catalog as table rows for display (notebook 00 shows them as a DataFrame).
-
-    Returns:
-        One dict per instance: ``instance, kind, vcpus, memory_gib (GiB), accelerators,
-        accelerator_memory_gb (GB; None for CPU instances), peak_bf16_tflops (TFLOP/s),
-        interconnect, price_usd_per_hour (EC2 on-demand; None when unknown), verified``.
-    """
-    rows = []
-    for it in load_catalog():
-        rows.append(
-            {
-                "instance": it.name,
-                "kind": it.kind,
-                "vcpus": it.vcpus,
-                "memory_gib": it.memory_gib,
-                "accelerators": f"{it.accelerator_count} x {it.accelerator}"
-                if it.accelerator
-                else f"CPU ({it.cpu})",
-                "accelerator_memory_gb": it.accelerator_memory_gb or None,
-                "peak_bf16_tflops": round(it.peak_bf16_tflops, 1),
-                "interconnect": it.interconnect,
-                "price_usd_per_hour": it.price_usd_per_hour,
-                "verified": it.verified,
-            }
-        )
-    return rows
+from pt2aws.catalog import load_catalog, price_source_counts
 
 
 def catalog_table(region: str = "us-east-1") -> str:
@@ -189,7 +160,18 @@ def format_recommendation(rec: dict, limit: int | None = 12) -> str:
             else "none fits"
         ),
         f"prices: {rec['assumptions']['price']}; catalog checked {rec['catalog']['checked']}; "
+        f"prices verified against dated sources: {_verified_counts()}; "
         "figures marked verified=false in src/pt2aws/instances.json must be checked before "
         "quoting",
     ]
     return "\n".join(lines)
+
+
+def _verified_counts() -> str:
+    """``"EC2 20/26, SageMaker hosting 0/6, SageMaker training 0/8"`` (verified / all) from
+    :func:`pt2aws.catalog.price_source_counts`."""
+    names = {"ec2": "EC2", "hosting": "SageMaker hosting", "training": "SageMaker training"}
+    return ", ".join(
+        f"{names.get(use, use)} {c['verified']}/{c['verified'] + c['unverified']}"
+        for use, c in price_source_counts().items()
+    )

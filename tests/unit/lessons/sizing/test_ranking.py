@@ -7,6 +7,7 @@ import json
 import pytest
 from support.roberta_base import EMBEDDINGS, ROBERTA_BASE, H, L
 
+from pt2aws import catalog
 from pt2aws.lessons.sizing import ranking, tables, workload
 
 
@@ -68,6 +69,9 @@ def test_recommend_roberta_base_on_1m_examples():
     json.dumps(rec)
     text = tables.format_recommendation(rec)
     assert "124,647,170 parameters" in text and "cheapest" in text and "| g5.xlarge |" in text
+    counts = catalog.price_source_counts()  # how many prices a reader can rely on, printed
+    hosting = counts["hosting"]
+    assert f"SageMaker hosting {hosting['verified']}/{sum(hosting.values())}" in text
 
 
 def test_tables_state_the_formula_and_each_rows_precision():
