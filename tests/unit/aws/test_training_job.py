@@ -131,3 +131,5 @@ def test_cost_bound_is_runtime_times_instances_times_price():
     assert bound["formula"] == "2 h x 2 x 37.688 USD/h"
     unknown = training_job.training_cost_bound("ml.g6e.xlarge", 1, 3600)
     assert unknown["usd"] is None and unknown["formula"].endswith("(no price known)")
+    eu = training_job.training_cost_bound("ml.p4d.24xlarge", 1, 3600, "eu-west-1")
+    assert "the catalog has no figure for eu-west-1" in eu["price"]

@@ -13,19 +13,6 @@ from pt2aws.config import TrainConfig
 from pt2aws.standins import aws_emulator
 
 
-def test_cost_bound_is_runtime_times_instances_times_price():
-    bound = training_job.training_cost_bound("ml.p4d.24xlarge", 2, 7200)
-    assert bound["usd_per_hour"] == 37.688  # the catalog's UNVERIFIED figure
-    assert bound["instance_hours"] == 4.0
-    assert bound["usd"] == pytest.approx(4 * 37.688, abs=0.005)
-    assert bound["price_verified"] is False
-    assert bound["formula"] == "2 h x 2 x 37.688 USD/h"
-    unknown = training_job.training_cost_bound("ml.g6e.xlarge", 1, 3600)
-    assert unknown["usd"] is None and unknown["formula"].endswith("(no price known)")
-    eu = training_job.training_cost_bound("ml.p4d.24xlarge", 1, 3600, "eu-west-1")
-    assert "the catalog has no figure for eu-west-1" in eu["price"]
-
-
 @pytest.fixture
 def session(smoke_train_dir, request):
     """The emulator as notebook 01 starts it: completed jobs bring back a local run folder."""
