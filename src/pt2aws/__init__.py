@@ -10,7 +10,7 @@ modules load on first use, so ``import pt2aws`` stays cheap: no torch, no AWS SD
 
     # 00 instance setup and accelerator choice
     collect_environment         pt2aws.env             versions, GPUs, CPU flags, problems + fixes
-    recommend                   pt2aws.lessons.sizing  memory, workload class, ranked instances
+    recommend                   pt2aws.sizing  memory, workload class, ranked instances
 
     # 01 fine-tuning (one or many GPUs, under torchrun)
     launch_training             pt2aws.train           torchrun subprocess from a TrainConfig
@@ -20,7 +20,7 @@ modules load on first use, so ``import pt2aws`` stays cheap: no torch, no AWS SD
     Predictor                   pt2aws.inference       batched predictions, fast variants
     classification_metrics      pt2aws.metrics         accuracy, F1, confusion matrix (evaluate)
 
-    # 01 and 03: where AWS calls go, chosen once (the emulator: pt2aws.standins.aws_emulator.start)
+    # 01 and 03: where AWS calls go, chosen once (the emulator: pt2aws.emulator.server.start)
     connect, AwsSession         pt2aws.aws.session     your account's session (region, role)
 
     # 03 SageMaker deployment on Graviton
@@ -59,7 +59,7 @@ _EXPORTS = {
     "get_profile": "pt2aws.config",
     "load_sentiment_data": "pt2aws.data",
     "collect_environment": ("pt2aws.env", "collect"),
-    "recommend": "pt2aws.lessons.sizing.ranking",
+    "recommend": "pt2aws.sizing.ranking",
     "launch_training": "pt2aws.train.launch",
     "prepare_model_and_optimizer": "pt2aws.train.recipe",
     "Predictor": "pt2aws.inference.predictor",

@@ -61,8 +61,8 @@ def _env(args) -> int:
 
 def _recommend(args) -> int:
     from pt2aws.lessons.ec2 import plan as ec2_plan
-    from pt2aws.lessons.sizing import ranking, tables
-    from pt2aws.lessons.sizing.workload import profile_workload
+    from pt2aws.sizing import ranking, tables
+    from pt2aws.sizing.workload import profile_workload
 
     workload = profile_workload(
         args.profile, train_examples=args.examples, model=args.model, epochs=args.epochs
@@ -104,17 +104,17 @@ def _recommend(args) -> int:
 def _serving_prices(mode: str, region: str, instances) -> tuple[dict, list[str]]:
     """Serving prices from the AWS Price List API where credentials allow (``mode`` auto), else
     the catalog's dated table; the notes say which, and why."""
-    from pt2aws.aws import pricing
+    from pt2aws.sizing import pricing
 
     if mode == "table":
-        return {}, ["prices: the dated table in pt2aws/instances.json (--prices table)"]
+        return {}, ["prices: the dated table in pt2aws/sizing/instances.json (--prices table)"]
     return pricing.refresh_prices(_session("aws", region), instances, region=region)
 
 
 def _session(target: str, region: str | None):
     """The session ``--aws-target`` names: ``aws`` (your account) or ``emulator`` (local)."""
     if target == "emulator":
-        from pt2aws.standins import aws_emulator
+        from pt2aws.emulator import server as aws_emulator
 
         return aws_emulator.start(region or "", model_servers=False)
     from pt2aws.aws.session import connect

@@ -56,7 +56,7 @@ def model_max_tokens(config, tokenizer=None) -> int:
 
 #: ``tiny-roberta``'s ``RobertaConfig`` sizes; ``vocab_size`` is the most its trained tokenizer
 #: may have (the model takes the tokenizer's actual size).
-#: :mod:`pt2aws.lessons.sizing.workload` counts the model's parameters from these.
+#: :mod:`pt2aws.sizing.workload` counts the model's parameters from these.
 TINY_ROBERTA_SIZES = {
     "vocab_size": 2000,
     "hidden_size": 64,

@@ -86,7 +86,7 @@ def plot_memory_breakdown(rec: dict, path: str | Path | None = None):
     activations) and inference memory (weights, activations).
 
     Args:
-        rec: a :func:`pt2aws.lessons.sizing.ranking.recommend` result (its ``memory`` and
+        rec: a :func:`pt2aws.sizing.ranking.recommend` result (its ``memory`` and
             ``model``).
         path: PNG to write, or None.
     """
@@ -120,7 +120,7 @@ def plot_time_vs_cost(rec: dict, path: str | Path | None = None):
     marked. Rows without a price are left out.
 
     Args:
-        rec: a :func:`pt2aws.lessons.sizing.ranking.recommend` result (its ``training`` rows).
+        rec: a :func:`pt2aws.sizing.ranking.recommend` result (its ``training`` rows).
         path: PNG to write, or None.
     """
     import matplotlib.pyplot as plt

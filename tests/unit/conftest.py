@@ -5,7 +5,7 @@ test module (moto keeps its state in the process, so each module checks it leave
 import pytest
 from support.emulator import StubModelServer
 
-from pt2aws.standins.aws_emulator import Emulator
+from pt2aws.emulator.server import Emulator
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ import pt2aws
 from pt2aws import cli
 from pt2aws.aws import autoscaling, session
 from pt2aws.aws.session import list_scalable_targets
-from pt2aws.standins.aws_emulator import EMULATOR_ROLE_ARN
+from pt2aws.emulator.server import EMULATOR_ROLE_ARN
 
 
 def test_cli_cleanup_deletes_leftovers(emulator, capsys):

@@ -230,7 +230,7 @@ def run_cost(
         ``{"lines": [str], "typical_usd": float | None, "worst_usd": float | None,
         "per_hour_kept": float | None}``.
     """
-    from pt2aws.catalog import hosting_price, training_price
+    from pt2aws.sizing.catalog import hosting_price, training_price
 
     lines, typical, worst, per_hour = [], 0.0, 0.0, None
     if endpoint_instance:

@@ -120,17 +120,17 @@ def kept_endpoint(session, name: str, instance_type: str, instance_count: int = 
 
     Returns:
         ``{"usd_per_hour": float | None, "usd_per_day", "price", "cleanup_command"}``: the
-        catalog's hosting price (:func:`pt2aws.catalog.hosting_price`, its status in words) x
+        catalog's hosting price (:func:`pt2aws.sizing.catalog.hosting_price`, its status in words) x
         instances, and the exact ``pt2aws cleanup`` command for this endpoint.
     """
-    from pt2aws.catalog import hosting_price
+    from pt2aws.sizing.catalog import hosting_price
 
     price = hosting_price(instance_type, session.region)
     hourly = price.usd_per_hour * instance_count if price else None
     return {
         "usd_per_hour": hourly,
         "usd_per_day": hourly * 24 if hourly is not None else None,
-        "price": price.describe() if price else "no hosting price in pt2aws/instances.json",
+        "price": price.describe() if price else "no hosting price in pt2aws/sizing/instances.json",
         "cleanup_command": f"pt2aws cleanup --prefix {name} --region {session.region} --yes",
     }
 

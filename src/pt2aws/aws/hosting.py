@@ -26,8 +26,8 @@ from pt2aws.aws.images import (
 )
 from pt2aws.aws.session import AwsSession, check_name, resource_name, resource_tags
 from pt2aws.aws.waiting import wait_for_status
-from pt2aws.catalog import has_bf16, instance_vcpus, is_graviton
 from pt2aws.inference.runtime import graviton_settings
+from pt2aws.sizing.catalog import has_bf16, instance_vcpus, is_graviton
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +58,7 @@ def endpoint_environment(
 
     Args:
         instance_type: e.g. ``"ml.c7g.xlarge"``.
-        vcpus: vCPUs of the instance; default from :func:`pt2aws.catalog.instance_vcpus`.
+        vcpus: vCPUs of the instance; default from :func:`pt2aws.sizing.catalog.instance_vcpus`.
         workers: model-server workers (each loads the model once: memory = workers x model).
         max_batch: texts per request the handler accepts (``PT2AWS_MAX_BATCH``); keep it equal
             to the invoke client's ``max_items``.

@@ -2,7 +2,7 @@
 
 Which image fits is decided here, before any AWS call, from the facts in ``images.json`` (each
 with its source and date; :func:`pt2aws.aws.image_support.image_facts`) and the instance facts
-of :mod:`pt2aws.catalog`:
+of :mod:`pt2aws.sizing.catalog`:
 
 * :func:`inference_image_uri`: the SageMaker PyTorch CPU inference DLC for an instance type.
   Graviton gets the arm64 image (``pytorch-inference-arm64`` from 2.5 on, ``-graviton`` before)
@@ -26,7 +26,7 @@ import re
 import warnings
 
 from pt2aws.aws.image_support import dlc_support, image_facts, warn_if_past
-from pt2aws.catalog import (
+from pt2aws.sizing.catalog import (
     architecture,
     botocore_instance_types,
     instance_family,

@@ -4,7 +4,7 @@ which SageMaker resources exist.
 A notebook makes one session and passes it to every function that talks to AWS:
 
 * :func:`connect` for your account (``connect("aws", region=..., role_arn=...)``);
-* :func:`pt2aws.standins.aws_emulator.start` for the local emulator, which returns the same
+* :func:`pt2aws.emulator.server.start` for the local emulator, which returns the same
   kind of session with its endpoint URL and the stand-in's hooks (:attr:`AwsSession.emulator`).
 
 The functions themselves do not know which one they got: they build their clients with
@@ -27,7 +27,7 @@ _LOADER = None
 NAME_PATTERN = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 #: Region when neither the caller nor the AWS configuration names one.
 DEFAULT_REGION = "us-east-1"
-#: An emulator started by :func:`pt2aws.standins.aws_emulator.start` in this process, if any:
+#: An emulator started by :func:`pt2aws.emulator.server.start` in this process, if any:
 #: :func:`connect` closes it, so that a kernel switched to ``"aws"`` really reaches AWS.
 _RUNNING_EMULATOR: dict = {"session": None}
 
@@ -82,7 +82,7 @@ class AwsSession:
             CreateTrainingJob); empty until a call needs one (:meth:`require_role`).
         endpoint_url: where the calls go instead of AWS's public endpoints (the emulator's
             ``http://127.0.0.1:<port>``); None for AWS itself.
-        emulator: the stand-in's hooks (:class:`pt2aws.standins.aws_emulator.Emulator`: fault
+        emulator: the stand-in's hooks (:class:`pt2aws.emulator.server.Emulator`: fault
             injection, which server answered an endpoint, ...); None on AWS.
         profile: the AWS config profile (None: the default credential chain).
         poll_s: seconds between status polls (AWS: 15; the emulator: under a second).
@@ -173,12 +173,12 @@ def connect(
 ) -> AwsSession:
     """A session for your AWS account (no AWS call yet).
 
-    An emulator this process started with :func:`pt2aws.standins.aws_emulator.start` is closed
+    An emulator this process started with :func:`pt2aws.emulator.server.start` is closed
     first, so that the calls really reach AWS.
 
     Args:
         target: ``"aws"`` (the emulator's sessions come from
-            :func:`pt2aws.standins.aws_emulator.start`).
+            :func:`pt2aws.emulator.server.start`).
         region: the region; empty: the AWS configuration's (``AWS_REGION``, ``~/.aws/config``),
             else ``us-east-1``.
         role_arn: the SageMaker execution role for the resources you create.
@@ -190,7 +190,7 @@ def connect(
     if target != "aws":
         raise ValueError(
             f"connect({target!r}): connect() is for your AWS account ('aws'); the local emulator "
-            "is pt2aws.standins.aws_emulator.start()"
+            "is pt2aws.emulator.server.start()"
         )
     running = _RUNNING_EMULATOR["session"]
     if running is not None:

@@ -26,7 +26,7 @@ from pt2aws.aws.image_support import (
     warn_if_past,
 )
 from pt2aws.aws.images import dlc_registry
-from pt2aws.catalog import (
+from pt2aws.sizing.catalog import (
     architecture,
     botocore_instance_types,
     get_instance,

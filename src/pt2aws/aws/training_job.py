@@ -250,15 +250,15 @@ def training_cost_bound(
 
     SageMaker stops the job after ``MaxRuntimeInSeconds``; uploading the model after the stop
     adds a little, the ML storage volume is billed apart, and a job that fails early costs less.
-    The price is the catalog's (:func:`pt2aws.catalog.training_price`, us-east-1; another
+    The price is the catalog's (:func:`pt2aws.sizing.catalog.training_price`, us-east-1; another
     region's note says so).
 
     Returns:
         ``{"usd": float | None, "usd_per_hour", "instance_hours", "price_verified",
         "price_source", "price", "formula"}``; ``usd`` is None when the catalog has no price for
-        the type; ``price`` is the price in words (:meth:`pt2aws.catalog.InstancePrice.describe`).
+        the type; ``price`` is the price in words (:meth:`pt2aws.sizing.catalog.InstancePrice.describe`).
     """
-    from pt2aws.catalog import training_price
+    from pt2aws.sizing.catalog import training_price
 
     price = training_price(instance_type, region)
     instance_hours = max_runtime_s / 3600 * instance_count
@@ -267,8 +267,8 @@ def training_cost_bound(
         "usd_per_hour": price.usd_per_hour if price else None,
         "instance_hours": instance_hours,
         "price_verified": bool(price and price.verified),
-        "price_source": price.source["url"] if price else "none in pt2aws/instances.json",
-        "price": price.describe() if price else "no price in pt2aws/instances.json",
+        "price_source": price.source["url"] if price else "none in pt2aws/sizing/instances.json",
+        "price": price.describe() if price else "no price in pt2aws/sizing/instances.json",
         "formula": f"{max_runtime_s / 3600:g} h x {instance_count} x "
         + (f"{price.usd_per_hour:g} USD/h" if price else "(no price known)"),
     }
@@ -280,7 +280,7 @@ def launch_on(session, cfg, *, work_dir: str | Path, **kwargs) -> dict:
     The notebooks' one call: :func:`launch_training_job`, then :func:`job_summary` plus
     ``target``, ``region`` and the ``cost_bound`` (:func:`training_cost_bound`). On the emulator
     the job runs nothing; the emulator can put a local run folder where its ``model.tar.gz``
-    belongs (:func:`pt2aws.standins.aws_emulator.start`'s ``training_output``).
+    belongs (:func:`pt2aws.emulator.server.start`'s ``training_output``).
 
     Args:
         session: the :class:`pt2aws.aws.session.AwsSession` (region, execution role).

@@ -29,7 +29,7 @@ class TrainingJobError(RuntimeError):
 
 
 def _summary(described: dict, region: str) -> dict:
-    from pt2aws.catalog import training_price
+    from pt2aws.sizing.catalog import training_price
 
     resources = described.get("ResourceConfig", {})
     instance_type = resources.get("InstanceType", "")

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
 
-from pt2aws.catalog import processor_by_cpu_part
+from pt2aws.sizing.catalog import processor_by_cpu_part
 from pt2aws.system import is_arm64
 
 
@@ -54,7 +54,7 @@ def cpu_info(root: str | Path = "/", machine: str | None = None, features=None) 
         capped); ``isa`` is torch's dispatch level; ``features`` is
         :meth:`CpuFeatures.as_dict` (with the reasons); ``graviton_generation`` is e.g.
         ``"Graviton3"`` and ``core`` ``"Neoverse V1"``, from the ``CPU part`` number and the
-        instance catalog (:func:`pt2aws.catalog.processor_by_cpu_part`), else None.
+        instance catalog (:func:`pt2aws.sizing.catalog.processor_by_cpu_part`), else None.
     """
     from pt2aws.env.cpu import cpu_features, features_from, hardware_from_cpuinfo
 

@@ -1,7 +1,7 @@
 """Timing inference: batch-1 latency, batch-32 throughput, label agreement, the table.
 
 The measuring primitives that ``variant="auto"`` (:mod:`pt2aws.inference.selection`, also at
-an endpoint's start-up), notebook 02, :mod:`pt2aws.aws.endpoint_cost` and ``benchmarks/`` share.
+an endpoint's start-up), notebook 02, :mod:`pt2aws.sizing.serving_cost` and ``benchmarks/`` share.
 All timings are wall-clock ``time.perf_counter`` seconds on whatever else the machine is doing,
 so compare rows measured in the same run only.
 

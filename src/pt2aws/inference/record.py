@@ -2,7 +2,7 @@
 
 Notebook 02 measures; :func:`inference_record` assembles what it measured into one JSON object,
 and :func:`write_record` saves it in the run folder (``RunDir.inference_metrics``). Readers:
-:mod:`pt2aws.aws.endpoint_cost` (the variant an endpoint serves and its batch-32 throughput),
+:mod:`pt2aws.sizing.serving_cost` (the variant an endpoint serves and its batch-32 throughput),
 :mod:`pt2aws.report` (the run's summary) and the notebook tests.
 
 Schema (every key always present; ``None`` where a part did not run)::

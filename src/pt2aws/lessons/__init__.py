@@ -4,9 +4,9 @@ A lesson shows how something works or what it would cost, on a scale that runs o
 the notebooks' main path (train, infer, serve, deploy) never calls it, and nothing in the core
 imports it. Removing a lesson removes a notebook section, not a step of the recipe.
 
-* :mod:`~pt2aws.lessons.sizing`: notebook 00, which instance to train and serve on and what it
+* :mod:`~pt2aws.sizing`: notebook 00, which instance to train and serve on and what it
   costs (workload, memory, strategy, ranking, tables, cost; the facts themselves are in the
-  core's :mod:`pt2aws.catalog`);
+  core's :mod:`pt2aws.sizing.catalog`);
 * :mod:`~pt2aws.lessons.ec2`: notebook 00, the EC2 route: the launch plan (:mod:`.ec2.plan`) and
   the training commands sent through SSM (:mod:`.ec2.run`);
 * :mod:`~pt2aws.lessons.compile_explained`: notebook 01, what ``torch.compile`` does (graphs,

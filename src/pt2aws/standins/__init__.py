@@ -4,12 +4,12 @@ A stand-in lets the notebooks, the tests and a workshop run the real code path w
 account or Docker: the product's code talks to it exactly as it would to AWS or to the
 container. The core does not need a stand-in to work: the tests and the notebooks choose one.
 
-* :mod:`~pt2aws.standins.aws_emulator`: a moto server on 127.0.0.1 as the AWS control plane
+* :mod:`~pt2aws.emulator.server`: a moto server on 127.0.0.1 as the AWS control plane
   (S3, SageMaker, EC2, SSM, Application Auto Scaling, Service Quotas), and ``start``, which a
   notebook calls when it chooses the emulator: it returns the same
   :class:`pt2aws.aws.session.AwsSession` an AWS account gets, with the emulator's hooks;
-* :mod:`~pt2aws.standins.moto_patches`: the few patches moto needs for what pt2aws uses;
-* :mod:`~pt2aws.standins.emulated_endpoints`: what answers an emulated endpoint (its image's
+* :mod:`~pt2aws.emulator.patches`: the few patches moto needs for what pt2aws uses;
+* :mod:`~pt2aws.emulator.endpoints`: what answers an emulated endpoint (its image's
   serving software on this machine, started by ``CreateEndpoint``);
 * :mod:`~pt2aws.standins.torchserve`: ``LocalEndpoint``, the SageMaker PyTorch toolkit +
   TorchServe on 127.0.0.1 (what the AWS deep learning container runs);

@@ -9,7 +9,8 @@ from botocore.stub import Stubber
 
 from pt2aws.aws import account
 from pt2aws.aws.session import AwsSession
-from pt2aws.standins import aws_emulator, moto_patches
+from pt2aws.emulator import patches as moto_patches
+from pt2aws.emulator import server as aws_emulator
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,8 @@ from botocore.exceptions import ClientError
 
 from pt2aws.aws import artifact, endpoint, hosting, images, invoke
 from pt2aws.aws.session import AwsSession, RoleError, billable_resources, resource_name
-from pt2aws.standins import aws_emulator, moto_patches
+from pt2aws.emulator import patches as moto_patches
+from pt2aws.emulator import server as aws_emulator
 
 TEXTS = ["I love it", "I hate it", "café ☕"]
 CUSTOM = "123456789012.dkr.ecr.us-east-1.amazonaws.com/pt2aws-serve:2026.12"

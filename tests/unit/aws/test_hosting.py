@@ -9,10 +9,10 @@ import pytest
 from botocore.exceptions import ClientError
 from support.emulator import NOTHING, deploy_on_emulator
 
-from pt2aws import catalog
 from pt2aws.aws import hosting, images, session
-from pt2aws.standins import moto_patches
-from pt2aws.standins.aws_emulator import EMULATOR_ROLE_ARN
+from pt2aws.emulator import patches as moto_patches
+from pt2aws.emulator.server import EMULATOR_ROLE_ARN
+from pt2aws.sizing import catalog
 
 
 def test_deploy_invoke_and_cleanup(emulator, model_url, stub):

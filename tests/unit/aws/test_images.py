@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pt2aws import catalog
 from pt2aws.aws import images
+from pt2aws.sizing import catalog
 
 ARM = "pytorch-inference-arm64:2.6.0-cpu-py312-ubuntu22.04-sagemaker"
 

@@ -13,8 +13,8 @@ from support.emulator import NOTHING, deploy_on_emulator
 
 from pt2aws.aws import invoke, session
 from pt2aws.aws.invoke import request_body
+from pt2aws.emulator import patches as moto_patches
 from pt2aws.serving.handler import PayloadTooLargeError
-from pt2aws.standins import moto_patches
 
 
 def test_large_batch_is_chunked_in_order_with_utf8(emulator, model_url, stub):

@@ -13,7 +13,7 @@ def test_resource_name_is_timestamped_and_valid():
 
 
 def test_session_carries_region_role_url_and_hooks(emulator):
-    from pt2aws.standins.aws_emulator import EMULATOR_ROLE_ARN
+    from pt2aws.emulator.server import EMULATOR_ROLE_ARN
 
     on = emulator.session()
     assert (on.target, on.emulated, on.region) == ("emulator", True, "us-east-1")
@@ -23,7 +23,7 @@ def test_session_carries_region_role_url_and_hooks(emulator):
     assert on.answered_by("x").startswith("the server at http://127.0.0.1")
     with pytest.raises(session.RoleError, match="needs ROLE_ARN"):
         session.AwsSession(region="eu-west-1").require_role()
-    with pytest.raises(ValueError, match="pt2aws.standins.aws_emulator.start"):
+    with pytest.raises(ValueError, match="pt2aws.emulator.server.start"):
         session.connect("emulator")
     real = session.connect(region="eu-west-1", role_arn="arn:aws:iam::1:role/r")
     assert (real.target, real.region, real.poll_s) == ("aws", "eu-west-1", 15.0)
@@ -34,7 +34,7 @@ def test_connect_closes_the_emulator_a_notebook_started():
     """A kernel switched from the emulator to AWS must not keep talking to the emulator."""
     import os
 
-    from pt2aws.standins import aws_emulator
+    from pt2aws.emulator import server as aws_emulator
 
     before = os.environ.get("AWS_ENDPOINT_URL")
     emulated = aws_emulator.start(model_servers=False)

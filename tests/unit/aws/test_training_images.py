@@ -54,7 +54,7 @@ def test_training_image_rejects_unknown_combinations(instance_type, version, mat
 
 
 def test_gpu_families_agree_with_the_catalog_and_botocore():
-    from pt2aws import catalog
+    from pt2aws.sizing import catalog
 
     training_families = {
         catalog.instance_family(t) for t in catalog.botocore_instance_types("training")

@@ -16,7 +16,7 @@ BUCKET = "sagemaker-us-east-1-123456789012"
 @pytest.fixture(scope="module")
 def launched(tmp_path_factory):
     """One multi-node job created against the moto server; yields (job, describe, s3 keys)."""
-    from pt2aws.standins.aws_emulator import Emulator
+    from pt2aws.emulator.server import Emulator
 
     cfg = TrainConfig(profile="smoke", max_steps=20, bf16="on", torch_compile="on")
     with Emulator() as emulator:

@@ -10,7 +10,7 @@ from botocore.exceptions import ClientError
 
 from pt2aws.aws import training_job, training_status
 from pt2aws.config import TrainConfig
-from pt2aws.standins import aws_emulator
+from pt2aws.emulator import server as aws_emulator
 
 
 @pytest.fixture

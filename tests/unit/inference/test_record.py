@@ -77,8 +77,8 @@ def test_write_refuses_a_record_built_by_hand(tmp_path):
 
 def test_cost_table_and_report_read_the_record(tmp_path):
     """The readers of inference/metrics.json find what they read in a built record."""
-    from pt2aws.aws.endpoint_cost import served_variant
     from pt2aws.report import _inference
+    from pt2aws.sizing.serving_cost import served_variant
 
     rec = _record()
     assert served_variant("custom", rec) == "ort-int8" and served_variant("dlc", rec) == "eager"

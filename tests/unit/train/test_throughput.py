@@ -33,8 +33,8 @@ def test_flops_per_token_leave_out_the_embeddings_and_add_attention():
 
 
 def test_sizing_counts_training_flops_with_the_same_function():
-    from pt2aws.lessons.sizing.ranking import rank_training, training_flops
-    from pt2aws.lessons.sizing.workload import model_spec
+    from pt2aws.sizing.ranking import rank_training, training_flops
+    from pt2aws.sizing.workload import model_spec
 
     model, _ = _minilm_on_meta()
     spec = model_spec("minilm-l6")  # closed form, no model built
@@ -47,7 +47,7 @@ def test_sizing_counts_training_flops_with_the_same_function():
     flops = training_flops(spec, 3000 * 64, 64)
     assert gpu["time_s"] == pytest.approx(flops / (70e12 * gpu["mfu"]))  # A10G, bf16 peak
     assert cpu["time_s"] == pytest.approx(flops / (cpu["peak_tflops"] * 1e12 * cpu["mfu"]))
-    from pt2aws import catalog
+    from pt2aws.sizing import catalog
 
     # CPUs train in fp32 (the recipe's bf16 is off there): their fp32 peak, not the bf16 one
     assert cpu["peak_precision"] == "fp32" and gpu["peak_precision"] == "bf16"

@@ -7,7 +7,7 @@ well formed (AMI, type), ``UnauthorizedOperation`` or another error otherwise. A
 not reserve capacity or check your vCPU quota (EC2 API reference, ``DryRun``; aws-parallelcluster
 PR #1779): check the quota with Service Quotas (:func:`pt2aws.aws.account.check_quota`).
 Every call goes where the :class:`pt2aws.aws.session.AwsSession` points: your account, or the
-local emulator (:func:`pt2aws.standins.aws_emulator.start`), where the same code runs over HTTP
+local emulator (:func:`pt2aws.emulator.server.start`), where the same code runs over HTTP
 with moto.
 Which AMI and which images: :mod:`pt2aws.aws.training_images`, :mod:`pt2aws.aws.images`.
 """
@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import logging
 
-from pt2aws import catalog
 from pt2aws.aws import image_support, images, training_images
 from pt2aws.aws.hosting import endpoint_environment
+from pt2aws.sizing import catalog
 
 logger = logging.getLogger(__name__)
 

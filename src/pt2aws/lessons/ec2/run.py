@@ -39,7 +39,7 @@ from pt2aws.aws.training_inputs import (
     prepare_data,
     stage_source,
 )
-from pt2aws.catalog import get_instance
+from pt2aws.sizing.catalog import get_instance
 
 logger = logging.getLogger(__name__)
 

@@ -9,9 +9,9 @@ import pytest
 
 from pt2aws.aws import training_images
 from pt2aws.aws.image_support import ImageSupportWarning
+from pt2aws.emulator import server as aws_emulator
+from pt2aws.emulator.server import Emulator
 from pt2aws.lessons.ec2 import plan as ec2_plan
-from pt2aws.standins import aws_emulator
-from pt2aws.standins.aws_emulator import Emulator
 
 DLAMI = "/aws/service/deeplearning/ami/x86_64/oss-nvidia-driver-gpu-pytorch-2.13-amazon-linux-2023/latest/ami-id"
 

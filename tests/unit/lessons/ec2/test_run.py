@@ -94,7 +94,7 @@ def test_multi_node_efa_and_cpu_variants():
 def test_commands_reach_an_instance_through_ssm_and_the_output_comes_back(
     smoke_train_dir, tmp_path
 ):
-    from pt2aws.standins import aws_emulator
+    from pt2aws.emulator import server as aws_emulator
 
     session = aws_emulator.start(model_servers=False)
     try:

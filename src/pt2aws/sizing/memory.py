@@ -15,8 +15,8 @@
 
 from __future__ import annotations
 
-from pt2aws.catalog import InstanceType
-from pt2aws.lessons.sizing.workload import ModelSpec, model_spec
+from pt2aws.sizing.catalog import InstanceType
+from pt2aws.sizing.workload import ModelSpec, model_spec
 
 #: Training state bytes per parameter by precision (see the module docstring for the sources).
 STATE_BYTES_PER_PARAM = {

@@ -375,7 +375,7 @@ class InstancePrice:
             instances; an endpoint every hour it exists; EC2 per second of a running instance).
         processor: e.g. ``"Graviton3"`` (:func:`family_processor`; ``""`` when unknown).
         source: the source entry (``url``, ``date``, ``verified``, ``note``, ``id``): a catalog
-            source, or the AWS Price List API read now (:mod:`pt2aws.aws.pricing`).
+            source, or the AWS Price List API read now (:mod:`pt2aws.sizing.pricing`).
         use: ``"ec2"``, ``"hosting"`` or ``"training"`` (:data:`PRICE_USES`).
         region: the region the figure is for.
         asked_region: the region it was asked for (differs from ``region`` when the catalog has

@@ -17,11 +17,11 @@ Formulas (each stated again where it is used):
 * **Training cost** = (time + paid start-up per node) / 3600 · nodes · EC2 on-demand USD/hour
   (the region's price where the catalog has one, else us-east-1's, said).
 * **Serving cost** per 1M requests: the one throughput model of notebooks 00 and 03
-  (:mod:`pt2aws.aws.endpoint_cost`): peak FLOP/s per processor generation x an assumed
+  (:mod:`pt2aws.sizing.serving_cost`): peak FLOP/s per processor generation x an assumed
   utilisation / ``(2N + 4LdT) x T`` FLOPs per request, SageMaker hosting prices for ``ml.`` types.
 
-Peaks and prices come from the catalog (:mod:`pt2aws.catalog`); which parallelism fits
-from :mod:`pt2aws.lessons.sizing.strategy`. :func:`recommend` puts it all together for notebook
+Peaks and prices come from the catalog (:mod:`pt2aws.sizing.catalog`); which parallelism fits
+from :mod:`pt2aws.sizing.strategy`. :func:`recommend` puts it all together for notebook
 00 and ``pt2aws recommend``.
 """
 
@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from pt2aws.aws import endpoint_cost
-from pt2aws.catalog import (
+from pt2aws.sizing import serving_cost
+from pt2aws.sizing.catalog import (
     CATALOG_REGION,
     InstanceType,
     availability,
@@ -40,14 +40,14 @@ from pt2aws.catalog import (
     load_catalog,
     serving_peak,
 )
-from pt2aws.lessons.sizing.memory import (
+from pt2aws.sizing.memory import (
     MEMORY_RESERVE,
     inference_memory,
     training_memory,
     usable_bytes,
 )
-from pt2aws.lessons.sizing.strategy import plan_training, workload_class
-from pt2aws.lessons.sizing.workload import ModelSpec, Workload, model_spec
+from pt2aws.sizing.strategy import plan_training, workload_class
+from pt2aws.sizing.workload import ModelSpec, Workload, model_spec
 from pt2aws.train.throughput import training_flops_per_token
 
 #: Assumed model FLOPs utilisation for training by device kind (our assumptions, not
@@ -55,7 +55,7 @@ from pt2aws.train.throughput import training_flops_per_token
 #: a 125M-parameter fine-tune at sequence 128 reaches less, so 35 % on GPUs; Neuron and CPUs lower).
 DEFAULT_MFU = {"gpu": 0.35, "trainium": 0.30, "inferentia": 0.30, "cpu": 0.10}
 #: Assumed utilisation of the serving peak (one figure for every kind: the serving cost model's).
-DEFAULT_INFERENCE_UTILISATION = endpoint_cost.DEFAULT_UTILISATION
+DEFAULT_INFERENCE_UTILISATION = serving_cost.DEFAULT_UTILISATION
 #: Paid start-up per training run and node, seconds: boot, DLC image pull, data and model load
 #: (our assumption; it keeps tiny workloads from favouring the largest instances).
 DEFAULT_OVERHEAD_S = 600.0
@@ -63,7 +63,7 @@ DEFAULT_OVERHEAD_S = 600.0
 #: (Graviton2/3/4 and a comparable x86 one, hosting prices), then one GPU / Inferentia size per
 #: family at its EC2 price (the catalog has no SageMaker hosting price for them).
 DEFAULT_INFERENCE_INSTANCES = (
-    *endpoint_cost.DEFAULT_COMPARISON,
+    *serving_cost.DEFAULT_COMPARISON,
     "g5.xlarge",
     "g6.xlarge",
     "g6e.xlarge",
@@ -87,7 +87,7 @@ def training_peak_tflops(it: InstanceType) -> tuple[float, str]:
     """``(peak TFLOP/s, precision)`` a training run is assumed to get on ``it``: fp32 on CPUs,
     else bf16.
 
-    A CPU instance counts at the catalog's fp32 vector peak (:func:`pt2aws.catalog.serving_peak`'s
+    A CPU instance counts at the catalog's fp32 vector peak (:func:`pt2aws.sizing.catalog.serving_peak`'s
     figure for a CPU family): the fp32 case, as the catalog has no CPU bf16 peak. The recipe's
     ``--bf16 auto`` trains in bf16 on a CPU with native bf16 when the profile measured it faster
     (``local``: :attr:`pt2aws.config.Profile.cpu_bf16`), so there the estimate is pessimistic.
@@ -246,7 +246,7 @@ def rank_inference(
 ) -> list[dict]:
     """Cost per 1M requests per instance: Graviton generations vs x86 vs GPU vs Inferentia.
 
-    The rows are :func:`pt2aws.aws.endpoint_cost.cost_rows`' (the estimate notebook 03 shows
+    The rows are :func:`pt2aws.sizing.serving_cost.cost_rows`' (the estimate notebook 03 shows
     for the same instance); instances whose memory cannot hold the weights, or without a
     price, are left out.
 
@@ -255,7 +255,7 @@ def rank_inference(
         seq_len: tokens per request.
         throughput_rps: measured requests/s by instance name: an extra, measured row each.
         utilisation: assumed fraction of the serving peak (default
-            :data:`pt2aws.aws.endpoint_cost.DEFAULT_UTILISATION`).
+            :data:`pt2aws.sizing.serving_cost.DEFAULT_UTILISATION`).
         precision: weights' precision for the memory check (see :func:`inference_memory`).
         instances: names to compare (default :data:`DEFAULT_INFERENCE_INSTANCES`; ``ml.``
             names are SageMaker endpoints at hosting prices, bare names EC2 instances).
@@ -272,7 +272,7 @@ def rank_inference(
     names = list(instances or DEFAULT_INFERENCE_INSTANCES)
     fits = [n for n in names if _holds(n, need)]
     rows = []
-    for r in endpoint_cost.cost_rows(
+    for r in serving_cost.cost_rows(
         spec,
         seq_len,
         instances=tuple(fits),
@@ -363,7 +363,7 @@ def _assumptions(mfu: dict | float | None, overhead_s: float, region: str) -> di
         "peak of the precision each row assumes (bf16 on accelerators, fp32 on CPUs); compute "
         f"only; cost adds {overhead_s:.0f} s of paid start-up per node; linear scaling over nodes",
         "serving": f"peak per processor generation x {DEFAULT_INFERENCE_UTILISATION:.0%} (our "
-        f"assumption) / (2N + 4LdT) x T FLOPs per request ({endpoint_cost.FLOPS_SOURCE})",
+        f"assumption) / (2N + 4LdT) x T FLOPs per request ({serving_cost.FLOPS_SOURCE})",
         "price": (
             "us-east-1"
             if region == CATALOG_REGION
@@ -393,7 +393,7 @@ def recommend(
         overhead_s: paid start-up per node, seconds.
         region: prices of this region where known (else us-east-1's, said in each row).
         prices: serving prices read from the AWS Price List API
-            (:func:`pt2aws.aws.pricing.refresh_prices`), preferred over the catalog's.
+            (:func:`pt2aws.sizing.pricing.refresh_prices`), preferred over the catalog's.
 
     Returns:
         A JSON-serialisable dict: ``model`` (name, parameters, shape), ``workload``, ``memory``

@@ -3,7 +3,7 @@
 On AWS, ``CreateEndpoint`` starts an instance that pulls the model's image, downloads its
 ``ModelDataUrl`` and starts the serving software; the endpoint turns ``InService`` once that
 answers. :class:`EndpointServers` does the same on this machine for the emulator
-(:mod:`pt2aws.standins.aws_emulator`, patch 3 of :mod:`pt2aws.standins.moto_patches`): the model
+(:mod:`pt2aws.emulator.server`, patch 3 of :mod:`pt2aws.emulator.patches`): the model
 archive is read from the emulated S3, and in a background thread one of these starts:
 
 * ``"torchserve"``: an AWS DLC image: the SageMaker PyTorch toolkit + TorchServe

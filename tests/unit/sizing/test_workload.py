@@ -1,12 +1,11 @@
-"""Tests of :mod:`pt2aws.lessons.sizing.workload`: the model's shape and parameter count."""
+"""Tests of :mod:`pt2aws.sizing.workload`: the model's shape and parameter count."""
 
 from __future__ import annotations
 
 import pytest
 from support.roberta_base import ROBERTA_BASE, H
 
-from pt2aws import catalog
-from pt2aws.lessons.sizing import memory, workload
+from pt2aws.sizing import catalog, memory, workload
 
 
 def test_roberta_base_parameter_count_matches_hand_count():

@@ -6,13 +6,13 @@ once per process by :func:`apply` (documented in ``../shared/notes/stack-notes.m
 1. **Instance types.** moto's endpoint-config validator knows only a few x86 types; the patch
    validates against botocore's ``ProductionVariantInstanceType`` enum instead (the real API's
    list, which holds the Graviton families ml.c6g ... ml.r8g), read through
-   :func:`pt2aws.catalog.botocore_instance_types`.
+   :func:`pt2aws.sizing.catalog.botocore_instance_types`.
 2. **STS in the SageMaker SDK** builds its client with an explicit regional endpoint that bypasses
-   ``AWS_ENDPOINT_URL``; :class:`~pt2aws.standins.aws_emulator.Emulator` points it at the emulator
+   ``AWS_ENDPOINT_URL``; :class:`~pt2aws.emulator.server.Emulator` points it at the emulator
    while it runs (it is a patch of the SDK, not of moto, so it lives there).
 3. **Endpoints that answer.** moto runs no model: its endpoint is ``InService`` at once and
    ``InvokeEndpoint`` answers a canned body. With :func:`serve_endpoints_with` (an
-   :class:`pt2aws.standins.emulated_endpoints.EndpointServers`), ``CreateEndpoint`` starts the
+   :class:`pt2aws.emulator.endpoints.EndpointServers`), ``CreateEndpoint`` starts the
    model's image's serving software on this machine for its ``ModelDataUrl`` (read from the
    emulated S3): the endpoint is ``Creating`` until that answers, then ``InService`` (or
    ``Failed`` with the reason), ``InvokeEndpoint`` reaches it and ``DeleteEndpoint`` stops it.
@@ -72,7 +72,7 @@ def add_fault(
     times: int = 1,
 ) -> None:
     """Make the next ``times`` calls of ``operation`` fail with the AWS error ``code``, while an
-    :class:`~pt2aws.standins.aws_emulator.Emulator` runs (its ``stop`` clears the queue).
+    :class:`~pt2aws.emulator.server.Emulator` runs (its ``stop`` clears the queue).
 
     Args:
         operation: one of :data:`FAULT_OPERATIONS` (``CreateModel``, ``CreateEndpointConfig``,
@@ -106,7 +106,7 @@ def forward_invocations_to(url: str | None) -> None:
 
 def serve_endpoints_with(servers) -> None:
     """Start a model server per emulated endpoint with ``servers``
-    (:class:`pt2aws.standins.emulated_endpoints.EndpointServers`); None: moto's canned ones."""
+    (:class:`pt2aws.emulator.endpoints.EndpointServers`); None: moto's canned ones."""
     _state["endpoints"] = servers
 
 
@@ -145,7 +145,7 @@ def _patch_instance_types() -> None:  # patch 1
     from moto.sagemaker import models
     from moto.sagemaker.exceptions import ValidationError
 
-    from pt2aws.catalog import botocore_instance_types
+    from pt2aws.sizing.catalog import botocore_instance_types
 
     real_types = botocore_instance_types("hosting")
 
@@ -212,7 +212,7 @@ def _patch_faults_and_forwarding() -> None:  # patches 3 and 4
     from moto.sagemaker import responses
     from moto.sagemakerruntime import responses as runtime_responses
 
-    from pt2aws.standins.emulated_endpoints import _post
+    from pt2aws.emulator.endpoints import _post
 
     for operation, name in FAULT_OPERATIONS.items():
         cls = (

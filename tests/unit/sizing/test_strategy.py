@@ -1,10 +1,10 @@
-"""Tests of :mod:`pt2aws.lessons.sizing.strategy`."""
+"""Tests of :mod:`pt2aws.sizing.strategy`."""
 
 from __future__ import annotations
 
 import pytest
 
-from pt2aws.lessons.sizing import strategy, workload
+from pt2aws.sizing import strategy, workload
 
 
 def test_roberta_base_fits_one_gpu_and_is_small():

@@ -4,8 +4,8 @@
 SageMaker client at it through ``AWS_ENDPOINT_URL`` with fake credentials, so the product's real
 AWS code path runs unchanged over HTTP. It is an emulator: nothing is created in any AWS
 account. An emulated endpoint answers with the serving software of its image running on this
-machine (:mod:`pt2aws.standins.emulated_endpoints`), or whatever a test tells it to. The moto
-patches it needs are in :mod:`pt2aws.standins.moto_patches`.
+machine (:mod:`pt2aws.emulator.endpoints`), or whatever a test tells it to. The moto
+patches it needs are in :mod:`pt2aws.emulator.patches`.
 
 :func:`start` is what a notebook calls when it chooses the emulator: it returns the same
 :class:`pt2aws.aws.session.AwsSession` that :func:`pt2aws.aws.session.connect` returns for an
@@ -22,8 +22,8 @@ from pathlib import Path
 
 from pt2aws.aws import session as aws_session
 from pt2aws.aws.session import AwsSession
-from pt2aws.standins import moto_patches
-from pt2aws.standins.emulated_endpoints import EndpointServers
+from pt2aws.emulator import patches as moto_patches
+from pt2aws.emulator.endpoints import EndpointServers
 from pt2aws.system import free_port
 
 logger = logging.getLogger(__name__)
@@ -61,7 +61,7 @@ class Emulator:
         training_seconds: training jobs created while it runs stay ``InProgress`` this long
             (moto_patches patch 6); 0: ``Completed`` at once.
         endpoint_servers: what answers an endpoint
-            (:data:`pt2aws.standins.emulated_endpoints.MODES`): ``"auto"`` its image's serving
+            (:data:`pt2aws.emulator.endpoints.MODES`): ``"auto"`` its image's serving
             software, started by ``CreateEndpoint``; ``"in_process"`` the archive's handler in
             this process; ``"canned"`` moto's canned answers (``InService`` at once).
         workdir: folder for the endpoints' model servers (default a temporary one).
@@ -207,7 +207,7 @@ class Emulator:
                 name=name,
                 value=value,
                 parameter_type="String",
-                description="seeded by pt2aws.standins.aws_emulator.Emulator",
+                description="seeded by pt2aws.emulator.server.Emulator",
                 allowed_pattern=None,
                 keyid=None,
                 last_modified_date=datetime.datetime.now(datetime.timezone.utc),
@@ -223,8 +223,8 @@ class Emulator:
 
     def _seed_dlami_parameters(self) -> None:
         """The public SSM parameters of the DLAMIs pt2aws may look up, as :data:`PLACEHOLDER_AMI`."""
-        from pt2aws import catalog
         from pt2aws.aws.training_images import dlami_parameter
+        from pt2aws.sizing import catalog
 
         names = set()
         with warnings.catch_warnings():  # support-date warnings belong to the launch plan
@@ -262,9 +262,9 @@ def emulated_quotas() -> dict[str, tuple[float, bool]]:
     """The emulator's SageMaker quotas (its own figures, not AWS's): 2 endpoint instances of
     every hosting type pt2aws prices; training: 2 CPU instances, and GPU types at 0 with only a
     default value, as new accounts often start (awslabs/amazon-sagemaker-examples#593)."""
-    from pt2aws import catalog
     from pt2aws.aws.account import quota_name
-    from pt2aws.aws.endpoint_cost import DEFAULT_COMPARISON
+    from pt2aws.sizing import catalog
+    from pt2aws.sizing.serving_cost import DEFAULT_COMPARISON
 
     quotas = {}
     for name in dict.fromkeys([*DEFAULT_COMPARISON, *catalog.hosting_prices()]):

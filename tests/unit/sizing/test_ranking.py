@@ -1,4 +1,4 @@
-"""Tests of :mod:`pt2aws.lessons.sizing.ranking`."""
+"""Tests of :mod:`pt2aws.sizing.ranking`."""
 
 from __future__ import annotations
 
@@ -7,8 +7,7 @@ import json
 import pytest
 from support.roberta_base import EMBEDDINGS, ROBERTA_BASE, H, L
 
-from pt2aws import catalog
-from pt2aws.lessons.sizing import ranking, tables, workload
+from pt2aws.sizing import catalog, ranking, tables, workload
 
 
 def test_rank_training_time_and_cost_by_hand():

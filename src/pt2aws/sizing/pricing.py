@@ -1,7 +1,7 @@
 """Today's on-demand prices from the AWS Price List API, or the dated table with the reason.
 
 Where credentials allow, :func:`refresh_prices` reads each instance's price with ``GetProducts``
-(boto3 ``pricing``); otherwise the catalog's dated figures stand (:func:`pt2aws.catalog.price`)
+(boto3 ``pricing``); otherwise the catalog's dated figures stand (:func:`pt2aws.sizing.catalog.price`)
 and the note says why (no session, the emulator, no credentials, ``pricing:GetProducts`` not
 allowed: it is not in ``AmazonSageMakerFullAccess``, no network, no such product).
 
@@ -31,7 +31,7 @@ import json
 import logging
 import os
 
-from pt2aws.catalog import InstancePrice, family_processor
+from pt2aws.sizing.catalog import InstancePrice, family_processor
 
 logger = logging.getLogger(__name__)
 
@@ -116,7 +116,7 @@ def live_price(session, instance_type: str, use: str, region: str | None = None,
         client: a ready ``pricing`` client (tests: a botocore ``Stubber``); default built here.
 
     Returns:
-        An :class:`pt2aws.catalog.InstancePrice` whose source is ``aws-price-list-api``, dated
+        An :class:`pt2aws.sizing.catalog.InstancePrice` whose source is ``aws-price-list-api``, dated
         today, verified.
 
     Raises:
@@ -204,7 +204,7 @@ def refresh_prices(
     """
     reason = _why_not(session) if enabled else "price refresh not asked for"
     if reason:
-        return {}, [f"prices: the dated table in pt2aws/instances.json ({reason})"]
+        return {}, [f"prices: the dated table in pt2aws/sizing/instances.json ({reason})"]
     prices, notes = {}, []
     for name in instance_types:
         kind = use or ("hosting" if name.startswith("ml.") else "ec2")

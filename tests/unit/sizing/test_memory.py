@@ -1,10 +1,10 @@
-"""Tests of :mod:`pt2aws.lessons.sizing.memory`."""
+"""Tests of :mod:`pt2aws.sizing.memory`."""
 
 from __future__ import annotations
 
 from support.roberta_base import ROBERTA_BASE
 
-from pt2aws.lessons.sizing import memory
+from pt2aws.sizing import memory
 
 
 def test_training_memory_roberta_base_by_hand():

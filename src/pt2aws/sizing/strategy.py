@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import math
 
-from pt2aws.catalog import InstanceType, get_instance, load_catalog
-from pt2aws.lessons.sizing.memory import (
+from pt2aws.sizing.catalog import InstanceType, get_instance, load_catalog
+from pt2aws.sizing.memory import (
     MEMORY_RESERVE,
     STATE_BYTES_PER_PARAM,
     training_memory,
     usable_bytes,
 )
-from pt2aws.lessons.sizing.workload import model_spec
+from pt2aws.sizing.workload import model_spec
 
 #: Largest number of nodes the ranking will plan for.
 MAX_NODES = 64
@@ -53,9 +53,9 @@ def plan_training(
     are made only for instances with EFA.
 
     Args:
-        model: anything :func:`pt2aws.lessons.sizing.workload.model_spec` accepts.
+        model: anything :func:`pt2aws.sizing.workload.model_spec` accepts.
         instance: a catalog entry or its name (``ml.`` prefix accepted).
-        micro_batch, seq_len, precision: see :func:`pt2aws.lessons.sizing.memory.training_memory`.
+        micro_batch, seq_len, precision: see :func:`pt2aws.sizing.memory.training_memory`.
         max_nodes: the most nodes to try.
 
     Returns:

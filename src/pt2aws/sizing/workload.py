@@ -210,7 +210,7 @@ def model_spec(model) -> ModelSpec:
 
 #: Training precisions: ``mixed`` (bf16 autocast over fp32 weights and AdamW states), ``bf16``
 #: (weights, gradients and AdamW states in bf16), ``fp32``; the memory tables of
-#: :mod:`pt2aws.lessons.sizing.memory` have a row for each.
+#: :mod:`pt2aws.sizing.memory` have a row for each.
 PRECISIONS = ("mixed", "bf16", "fp32")
 
 

@@ -1,10 +1,10 @@
-"""Tests of :mod:`pt2aws.standins.aws_emulator` (and the moto patches it applies)."""
+"""Tests of :mod:`pt2aws.emulator.server` (and the moto patches it applies)."""
 
 import pytest
 from botocore.exceptions import ClientError
 
-from pt2aws.standins import moto_patches
-from pt2aws.standins.aws_emulator import Emulator
+from pt2aws.emulator import patches as moto_patches
+from pt2aws.emulator.server import Emulator
 
 
 def test_emulator_validates_instance_types_like_aws(emulator):
@@ -30,8 +30,8 @@ def test_emulator_restores_environment():
 
 
 def test_local_model_server_retries_a_failed_start(monkeypatch, tmp_path):
+    from pt2aws.emulator.endpoints import local_model_server
     from pt2aws.standins import torchserve as local
-    from pt2aws.standins.emulated_endpoints import local_model_server
 
     started, stopped = [], []
 

@@ -1,4 +1,4 @@
-"""Text and table views of a :func:`pt2aws.lessons.sizing.ranking.recommend` result and the catalog.
+"""Text and table views of a :func:`pt2aws.sizing.ranking.recommend` result and the catalog.
 
 What notebook 00 and ``pt2aws recommend`` print: the sizing head (model, data, memory, workload
 class), the training and inference rankings as Markdown tables, and the catalog as a table.
@@ -6,13 +6,13 @@ class), the training and inference rankings as Markdown tables, and the catalog 
 
 from __future__ import annotations
 
-from pt2aws.catalog import load_catalog, price_source_counts
+from pt2aws.sizing.catalog import load_catalog, price_source_counts
 
 
 def catalog_table(region: str = "us-east-1") -> str:
     """The catalog as one Markdown line per instance: hardware, the EC2 price in ``region``
     (or us-east-1's, said) with its source id, date and whether it was verified."""
-    from pt2aws.catalog import ec2_price, source
+    from pt2aws.sizing.catalog import ec2_price, source
 
     lines = [
         "| instance | kind | vCPUs | accelerators | peak bf16 TFLOP/s | USD/hour | price source |",
@@ -135,7 +135,7 @@ def format_recommendation(rec: dict, limit: int | None = 12) -> str:
     """The text that notebook 00 and ``pt2aws recommend`` print.
 
     Args:
-        rec: a :func:`pt2aws.lessons.sizing.ranking.recommend` result.
+        rec: a :func:`pt2aws.sizing.ranking.recommend` result.
         limit: rows of the training table (None: all).
     """
     lines = [
@@ -161,7 +161,7 @@ def format_recommendation(rec: dict, limit: int | None = 12) -> str:
         ),
         f"prices: {rec['assumptions']['price']}; catalog checked {rec['catalog']['checked']}; "
         f"prices verified against dated sources: {_verified_counts()}; "
-        "figures marked verified=false in src/pt2aws/instances.json must be checked before "
+        "figures marked verified=false in src/pt2aws/sizing/instances.json must be checked before "
         "quoting",
     ]
     return "\n".join(lines)
@@ -169,7 +169,7 @@ def format_recommendation(rec: dict, limit: int | None = 12) -> str:
 
 def _verified_counts() -> str:
     """``"EC2 20/26, SageMaker hosting 0/6, SageMaker training 0/8"`` (verified / all) from
-    :func:`pt2aws.catalog.price_source_counts`."""
+    :func:`pt2aws.sizing.catalog.price_source_counts`."""
     names = {"ec2": "EC2", "hosting": "SageMaker hosting", "training": "SageMaker training"}
     return ", ".join(
         f"{names.get(use, use)} {c['verified']}/{c['verified'] + c['unverified']}"

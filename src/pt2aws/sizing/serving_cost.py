@@ -9,7 +9,7 @@ and ``pt2aws recommend``.
 N the model's non-embedding parameters, L layers, d width, T tokens per request: a forward
 pass is a third of the training count ``6N + 12LdT`` per token (Kaplan et al. 2020 §2.1; PaLM
 appendix B, as torchtitan's and nanoGPT's MFU count it). The serving peak is per processor
-generation (:func:`pt2aws.catalog.serving_peak`: vCPUs x the fp32 vector peak per vCPU from the
+generation (:func:`pt2aws.sizing.catalog.serving_peak`: vCPUs x the fp32 vector peak per vCPU from the
 AWS Graviton guide's table of vector units and clocks; for accelerators their bf16 peak). The
 utilisation is our assumption (:data:`DEFAULT_UTILISATION`), printed beside every estimate.
 
@@ -18,9 +18,9 @@ own measured through its endpoint; on the emulator the load test measured *this 
 local server, and the row says so (it has no price: this machine is not an AWS instance).
 
 **Cost per 1M** = USD per hour / (inferences/s x 3600) x 1e6, for an endpoint kept busy.
-Prices: the catalog's (:func:`pt2aws.catalog.price`: SageMaker hosting for ``ml.`` types, EC2
+Prices: the catalog's (:func:`pt2aws.sizing.catalog.price`: SageMaker hosting for ``ml.`` types, EC2
 for bare ones; the us-east-1 figure with a note where the region has none), or the AWS Price
-List API's where :func:`pt2aws.aws.pricing.refresh_prices` could read it.
+List API's where :func:`pt2aws.sizing.pricing.refresh_prices` could read it.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import json
 import os
 from pathlib import Path
 
-from pt2aws import catalog
+from pt2aws.sizing import catalog
 
 #: Assumed fraction of the serving peak an endpoint reaches answering requests (our assumption:
 #: one or a few short texts per request are latency- and memory-bound). Replace with a load test.
@@ -76,7 +76,7 @@ def flops_per_request(model, tokens: int) -> float:
 
     Args:
         model: anything with ``non_embedding_parameters``, ``num_layers`` and ``hidden_size``
-            (:class:`pt2aws.lessons.sizing.workload.ModelSpec`).
+            (:class:`pt2aws.sizing.workload.ModelSpec`).
         tokens: tokens per request (one text, padded).
     """
     per_token = forward_flops_per_token(
@@ -164,7 +164,7 @@ def cost_rows(
         model: see :func:`flops_per_request`.
         tokens: tokens per request.
         instances: ``ml.`` types (SageMaker hosting prices) or bare EC2 types (EC2 prices).
-        region: prices of this region where known (see :func:`pt2aws.catalog.price`).
+        region: prices of this region where known (see :func:`pt2aws.sizing.catalog.price`).
         prices: ``{instance: InstancePrice}`` read elsewhere (the Price List API), preferred.
         measured: ``{instance: inferences/s}`` measured on that instance's endpoint: an extra row
             per instance, after the estimates.
@@ -381,7 +381,7 @@ def cost_report(
         model: the deployed model's shape (see :func:`flops_per_request`).
         tokens: tokens per request (the length the model was trained at).
         region: the endpoint's region (prices).
-        prices: live prices (:func:`pt2aws.aws.pricing.refresh_prices`), preferred.
+        prices: live prices (:func:`pt2aws.sizing.pricing.refresh_prices`), preferred.
         price_notes: where the prices come from, in words (printed under the table).
         record: :func:`pt2aws.aws.endpoint.deployment_record`'s answer; its load test gives
             the deployed instance a measured row on AWS, or this machine's row on the emulator.

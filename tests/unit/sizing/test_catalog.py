@@ -1,4 +1,4 @@
-"""Tests of :mod:`pt2aws.catalog`: the instance, accelerator and price facts."""
+"""Tests of :mod:`pt2aws.sizing.catalog`: the instance, accelerator and price facts."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from pt2aws import catalog
+from pt2aws.sizing import catalog
 
 
 def test_instance_vcpus_and_bad_types():
@@ -46,9 +46,9 @@ def test_catalog_is_complete_sourced_and_packaged():
     p4d = catalog.get_instance("ml.p4d.24xlarge")
     assert (p4d.accelerator_count, p4d.accelerator_memory_gb, p4d.peak_bf16_tflops) == (8, 40, 2496)
     assert p4d.sources["peak"]["verified"] is True  # A100 312 TFLOP/s read in stored material
-    pyproject = (catalog.CATALOG_PATH.parents[2] / "pyproject.toml").read_text()
+    pyproject = (catalog.CATALOG_PATH.parents[3] / "pyproject.toml").read_text()
     package_data = pyproject.split("[tool.setuptools.package-data]")[1].split("[")[1]
-    assert '"instances.json"' in package_data  # shipped with the wheel
+    assert "\"sizing/*.json\"" in package_data  # shipped with the wheel
 
 
 def test_family_processor_generation_and_bf16_come_from_the_catalog():
@@ -143,7 +143,7 @@ def test_botocore_lists_and_gpu_peaks_have_one_definition():
     ],
 )
 def test_gpu_peak_comes_from_the_catalog(device_name, tflops):
-    from pt2aws.catalog import peak_bf16_flops
+    from pt2aws.sizing.catalog import peak_bf16_flops
 
     peak = peak_bf16_flops(device_name)
     assert peak == (None if tflops is None else pytest.approx(tflops * 1e12))

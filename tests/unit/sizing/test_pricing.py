@@ -9,8 +9,8 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from pt2aws.aws import pricing
 from pt2aws.aws.session import AwsSession
+from pt2aws.sizing import pricing
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -107,7 +107,7 @@ def test_access_denied_and_no_session_fall_back_with_the_reason(monkeypatch):
     monkeypatch.delenv(pricing.OFF_SWITCH, raising=False)
     assert pricing.refresh_prices(None, ["ml.c7g.xlarge"]) == (
         {},
-        ["prices: the dated table in pt2aws/instances.json (no AWS session)"],
+        ["prices: the dated table in pt2aws/sizing/instances.json (no AWS session)"],
     )
 
     class Emulated(AwsSession):
@@ -120,7 +120,7 @@ def test_access_denied_and_no_session_fall_back_with_the_reason(monkeypatch):
     assert off == (
         {},
         [
-            "prices: the dated table in pt2aws/instances.json (price refresh off: "
+            "prices: the dated table in pt2aws/sizing/instances.json (price refresh off: "
             "PT2AWS_PRICE_LIST=off)"
         ],
     )
