@@ -48,7 +48,7 @@ def test_catalog_is_complete_sourced_and_packaged():
     assert p4d.sources["peak"]["verified"] is True  # A100 312 TFLOP/s read in stored material
     pyproject = (catalog.CATALOG_PATH.parents[3] / "pyproject.toml").read_text()
     package_data = pyproject.split("[tool.setuptools.package-data]")[1].split("[")[1]
-    assert "\"sizing/*.json\"" in package_data  # shipped with the wheel
+    assert '"sizing/*.json"' in package_data  # shipped with the wheel
 
 
 def test_family_processor_generation_and_bf16_come_from_the_catalog():
