@@ -80,6 +80,9 @@ STATE_JS = """() => {
   return {kernel: kernel ? kernel.status : null, cells: cells,
           dialog: !!document.querySelector('.jp-Dialog')};
 }"""
+SOURCE_JS = (
+    "i => window.jupyterapp.shell.currentWidget.content.model.cells.get(i).sharedModel.getSource()"
+)
 CELLS_JS = """() => {
   const nb = window.jupyterapp.shell.currentWidget.content;
   const cells = [];
@@ -268,10 +271,11 @@ def wait_until_idle(page, name: str, what: str, timeout_s: float, need_cells: bo
             return
         time.sleep(2)
     running = [i for i, _, s in (state or {}).get("cells", []) if s != "idle"]
-    raise AssertionError(
-        f"{name}: {what} did not finish within {timeout_s:.0f} s"
-        + (f"; still running or queued from cell {running[0]}" if running else "")
-    )
+    where = ""
+    if running:  # the first is the one executing; the later ones wait in the queue
+        source = page.evaluate(SOURCE_JS, running[0])
+        where = f"; still running: cell {running[0]} `{first_line(source)}`"
+    raise AssertionError(f"{name}: {what} did not finish within {timeout_s:.0f} s{where}")
 
 
 def screenshot(page, path: Path) -> None:
