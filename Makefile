@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-stamp
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: help setup run test test-exercises lint format kernel lab clean bench
+.PHONY: help setup run test test-exercises test-browser lint format kernel lab clean bench
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -28,10 +28,18 @@ run: setup ## notebooks 00-03 into runs/<UTC timestamp>/ (PROFILE=, DATA=your fi
 	    --encoding "$(ENCODING)" --label-map "$(LABEL_MAP)" --max-length "$(MAX_LENGTH)"
 
 test: setup ## unit tests and every notebook headless (smoke profile), offline
-	$(PY) -m pytest -m "not container and not exercises"  # image: make container
+	$(PY) -m pytest -m "not container and not exercises and not browser"  # image: make container
 
 test-exercises: setup ## every notebook "Try next" exercise run as written (CI runs it after make test)
 	$(PY) -m pytest -m exercises tests/notebooks
+
+BROWSER_STAMP := $(VENV)/.browser-stamp
+$(BROWSER_STAMP): $(STAMP) scripts/install-browser.sh
+	bash scripts/install-browser.sh $(PY)
+	touch $(BROWSER_STAMP)
+
+test-browser: $(BROWSER_STAMP) ## Run All on notebooks 00-03 in JupyterLab, headless Chromium (screenshots: runs/)
+	$(PY) -m pytest -m browser -rA tests/browser
 
 bench: setup ## A/B training speed table on this machine (benchmarks/train_speed.py; not a test)
 	$(PY) benchmarks/train_speed.py
