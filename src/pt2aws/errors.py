@@ -12,6 +12,7 @@ the same for :class:`UserError`. ``--debug`` or ``PT2AWS_DEBUG=1`` shows the ful
 from __future__ import annotations
 
 import argparse
+import builtins
 import os
 import sys
 import traceback
@@ -163,8 +164,8 @@ def show_user_errors_in_one_line(shell=None) -> bool:
     Returns:
         Whether a shell was found (False in plain Python).
     """
-    if shell is None:
-        shell = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
+    if shell is None:  # IPython puts get_ipython() in builtins while a cell runs
+        shell = getattr(builtins, "get_ipython", lambda: None)()
     if shell is None:
         return False
 
