@@ -10,8 +10,8 @@ import sys
 import pytest
 
 from pt2aws import env
-from pt2aws.env import probes
 from pt2aws.env import cpu as cpu_mod
+from pt2aws.env import probes
 from pt2aws.env.cpu import (
     features_from,
     hardware_from_auxv,
