@@ -57,5 +57,3 @@ def test_die_with_parent_ends_a_silent_child_when_its_parent_dies():
         assert not gone_within(survivor, 1.5)  # the control: an orphan lives on by default
     finally:
         os.kill(survivor, 9)
-
-

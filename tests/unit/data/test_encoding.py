@@ -39,7 +39,8 @@ def test_latin1_is_detected_and_named(tmp_path, caplog):
 def test_wrong_encoding_names_the_line_and_the_option(tmp_path):
     path = write_csv(tmp_path / "d.csv", rows(), encoding="latin-1")
     with pytest.raises(
-        DataError, match=r"not valid utf-8 \(byte 0xe8: invalid continuation byte\).*--encoding latin-1"
+        DataError,
+        match=r"not valid utf-8 \(byte 0xe8: invalid continuation byte\).*--encoding latin-1",
     ):
         load_sentiment_data(path, encoding="utf-8")
     with pytest.raises(DataError, match="unknown encoding 'klingon'"):
