@@ -101,7 +101,9 @@ def plot_time_vs_cost(rec: dict, path: str | Path | None = None):
     import matplotlib.pyplot as plt
     import numpy as np
 
-    rows = sorted((r for r in rec["training"] if r["cost_usd"]), key=lambda r: r["time_s"])
+    rows = sorted(
+        (r for r in rec["training"] if r["cost_usd"]), key=lambda r: (r["time_s"], r["cost_usd"])
+    )
     xy = np.log10([(r["time_s"] / 3600, r["cost_usd"]) for r in rows])
     fig, ax = plt.subplots(figsize=(8, 5))
     for kind, color in {"gpu": "tab:green", "trainium": "tab:purple", "cpu": "tab:gray"}.items():

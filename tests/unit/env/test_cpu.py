@@ -179,11 +179,16 @@ def test_a_capped_instruction_set_gets_its_own_compile_cache(tmp_path):
     assert cpu_mod.inductor_cache_for_caps(plain) is None and "TORCHINDUCTOR_CACHE_DIR" not in plain
 
 
-def test_import_pt2aws_sets_the_capped_cache_in_a_fresh_process():
+def test_import_pt2aws_sets_the_capped_cache_in_a_fresh_process_and_stays_cheap():
     import subprocess
 
     env = {k: v for k, v in os.environ.items() if k != "TORCHINDUCTOR_CACHE_DIR"}
-    code = "import os, pt2aws; print(os.environ.get('TORCHINDUCTOR_CACHE_DIR'))"
+    code = (
+        "import os, sys, pt2aws, pt2aws.errors, pt2aws.config, pt2aws.rundir\n"
+        "heavy = [m for m in ('torch', 'boto3', 'sagemaker', 'transformers') if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+        "print(os.environ.get('TORCHINDUCTOR_CACHE_DIR'))"
+    )
     capped = subprocess.run(
         [sys.executable, "-c", code],
         env={**env, "ATEN_CPU_CAPABILITY": "avx2"},
