@@ -145,7 +145,8 @@ def read_hub_dataset(dataset_id: str, config_name, text_column, label_column) ->
 def detect_encoding(path: Path, compression: str | None = None) -> tuple[str, str]:
     """``(encoding, how)`` of a text file: a UTF-8 byte-order mark, valid UTF-8, else
     ``charset_normalizer.from_bytes(...).best()`` on a sample (the start and the bytes from the
-    first non-UTF-8 byte on), else latin-1, which decodes any bytes.
+    first non-UTF-8 byte on), else (or where the whole file disagrees) latin-1, which decodes any
+    bytes.
 
     charset-normalizer picks almost at random between Latin-script code pages (French saved as
     cp1252 came back as cp1250, German as mac_iceland): such a guess gives way to cp1252, what
@@ -167,14 +168,17 @@ def detect_encoding(path: Path, compression: str | None = None) -> tuple[str, st
     half = DETECTION_SAMPLE_BYTES // 2
     sample = raw[:half] + raw[max(half, bad_at) : bad_at + half]
     best = from_bytes(sample).best()
-    if best is None:
+    guess = codecs.lookup(best.encoding).name if best else "latin-1"
+    how = "byte-order mark" if best and best.bom else "detected by charset-normalizer"
+    if best and not best.bom and guess != "cp1252" and _latin_single_byte(sample, guess):
+        if _letter_share(sample, "cp1252") >= _letter_share(sample, guess):
+            guess, how = (
+                "cp1252",
+                f"charset-normalizer guessed {guess}; Latin script, read as cp1252",
+            )
+    if not best or not _decoded(raw, guess):  # the guess was made on a sample
         return "latin-1", "fallback: latin-1 decodes any bytes"
-    guess = codecs.lookup(best.encoding).name
-    if best.bom or guess == "cp1252" or not _latin_single_byte(sample, guess):
-        return guess, "byte-order mark" if best.bom else "detected by charset-normalizer"
-    if _letter_share(sample, "cp1252") >= _letter_share(sample, guess):
-        return "cp1252", f"charset-normalizer guessed {guess}; Latin script, read as cp1252"
-    return guess, "detected by charset-normalizer"
+    return guess, how
 
 
 def _decoded(raw: bytes, encoding: str) -> str:
