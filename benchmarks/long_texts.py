@@ -101,7 +101,7 @@ def _probs(model, tokenizer, windows: list[list[int]], batch_size: int) -> list[
 
 
 def evaluate(model, tokenizer, texts, labels, *, train_length, limit, overlap, batch_size):
-    from pt2aws.data import combine_by_text, plan_windows, special_tokens
+    from pt2aws.data.windows import combine_by_text, plan_windows, special_tokens
 
     prefix, suffix = special_tokens(tokenizer)
     ids = tokenizer(texts, add_special_tokens=False, truncation=False, verbose=False)["input_ids"]

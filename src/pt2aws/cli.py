@@ -10,9 +10,8 @@ Examples::
     pt2aws serve runs/x/deploy/model.tar.gz --port 8080       # local SageMaker endpoint (Ctrl-C stops)
     pt2aws cleanup --prefix pt2aws- --region us-east-1 --yes   # delete leftover SageMaker resources
 
-A user error (missing file, unknown model, a count out of range, no AWS credentials) prints one
-line naming the problem and the fix and exits with status 2; add --debug anywhere to see the
-traceback (pt2aws.errors says which errors are the user's and which are bugs).
+A user error prints one line naming the problem and the fix and exits with status 2; --debug
+anywhere shows the traceback (:mod:`pt2aws.errors`).
 """
 
 from __future__ import annotations
@@ -23,9 +22,9 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from pt2aws.errors import ArgumentParser, UserError, run_cli
+from pt2aws.errors import ArgumentParser, MissingFileError, UserError, run_cli
 
-#: The verbs, each a function of the parsed arguments (``train`` and ``run`` pass their flags on).
+#: The verbs (``train`` and ``run`` pass their flags on to their own parsers).
 VERBS = ("env", "recommend", "train", "run", "serve", "cleanup")
 
 
@@ -155,7 +154,7 @@ def _serve(args) -> int:
     from pt2aws.standins.torchserve import LocalEndpoint, serve_stack_missing
 
     if not Path(args.model).exists():
-        raise FileNotFoundError(
+        raise MissingFileError(
             f"model {args.model} does not exist: pass a model.tar.gz (a run's "
             "deploy/model.tar.gz) or a folder written by save_pretrained (a run's train/model)"
         )

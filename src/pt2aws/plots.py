@@ -18,13 +18,8 @@ def _save(fig, path: str | Path | None):
 
 
 def plot_training(log: Sequence[dict], history: Sequence[dict], path: str | Path | None = None):
-    """Training loss per logged step (left) and validation accuracy per epoch (right).
-
-    Args:
-        log: ``{"step", "loss"}`` rows (``train/train_log.jsonl``; loss in nats).
-        history: ``{"epoch", "eval_accuracy"}`` rows, one per epoch.
-        path: PNG to write, or None.
-    """
+    """Training loss (nats) per logged step of ``log`` (``{"step", "loss"}`` rows of
+    ``train_log.jsonl``) and validation accuracy per epoch of ``history``."""
     import matplotlib.pyplot as plt
 
     fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(10, 3.5))
@@ -32,12 +27,8 @@ def plot_training(log: Sequence[dict], history: Sequence[dict], path: str | Path
     ax_loss.set(
         xlabel="optimizer step", ylabel="training loss (cross-entropy, nats)", title="Training loss"
     )
-    ax_acc.plot(
-        [h["epoch"] for h in history],
-        [h["eval_accuracy"] for h in history],
-        marker="o",
-        color="tab:green",
-    )
+    epochs, accuracy = [h["epoch"] for h in history], [h["eval_accuracy"] for h in history]
+    ax_acc.plot(epochs, accuracy, marker="o", color="tab:green")
     ax_acc.set(
         xlabel="epoch", ylabel="validation accuracy", title="Validation accuracy", ylim=(0, 1)
     )
@@ -45,16 +36,9 @@ def plot_training(log: Sequence[dict], history: Sequence[dict], path: str | Path
     return _save(fig, path)
 
 
-def plot_confusion_matrix(
-    matrix: Sequence[Sequence[int]], label_names: Sequence[str], path: str | Path | None = None
-):
-    """Confusion matrix heat map; rows are true labels, columns predicted labels.
-
-    Args:
-        matrix: counts, shape ``(n_labels, n_labels)``.
-        label_names: ``n_labels`` names in id order.
-        path: PNG to write, or None.
-    """
+def plot_confusion_matrix(matrix: Sequence[Sequence[int]], label_names: Sequence[str], path=None):
+    """Confusion matrix heat map of counts ``matrix`` (rows true, columns predicted labels, in
+    the id order of ``label_names``)."""
     import matplotlib.pyplot as plt
     import numpy as np
     from sklearn.metrics import ConfusionMatrixDisplay
@@ -69,12 +53,14 @@ def plot_confusion_matrix(
 
 
 def plot_bars(values: dict[str, float], *, ylabel: str, title: str, path: str | Path | None = None):
-    """A labelled bar per entry of ``values`` (``{label: value}``), value printed on each bar."""
+    """A bar per ``{label: value}`` with its value on it (thousands as ``1,290``)."""
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(max(4, 1.2 * len(values)), 3.5))
     bars = ax.bar(list(values), list(values.values()), color="tab:blue")
-    ax.bar_label(bars, fmt="%.3g")
+    ax.bar_label(
+        bars, labels=[f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}" for v in values.values()]
+    )
     ax.set(ylabel=ylabel, title=title)
     ax.tick_params(axis="x", rotation=20)
     fig.tight_layout()
@@ -82,71 +68,47 @@ def plot_bars(values: dict[str, float], *, ylabel: str, title: str, path: str | 
 
 
 def plot_memory_breakdown(rec: dict, path: str | Path | None = None):
-    """Stacked bars, GB (1e9 bytes): training memory on one device (weights, gradients, AdamW,
-    activations) and inference memory (weights, activations).
+    """Stacked bars, GB (1e9 bytes), of a :func:`pt2aws.sizing.ranking.recommend` result's
+    ``memory``: training on one device (weights, gradients, AdamW, activations), inference."""
+    import pandas as pd
 
-    Args:
-        rec: a :func:`pt2aws.sizing.ranking.recommend` result (its ``memory`` and
-            ``model``).
-        path: PNG to write, or None.
-    """
-    import matplotlib.pyplot as plt
-
-    train, infer = rec["memory"]["training_one_device"], rec["memory"]["inference_bf16"]
-    parts = [
-        ("weights", "tab:blue"),
-        ("gradients", "tab:orange"),
-        ("optimizer", "tab:red"),
-        ("activations", "tab:green"),
-    ]
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    bars = {"training\n(one device)": train, "inference\n(bf16, batch 1)": infer}
-    for col, values in enumerate(bars.values()):
-        bottom = 0.0
-        for part, color in parts:
-            value = values.get(part, 0.0) / 1e9
-            ax.bar(col, value, bottom=bottom, color=color, label=part if col == 0 else None)
-            bottom += value
-        ax.text(col, bottom, f"{bottom:.3g} GB", ha="center", va="bottom")
-    ax.set_xticks(range(len(bars)), list(bars))
+    memory = {
+        "training\n(one device)": rec["memory"]["training_one_device"],
+        "inference\n(bf16, batch 1)": rec["memory"]["inference_bf16"],
+    }
+    parts = ["weights", "gradients", "optimizer", "activations"]
+    table = pd.DataFrame(memory).T.reindex(columns=parts).astype(float).fillna(0) / 1e9
+    colors = ["tab:blue", "tab:orange", "tab:red", "tab:green"]
+    ax = table.plot.bar(stacked=True, rot=0, figsize=(6, 3.5), color=colors)
+    for col, total in enumerate(table.sum(axis=1)):
+        ax.text(col, total, f"{total:.3g} GB", ha="center", va="bottom")
     ax.set(ylabel="memory (GB, 1e9 bytes)", title=f"Memory of {rec['model']['name']}")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    return _save(fig, path)
+    ax.figure.tight_layout()
+    return _save(ax.figure, path)
 
 
 def plot_time_vs_cost(rec: dict, path: str | Path | None = None):
-    """Estimated training time (hours) vs cost (USD) per instance, log-log; cheapest and fastest
-    marked. Rows without a price are left out.
+    """Estimated training time (hours) vs cost (USD) per instance, log-log, rows without a price
+    left out. Labelled: the Pareto front (no instance both faster and cheaper), the cheapest of
+    each kind and the recommended instance; points within 4% of both axes share one label, and each label takes the first
+    corner of its point where it overlaps no label placed before it.
 
     Args:
         rec: a :func:`pt2aws.sizing.ranking.recommend` result (its ``training`` rows).
         path: PNG to write, or None.
     """
     import matplotlib.pyplot as plt
+    import numpy as np
 
-    rows = [r for r in rec["training"] if r["cost_usd"] is not None]
-    colors = {"gpu": "tab:green", "trainium": "tab:purple", "cpu": "tab:gray"}
+    rows = sorted(
+        (r for r in rec["training"] if r["cost_usd"]), key=lambda r: (r["time_s"], r["cost_usd"])
+    )
+    xy = np.log10([(r["time_s"] / 3600, r["cost_usd"]) for r in rows])
     fig, ax = plt.subplots(figsize=(8, 5))
-    for r in rows:
-        ax.scatter(
-            r["time_s"] / 3600,
-            r["cost_usd"],
-            color=colors.get(r["kind"], "black"),
-            s=80 if (r["cheapest"] or r["fastest"]) else 30,
-            edgecolor="black" if (r["cheapest"] or r["fastest"]) else "none",
-        )
-        tag = " (cheapest)" if r["cheapest"] else " (fastest)" if r["fastest"] else ""
-        label = r["instance"] + (f" x{r['nodes']}" if r["nodes"] > 1 else "") + tag
-        ax.annotate(
-            label,
-            (r["time_s"] / 3600, r["cost_usd"]),
-            fontsize=7,
-            xytext=(3, 3),
-            textcoords="offset points",
-        )
-    for kind, color in colors.items():
-        ax.scatter([], [], color=color, label=kind)
+    for kind, color in {"gpu": "tab:green", "trainium": "tab:purple", "cpu": "tab:gray"}.items():
+        points = 10 ** xy[[r["kind"] == kind for r in rows]]
+        ax.scatter(points[:, 0], points[:, 1], color=color, label=kind)
     ax.set(
         xscale="log",
         yscale="log",
@@ -154,6 +116,37 @@ def plot_time_vs_cost(rec: dict, path: str | Path | None = None):
         ylabel="estimated cost (USD, EC2 on-demand)",
         title=f"{rec['model']['name']}: time vs cost per instance",
     )
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, title="labelled: no other is faster and cheaper", title_fontsize=7)
     fig.tight_layout()
+    cheapest = {r["kind"]: r for r in sorted(rows, key=lambda r: -r["cost_usd"])}.values()
+    recommended = (rec.get("recommended") or {}).get("instance")
+    near = 0.04 * np.ptp(xy, axis=0) if len(rows) else 0
+    groups: list[tuple[np.ndarray, list[str]]] = []
+    for i, r in enumerate(rows):
+        on_front = all(r["cost_usd"] < q["cost_usd"] for q in rows[:i])
+        if not (on_front or r in cheapest or r["instance"] == recommended or r["fastest"]):
+            continue
+        tag = " (cheapest)" if r["cheapest"] else " (fastest)" if r["fastest"] else ""
+        name = r["instance"] + (f" x{r['nodes']}" if r["nodes"] > 1 else "") + tag
+        if groups and (abs(xy[i] - groups[-1][0]) <= near).all():
+            groups[-1][1].append(name)
+        else:
+            groups.append((xy[i], [name]))
+    boxes = []
+    for point, names in groups:
+        for corner, (dx, dy) in enumerate(((5, 5), (5, -5), (-5, 5), (-5, -5))):
+            label = ax.annotate(
+                "\n".join(names),
+                10**point,
+                xytext=(dx, dy),
+                textcoords="offset points",
+                fontsize=7,
+                ha="left" if dx > 0 else "right",
+                va="bottom" if dy > 0 else "top",
+            )
+            box = label.get_window_extent(fig.canvas.get_renderer())
+            if corner == 3 or not any(box.overlaps(b) for b in boxes):  # the last corner stays
+                break
+            label.remove()
+        boxes.append(box)
     return _save(fig, path)

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from pt2aws.processes import free_port
 from pt2aws.serving import HANDLER_PATH
-from pt2aws.system import free_port
 
 #: Seconds to wait for a server's /ping = 200 (JVM or torch import on 2 loaded cores).
 STARTUP_TIMEOUT_S = 180.0

@@ -52,7 +52,7 @@ from podman_image import (
     write_cpu_sysfs,
 )
 
-from pt2aws.system import free_port
+from pt2aws.processes import free_port
 
 pytestmark = pytest.mark.container
 

@@ -53,7 +53,7 @@ from contract_cases import CASES, Answer, assert_correct, assert_same_answer, re
 from podman_api import PodmanApiService, missing_clients
 from podman_image import build_image, ensure_base_image, host_arch, image, missing_tools, podman
 
-from pt2aws.system import free_port
+from pt2aws.processes import free_port
 
 pytestmark = pytest.mark.container
 

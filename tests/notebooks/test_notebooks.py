@@ -70,12 +70,45 @@ def test_each_notebook_checks_its_kernel_with_the_one_script():
         capture_output=True,
         text=True,
     )
-    assert check.returncode == 1 and "ModuleNotFoundError: pt2aws is not installed" in check.stderr
+    assert check.returncode == 1 and "KernelCheckError: pt2aws is not installed" in check.stderr
     assert "`make kernel`" in check.stderr and "bash scripts/setup-env.sh" in check.stderr
     root = NB_DIR.parent
     assert (root / "scripts" / "setup-env.sh").is_file()
     assert "bash scripts/setup-env.sh $(PY)" in (root / "Makefile").read_text()
     assert "==" not in (NB_DIR / "kernel_check.py").read_text()
+
+
+def test_a_pt2aws_error_in_a_cell_is_one_line_in_a_real_kernel(tmp_path):
+    """Issue 24: the kernel check's handler turns pt2aws's errors into one line naming the fix;
+    the cell still fails, so papermill (and Run All) stop there."""
+    import papermill as pm
+    from traitlets.config import Config
+
+    ipc = Config()
+    ipc.KernelManager.transport = "ipc"
+    nb = nbformat.v4.new_notebook(
+        metadata={"kernelspec": {"name": "python3", "display_name": "Python 3"}}
+    )
+    cell = "from pt2aws.rundir import RunDir\nrun = RunDir('/nowhere')\nrun.require(run.model_dir)"
+    nb.cells = [nbformat.v4.new_code_cell("%run kernel_check.py"), nbformat.v4.new_code_cell(cell)]
+    nbformat.write(nb, tmp_path / "in.ipynb")
+    with pytest.raises(pm.PapermillExecutionError, match="MissingFileError"):
+        pm.execute_notebook(
+            str(tmp_path / "in.ipynb"),
+            str(tmp_path / "out.ipynb"),
+            kernel_name="python3",
+            cwd=str(NB_DIR),
+            progress_bar=False,
+            config=ipc,
+        )
+    executed = nbformat.read(tmp_path / "out.ipynb", as_version=4).cells
+    first, failed = [c for c in executed if c.cell_type == "code"]
+    assert first.outputs == []  # the kernel check is silent when all is well
+    (error,) = failed.outputs
+    assert error.output_type == "error" and error.traceback == [
+        "MissingFileError: /nowhere/train/model not found: run 01_finetune_multi_gpu first with "
+        "RUN_DIR = '/nowhere'"
+    ]
 
 
 def test_00_writes_env_report(executed):

@@ -45,7 +45,7 @@ def test_minilm_loads_offline_with_new_head():
 
 
 def test_hub_model_fails_fast_naming_offline_alternative():
-    from pt2aws.hub import HubUnreachableError
+    from pt2aws.errors import HubUnreachableError
 
     t0 = time.perf_counter()
     with pytest.raises(HubUnreachableError, match="minilm-l6"):

@@ -6,8 +6,14 @@ from pt2aws import rundir
 def test_read_json_hint(tmp_path):
     import pytest
 
-    with pytest.raises(FileNotFoundError, match="01_finetune_multi_gpu"):
-        rundir.read_json(tmp_path / "train" / "metrics.json")
+    from pt2aws.errors import MissingFileError, UserError
+
+    run = rundir.RunDir(tmp_path)
+    with pytest.raises(MissingFileError, match="run 01_finetune_multi_gpu first") as err:
+        run.read_json(tmp_path / "train" / "metrics.json")
+    assert isinstance(err.value, (FileNotFoundError, UserError))  # one line in CLI and notebook
+    with pytest.raises(AttributeError, match="no path 'modle_dir'"):
+        run.modle_dir  # noqa: B018
 
 
 def test_run_dir_names_every_path_and_says_which_notebook_writes_it(tmp_path):

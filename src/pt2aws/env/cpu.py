@@ -1,34 +1,14 @@
-"""What this CPU does natively, as the process will use it: one answer for every bf16/int8 choice.
+"""What this CPU does natively, as this process uses it: the one answer to "is bf16/int8 native
+here" (``cpu_features().bf16_native``, ``.int8_dot``, each with its ``.reason``).
 
-:func:`cpu_features` combines three things:
-
-1. **The CPU as the kernel presents it.** On aarch64 the ELF auxiliary vector (``getauxval
-   (AT_HWCAP)``, ``AT_HWCAP2``; bits from Linux ``arch/arm64/include/uapi/asm/hwcap.h``), never
-   the text of ``/proc/cpuinfo``: under QEMU user-mode emulation that file is the *host's* (an x86
-   model and flags), while the auxiliary vector describes the emulated CPU. On x86,
-   ``torch.cpu.get_capabilities()`` (the cpuinfo library: CPUID, checked against what the OS
-   enabled in XCR0), else the ``flags`` of ``/proc/cpuinfo``.
-2. **The caps in the environment** that ATen and oneDNN read at start-up, to run this CPU as a
-   weaker one (``benchmarks/cpu_caps.py`` measures what each changes):
-
-   * ``ATEN_CPU_CAPABILITY`` (``default`` | ``avx2`` | ``avx512``; aarch64 ``default`` | ``sve256``):
-     ATen's own vector kernels. Capped below AVX-512, the AVX-512 extensions (AVX512-BF16,
-     AVX512-VNNI) and AMX count as absent, and so does AVX-VNNI unless ``ONEDNN_MAX_CPU_ISA``
-     names it (``AVX2_VNNI``): the cap reads as "a plain AVX2 CPU".
-   * ``ONEDNN_MAX_CPU_ISA`` (legacy ``DNNL_MAX_CPU_ISA``): oneDNN's kernels, which do the bf16
-     and int8 matmuls (``SSE41`` < ``AVX`` < ``AVX2`` < ``AVX2_VNNI`` ...; ``AVX512_CORE`` <
-     ``AVX512_CORE_VNNI`` < ``AVX512_CORE_BF16`` < ``AVX512_CORE_FP16`` < ``AVX512_CORE_AMX``;
-     oneDNN's "CPU Dispatcher Control",
-     https://oneapi-src.github.io/oneDNN/dev_guide_cpu_dispatcher_control.html).
-   * ``MKL_ENABLE_INSTRUCTIONS`` caps MKL's fp32 GEMM only; it changes no bf16/int8 answer (and
-     timed nothing differently on an AMD EPYC, where MKL takes its generic path anyway).
-3. **What torch dispatches to**: ``torch.backends.cpu.get_cpu_capability()`` (``AVX512``,
-   ``AVX2``, ``DEFAULT``, ``SVE256`` ...), which already honours ``ATEN_CPU_CAPABILITY``.
-
-Each answer is a :class:`Capability` (truthy when present) with its reason, so callers can print
-why: ``f = cpu_features(); if f.bf16_native: ...; print(f.bf16_native.reason)``.
-:func:`features_from` is the pure part (tests hand it any CPU); :func:`hardware_from_auxv` and
-:func:`hardware_from_cpuinfo` turn raw probes into feature names.
+Three inputs: the CPU as the kernel presents it (aarch64: the auxiliary vector ``AT_HWCAP``/
+``AT_HWCAP2``, bits from Linux ``arch/arm64/include/uapi/asm/hwcap.h``, never ``/proc/cpuinfo``,
+which under QEMU user mode is the host's; x86: ``torch.cpu.get_capabilities()``, i.e. CPUID, else
+``/proc/cpuinfo`` flags); the caps in the environment that make torch run this CPU as a weaker one
+(``ATEN_CPU_CAPABILITY``: ATen's kernels; ``ONEDNN_MAX_CPU_ISA``/``DNNL_MAX_CPU_ISA``: oneDNN's,
+which do the bf16 and int8 matmuls, https://oneapi-src.github.io/oneDNN/dev_guide_cpu_dispatcher_control.html;
+``MKL_ENABLE_INSTRUCTIONS``: MKL's fp32 GEMM only); and torch's dispatch level
+(``torch.backends.cpu.get_cpu_capability()``). :func:`features_from` is the pure part.
 """
 
 from __future__ import annotations
@@ -40,72 +20,41 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pt2aws.system import CAP_VARIABLES, is_arm64
+from pt2aws.env.machine import is_arm64
 
+#: Environment variables that cap the instruction set torch's libraries use.
+CAP_VARIABLES = (
+    "ATEN_CPU_CAPABILITY",
+    "ONEDNN_MAX_CPU_ISA",
+    "DNNL_MAX_CPU_ISA",
+    "MKL_ENABLE_INSTRUCTIONS",
+)
 #: The caps that emulate an AVX2-only x86 CPU (no AVX-512, bf16, VNNI or AMX) on a newer one.
 AVX2_CAPS = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
-
-# aarch64 HWCAP bits (AT_HWCAP = 16, AT_HWCAP2 = 26): Linux arch/arm64/include/uapi/asm/hwcap.h.
+#: aarch64 HWCAP bits (AT_HWCAP = 16, AT_HWCAP2 = 26): Linux arch/arm64/include/uapi/asm/hwcap.h.
 AT_HWCAP, AT_HWCAP2 = 16, 26
 HWCAP_BITS = {"asimd": 1, "asimddp": 20, "sve": 22}
 HWCAP2_BITS = {"sve2": 1, "svei8mm": 9, "svebf16": 12, "i8mm": 13, "bf16": 14, "sme": 23}
-
-#: ``torch.cpu.get_capabilities()`` keys -> the kernel's ``/proc/cpuinfo`` flag names.
-_TORCH_NAMES = {
-    "avx2": "avx2",
-    "avx512_f": "avx512f",
-    "avx512_bw": "avx512bw",
-    "avx512_vl": "avx512vl",
-    "avx512_dq": "avx512dq",
-    "avx512_vnni": "avx512_vnni",
-    "avx512_bf16": "avx512_bf16",
-    "avx_vnni": "avx_vnni",
-    "amx_tile": "amx_tile",
-    "amx_bf16": "amx_bf16",
-    "amx_int8": "amx_int8",
-    "neon": "asimd",
-    "dot": "asimddp",
-    "i8mm": "i8mm",
-    "bf16": "bf16",
-    "sve": "sve",
-    "sve2": "sve2",
-    "sve_bf16": "svebf16",
-    "sme": "sme",
+#: ``torch.cpu.get_capabilities()`` keys spelled otherwise in ``/proc/cpuinfo``.
+_TORCH_RENAMES = {
+    **{f"avx512_{x}": f"avx512{x}" for x in ("f", "bw", "vl", "dq")},
+    **{"neon": "asimd", "dot": "asimddp", "sve_bf16": "svebf16"},
 }
-
-# What each ONEDNN_MAX_CPU_ISA value lets oneDNN use (x86): AVX-512, VNNI (which kind), bf16, AMX.
+#: Every ``ONEDNN_MAX_CPU_ISA`` value oneDNN 3.x knows (x64, then aarch64); it ignores others.
+ONEDNN_ISAS = frozenset(
+    "SSE41 AVX AVX2 AVX2_VNNI AVX2_VNNI_2 AVX512_CORE AVX512_CORE_VNNI AVX512_CORE_BF16 "
+    "AVX512_CORE_FP16 AVX512_CORE_AMX AVX512_CORE_AMX_FP16 AVX10_1_512 AVX10_1_512_AMX "
+    "AVX10_1_512_AMX_FP16 AVX10_2_512 AVX10_2_512_AMX_2 ASIMD SVE_128 SVE_256 SVE_512".split()
+)
+# ONEDNN_MAX_CPU_ISA prefixes that still allow AVX-512, bf16, AVX-512 VNNI and AVX-VNNI.
 _ONEDNN_AVX512 = ("AVX512_CORE", "AVX10")
 _ONEDNN_BF16 = ("AVX512_CORE_BF16", "AVX512_CORE_FP16", "AVX512_CORE_AMX", "AVX10")
-_ONEDNN_AVX512_VNNI = ("AVX512_CORE_VNNI", *_ONEDNN_BF16)
-_ONEDNN_AVX_VNNI = ("AVX2_VNNI",)
-#: Every ``ONEDNN_MAX_CPU_ISA`` value oneDNN 3.x knows (x64, then aarch64); others it ignores.
-ONEDNN_ISAS = (
-    "SSE41",
-    "AVX",
-    "AVX2",
-    "AVX2_VNNI",
-    "AVX2_VNNI_2",
-    "AVX512_CORE",
-    "AVX512_CORE_VNNI",
-    "AVX512_CORE_BF16",
-    "AVX512_CORE_FP16",
-    "AVX512_CORE_AMX",
-    "AVX512_CORE_AMX_FP16",
-    "AVX10_1_512",
-    "AVX10_1_512_AMX",
-    "AVX10_1_512_AMX_FP16",
-    "AVX10_2_512",
-    "AVX10_2_512_AMX_2",
-    "ASIMD",
-    "SVE_128",
-    "SVE_256",
-    "SVE_512",
-)
+_ONEDNN_VNNI = ("AVX512_CORE_VNNI", *_ONEDNN_BF16)
 
 
 @dataclass(frozen=True)
 class Capability:
-    """One native capability of this process's CPU: truthy when present, with the reason."""
+    """One native capability: truthy when present, with the reason."""
 
     available: bool
     reason: str
@@ -116,25 +65,10 @@ class Capability:
 
 @dataclass(frozen=True)
 class CpuFeatures:
-    """What this CPU does natively as this process will use it (see the module docstring).
-
-    Attributes:
-        arch: ``x86_64``, ``aarch64`` or another ``platform.machine()`` value.
-        model: the CPU's name (never from ``/proc/cpuinfo`` on aarch64).
-        isa: torch's ATen dispatch level (``torch.backends.cpu.get_cpu_capability()``).
-        hardware: feature names the CPU reports, in the kernel's ``/proc/cpuinfo`` spelling
-            (``avx512_bf16``, ``avx_vnni``, ``asimddp``, ``bf16`` ...), before any cap.
-        source: where ``hardware`` came from.
-        caps: the cap variables set in the environment, ``{name: value}``.
-        bf16_native: bf16 dot products in hardware and not capped away (x86 AVX512-BF16 or AMX,
-            Arm BF16).
-        int8_dot: int8 dot-product instructions, not capped away (x86 AVX512-VNNI, AVX-VNNI or
-            AMX-INT8; Arm SDOT/UDOT or I8MM).
-        amx: Intel AMX tiles (x86 only).
-        avx512: AVX-512 (x86 only).
-        sve: Arm SVE.
-        notes: caps that contradict each other or a library left uncapped, each a sentence.
-    """
+    """This CPU as this process uses it. ``hardware``: feature names in ``/proc/cpuinfo``
+    spelling, before any cap; ``isa``: torch's ATen dispatch level; ``caps``: the cap variables
+    set; ``bf16_native``: AVX512-BF16/AMX-BF16 or Arm BF16, not capped away; ``int8_dot``:
+    AVX512-VNNI/AVX-VNNI/AMX-INT8 or Arm SDOT/UDOT/I8MM; ``notes``: caps that contradict."""
 
     arch: str
     model: str
@@ -150,19 +84,14 @@ class CpuFeatures:
     notes: list[str] = field(default_factory=list)
 
     @property
-    def capped(self) -> bool:
-        """Whether any cap variable is set."""
-        return bool(self.caps)
-
-    @property
     def description(self) -> str:
-        """One line for a person: the CPU, torch's ISA, the caps, bf16, int8, AMX/SVE."""
+        """One line: the CPU, torch's ISA, the caps, bf16, int8, AMX (x86) or SVE (Arm)."""
         caps = " ".join(f"{k}={v}" for k, v in self.caps.items())
         parts = [
             f"{self.model} ({self.arch}), torch dispatches {self.isa}"
             + (f", capped by {caps}" if caps else ""),
-            ("native bf16" if self.bf16_native else "no native bf16 (emulated, slow)"),
-            ("int8 dot products" if self.int8_dot else "no int8 dot products"),
+            "native bf16" if self.bf16_native else "no native bf16 (emulated, slow)",
+            "int8 dot products" if self.int8_dot else "no int8 dot products",
         ]
         if self.arch == "x86_64":
             parts.append("AMX" if self.amx else "no AMX")
@@ -171,20 +100,14 @@ class CpuFeatures:
         return "; ".join(parts)
 
     def as_dict(self) -> dict:
-        """JSON-serialisable form: capabilities as ``{"available", "reason"}``."""
-        out = {
-            "arch": self.arch,
-            "model": self.model,
-            "isa": self.isa,
-            "hardware": sorted(self.hardware),
-            "source": self.source,
-            "caps": dict(self.caps),
-            "notes": list(self.notes),
-            "description": self.description,
-        }
+        """JSON-serialisable form; each capability as ``{"available", "reason"}``."""
+        out = {k: getattr(self, k) for k in ("arch", "model", "isa", "source", "caps", "notes")}
+        out.update(hardware=sorted(self.hardware), description=self.description)
         for name in ("bf16_native", "int8_dot", "amx", "avx512", "sve"):
-            cap = getattr(self, name)
-            out[name] = {"available": cap.available, "reason": cap.reason}
+            out[name] = {
+                "available": getattr(self, name).available,
+                "reason": getattr(self, name).reason,
+            }
         return out
 
 
@@ -204,10 +127,8 @@ def hardware_from_cpuinfo(text: str) -> frozenset[str]:
 
 
 def hardware_from_torch(capabilities: Mapping) -> frozenset[str]:
-    """Feature names from ``torch.cpu.get_capabilities()`` (its keys renamed as the kernel's)."""
-    return frozenset(
-        _TORCH_NAMES[k] for k, v in capabilities.items() if k in _TORCH_NAMES and v is True
-    )
+    """Feature names from ``torch.cpu.get_capabilities()`` (its true flags, kernel spelling)."""
+    return frozenset(_TORCH_RENAMES.get(k, k) for k, v in capabilities.items() if v is True)
 
 
 def _auxv() -> tuple[int, int] | None:
@@ -227,33 +148,15 @@ def _probe(machine: str) -> tuple[frozenset[str], str, str, str]:
     """This machine's ``(hardware, source, model, torch ISA)``; probed once per process."""
     import torch
 
-    caps = dict(torch.cpu.get_capabilities())
-    isa = torch.backends.cpu.get_cpu_capability()
+    caps, isa = dict(torch.cpu.get_capabilities()), torch.backends.cpu.get_cpu_capability()
     model = str(caps.get("cpu_name") or "")
-    if is_arm64(machine):
-        auxv = _auxv() if platform.system() == "Linux" else None
-        if auxv and auxv[0]:
-            return hardware_from_auxv(*auxv), "getauxval(AT_HWCAP, AT_HWCAP2)", model, isa
+    auxv = _auxv() if is_arm64(machine) and platform.system() == "Linux" else None
+    if auxv and auxv[0]:
+        return hardware_from_auxv(*auxv), "getauxval(AT_HWCAP, AT_HWCAP2)", model, isa
+    if hardware_from_torch(caps) or is_arm64(machine):
         return hardware_from_torch(caps), "torch.cpu.get_capabilities()", model, isa
-    hardware = hardware_from_torch(caps)
-    if hardware:
-        return hardware, "torch.cpu.get_capabilities() (CPUID)", model, isa
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        text = ""
+    text = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").is_file() else ""
     return hardware_from_cpuinfo(text), "/proc/cpuinfo flags", model, isa
-
-
-def _default_isa(arch: str, hardware: frozenset[str], aten: str | None) -> str:
-    """The ATen level torch would report, for :func:`features_from` without a probe."""
-    if aten:
-        return aten.upper()
-    if is_arm64(arch):
-        return "SVE256" if "sve" in hardware else "DEFAULT"
-    if "avx512f" in hardware:
-        return "AVX512"
-    return "AVX2" if "avx2" in hardware else "DEFAULT"
 
 
 def features_from(
@@ -265,148 +168,122 @@ def features_from(
     model: str = "CPU",
     source: str = "given",
 ) -> CpuFeatures:
-    """The native capabilities of a CPU with ``hardware`` under the caps in ``environ``.
-
-    Args:
-        arch: ``platform.machine()`` value (``x86_64``, ``aarch64``).
-        hardware: feature names in the kernel's spelling (see :func:`hardware_from_cpuinfo`,
-            :func:`hardware_from_auxv`, :func:`hardware_from_torch`).
-        environ: the environment to read the caps from (default ``os.environ``).
-        isa: torch's ATen level (``torch.backends.cpu.get_cpu_capability()``); default: what the
-            cap or the hardware implies.
-        model: the CPU's name, for the reasons.
-        source: where ``hardware`` came from, for the reasons.
-
-    Returns:
-        A :class:`CpuFeatures`.
-    """
+    """The native capabilities of a CPU with ``hardware`` (kernel spelling) under the caps in
+    ``environ`` (default ``os.environ``); ``isa`` defaults to what the cap or hardware implies."""
     env = os.environ if environ is None else environ
-    hw = frozenset(hardware)
-    caps = {k: env[k] for k in CAP_VARIABLES if env.get(k)}
-    aten_cap = caps.get("ATEN_CPU_CAPABILITY", "").strip().lower()
-    isa = _default_isa(arch, hw, aten_cap or None) if isa is None else isa.upper()
-    onednn = (caps.get("ONEDNN_MAX_CPU_ISA") or caps.get("DNNL_MAX_CPU_ISA") or "").upper()
-    notes = []
+    hw, caps = frozenset(hardware), {k: env[k] for k in CAP_VARIABLES if env.get(k)}
+    aten = caps.get("ATEN_CPU_CAPABILITY", "").strip().lower()
+    if isa is None:
+        implied = [
+            n for f, n in (("sve", "SVE256"), ("avx512f", "AVX512"), ("avx2", "AVX2")) if f in hw
+        ]
+        isa = aten or (implied + ["DEFAULT"])[0]
+    isa = isa.upper()
+    onednn_name = "ONEDNN_MAX_CPU_ISA" if "ONEDNN_MAX_CPU_ISA" in caps else "DNNL_MAX_CPU_ISA"
+    onednn, notes = caps.get(onednn_name, "").upper(), []
     if onednn in ("ALL", "DEFAULT"):
         onednn = ""
     elif onednn and onednn not in ONEDNN_ISAS:
-        name = "ONEDNN_MAX_CPU_ISA" if "ONEDNN_MAX_CPU_ISA" in caps else "DNNL_MAX_CPU_ISA"
-        notes.append(f"{name}={onednn} is not a oneDNN ISA name: oneDNN ignores it")
+        notes.append(f"{onednn_name}={onednn} is not a oneDNN ISA name: oneDNN ignores it")
         onednn = ""
+    done = functools.partial(CpuFeatures, arch, model, isa, hw, source, caps, notes=notes)
     if is_arm64(arch):
-        return _arm_features(arch, hw, caps, isa, onednn, model, source, notes)
+        return done(*_arm(hw, caps, onednn, model))
     if arch not in ("x86_64", "AMD64", "i686", "x86"):
         none = Capability(False, f"{arch}: pt2aws knows bf16/int8 instructions of x86 and Arm only")
-        return CpuFeatures(arch, model, isa, hw, source, caps, none, none, none, none, none, notes)
-    return _x86_features(arch, hw, caps, isa, onednn, model, source, notes)
-
-
-def _x86_features(arch, hw, caps, isa, onednn, model, source, notes) -> CpuFeatures:
-    """:func:`features_from` for x86 (``/proc/cpuinfo`` flag names; ``onednn`` a valid cap)."""
-    aten_cap = caps.get("ATEN_CPU_CAPABILITY", "").strip().lower()
-    onednn_name = "ONEDNN_MAX_CPU_ISA" if "ONEDNN_MAX_CPU_ISA" in caps else "DNNL_MAX_CPU_ISA"
-    aten_512 = isa.startswith("AVX512")
-    if aten_cap and not aten_512 and not onednn:
+        return done(none, none, none, none, none)
+    if aten and not isa.startswith("AVX512") and not onednn:
         notes.append(
-            f"ATEN_CPU_CAPABILITY={aten_cap} caps ATen only: oneDNN still uses this CPU's "
+            f"ATEN_CPU_CAPABILITY={aten} caps ATen only: oneDNN still uses this CPU's "
             "AVX-512/bf16/VNNI kernels; set ONEDNN_MAX_CPU_ISA too (AVX2 emulates an AVX2 CPU)"
         )
 
-    def check(found: list[str], needs_512: bool, onednn_allows: bool, what: str) -> Capability:
-        """``found`` (the hardware's names for it), unless a cap takes it away."""
+    def check(pairs, what: str, needs_512: bool, onednn_allows: bool) -> Capability:
+        """Present when the hardware has one of ``pairs`` (flag, name) and no cap takes it."""
+        found = [name for flag, name in pairs if flag in hw]
         if not found:
             return Capability(False, f"{model} has no {what}")
         has = f"{model} has {'/'.join(found)}"
-        if needs_512 and not aten_512:
-            return Capability(
-                False, f"{has}, but ATEN_CPU_CAPABILITY={aten_cap} caps torch at {isa}"
-            )
+        if needs_512 and not isa.startswith("AVX512"):
+            return Capability(False, f"{has}, but ATEN_CPU_CAPABILITY={aten} caps torch at {isa}")
         if onednn and not onednn_allows:
             return Capability(False, f"{has}, but {onednn_name}={onednn} caps oneDNN below it")
         return Capability(True, has)
 
-    def names(*pairs: tuple[str, str]) -> list[str]:
-        return [label for flag, label in pairs if flag in hw]
-
-    bf16 = check(
-        names(("avx512_bf16", "AVX512-BF16"), ("amx_bf16", "AMX-BF16")),
-        True,
-        onednn.startswith(_ONEDNN_BF16),
-        "AVX512-BF16 or AMX-BF16",
-    )
-    vnni_512 = check(
-        names(("avx512_vnni", "AVX512-VNNI"), ("amx_int8", "AMX-INT8")),
-        True,
-        onednn.startswith(_ONEDNN_AVX512_VNNI),
-        "AVX512-VNNI or AMX-INT8",
-    )
+    bf16_flags = (("avx512_bf16", "AVX512-BF16"), ("amx_bf16", "AMX-BF16"))
+    bf16 = check(bf16_flags, "AVX512-BF16 or AMX-BF16", True, onednn.startswith(_ONEDNN_BF16))
+    vnni_flags = (("avx512_vnni", "AVX512-VNNI"), ("amx_int8", "AMX-INT8"))
+    vnni = check(vnni_flags, "AVX512-VNNI or AMX-INT8", True, onednn.startswith(_ONEDNN_VNNI))
     # AVX-VNNI (256-bit) survives an ATen AVX2 cap only where oneDNN is explicitly allowed it
+    vnni_256_allowed = onednn.startswith(("AVX2_VNNI", *_ONEDNN_VNNI))
     vnni_256 = check(
-        names(("avx_vnni", "AVX-VNNI")),
-        bool(aten_cap) and not onednn,
-        onednn.startswith((*_ONEDNN_AVX_VNNI, *_ONEDNN_AVX512_VNNI)),
-        "AVX-VNNI",
+        (("avx_vnni", "AVX-VNNI"),), "AVX-VNNI", bool(aten) and not onednn, vnni_256_allowed
     )
-    usable = [c.reason for c in (vnni_512, vnni_256) if c]
-    if usable:
-        int8 = Capability(True, "; ".join(usable))
-    else:
-        int8 = Capability(False, "; ".join(dict.fromkeys([vnni_512.reason, vnni_256.reason])))
-    amx = check(
-        names(("amx_tile", "AMX")), True, "AMX" in onednn or onednn.startswith("AVX10"), "AMX"
-    )
-    avx512 = check(
-        names(("avx512f", "AVX-512")), True, onednn.startswith(_ONEDNN_AVX512), "AVX-512"
-    )
-    sve = Capability(False, "SVE is an Arm extension")
-    return CpuFeatures(arch, model, isa, hw, source, caps, bf16, int8, amx, avx512, sve, notes)
+    usable = [c.reason for c in (vnni, vnni_256) if c]
+    reasons = usable or list(dict.fromkeys([vnni.reason, vnni_256.reason]))
+    int8 = Capability(bool(usable), "; ".join(reasons))
+    amx = check((("amx_tile", "AMX"),), "AMX", True, "AMX" in onednn or onednn.startswith("AVX10"))
+    avx512 = check((("avx512f", "AVX-512"),), "AVX-512", True, onednn.startswith(_ONEDNN_AVX512))
+    return done(bf16, int8, amx, avx512, Capability(False, "SVE is an Arm extension"))
 
 
-def _arm_features(arch, hw, caps, isa, onednn, model, source, notes) -> CpuFeatures:
-    """:func:`features_from` for aarch64 (HWCAP names)."""
-    aten_default = caps.get("ATEN_CPU_CAPABILITY", "").strip().lower() == "default"
-    if "bf16" in hw:
-        bf16 = Capability(True, f"{model} has BF16 (HWCAP2_BF16)")
-    else:
-        bf16 = Capability(False, f"{model} has no BF16 (HWCAP2_BF16)")
+def _arm(hw, caps, onednn, model) -> tuple[Capability, ...]:
+    """``(bf16, int8, amx, avx512, sve)`` of an aarch64 CPU with HWCAP names ``hw``."""
+    has_bf16 = "bf16" in hw
+    bf16 = Capability(has_bf16, f"{model} has {'' if has_bf16 else 'no '}BF16 (HWCAP2_BF16)")
     dots = [k for k, n in (("SDOT/UDOT", "asimddp"), ("I8MM", "i8mm")) if n in hw]
-    if dots:
-        int8 = Capability(True, f"{model} has {' and '.join(dots)}")
-    else:
-        int8 = Capability(False, f"{model} has no SDOT/UDOT (HWCAP_ASIMDDP) or I8MM")
+    no_dots = f"{model} has no SDOT/UDOT (HWCAP_ASIMDDP) or I8MM"
+    int8 = Capability(bool(dots), f"{model} has {' and '.join(dots)}" if dots else no_dots)
     if "sve" not in hw:
         sve = Capability(False, f"{model} has no SVE (HWCAP_SVE)")
-    elif aten_default or onednn == "ASIMD":
+    elif caps.get("ATEN_CPU_CAPABILITY", "").strip().lower() == "default" or onednn == "ASIMD":
         cut = " and ".join(f"{k}={v}" for k, v in caps.items())
         sve = Capability(False, f"{model} has SVE, but {cut} caps it away")
     else:
         sve = Capability(True, f"{model} has SVE{'2' if 'sve2' in hw else ''}")
-    amx = Capability(False, "AMX is an x86 extension")
-    avx512 = Capability(False, "AVX-512 is an x86 extension")
-    return CpuFeatures(arch, model, isa, hw, source, caps, bf16, int8, amx, avx512, sve, notes)
+    no = Capability(False, "AMX and AVX-512 are x86 extensions")
+    return bf16, int8, no, no, sve
 
 
 def cpu_features(environ: Mapping[str, str] | None = None) -> CpuFeatures:
-    """What this CPU does natively for this process (the module docstring says how).
+    """What this CPU does natively for this process; e.g. ``cpu_features().bf16_native`` is
+    truthy on a Graviton3 or a Sapphire Rapids, and its ``.reason`` says why (not).
 
     The hardware is probed once per process (``import torch`` included); the caps are read from
-    ``environ`` on every call. ATen, oneDNN and MKL read their caps when they start, so change
-    them in a new process, not in this one.
-
-    Args:
-        environ: the environment to read the caps from (default ``os.environ``).
-
-    Returns:
-        A :class:`CpuFeatures`; e.g. ``cpu_features().bf16_native`` is truthy on a Graviton3 or
-        a Sapphire Rapids, and ``.bf16_native.reason`` says why (not).
+    ``environ`` (default ``os.environ``) on every call. Libraries read their caps at start-up, so
+    change them for a new process, not this one.
     """
     machine = platform.machine()
     hardware, source, model, isa = _probe(machine)
+    isa = isa if environ is None else None  # torch's level reflects this process's caps only
     return features_from(
-        machine,
-        hardware,
-        environ=environ,
-        isa=isa if environ is None else None,  # torch's level reflects this process's caps
-        model=model or machine,
-        source=source,
+        machine, hardware, environ=environ, isa=isa, model=model or machine, source=source
     )
+
+
+def inductor_cache_for_caps(environ: dict | None = None) -> str | None:
+    """Give ``torch.compile`` a cache folder of its own while a cap is set.
+
+    TorchInductor reuses the C++ kernels in ``TORCHINDUCTOR_CACHE_DIR`` across processes and its
+    key ignores :data:`CAP_VARIABLES`: kernels cached under one cap crashed or answered NaN under
+    another (``benchmarks/README.md``, ``cpu_caps.py``). With a cap set and no folder chosen, this
+    sets ``TORCHINDUCTOR_CACHE_DIR=<tmp>/torchinductor_<user>_<caps>`` in ``environ`` (default
+    ``os.environ``; ``import pt2aws`` calls it, subprocesses inherit it) and returns it, else None.
+    """
+    import getpass
+    import re
+    import tempfile
+
+    env = os.environ if environ is None else environ
+    caps = [f"{name}={env[name]}" for name in CAP_VARIABLES if env.get(name)]
+    if not caps or env.get("TORCHINDUCTOR_CACHE_DIR"):
+        return None
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = str(os.getuid()) if hasattr(os, "getuid") else "user"
+    tag = re.sub(r"[^A-Za-z0-9_.-]+", "_", "_".join(caps).lower())
+    env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(
+        tempfile.gettempdir(), f"torchinductor_{user}_{tag}"
+    )
+    return env["TORCHINDUCTOR_CACHE_DIR"]

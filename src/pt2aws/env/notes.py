@@ -1,8 +1,5 @@
-"""The problems an environment report shows, each as one sentence naming its fix.
-
-:func:`problems` reads a report of :func:`pt2aws.env.collect` (no probing of its own, except
-for ``/dev/nvidia0``), so tests can hand it any machine.
-"""
+"""The problems an environment report shows, each one sentence that names its fix. Reads only
+the report (and ``/dev/nvidia0`` under ``root``), so tests can hand it any machine."""
 
 from __future__ import annotations
 
@@ -15,9 +12,7 @@ MIN_MEMORY = 8 * 2**30
 
 
 def _gpu_problems(report: dict, root: str | Path) -> list[str]:
-    """No GPU (and why), a GPU without bf16, GPUs without P2P or NVLink, 8 GPUs without EFA."""
-    notes = []
-    gpus, v = report["gpus"], report["versions"]
+    gpus, notes = report["gpus"], []
     if not gpus:
         notes.append(
             "no CUDA GPU: training runs on CPU (profiles smoke/local work here); use a GPU "
@@ -28,7 +23,7 @@ def _gpu_problems(report: dict, root: str | Path) -> list[str]:
                 "an NVIDIA device is present but torch sees no GPU: torch is a CPU build or the "
                 "driver is not loaded; install the CUDA build of torch==2.13.0 or use the DLAMI"
             )
-        elif v.get("cuda"):
+        elif report["versions"].get("cuda"):
             notes.append(
                 "a CUDA build of torch on a machine without GPU (GBs of unused CUDA libraries): "
                 "install the CPU wheel, torch==2.13.0 from download.pytorch.org/whl/cpu"
@@ -36,77 +31,53 @@ def _gpu_problems(report: dict, root: str | Path) -> list[str]:
     elif not all(g["bf16"] for g in gpus):
         notes.append(
             "a GPU without bf16 (pre-Ampere, compute capability < 8.0): training uses fp32 "
-            "(--bf16 auto turns it off; pt2aws has no fp16 scaler path); prefer A10G/L4/L40S/"
-            "A100/H100 instances (g5, g6, g6e, p4d, p5)"
+            "(--bf16 auto turns it off); prefer A10G/L4/L40S/A100/H100 (g5, g6, g6e, p4d, p5)"
         )
-    if len(gpus) > 1:
-        isolated = [g["index"] for g in gpus if len(g.get("peers", [])) < len(gpus) - 1]
-        if isolated:
-            notes.append(
-                f"GPUs {isolated} lack peer-to-peer access to some GPUs: NCCL all-reduce goes "
-                "through host memory and DDP scales poorly; use an NVSwitch instance (p4d/p5)"
-            )
-        if any(g.get("nvlink") is False for g in gpus):
-            notes.append(
-                "no NVLink between the GPUs (PCIe only, as on g5/g6): DDP works, FSDP's "
-                "all-gathers are slower; for sharded training prefer p4d/p5"
-            )
-        if not report["efa"]["present"] and len(gpus) >= 8:
-            notes.append(
-                "8 GPUs but no EFA device: multi-node NCCL would fall back to TCP sockets; "
-                "single-node runs are fine; for multi-node launch with an EFA interface and "
-                "the aws-ofi-nccl plugin (preinstalled on the DLAMI)"
-            )
-    return notes
-
-
-def _host_problems(report: dict) -> list[str]:
-    """A CPU without bf16, little RAM or disk, no SageMaker SDK, profile full without a GPU."""
-    notes = []
-    cpu = report["cpu"]
-    features = cpu.get("features") or {}
-    if not cpu["bf16"]:
-        why = (features.get("bf16_native") or {}).get("reason") or (
-            "this CPU has no bf16 instructions"
-            + (f" ({cpu['graviton_generation']})" if cpu.get("graviton_generation") else "")
-        )
+    if len(gpus) > 1 and any(len(g.get("peers", [])) < len(gpus) - 1 for g in gpus):
         notes.append(
-            f"no native bf16 ({why}): bf16 is emulated and slow here, so training and serving "
-            "stay fp32; Graviton3+ (c7g/c8g) or Sapphire Rapids (c7i, AMX) run bf16 inference faster"
+            "GPUs lack peer-to-peer access to each other: NCCL all-reduce goes through host "
+            "memory and DDP scales poorly; use an NVSwitch instance (p4d/p5)"
         )
-    notes += features.get("notes") or []
-    mem = report.get("memory_bytes")
-    if mem and mem < MIN_MEMORY:
+    if len(gpus) > 1 and any(g.get("nvlink") is False for g in gpus):
         notes.append(
-            f"{mem / 2**30:.1f} GiB of RAM: the local profile peaks at about 3 GB and roberta-base "
-            "needs more; use an instance with 16 GiB or more (m7i.xlarge, m7g.xlarge)"
+            "no NVLink between the GPUs (PCIe only, as on g5/g6): DDP works, FSDP's all-gathers "
+            "are slower; for sharded training prefer p4d/p5"
         )
-    disk = report.get("disk") or {}
-    if disk.get("free_bytes") is not None and disk["free_bytes"] < MIN_FREE_DISK:
+    if len(gpus) >= 8 and not report["efa"]["present"]:
         notes.append(
-            f"only {disk['free_bytes'] / 2**30:.1f} GiB free on {disk['path']}: the venv takes "
-            "2.5 GB and each run writes models (0.5 GB for roberta-base); free space or grow "
-            "the EBS volume"
-        )
-    if not report["versions"].get("sagemaker"):
-        notes.append("the SageMaker SDK is missing (notebook 03): pip install sagemaker==3.27.0")
-    if report["profile"] == "full" and not report["gpus"]:
-        notes.append(
-            "profile full needs a GPU and the Hugging Face hub; this machine has no GPU: use "
-            "smoke or local"
+            "8 GPUs but no EFA device: multi-node NCCL would fall back to TCP sockets; launch "
+            "multi-node jobs with an EFA interface and aws-ofi-nccl (preinstalled on the DLAMI)"
         )
     return notes
 
 
 def problems(report: dict, root: str | Path = "/") -> list[str]:
-    """The problems in ``report``, each with its fix (the ``notes`` of :func:`collect`).
-
-    Args:
-        report: :func:`collect`'s report (``gpus``, ``cpu``, ``versions``, ``efa``,
-            ``memory_bytes``, ``disk``, ``profile``).
-        root: file-system root to look for ``/dev/nvidia0`` under (tests use a fake one).
-
-    Returns:
-        One sentence per problem, naming the fix; GPU problems first.
-    """
-    return _gpu_problems(report, root) + _host_problems(report)
+    """The problems in a :func:`pt2aws.env.collect` report, each naming its fix, GPUs first."""
+    notes, cpu = _gpu_problems(report, root), report["cpu"]
+    features = cpu.get("features") or {}
+    if not cpu["bf16"]:
+        generation = f" ({cpu['graviton_generation']})" if cpu.get("graviton_generation") else ""
+        why = (features.get("bf16_native") or {}).get(
+            "reason"
+        ) or f"no bf16 instructions{generation}"
+        notes.append(
+            f"no native bf16 ({why}): bf16 is emulated and slow here, so training and serving "
+            "stay fp32; Graviton3+ (c7g/c8g) or Sapphire Rapids (c7i, AMX) run bf16 faster"
+        )
+    notes += features.get("notes") or []
+    mem, disk = report.get("memory_bytes"), report.get("disk") or {}
+    if mem and mem < MIN_MEMORY:
+        notes.append(
+            f"{mem / 2**30:.1f} GiB of RAM: the local profile peaks at about 3 GB and roberta-base "
+            "needs more; use an instance with 16 GiB or more (m7i.xlarge, m7g.xlarge)"
+        )
+    if disk.get("free_bytes") is not None and disk["free_bytes"] < MIN_FREE_DISK:
+        notes.append(
+            f"only {disk['free_bytes'] / 2**30:.1f} GiB free on {disk['path']}: the venv takes "
+            "2.5 GB and each run writes models; free space or grow the EBS volume"
+        )
+    if not report["versions"].get("sagemaker"):
+        notes.append("the SageMaker SDK is missing (notebook 03): pip install sagemaker==3.27.0")
+    if report["profile"] == "full" and not report["gpus"]:
+        notes.append("profile full needs a GPU and the Hugging Face hub: use smoke or local here")
+    return notes

@@ -113,7 +113,7 @@ def variant_report(
     """
     import warnings
 
-    from pt2aws.system import cpu_name
+    from pt2aws.env.machine import cpu_name
 
     texts = [t for t in validation_texts if t.strip()]
     if not texts:

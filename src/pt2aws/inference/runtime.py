@@ -80,7 +80,7 @@ def runtime_settings(num_processes: int = 1, cpu: dict | None = None) -> dict:
     Returns:
         ``{"env": {name: value}, "threads": int, "reasons": {name: str}, "thp_mode": str|None}``.
     """
-    from pt2aws.system import available_cpus, is_arm64
+    from pt2aws.env.machine import available_cpus, is_arm64
 
     if cpu is None:
         from pt2aws.env import cpu_features

@@ -54,7 +54,7 @@ from dataclasses import dataclass
 
 import torch
 
-from pt2aws.system import is_arm64
+from pt2aws.env.machine import is_arm64
 
 VARIANTS = ("eager", "compile", "bf16", "int8", "int8-legacy", "ort-fp32", "ort-int8")
 #: Variants that call ``torch.compile`` (Inductor builds C++ kernels for them on a CPU).

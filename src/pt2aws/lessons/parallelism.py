@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from pt2aws.system import peak_memory_bytes
+from pt2aws.env.machine import peak_memory_bytes
 from pt2aws.train.distributed import all_gather, compute_cleanup, compute_init, exit_worker
 
 

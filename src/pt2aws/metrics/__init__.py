@@ -1,11 +1,9 @@
 """Classification metrics through Hugging Face ``evaluate``, offline.
 
-``evaluate.load("accuracy")`` downloads the metric's script from the hub, so it fails without a
-network (the wheel ships none; stack notes, section 5). pt2aws ships the three metric modules it
-reports (``accuracy/``, ``f1/``, ``confusion_matrix/`` beside this file, each an
-``evaluate.Metric`` computing with scikit-learn) and loads them from disk, so training's
-evaluation, notebook 02 and the benchmarks report the same figures, computed the same way, with
-or without a network.
+``evaluate.load("accuracy")`` fetches the metric's script from the hub (the wheel ships none;
+stack notes, section 5): pt2aws ships the modules it reports beside this file (``evaluate.Metric``
+classes computing with scikit-learn) and loads them from disk, so training, notebook 02 and the
+benchmarks compute the same figures the same way, with or without a network.
 """
 
 from __future__ import annotations
@@ -38,14 +36,9 @@ def classification_metrics(
 ) -> dict:
     """Accuracy, macro F1, per-class F1 and the confusion matrix, through ``evaluate``.
 
-    Args:
-        references: true class ids, one per example.
-        predictions: predicted class ids, same length.
-        label_names: class names in id order (fixes the classes and the matrix order).
-
     Returns:
         ``{"accuracy", "f1" (macro), "f1_per_class": {name: f1}, "confusion_matrix": [[int]]
-        (rows = true, columns = predicted, in label-id order), "num_examples"}``.
+        (rows true, columns predicted, in the id order of ``label_names``), "num_examples"}``.
 
     Raises:
         ValueError: ``references`` and ``predictions`` differ in length, or are empty.

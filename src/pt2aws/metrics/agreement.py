@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-#: The share of labels a fast variant must keep equal to fp32 eager's to be served or chosen
-#: (this project's rule, issue 12).
+#: The share of labels a fast variant must keep equal to fp32 eager's to be served or chosen.
 AGREEMENT_TARGET = 0.99
 
 

@@ -196,7 +196,7 @@ def this_machine_row(throughput_per_s: float, what: str) -> dict:
         throughput_per_s: inferences/s measured here.
         what: how it was measured, e.g. ``"load test through the local serving stack"``.
     """
-    from pt2aws.system import cpu_name
+    from pt2aws.env.machine import cpu_name
 
     return {
         "instance_type": f"this machine ({cpu_name()}, {os.cpu_count()} vCPUs)",

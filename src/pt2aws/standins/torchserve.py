@@ -32,8 +32,8 @@ import time
 import weakref
 from pathlib import Path
 
+from pt2aws.processes import free_port, stop_process_group
 from pt2aws.serving import HANDLER_PATH
-from pt2aws.system import free_port, stop_process_group
 
 logger = logging.getLogger(__name__)
 

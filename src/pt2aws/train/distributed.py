@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from pt2aws.system import default_num_threads
+from pt2aws.env.machine import default_num_threads
 
 
 @dataclass
@@ -40,7 +40,7 @@ def compute_init(num_threads: int | None = None) -> DistInfo:
 
     Args:
         num_threads: CPU threads for this process; ``None``: the cores shared out among this
-            node's processes (:func:`pt2aws.system.default_num_threads`).
+            node's processes (:func:`pt2aws.env.machine.default_num_threads`).
 
     Returns:
         This process's :class:`DistInfo`.

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from pt2aws.config import TrainConfig, saved_config_path
-from pt2aws.system import die_with_parent
+from pt2aws.processes import die_with_parent
 from pt2aws.train.progress import PREFIX as PROGRESS_PREFIX
 from pt2aws.train.progress import PROGRESS_ENV, ProgressDisplay, strip_ansi
 

@@ -39,9 +39,9 @@ import torch
 
 from pt2aws.config import TrainConfig, saved_config_path
 from pt2aws.data import parse_label_map, sequence_length_record, token_lengths
+from pt2aws.env.machine import peak_memory_bytes
 from pt2aws.modeling import model_max_tokens
 from pt2aws.sizing.catalog import peak_bf16_flops
-from pt2aws.system import peak_memory_bytes
 from pt2aws.train.checkpointing import resume, save_checkpoint, save_model
 from pt2aws.train.distributed import (
     DistInfo,

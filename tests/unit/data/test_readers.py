@@ -3,12 +3,13 @@
 import bz2
 import gzip
 import json
+import lzma
 
 import pandas as pd
 import pytest
 from support.data_files import rows, texts_of, write_csv
 
-from pt2aws.data import DataError, DataFileNotFoundError, load_sentiment_data, read_table_file
+from pt2aws.data import DataError, DataFileNotFoundError, load_sentiment_data, read_file
 
 
 def test_csv_with_header_keeps_quoted_multiline_commas_and_quotes(tmp_path):
@@ -52,12 +53,12 @@ def test_names_on_a_headerless_file_name_the_first_row_and_the_fix(tmp_path):
         load_sentiment_data(path, header=False, text_column="text", label_column=1)
 
 
-def test_the_suggested_position_is_the_column_that_looks_like_text(tmp_path):
+def test_names_on_a_wrong_header_choice_name_the_columns_and_the_fix(tmp_path):
     path = tmp_path / "labels_first.tsv"  # label first, as spreadsheet exports often are
     path.write_text("-1\tthe plot was thin and the acting worse\n1\ta warm, funny film\n" * 30)
-    with pytest.raises(DataError, match=r"without a header row.*--text_column 1"):
+    with pytest.raises(DataError, match=r"without a header row.*--text_column 0"):
         load_sentiment_data(path, header=False)  # text_column "text" is a name
-    with pytest.raises(DataError, match=r"not found.*--text_column 1"):
+    with pytest.raises(DataError, match=r"not found.*-1.*--text_column.*--header false"):
         load_sentiment_data(path, header=True)  # the first row taken as the header
 
 
@@ -92,32 +93,34 @@ def test_parquet_and_compressed_files(tmp_path):
     (tmp_path / "d.jsonl.bz2").write_bytes(
         bz2.compress(frame.to_json(orient="records", lines=True).encode())
     )
-    for name in ("d.parquet", "d.csv.gz", "d.jsonl.bz2"):
+    (tmp_path / "d.tsv.xz").write_bytes(lzma.compress(frame.to_csv(sep="\t", index=False).encode()))
+    for name in ("d.parquet", "d.csv.gz", "d.jsonl.bz2", "d.tsv.xz"):
         d = load_sentiment_data(str(tmp_path / name))
         assert sum(d.stats["per_split"].values()) == 24, name
-    assert read_table_file(tmp_path / "d.csv.gz").attrs["compression"] == ".gz"
+    assert read_file(tmp_path / "d.csv.gz").attrs["compression"] == ".gz"
 
 
 @pytest.mark.parametrize(
     "name, content, match",
     [
-        ("d.txt", b"a,b\n", r"unsupported file type '\.txt'"),
+        ("d.txt", b"a,b\n", r"not a data file I can read \(\.txt\)"),
         ("d.csv", b"", "is empty"),
         (
             "d.csv",
             b'text,label\n"fine",1\nnot, quoted, text,0\n',
-            r"Expected 2 fields.*double quotes",
+            r"Expected 2 fields in line 3.*double quotes",
         ),
         (
             "d.jsonl",
             b'{"text": "a", "label": 1}\n{"text": "b", label: 0}\n',
-            "line 2: not valid JSON",
+            r"not readable as JSONL .*position 40.*one complete object per line",
         ),
-        ("d.jsonl", b'{"text": "a", "label": 1}\n["b", 0]\n', "line 2: a list, not an object"),
-        ("d.json", b'{"rows": 5}', "unsupported shape"),
-        ("d.json", b"[1, 2", "not valid JSON"),
-        ("d.parquet", b"PAR1 not really", "not a readable Parquet file"),
+        ("d.jsonl", b'{"text": "a", "label": 1}\n["b", 0]\n', "not readable as JSONL"),
+        ("d.json", b'{"rows": 5}', r"not readable as JSON .*use a list of objects"),
+        ("d.json", b"[1, 2", "not readable as JSON"),
+        ("d.parquet", b"PAR1 not really", "not readable as PARQUET"),
         ("d.csv.gz", b"not gzip", r"not a valid \.gz file"),
+        ("d.parquet.gz", b"x", r"not a data file I can read \(\.parquet\.gz\)"),
     ],
 )
 def test_unreadable_files_are_one_clear_error(tmp_path, name, content, match):
@@ -141,5 +144,5 @@ def test_missing_paths_and_folders(tmp_path):
         load_sentiment_data(str(tmp_path / "nope.tsv"))
     with pytest.raises(FileNotFoundError):  # DataFileNotFoundError is one
         load_sentiment_data("~/surely/not/here.parquet")
-    with pytest.raises(DataError, match="is a folder"):
-        read_table_file(tmp_path)
+    with pytest.raises(DataError, match="not a data file I can read"):
+        read_file(tmp_path)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pt2aws.data import (
+from pt2aws.data.windows import (
     combine_by_text,
     combine_window_scores,
     plan_windows,

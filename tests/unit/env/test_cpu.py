@@ -11,6 +11,7 @@ import pytest
 
 from pt2aws import env
 from pt2aws.env import cpu as cpu_mod
+from pt2aws.env import probes
 from pt2aws.env.cpu import (
     features_from,
     hardware_from_auxv,
@@ -103,7 +104,7 @@ def test_emulated_arm64_ignores_the_hosts_cpuinfo(tmp_path, monkeypatch):
     (tmp_path / "proc").mkdir()
     (tmp_path / "proc" / "cpuinfo").write_text("processor\t: 0\n" + ZEN5)
     g3 = features_from("aarch64", hardware_from_auxv(*GRAVITON3), environ={}, model="aarch64")
-    cpu = env.cpu_info(tmp_path, machine="aarch64", features=g3)
+    cpu = probes.cpu_info(tmp_path, machine="aarch64", features=g3)
     assert cpu["bf16"] and cpu["sve"] and cpu["graviton"] and cpu["int8_dot"]
     assert "EPYC" not in cpu["model"] and not cpu["avx512"]
     assert cpu["features"]["bf16_native"]["available"] is True
@@ -162,3 +163,43 @@ def test_caps_reach_torch_in_a_fresh_process():
     if os.uname().machine == "x86_64":
         assert isa == "AVX2"
     assert (bf16, int8, onednn_bf16) == (False, False, False)
+
+
+def test_a_capped_instruction_set_gets_its_own_compile_cache(tmp_path):
+    capped = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "HOME": "/root"}
+    folder = cpu_mod.inductor_cache_for_caps(capped)
+    assert folder is not None and capped["TORCHINDUCTOR_CACHE_DIR"] == folder
+    assert folder.endswith("_aten_cpu_capability_avx2_onednn_max_cpu_isa_avx2")
+    other = cpu_mod.inductor_cache_for_caps({"ATEN_CPU_CAPABILITY": "default"})
+    assert other != folder  # each cap its own folder
+    chosen = {"ATEN_CPU_CAPABILITY": "avx2", "TORCHINDUCTOR_CACHE_DIR": str(tmp_path)}
+    assert cpu_mod.inductor_cache_for_caps(chosen) is None  # the user's choice stays
+    assert chosen["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path)
+    plain = {"PATH": "/usr/bin"}
+    assert cpu_mod.inductor_cache_for_caps(plain) is None and "TORCHINDUCTOR_CACHE_DIR" not in plain
+
+
+def test_import_pt2aws_sets_the_capped_cache_in_a_fresh_process_and_stays_cheap():
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if k != "TORCHINDUCTOR_CACHE_DIR"}
+    code = (
+        "import os, sys, pt2aws, pt2aws.errors, pt2aws.config, pt2aws.rundir\n"
+        "heavy = [m for m in ('torch', 'boto3', 'sagemaker', 'transformers') if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+        "print(os.environ.get('TORCHINDUCTOR_CACHE_DIR'))"
+    )
+    capped = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**env, "ATEN_CPU_CAPABILITY": "avx2"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert capped.stdout.strip().endswith("_aten_cpu_capability_avx2")
+    env.pop("ATEN_CPU_CAPABILITY", None)
+    env.pop("ONEDNN_MAX_CPU_ISA", None)
+    plain = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    assert plain.stdout.strip() == "None"

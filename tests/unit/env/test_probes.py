@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from pt2aws import env
+from pt2aws.env import probes
 
 GRAVITON3 = """processor\t: 0
 BogoMIPS\t: 2100.00
@@ -38,14 +38,14 @@ def _root(tmp_path, cpuinfo):
 
 
 def test_cpu_info_graviton3_and_sapphire_rapids(tmp_path):
-    g = env.cpu_info(_root(tmp_path / "g", GRAVITON3), machine="aarch64")
+    g = probes.cpu_info(_root(tmp_path / "g", GRAVITON3), machine="aarch64")
     assert g["graviton_generation"] == "Graviton3" and g["core"] == "Neoverse V1"
     assert g["bf16"] and g["sve"] and g["graviton"] and not g["amx"]
     assert g["model"] == "Graviton3 (Neoverse V1)" and g["logical_cores"] == 2
-    x = env.cpu_info(_root(tmp_path / "x", SAPPHIRE_RAPIDS), machine="x86_64")
+    x = probes.cpu_info(_root(tmp_path / "x", SAPPHIRE_RAPIDS), machine="x86_64")
     assert x["amx"] and x["bf16"] and x["avx512"] and not x["graviton"]
     assert x["logical_cores"] == 2 and x["physical_cores"] == 1  # hyper-threads of one core
-    empty = env.cpu_info(tmp_path / "none", machine="x86_64")
+    empty = probes.cpu_info(tmp_path / "none", machine="x86_64")
     assert empty["bf16"] is False and empty["graviton_generation"] is None
 
 
@@ -54,17 +54,17 @@ def test_efa_and_platform_detection(tmp_path):
     ib.mkdir(parents=True)
     (tmp_path / "drivers" / "efa").mkdir(parents=True)
     os.symlink(tmp_path / "drivers" / "efa", ib / "driver")
-    assert env.efa_info(tmp_path) == {"present": True, "devices": ["rdmap16s27"]}
-    assert env.efa_info(tmp_path / "nothing") == {"present": False, "devices": []}
+    assert probes.efa_info(tmp_path) == {"present": True, "devices": ["rdmap16s27"]}
+    assert probes.efa_info(tmp_path / "nothing") == {"present": False, "devices": []}
 
     meta = tmp_path / "opt" / "ml" / "metadata"
     meta.mkdir(parents=True)
     (meta / "resource-metadata.json").write_text('{"DomainId": "d-123", "SpaceName": "s"}')
     (tmp_path / "opt" / "dlami").mkdir()
-    where = env.platform_info(tmp_path, {"DLC_CONTAINER_TYPE": "training"})
+    where = probes.platform_info(tmp_path, {"DLC_CONTAINER_TYPE": "training"})
     assert where["sagemaker"] == "studio" and where["dlc"] == "training" and where["dlami"]
     assert "SageMaker Studio" in where["summary"] and "Deep Learning Container" in where["summary"]
-    job = env.platform_info(tmp_path / "nothing", {"TRAINING_JOB_NAME": "j"})
+    job = probes.platform_info(tmp_path / "nothing", {"TRAINING_JOB_NAME": "j"})
     assert job["sagemaker"] == "training-job" and not job["dlami"]
-    plain = env.platform_info(tmp_path / "nothing", {})
+    plain = probes.platform_info(tmp_path / "nothing", {})
     assert plain["summary"].startswith("not a DLAMI")

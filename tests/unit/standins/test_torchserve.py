@@ -14,9 +14,9 @@ import socket
 
 import pytest
 
+from pt2aws.processes import process_group_alive
 from pt2aws.serving import handler
 from pt2aws.standins.torchserve import LocalEndpoint, LocalEndpointError
-from pt2aws.system import process_group_alive
 
 pytestmark = pytest.mark.serve
 

@@ -38,8 +38,9 @@ import threading
 import time
 from pathlib import Path
 
+from pt2aws.env.machine import available_cpus, cpu_name
 from pt2aws.lessons.training_ab.variants import BenchSettings, Variant, default_variants
-from pt2aws.system import available_cpus, cpu_name, die_with_parent
+from pt2aws.processes import die_with_parent
 from pt2aws.train.progress import PREFIX as PROGRESS_PREFIX
 from pt2aws.train.progress import PROGRESS_ENV
 

@@ -22,8 +22,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pt2aws.env.machine import default_num_threads, peak_memory_bytes
 from pt2aws.lessons.training_ab.runner import FINAL_LOSS_STEPS
-from pt2aws.system import default_num_threads, peak_memory_bytes
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,4 @@
-"""Accuracy as a Hugging Face ``evaluate`` metric module, shipped with pt2aws (loads offline).
-
-The ``evaluate`` wheel ships no metric scripts; ``evaluate.load("accuracy")`` fetches one from the
-hub and fails offline (stack notes, section 5). This file is the same metric, loaded from disk.
-"""
+"""Accuracy as a Hugging Face ``evaluate`` metric module, shipped with pt2aws (loads offline)."""
 
 import datasets
 import evaluate

@@ -1,0 +1,60 @@
+"""Facts of this machine and process that several stages need, each defined once (no torch at
+import)."""
+
+from __future__ import annotations
+
+import os
+import platform
+from pathlib import Path
+
+#: ``platform.machine()`` values of 64-bit Arm (Linux reports ``aarch64``, macOS ``arm64``).
+ARM64_MACHINES = ("aarch64", "arm64")
+
+
+def is_arm64(machine: str | None = None) -> bool:
+    """True on 64-bit Arm (AWS Graviton, Apple silicon), or for the ``platform.machine()``
+    value ``machine``."""
+    return (machine or platform.machine()).lower() in ARM64_MACHINES
+
+
+def available_cpus() -> int:
+    """CPUs this process may run on (its affinity mask, e.g. a container's cpuset), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # macOS has no sched_getaffinity
+        return os.cpu_count() or 1
+
+
+def default_num_threads(local_processes: int | None = None) -> int:
+    """Intra-op threads for one of ``local_processes`` (default ``LOCAL_WORLD_SIZE``, set by
+    torchrun, else 1) CPU processes sharing this machine: ``available_cpus() // local_processes``,
+    at least 1."""
+    if local_processes is None:
+        local_processes = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    return max(1, available_cpus() // max(1, local_processes))
+
+
+def cpu_name(root: str | Path = "/") -> str:
+    """The CPU model from ``/proc/cpuinfo`` (``model name``), else ``platform.processor()``."""
+    try:
+        for line in (Path(root) / "proc" / "cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def peak_memory_bytes(device=None) -> int:
+    """Peak memory of this process on ``device`` (a ``torch.device``, ``"cuda"`` or ``"cpu"``;
+    default CPU), bytes: CUDA ``torch.cuda.max_memory_allocated`` (tensors, since the last
+    reset); CPU the peak resident set size (``ru_maxrss``: KiB on Linux, bytes on macOS)."""
+    kind = getattr(device, "type", device) or "cpu"
+    if kind == "cuda":
+        import torch
+
+        return int(torch.cuda.max_memory_allocated(device if hasattr(device, "type") else None))
+    import resource
+
+    peak = int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+    return peak if platform.system() == "Darwin" else peak * 1024
