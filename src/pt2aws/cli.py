@@ -129,7 +129,7 @@ def _cleanup(args) -> int:
     if not args.prefix:
         raise UserError("refusing to clean up without a --prefix: pass e.g. --prefix pt2aws-")
     session = _session("aws", args.region)
-    session.identity()  # no credentials, AWS unreachable: one line naming the fix
+    session.account()  # no credentials, AWS unreachable: one line naming the fix
     found = billable_resources(session, prefix=args.prefix)
     names = sorted(
         {n for key, values in found.items() if key != "scalable_targets" for n in values}

@@ -1,15 +1,10 @@
 """Every image pt2aws runs on, chosen offline: SageMaker SDK ``image_uris.retrieve`` first, the one
 fallback table ``images.json`` (each fact with its source) where the SDK does not know an image.
 
-* Serving: the SageMaker PyTorch CPU inference DLC of an instance (:func:`inference_image_uri`;
-  Graviton gets the arm64 image even where the SDK's family list, which stops at c7g, would hand
-  out an x86 one) or the project's own image in your ECR (:func:`check_custom_image_uri`), both
-  behind :func:`serving_image`.
-* Training: the SageMaker training DLC (:func:`training_image_uri`), the EC2 training DLC
-  (:func:`ec2_training_image_uri`) and the Deep Learning AMI's SSM parameter
-  (:func:`dlami_parameter`).
-* Patch support: an image past its end of patch (DLC "Framework Support Policy") warns once with
-  :class:`ImageSupportWarning` and names the newer one (:func:`dlc_support`, :func:`dlami_support`).
+Serving: the PyTorch CPU inference DLC (Graviton gets the arm64 image even where the SDK's family
+list, which stops at c7g, says x86) or the project's own image (:func:`serving_image`). Training:
+the SageMaker and EC2 training DLCs, the Deep Learning AMI. An image past its end of patch (DLC
+"Framework Support Policy") warns once (:class:`ImageSupportWarning`) and names the newer one.
 """
 
 from __future__ import annotations
@@ -20,28 +15,12 @@ import json
 import re
 import warnings
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 
 from pt2aws.errors import UserError
-from pt2aws.sizing.catalog import (
-    architecture,
-    botocore_instance_types,
-    get_instance,
-    instance_family,
-    is_graviton,
-)
+from pt2aws.sizing import catalog
 
-IMAGES_PATH = Path(__file__).with_name("images.json")
-
-
-@lru_cache(maxsize=1)
-def image_facts() -> dict:
-    """``images.json``: registries, tags, support dates and AMI rules, each with its source."""
-    return json.loads(IMAGES_PATH.read_text())
-
-
-_FACTS = image_facts()
+_FACTS = json.loads(Path(__file__).with_name("images.json").read_text())
 #: ECR account of the AWS Deep Learning Containers per region (source dlc-available-images).
 DLC_REGISTRY_ACCOUNTS: dict[str, str] = _FACTS["registry_accounts"]["accounts"]
 #: SageMaker arm64 PyTorch inference DLCs: version -> ``{"repository", "python", "os"}``.
@@ -54,12 +33,9 @@ DLAMI_OS: str = _FACTS["dlami"]["default_os"]
 NEURON_DLAMI_PARAMETER: str = _FACTS["dlami"]["neuron_parameter"]
 GPU_TRAINING_FAMILIES: tuple[str, ...] = tuple(_FACTS["training"]["gpu_families"])
 NEURON_TRAINING_FAMILIES: tuple[str, ...] = tuple(_FACTS["training"]["neuron_families"])
-#: Graviton3, 4 vCPUs: the endpoint instance unless told otherwise.
-DEFAULT_INSTANCE_TYPE = "ml.c7g.xlarge"
-#: 8x A100 40 GB, the source blog's training instance.
-DEFAULT_TRAINING_INSTANCE_TYPE = "ml.p4d.24xlarge"
-#: The serving images: the AWS PyTorch inference DLC, or the project's own (``container/``).
-IMAGE_CHOICES = ("dlc", "custom")
+DEFAULT_INSTANCE_TYPE = "ml.c7g.xlarge"  # Graviton3, 4 vCPUs
+DEFAULT_TRAINING_INSTANCE_TYPE = "ml.p4d.24xlarge"  # 8x A100 40 GB, the source blog's
+IMAGE_CHOICES = ("dlc", "custom")  # the AWS PyTorch inference DLC, the project's (container/)
 #: A private ECR image URI (ECR user guide, "Creating a private repository": naming rules).
 ECR_IMAGE_PATTERN = re.compile(
     r"^(?P<account>\d{12})\.dkr\.ecr\.(?P<region>[a-z]{2}(?:-[a-z]+)+-\d)\.amazonaws\.com(?:\.cn)?"
@@ -80,13 +56,18 @@ class ImageSupportWarning(UserWarning):
     """The chosen image or AMI is past its end of patch (no more security fixes)."""
 
 
-warnings.filterwarnings("once", category=ImageSupportWarning)  # one notice per image
+warnings.filterwarnings("once", category=ImageSupportWarning)
+
+
+def image_facts() -> dict:
+    """``images.json``: registries, tags, support dates and AMI rules, each with its source."""
+    return _FACTS
 
 
 # ------------------------------------------------------------------------------ patch support
 @dataclass(frozen=True)
 class Support:
-    """The patch support of one image line (or DLAMI): its end of patch and what to use after."""
+    """One image line's (or DLAMI's) end of patch, what to use after it, and the source."""
 
     image: str
     end_of_patch: datetime.date
@@ -97,20 +78,18 @@ class Support:
         return (today or datetime.date.today()) > self.end_of_patch
 
     def describe(self, today: datetime.date | None = None) -> str:
-        """One line: the date, whether it has passed, and what to use instead."""
         today = today or datetime.date.today()
         mark = "" if self.source.get("verified") else " (UNVERIFIED date)"
+        days = abs((today - self.end_of_patch).days)
         if self.past(today):
-            days = (today - self.end_of_patch).days
             return (
                 f"{self.image}: patch support ended {self.end_of_patch}{mark}, {days} days ago: "
                 f"no more security fixes; {self.newer}"
             )
-        days = (self.end_of_patch - today).days
         return f"{self.image}: patched until {self.end_of_patch}{mark} ({days} days left)"
 
     def as_dict(self, today: datetime.date | None = None) -> dict:
-        """``{"image", "end_of_patch", "past", "message", "verified"}`` (JSON-ready)."""
+        """``{"image", "end_of_patch", "past", "message", "verified"}``."""
         return {
             "image": self.image,
             "end_of_patch": self.end_of_patch.isoformat(),
@@ -120,45 +99,39 @@ class Support:
         }
 
 
-def _minor(version: str) -> str:
-    return ".".join(version.split(".")[:2])
-
-
-def _newest_alive(end_of_patch: dict[str, str], today: datetime.date) -> str | None:
+def _newest(end_of_patch: dict[str, str], today: datetime.date) -> str | None:
     alive = [v for v, eop in end_of_patch.items() if datetime.date.fromisoformat(eop) >= today]
     return max(alive, key=lambda v: tuple(map(int, v.split(".")))) if alive else None
 
 
-def _source(source_id: str) -> dict:
-    return dict(_FACTS["sources"][source_id], id=source_id)
+def _support(image: str, eop: str, newer: str, source_id: str) -> Support:
+    source = dict(_FACTS["sources"][source_id], id=source_id)
+    return Support(image, datetime.date.fromisoformat(eop), newer, source)
 
 
 def dlc_support(repository: str, version: str, today: datetime.date | None = None) -> Support:
-    """Patch support of the DLC line ``repository`` (e.g. ``pytorch-inference-arm64``) at PyTorch
-    ``version``; ``newer`` names the newest line still patched (this one, then its successors).
+    """Patch support of the DLC line ``repository`` at PyTorch ``version``; ``newer``: the newest
+    line still patched (this one, then its successors).
 
     Raises:
         KeyError: no support data for that line and version.
     """
-    today = today or datetime.date.today()
-    support = _FACTS["support"]
-    minor = _minor(version)
+    today, support = today or datetime.date.today(), _FACTS["support"]
+    minor = ".".join(version.split(".")[:2])
     if minor not in support["lines"].get(repository, {}):
         raise KeyError(f"no patch-support data for {repository} {minor}")
-    newer, line = "no supported successor is known", repository
+    line, newer = repository, "no supported successor is known"
+    if repository.startswith("pytorch-inference"):
+        newer = ("AWS publishes no newer PyTorch CPU inference DLC: deploy your own image "
+                 "(image='custom', pt2aws's serving container)")  # fmt: skip
     while line is not None:
         eops = {v: dates[1] for v, dates in support["lines"].get(line, {}).items()}
-        if newest := _newest_alive(eops, today):
+        if newest := _newest(eops, today):
             newer = f"use {line} {newest} (patched until {eops[newest]})"
             break
         line = support["successors"].get(line)
-    if line is None and repository.startswith("pytorch-inference"):
-        newer = (
-            "AWS publishes no newer PyTorch CPU inference DLC: deploy your own image "
-            "(image='custom', pt2aws's serving container)"
-        )
-    eop = datetime.date.fromisoformat(support["lines"][repository][minor][1])
-    return Support(f"{repository} {minor}", eop, newer, _source(support["source"]))
+    eop = support["lines"][repository][minor][1]
+    return _support(f"{repository} {minor}", eop, newer, support["source"])
 
 
 def dlami_support(pytorch_version: str, today: datetime.date | None = None) -> Support:
@@ -168,15 +141,16 @@ def dlami_support(pytorch_version: str, today: datetime.date | None = None) -> S
         KeyError: no support data for that version.
     """
     table = _FACTS["dlami"]["pytorch_versions"]
-    minor = _minor(pytorch_version)
+    minor = ".".join(pytorch_version.split(".")[:2])
     if minor not in table["versions"]:
         raise KeyError(
             f"no patch-support data for DLAMI PyTorch {minor}; known: {table['versions']}"
         )
-    newest = _newest_alive(table["versions"], today or datetime.date.today())
+    newest = _newest(table["versions"], today or datetime.date.today())
     newer = f"use the DLAMI for PyTorch {newest}" if newest else "no supported DLAMI is known"
-    eop = datetime.date.fromisoformat(table["versions"][minor])
-    return Support(f"DLAMI PyTorch {minor}", eop, newer, _source(table["support_source"]))
+    return _support(
+        f"DLAMI PyTorch {minor}", table["versions"][minor], newer, table["support_source"]
+    )
 
 
 def warn_if_past(support: Support, today: datetime.date | None = None) -> bool:
@@ -188,8 +162,7 @@ def warn_if_past(support: Support, today: datetime.date | None = None) -> bool:
 
 @contextlib.contextmanager
 def reported_by_caller():
-    """Silence :class:`ImageSupportWarning`: for callers that print each image's support message
-    themselves, so a notebook shows the notice once."""
+    """No :class:`ImageSupportWarning` inside: the caller prints each support message itself."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ImageSupportWarning)
         yield
@@ -211,39 +184,24 @@ def dlc_registry(region: str) -> str:
     return f"{DLC_REGISTRY_ACCOUNTS[region]}.dkr.ecr.{region}{suffix}"
 
 
-def hosting_graviton_families() -> tuple[str, ...]:
-    """Graviton families SageMaker real-time hosting accepts (botocore enum x the catalog)."""
-    families = {instance_family(t) for t in botocore_instance_types("hosting")}
-    return tuple(sorted(f for f in families if is_graviton(f"ml.{f}.xlarge")))
-
-
 def check_instance_type(instance_type: str) -> None:
     """Raise unless SageMaker real-time hosting offers ``instance_type`` (botocore's enum).
 
     Raises:
-        ImageSelectionError: the message lists the family's sizes, or the Graviton families.
+        ImageSelectionError: listing the family's sizes, or the Graviton families.
     """
     try:
-        family = instance_family(instance_type)
+        family = catalog.instance_family(instance_type)
     except ValueError as err:
         raise ImageSelectionError(str(err)) from None
-    hosting = botocore_instance_types("hosting")
+    hosting = catalog.botocore_instance_types("hosting")
     if instance_type not in hosting:
         sizes = sorted(t for t in hosting if t.startswith(f"ml.{family}."))
-        hint = (
-            f"sizes of {family}: {', '.join(sizes)}"
-            if sizes
-            else (f"Graviton families: {', '.join(hosting_graviton_families())}")
-        )
+        hint = f"sizes of {family}: {', '.join(sizes)}" if sizes else "e.g. ml.c7g.xlarge"
         raise ImageSelectionError(
-            f"{instance_type} is not a SageMaker real-time hosting instance type "
-            f"(botocore ProductionVariantInstanceType); {hint}"
+            f"{instance_type} is not a SageMaker real-time hosting instance type (botocore "
+            f"ProductionVariantInstanceType); {hint}"
         )
-
-
-def is_aws_dlc(image_uri: str) -> bool:
-    """True when ``image_uri`` is in an AWS Deep Learning Containers registry."""
-    return image_uri.split(".", 1)[0] in set(DLC_REGISTRY_ACCOUNTS.values())
 
 
 def image_repository(image_uri: str) -> str:
@@ -252,13 +210,13 @@ def image_repository(image_uri: str) -> str:
 
 
 def check_image_matches_instance(image_uri: str, instance_type: str) -> None:
-    """Raise if the AWS DLC ``image_uri`` cannot run on ``instance_type``: its architecture is in
-    the repository name (``-graviton``/``-arm64``); Hugging Face DLCs have no arm64 build.
+    """Raise if the DLC ``image_uri`` cannot run on ``instance_type``: the architecture is in the
+    repository name (``-graviton``/``-arm64``); Hugging Face DLCs have no arm64 build.
 
     Raises:
         ImageSelectionError: naming the family, both architectures and what to use instead.
     """
-    family, arch = instance_family(instance_type), architecture(instance_type)
+    family, arch = catalog.instance_family(instance_type), catalog.architecture(instance_type)
     repository = image_repository(image_uri)
     if arch == "arm64" and "huggingface" in repository:
         raise ImageSelectionError(
@@ -268,14 +226,12 @@ def check_image_matches_instance(image_uri: str, instance_type: str) -> None:
         )
     image_arch = "arm64" if ("arm64" in repository or "graviton" in repository) else "x86_64"
     if image_arch != arch:
-        fix = (
-            "use inference_image_uri() for a Graviton image"
-            if arch == "arm64"
-            else ("pick a Graviton instance (e.g. ml.c7g.xlarge) or an x86 image")
-        )
+        fix = "use inference_image_uri() for a Graviton image" if arch == "arm64" else (
+            "pick a Graviton instance (e.g. ml.c7g.xlarge) or an x86 image"
+        )  # fmt: skip
         raise ImageSelectionError(
             f"image {image_uri} is {image_arch} but {instance_type} (family {family}) is {arch}: "
-            f"{fix}"
+            + fix
         )
 
 
@@ -286,12 +242,8 @@ def inference_image_uri(
     *,
     framework: str = "pytorch",
 ) -> str:
-    """ECR URI of the SageMaker PyTorch CPU inference DLC for ``instance_type``; no AWS call.
-
-    Graviton: the SDK's ``inference_graviton`` image (scope forced), else the fallback table's.
-
-    Returns:
-        e.g. ``763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-inference-arm64:2.6.0-cpu-py312-ubuntu22.04-sagemaker``.
+    """ECR URI of the SageMaker PyTorch CPU inference DLC for ``instance_type`` (no AWS call),
+    e.g. ``763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-inference-arm64:2.6.0-cpu-py312-ubuntu22.04-sagemaker``.
 
     Raises:
         ImageSelectionError: unknown instance type, region or version, a Hugging Face DLC on
@@ -305,41 +257,37 @@ def inference_image_uri(
             "(region, torch_version, instance_type)"
         )
     check_instance_type(instance_type)
-    family, arm = instance_family(instance_type), architecture(instance_type) == "arm64"
+    family, arm = catalog.instance_family(instance_type), catalog.is_graviton(instance_type)
     if framework != "pytorch":
-        why = (
-            f"Hugging Face DLCs have no arm64 image and {instance_type} (family {family}) is "
-            f"arm64 (Graviton); use framework='pytorch' (the PyTorch arm64 DLC runs the model "
-            f"through code/inference.py); supported versions: {', '.join(ARM64_INFERENCE_IMAGES)}"
+        raise ImageSelectionError(
+            f"framework {framework!r}: Hugging Face DLCs have no arm64 image and {instance_type} "
+            f"(family {family}) is arm64 (Graviton); use framework='pytorch' (the PyTorch arm64 "
+            f"DLC runs the model through code/inference.py); supported versions: "
+            f"{', '.join(ARM64_INFERENCE_IMAGES)}"
             if arm
-            else "pt2aws deploys with the PyTorch DLC and code/inference.py; use framework='pytorch'"
+            else f"framework {framework!r}: pt2aws deploys with the PyTorch DLC and "
+            "code/inference.py; use framework='pytorch'"
         )
-        raise ImageSelectionError(f"framework {framework!r}: {why}")
     registry = dlc_registry(region)
     sdk = image_uris.config_for_framework("pytorch")["inference"]["versions"]
     known = ARM64_INFERENCE_IMAGES if arm else sdk
     if torch_version not in known:
         raise ImageSelectionError(
             f"no SageMaker {'arm64' if arm else 'x86'} PyTorch inference image for torch "
-            f"{torch_version} on {instance_type} (family {family}, {'arm64' if arm else 'x86_64'}); "
-            f"supported: {', '.join(known)}"
+            f"{torch_version} on {instance_type} (family {family}, "
+            f"{'arm64' if arm else 'x86_64'}); supported: {', '.join(known)}"
         )
-    if arm:
-        image = ARM64_INFERENCE_IMAGES[torch_version]
-        try:
-            uri = image_uris.retrieve(
-                "pytorch", region, version=torch_version, py_version=image["python"],
-                instance_type=instance_type, image_scope="inference_graviton",
-            )  # fmt: skip
-        except ValueError:  # the SDK does not know this version: the fallback table does
-            tag = f"{torch_version}-cpu-{image['python']}-{image['os']}-sagemaker"
-            uri = f"{registry}/{image['repository']}:{tag}"
-    else:
-        pythons = sdk[torch_version].get("py_versions") or [None]
-        uri = image_uris.retrieve(
-            "pytorch", region, version=torch_version, py_version=pythons[-1],
-            instance_type=instance_type, image_scope="inference",
-        )  # fmt: skip
+    image = ARM64_INFERENCE_IMAGES.get(torch_version, {})
+    python = image.get("python") or (sdk[torch_version].get("py_versions") or [None])[-1]
+    scope = "inference_graviton" if arm else "inference"  # forced: the SDK's list stops at c7g
+    try:
+        uri = image_uris.retrieve("pytorch", region, version=torch_version, py_version=python,
+                                  instance_type=instance_type, image_scope=scope)  # fmt: skip
+    except ValueError:  # the SDK does not know this arm64 version: the fallback table does
+        if not arm:
+            raise
+        tag = f"{torch_version}-cpu-{python}-{image['os']}-sagemaker"
+        uri = f"{registry}/{image['repository']}:{tag}"
     check_image_matches_instance(uri, instance_type)
     with contextlib.suppress(KeyError):
         warn_if_past(dlc_support(image_repository(uri), torch_version))
@@ -347,11 +295,8 @@ def inference_image_uri(
 
 
 def check_custom_image_uri(image_uri: str, region: str | None = None) -> dict[str, str]:
-    """Parse the project's own serving image URI in your private ECR (SageMaker pulls only
-    from private ECR in the endpoint's region, with the execution role).
-
-    Returns:
-        ``{"account", "region", "repository", "tag"}``.
+    """Parse the project's serving image URI in your private ECR (SageMaker pulls only from
+    private ECR of the endpoint's region); returns ``{"account", "region", "repository", "tag"}``.
 
     Raises:
         ImageSelectionError: not a private ECR URI with a tag, or another region.
@@ -372,29 +317,16 @@ def check_custom_image_uri(image_uri: str, region: str | None = None) -> dict[st
     return parts
 
 
-def serving_image(
-    image: str,
-    region: str,
-    instance_type: str,
-    *,
-    image_uri: str = "",
-    torch_version: str = INFERENCE_TORCH_VERSION,
-    network_isolation: bool = False,
-) -> dict:
-    """The serving image for ``instance_type``, checked offline (notebook 03's ``IMAGE``).
-
-    Args:
-        image: ``"dlc"`` (the AWS DLC; ``image_uri`` empty for the instance's) or ``"custom"``
-            (the project's image in your ECR: ``image_uri`` required).
-        network_isolation: wanted; only ``custom`` (the DLC pip-installs at start).
-
-    Returns:
-        ``{"image", "image_uri", "support": {"message", ...}}``; a past end of patch is in
-        ``support["message"]`` (not also warned), for the caller to print.
+def serving_image(image: str, region: str, instance_type: str, *, image_uri: str = "",
+                  torch_version: str = INFERENCE_TORCH_VERSION,
+                  network_isolation: bool = False) -> dict:  # fmt: skip
+    """The serving image (notebook 03's ``IMAGE``: ``"dlc"``, ``image_uri`` optional, or
+    ``"custom"``, ``image_uri`` required), checked offline; returns ``{"image", "image_uri",
+    "support": {"message", ...}}`` (a past end of patch in the message, not also warned).
 
     Raises:
         ImageSelectionError: see :func:`inference_image_uri`, :func:`check_custom_image_uri`;
-            an unknown ``image``; network isolation with the DLC.
+            an unknown ``image``; network isolation with the DLC (it pip-installs at start).
     """
     check_instance_type(instance_type)
     if image not in IMAGE_CHOICES:
@@ -412,17 +344,17 @@ def serving_image(
     with reported_by_caller():
         uri = image_uri or inference_image_uri(region, torch_version, instance_type)
         check_image_matches_instance(uri, instance_type)
-        try:
-            support = dlc_support(image_repository(uri), torch_version).as_dict()
-        except KeyError:
-            support = {"message": "no support data for this DLC"}
+    try:
+        support = dlc_support(image_repository(uri), torch_version).as_dict()
+    except KeyError:
+        support = {"message": "no support data for this DLC"}
     return {"image": image, "image_uri": uri, "support": support}
 
 
 # --------------------------------------------------------------------------------- training
 def is_gpu_instance(instance_type: str) -> bool:
     """True for instance types with NVIDIA GPUs (``ml.p4d.24xlarge``, ``g5.xlarge`` ...)."""
-    return instance_family(instance_type) in GPU_TRAINING_FAMILIES
+    return catalog.instance_family(instance_type) in GPU_TRAINING_FAMILIES
 
 
 def training_image_uri(
@@ -431,8 +363,8 @@ def training_image_uri(
     pytorch_version: str = TRAINING_TORCH_VERSION,
     py_version: str | None = None,
 ) -> str:
-    """The SageMaker PyTorch training DLC for ``instance_type`` (SDK table, scope ``training``;
-    ``py_version`` default: the newest published), its ``-gpu-``/``-cpu-`` checked.
+    """The SageMaker PyTorch training DLC for ``instance_type`` (the SDK's table; ``py_version``
+    default: the newest published).
 
     Raises:
         TrainingImageError: not ``ml.<family>.<size>``, not a training type, Trainium, or a
@@ -451,9 +383,9 @@ def training_image_uri(
             f"{instance_type} is Trainium: it needs the Neuron images and torch-neuronx, which "
             "pt2aws.train does not target; use a GPU type such as ml.p4d.24xlarge or ml.p5.48xlarge"
         )
-    known = botocore_instance_types("training")
+    known = catalog.botocore_instance_types("training")
     if instance_type not in known:
-        examples = sorted(t for t in known if instance_family(t) in ("p4d", "p5", "g5"))
+        examples = sorted(t for t in known if catalog.instance_family(t) in ("p4d", "p5", "g5"))
         raise TrainingImageError(
             f"{instance_type!r} is not a SageMaker training instance type; GPU examples: "
             f"{', '.join(examples)}"
@@ -465,14 +397,9 @@ def training_image_uri(
             f"no SageMaker PyTorch training image for version {pytorch_version!r}; the installed "
             f"SDK knows {', '.join(table['versions'])} (newer DLCs need a newer sagemaker SDK)"
         )
-    published = table["versions"][version].get("py_versions") or [None]
-    uri = image_uris.retrieve(
-        "pytorch", region, version=version, py_version=py_version or published[-1],
-        instance_type=instance_type, image_scope="training",
-    )  # fmt: skip
-    want = "-gpu-" if is_gpu_instance(instance_type) else "-cpu-"
-    if want not in uri:
-        raise TrainingImageError(f"{uri} does not match {instance_type} (expected {want} image)")
+    python = py_version or (table["versions"][version].get("py_versions") or [None])[-1]
+    uri = image_uris.retrieve("pytorch", region, version=version, py_version=python,
+                              instance_type=instance_type, image_scope="training")  # fmt: skip
     with contextlib.suppress(KeyError):
         warn_if_past(dlc_support("pytorch-training", version))
     return uri
@@ -495,16 +422,14 @@ def ec2_training_image_uri(region: str, version: str = EC2_DLC_VERSION, *, gpu: 
     return f"{dlc_registry(region)}/{image['repository']}:{image['gpu_tag' if gpu else 'cpu_tag']}"
 
 
-def training_image_for(
-    instance_type: str, region: str, dlc_version: str = EC2_DLC_VERSION
-) -> tuple[str, bool]:
-    """The EC2 training DLC for ``instance_type`` and whether it is the GPU image.
+def training_image_for(instance_type: str, region: str, dlc_version: str = EC2_DLC_VERSION):
+    """``(EC2 training DLC, is the GPU image)`` for ``instance_type``.
 
     Raises:
         TrainingImageError: an arm64 CPU instance (AWS publishes no arm64 CPU training DLC).
     """
     gpu = is_gpu_instance(instance_type)
-    if not gpu and architecture(instance_type) == "arm64":
+    if not gpu and catalog.architecture(instance_type) == "arm64":
         raise TrainingImageError(
             f"{instance_type} is an arm64 CPU instance: AWS publishes no arm64 CPU training DLC; "
             "pick a GPU (e.g. p4d.24xlarge, g6.xlarge) or x86 instance, or run `torchrun -m "
@@ -513,20 +438,19 @@ def training_image_for(
     return ec2_training_image_uri(region, dlc_version, gpu=gpu), gpu
 
 
-def dlami_parameter(
-    instance_type: str, pytorch_version: str = DLAMI_PYTORCH_VERSION, os_name: str = DLAMI_OS
-) -> str:
-    """The public SSM parameter holding the AMI to launch ``instance_type`` with: the PyTorch
-    DLAMI (GPU), the Neuron DLAMI (Trainium, Inferentia) or Amazon Linux 2023 (CPU).
+def dlami_parameter(instance_type: str, pytorch_version: str = DLAMI_PYTORCH_VERSION,
+                    os_name: str = DLAMI_OS) -> str:  # fmt: skip
+    """The public SSM parameter holding the AMI for ``instance_type``: the PyTorch DLAMI (GPU),
+    the Neuron DLAMI (Trainium, Inferentia) or Amazon Linux 2023 (CPU).
 
     Raises:
         KeyError: the instance type is not in the catalog.
     """
-    it, dlami = get_instance(instance_type), _FACTS["dlami"]
+    it, dlami = catalog.get_instance(instance_type), _FACTS["dlami"]
     if it.kind == "gpu":
         with contextlib.suppress(KeyError):
             warn_if_past(dlami_support(pytorch_version))
         return dlami["gpu_parameter"].format(arch="x86_64", version=pytorch_version, os=os_name)
     if it.kind in ("trainium", "inferentia"):
         return NEURON_DLAMI_PARAMETER
-    return dlami["cpu_parameter"].format(arch=architecture(it.name))
+    return dlami["cpu_parameter"].format(arch=catalog.architecture(it.name))

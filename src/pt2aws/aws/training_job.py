@@ -1,11 +1,8 @@
-"""``pt2aws.train`` as a SageMaker training job: SDK v3 ``ModelTrainer`` + ``Torchrun`` to launch,
-the ``TrainingJob`` resource to wait and stop, and its model brought back into the run folder.
-
-SageMaker's torchrun driver runs ``torchrun ... train_entry.py --<field> <value> ...`` on every
-instance; ``train_entry.py`` calls :func:`pt2aws.train.main` with the same ``TrainConfig`` a
-local run parses. Container paths are SageMaker's documented layout (channels at
-``/opt/ml/input/data/<channel>``, the model folder ``/opt/ml/model``: "How Amazon SageMaker AI
-runs your training image", checked 2026-11-30); ``/opt/ml/model`` comes back as ``model.tar.gz``.
+"""``pt2aws.train`` as a SageMaker training job: SDK v3 ``ModelTrainer`` + ``Torchrun`` launch it,
+the ``TrainingJob`` resource waits and stops it, and its ``model.tar.gz`` comes back into the run
+folder. SageMaker's torchrun driver runs ``train_entry.py --<field> <value> ...`` on every
+instance, which calls :func:`pt2aws.train.main` with the local run's ``TrainConfig``. Container
+paths: "How Amazon SageMaker AI runs your training image" (checked 2026-11-30).
 """
 
 from __future__ import annotations
@@ -27,14 +24,12 @@ from pt2aws.aws.images import (
 
 SM_CHANNEL_ROOT = "/opt/ml/input/data"
 SM_MODEL_DIR = "/opt/ml/model"
-#: Synced with the job's checkpoint S3 prefix, also into a restarted (e.g. Spot) job, where
-#: ``--resume auto`` continues from the newest checkpoint.
+#: Synced with S3, also into a restarted (Spot) job, where ``--resume auto`` continues.
 SM_CHECKPOINT_DIR = "/opt/ml/checkpoints"
 DATA_CHANNEL, MODEL_CHANNEL, DATA_FILE = "train", "model", "data.jsonl"
 ENTRY_SCRIPT = "train_entry.py"
 DEFAULT_MAX_RUNTIME_S = 4 * 3600
-#: What ``pt2aws.train`` imports that the training DLC lacks at these versions: pinned to the
-#: installed ones (not torch: the image brings its CUDA build).
+#: What ``pt2aws.train`` needs beside the DLC's torch, pinned to the installed versions.
 CONTAINER_REQUIREMENTS = ("transformers", "tokenizers", "datasets", "safetensors",
                           "scikit-learn", "pandas", "accelerate", "tqdm")  # fmt: skip
 ENTRY_SOURCE = '''"""SageMaker entry point: torchrun runs this file once per GPU on every instance."""
@@ -54,11 +49,7 @@ class TrainingJobError(RuntimeError):
 
 def hyperparameters_from_config(cfg, **overrides) -> dict[str, str]:
     """Every set ``TrainConfig`` field as a string (booleans ``"true"``/``"false"``), with
-    ``overrides``; the torchrun driver passes each as ``--<key> <value>``.
-
-    Raises:
-        ValueError: an override that is not a ``TrainConfig`` field.
-    """
+    ``overrides`` (``ValueError`` for a non-field); the driver passes each as ``--<key> <value>``."""
     values = dataclasses.asdict(cfg)
     if unknown := set(overrides) - set(values):
         raise ValueError(f"not TrainConfig fields: {sorted(unknown)}")
@@ -71,13 +62,9 @@ def hyperparameters_from_config(cfg, **overrides) -> dict[str, str]:
 
 
 def container_overrides(cfg, channel_root: str, output_dir: str, checkpoint_dir: str):
-    """The fields that point inside the container (output, the prepared data file, checkpoints
-    with ``resume=auto``), and the local model folder to send as the ``model`` channel (a folder
-    or ``minilm-l6``; None: the container builds ``tiny-roberta`` or downloads a hub id).
-
-    Returns:
-        ``(overrides, model_dir or None)``.
-    """
+    """``(overrides, model_dir)``: the fields that point inside the container (output, the data
+    file, checkpoints with ``resume=auto``) and the local model to send as the ``model`` channel
+    (None: the container builds ``tiny-roberta`` or downloads a hub id)."""
     from pt2aws.config import MINILM_L6
     from pt2aws.modeling import minilm_path
 
@@ -99,8 +86,8 @@ def container_overrides(cfg, channel_root: str, output_dir: str, checkpoint_dir:
 
 
 def prepare_data(cfg, out_dir: str | Path) -> Path:
-    """``<out_dir>/data.jsonl``: the source rows (``text``, raw ``label`` as strings) before any
-    cleaning or split, so the container's seeded cleaning and split give a local run's splits."""
+    """``<out_dir>/data.jsonl``: the source rows (``text``, raw ``label``) before cleaning and
+    split, so the container's seeded cleaning and split give a local run's splits."""
     from pt2aws import data
 
     out = Path(out_dir) / DATA_FILE
@@ -113,8 +100,7 @@ def prepare_data(cfg, out_dir: str | Path) -> Path:
 
 
 def stage_source(dest: str | Path) -> Path:
-    """Copy the ``pt2aws`` package, ``train_entry.py`` and a pinned ``requirements.txt`` into
-    ``dest`` (the job's ``source_dir``); returns ``dest``."""
+    """``dest`` (the job's ``source_dir``) with ``pt2aws``, ``train_entry.py``, requirements."""
     import pt2aws
 
     dest = Path(dest)
@@ -135,8 +121,7 @@ def stage_source(dest: str | Path) -> Path:
 
 @dataclasses.dataclass
 class TrainingJobSpec:
-    """What a job will run: image, compute (``processes_per_node`` None: one per GPU), the
-    ``TrainConfig`` as hyperparameters, the local model sent as a channel, the billing cap."""
+    """What a job runs (``processes_per_node`` None: one per GPU; ``max_runtime_s`` caps the bill)."""
 
     image_uri: str
     instance_type: str
@@ -152,12 +137,8 @@ def training_job_spec(cfg, *, instance_type=DEFAULT_TRAINING_INSTANCE_TYPE, inst
                       processes_per_node=None, region="us-east-1",
                       pytorch_version=TRAINING_TORCH_VERSION,
                       max_runtime_s=DEFAULT_MAX_RUNTIME_S) -> TrainingJobSpec:  # fmt: skip
-    """Image, compute and hyperparameters for ``cfg``, resolved offline.
-
-    Raises:
-        pt2aws.aws.images.TrainingImageError: see :func:`pt2aws.aws.images.training_image_uri`.
-        ValueError: a count or the runtime below 1.
-    """
+    """Image, compute and hyperparameters for ``cfg``, offline (``TrainingImageError``,
+    ``ValueError`` for a count or runtime below 1)."""
     if min(instance_count, processes_per_node or 1, max_runtime_s) < 1:
         raise ValueError(
             f"instance_count ({instance_count}), processes_per_node ({processes_per_node}) and "
@@ -179,12 +160,7 @@ def training_job_spec(cfg, *, instance_type=DEFAULT_TRAINING_INSTANCE_TYPE, inst
 
 
 def model_trainer(spec: TrainingJobSpec, *, role_arn, session, bucket, source_dir, base_job_name):
-    """The SDK v3 ``ModelTrainer`` for ``spec`` (nothing sent yet; notebook 01 shows it).
-
-    Args:
-        session: a ``boto3.Session``. bucket: for source, data, checkpoints and the model.
-        source_dir: :func:`stage_source`'s folder. base_job_name: the job name's prefix.
-    """
+    """The SDK v3 ``ModelTrainer`` for ``spec`` (``session``: a ``boto3.Session``; nothing sent)."""
     from sagemaker.core.helper.session_helper import Session
     from sagemaker.core.shapes import OutputDataConfig, StoppingCondition
     from sagemaker.train import ModelTrainer
@@ -212,13 +188,9 @@ def model_trainer(spec: TrainingJobSpec, *, role_arn, session, bucket, source_di
 
 def training_cost_bound(instance_type: str, instance_count: int, max_runtime_s: int,
                         region: str = "us-east-1") -> dict:  # fmt: skip
-    """About the most the job's instance time costs: max runtime x instances x hourly price
-    (the catalog's; storage, the model upload after a stop and early failures aside).
-
-    Returns:
-        ``{"usd" (None without a price), "usd_per_hour", "instance_hours", "price_verified",
-        "price_source", "price" (in words), "formula"}``.
-    """
+    """About the most the instance time costs: max runtime x instances x hourly price (storage
+    and the upload after a stop aside); ``{"usd" (None: no price), "usd_per_hour",
+    "instance_hours", "price_verified", "price_source", "price", "formula"}``."""
     hours = max_runtime_s / 3600
     usd, price = instance_cost(instance_type, "training", hours, instance_count, region)
     return {
@@ -234,23 +206,15 @@ def training_cost_bound(instance_type: str, instance_count: int, max_runtime_s: 
 
 
 def launch_on(session, cfg, *, work_dir, bucket=None, base_job_name="pt2aws-train", **spec_kwargs):
-    """Create a training job running ``cfg`` under torchrun where ``session`` points.
-
-    Stages code and data under ``work_dir``; the SDK uploads them to
-    ``s3://<bucket>/<base_job_name>/<job>/input/``; the run folder comes back as
-    ``.../<job>/output/model.tar.gz``. On the emulator the job runs nothing.
-
-    Args:
-        session: an :class:`pt2aws.aws.session.AwsSession` (region; its execution role needs
-            S3 read/write on ``bucket``, default ``sagemaker-<region>-<account>``).
-        **spec_kwargs: :func:`training_job_spec`'s ``instance_type``, ``instance_count``,
-            ``processes_per_node``, ``pytorch_version``, ``max_runtime_s``.
+    """Create a job running ``cfg`` under torchrun: code and data staged under ``work_dir``, sent
+    to ``s3://<bucket>/<base_job_name>/<job>/input/`` (the role needs S3 on ``bucket``, default
+    ``sagemaker-<region>-<account>``); ``spec_kwargs``: :func:`training_job_spec`'s.
 
     Returns:
         ``{"target", "region", "name", "spec", "model_artifact_s3", "status", "cost_bound"}``.
 
     Raises:
-        pt2aws.aws.session.RoleError, TrainingImageError, ValueError: before any AWS call.
+        RoleError, TrainingImageError, ValueError: before any AWS call.
     """
     from sagemaker.train.configs import InputData
 
@@ -285,13 +249,8 @@ def launch_on(session, cfg, *, work_dir, bucket=None, base_job_name="pt2aws-trai
 
 
 def job_status(session, name: str) -> dict:
-    """``DescribeTrainingJob`` in a few fields, with ``billed_usd`` (billable seconds x
-    instances x the catalog's hourly price; None until SageMaker reports billable time).
-
-    Returns:
-        ``{"name", "status", "secondary_status", "failure_reason", "instance_type",
-        "instance_count", "max_runtime_s", "billable_s", "billed_usd", "model_artifact_s3"}``.
-    """
+    """``DescribeTrainingJob`` in a few fields; ``billed_usd``: billable seconds x instances x
+    the catalog's price (None until SageMaker reports billable time)."""
     found = session.client("sagemaker").describe_training_job(TrainingJobName=name)
     resources, billable_s = found.get("ResourceConfig", {}), found.get("BillableTimeInSeconds")
     instance_type, count = resources.get("InstanceType", ""), resources.get("InstanceCount", 1)
@@ -315,15 +274,11 @@ def job_status(session, name: str) -> dict:
 
 
 def wait_for_job(session, name: str, *, timeout_s: int = 4 * 3600) -> dict:
-    """``TrainingJob.wait`` until the job ends, then one plain line (it survives a reopened
-    notebook, where the SDK's live panel does not).
-
-    Returns:
-        :func:`job_status` once ``Completed``.
+    """``TrainingJob.wait``, then one plain line (it survives a reopened notebook, the SDK's
+    live panel does not); :func:`job_status` once ``Completed``.
 
     Raises:
-        TrainingJobError: ``Failed`` or ``Stopped``. TimeoutError: still running after
-            ``timeout_s`` (it is not stopped: :func:`stop_job`).
+        TrainingJobError: ``Failed`` or ``Stopped``. TimeoutError: still running (not stopped).
     """
     from sagemaker.core.resources import TrainingJob
     from sagemaker.core.utils.exceptions import FailedStatusError, TimeoutExceededError
@@ -350,11 +305,8 @@ def wait_for_job(session, name: str, *, timeout_s: int = 4 * 3600) -> dict:
 
 
 def stop_job(session, name: str) -> dict:
-    """``TrainingJob.stop`` (billing ends at ``Stopped``); :func:`job_status` right after.
-
-    Raises:
-        botocore.exceptions.ClientError: the job is not running (``ValidationException``).
-    """
+    """``TrainingJob.stop`` (billing ends at ``Stopped``); :func:`job_status` right after
+    (``ClientError`` when the job is not running)."""
     from sagemaker.core.resources import TrainingJob
 
     TrainingJob.get(training_job_name=name, **session.sdk).stop()
@@ -362,15 +314,11 @@ def stop_job(session, name: str) -> dict:
 
 
 def fetch_model(session, model_artifact_s3: str, dest: str | Path) -> dict:
-    """Download the job's ``model.tar.gz`` and extract it (``data`` filter) into ``dest`` (the
-    run's ``train/``): each top-level entry replaces the one of the same name; others stay.
-
-    Returns:
-        ``{"s3", "dest", "bytes" (archive size), "files": [relative paths]}``.
+    """Extract the job's ``model.tar.gz`` (``data`` filter) into ``dest`` (the run's ``train/``):
+    each top-level entry replaces its namesake; returns ``{"s3", "dest", "bytes", "files"}``.
 
     Raises:
-        FileNotFoundError: no object there (the job has not finished).
-        ValueError: no ``model/config.json`` inside (not a ``pt2aws.train`` run).
+        FileNotFoundError: no object yet. ValueError: no ``model/config.json`` inside.
     """
     from botocore.exceptions import ClientError
 

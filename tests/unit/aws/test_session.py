@@ -68,7 +68,7 @@ def test_no_credentials_stop_with_the_fix(monkeypatch, tmp_path, emulator):
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")  # no instance role here
     on = session.connect(region="us-east-1")  # reaches the emulator: AWS_ENDPOINT_URL
     with pytest.raises(AwsSetupError) as info:
-        on.identity()
+        on.account()
     assert _one_line(info.value) == (
         "no AWS credentials found: set AWS credentials (aws configure, AWS_PROFILE or an "
         "instance role) and check them with `aws sts get-caller-identity`"
