@@ -1,10 +1,7 @@
-"""What a real account needs before a notebook creates anything billable, read now.
-
-:func:`checklist`: the caller (STS), the IAM actions the caller and the execution role need
-(``checklist.json``: from the calls pt2aws makes and AWS's ``AmazonSageMakerFullAccess`` policy
-v29, which grants ``iam:PassRole`` to SageMaker and no ``servicequotas:`` or ``pricing:``), the
-instance's SageMaker quota (Service Quotas; code looked up by name, never hard-coded), the
-expected cost; :func:`require_ready` stops with one line on what would make the run fail.
+"""What a real account needs before anything billable is created, read now (:func:`checklist`):
+the caller, the IAM actions of the caller and the execution role (``checklist.json``, with its
+sources), the SageMaker quota (Service Quotas; its code looked up by name), the expected cost;
+:func:`require_ready` stops with one line on what would make the run fail.
 """
 
 from __future__ import annotations
@@ -46,12 +43,8 @@ def quota_name(instance_type: str, use: str = "endpoint") -> str:
 
 
 def check_quota(session, instance_type: str, use: str = "endpoint", needed: int = 1) -> dict:
-    """The applied quota (``GetServiceQuota``), else AWS's default, for ``instance_type``.
-
-    Returns:
-        ``{"name", "code", "value", "source" ("applied", "AWS default", "unknown"), "needed",
-        "ok" (None when unknown), "reason"}``: what to do when ``ok`` is not True.
-    """
+    """The applied quota, else AWS's default: ``{"name", "code", "value", "source" ("applied",
+    "AWS default", "unknown"), "needed", "ok" (None: unknown), "reason"}`` (the fix, if not ok)."""
     from botocore.exceptions import BotoCoreError, ClientError
 
     name = quota_name(instance_type, use)
@@ -101,12 +94,9 @@ def check_quota(session, instance_type: str, use: str = "endpoint", needed: int 
 def run_cost(region: str, endpoint_instance=None, endpoint_instances=1, wait_timeout_s=1800,
              load_test_seconds=30, keep_endpoint=False, training_instance=None, training_count=1,
              max_runtime_s=None) -> dict:  # fmt: skip
-    """The run's expected cost: an endpoint about :data:`TYPICAL_ENDPOINT_MINUTES`, at most the
-    wait timeout + the load test + 2 minutes to delete; a training job at most its max runtime.
-
-    Returns:
-        ``{"lines": [str], "typical_usd", "worst_usd", "per_hour_kept"}`` (None where no price).
-    """
+    """Expected cost: an endpoint about :data:`TYPICAL_ENDPOINT_MINUTES`, at most the wait timeout
+    + the load test + 2 min; a job at most its runtime. ``{"lines", "typical_usd", "worst_usd",
+    "per_hour_kept"}`` (None where no price)."""
     lines, typical, worst, per_hour = [], 0.0, 0.0, None
     if endpoint_instance:
         most_min = (wait_timeout_s + load_test_seconds) / 60 + 2
@@ -144,20 +134,14 @@ def run_cost(region: str, endpoint_instance=None, endpoint_instances=1, wait_tim
 def checklist(session, *, endpoint_instance=None, endpoint_instances=1, training_instance=None,
               training_count=1, max_runtime_s=None, wait_timeout_s=1800, load_test_seconds=30,
               keep_endpoint=False, autoscaling=False, own_image=False) -> dict:  # fmt: skip
-    """What a real-account run needs (on the emulator: the emulator's own quotas).
-
-    Args:
-        endpoint_instance, endpoint_instances: notebook 03's endpoint (autoscaling's maximum).
-        training_instance, training_count, max_runtime_s: notebook 01's training job.
-        wait_timeout_s, load_test_seconds, keep_endpoint: notebook 03's bounds (for the cost).
-        autoscaling, own_image: more IAM actions (and the arm64 build without Docker).
+    """What the run needs: notebook 03's endpoint and its bounds, or notebook 01's job.
 
     Returns:
         ``{"target", "region", "account", "role", "caller_actions", "execution_role", "quotas"
         ([:func:`check_quota`]), "cost" (:func:`run_cost`), "arm64_build" (or None)}``.
 
     Raises:
-        AwsSetupError: no or refused credentials, AWS unreachable (:meth:`AwsSession.identity`).
+        AwsSetupError: no or refused credentials, AWS unreachable.
     """
     account = session.account()
     purposes = ["pass the execution role", "model data in S3", "this checklist and price refresh"]
@@ -194,11 +178,7 @@ def checklist(session, *, endpoint_instance=None, endpoint_instances=1, training
 
 
 def require_ready(checklist: dict) -> None:
-    """Stop before anything is created when the checklist shows the run would fail.
-
-    Raises:
-        AwsSetupError: no execution role; a quota below what the run needs.
-    """
+    """``AwsSetupError`` (one line) when the checklist shows no role or a quota too low."""
     if checklist["role"].startswith("MISSING"):
         raise AwsSetupError(
             "no execution role: set ROLE_ARN to a SageMaker execution role (IAM console -> Roles,"

@@ -1,9 +1,7 @@
 """What surrounds notebook 03's SageMaker SDK calls (``Model.create``, ``EndpointConfig.create``,
-``Endpoint.create``, ``wait_for_status``, ``invoke``): the container environment, the requests
-in words, the clean-up that runs on any failure (:class:`Cleanup`), autoscaling, and the record.
-
-A real-time endpoint is three resources, here all named alike: a *model* (image, S3 model data,
-environment, execution role), an *endpoint config* (instance type and count), the *endpoint*.
+``Endpoint.create``, ``wait_for_status``, ``invoke``): the container environment, the requests in
+words, the clean-up run on any failure (:class:`Cleanup`), autoscaling, and the record. The
+endpoint's three resources (model, endpoint config, endpoint) share one name.
 """
 
 from __future__ import annotations
@@ -21,8 +19,8 @@ from pt2aws.sizing.catalog import has_bf16, instance_vcpus, is_graviton
 logger = logging.getLogger(__name__)
 
 VARIANT_NAME = "AllTraffic"
-#: Target tracking's metric is invocations per minute per instance (AWS docs, "Automatic
-#: scaling of Amazon SageMaker AI models"); cooldowns of huggingface/notebooks example 13.
+#: Target tracking on invocations per minute per instance (AWS docs, "Automatic scaling of
+#: Amazon SageMaker AI models"); cooldowns of huggingface/notebooks example 13.
 SCALABLE_DIMENSION = "sagemaker:variant:DesiredInstanceCount"
 
 
@@ -66,9 +64,8 @@ def tags(extra: dict[str, str] | None = None) -> list:
 
 
 def requests(name: str, container, variant, *, role_arn: str, network_isolation: bool, tags: list):
-    """The ``CreateModel``, ``CreateEndpointConfig`` and ``CreateEndpoint`` requests the SDK
-    calls send for these shapes (``ContainerDefinition``, ``ProductionVariant``, ``Tag``), as
-    boto3 keyword arguments (what notebook 03 prints and records)."""
+    """The ``CreateModel``, ``CreateEndpointConfig`` and ``CreateEndpoint`` requests the SDK's
+    calls send for these shapes, as boto3 keyword arguments (notebook 03 prints and records them)."""
     from sagemaker.core.utils.utils import serialize
 
     return serialize({
@@ -142,12 +139,8 @@ def enable_autoscaling(session, endpoint_name: str, config: AutoScaling) -> str:
 
 
 def delete_resources(session, name: str) -> list[tuple[str, str]]:
-    """Delete the autoscaling, endpoint, endpoint config and model called ``name``; what does
-    not exist is skipped, other errors are logged and the next resource is still tried.
-
-    Returns:
-        The ``(kind, name)`` pairs deleted.
-    """
+    """Delete the autoscaling, endpoint, endpoint config and model called ``name``, skipping what
+    does not exist (other errors are logged, the next is still tried); the ``(kind, name)`` deleted."""
     from botocore.exceptions import ClientError
 
     deleted = []
@@ -221,11 +214,10 @@ def _explained(session, name: str, err: BaseException) -> Exception | None:
 
 
 class Cleanup:
-    """Deletes what one deployment named ``name`` created (autoscaling, endpoint, endpoint
-    config, model, the S3 archive unless ``keep_model_data``): on any exception inside
-    ``with cleanup:`` (then re-raised, as one line where the fix is known: a role that cannot be
-    passed, a refused action, a quota, an endpoint that failed), and when :meth:`delete` runs.
-    """
+    """Deletes what the deployment ``name`` created (autoscaling, endpoint, config, model, the S3
+    archive unless ``keep_model_data``) on any exception inside ``with cleanup:``, re-raised as one
+    line where the fix is known (a role that cannot be passed, a refused action, a quota, an
+    endpoint that failed), and on :meth:`delete`."""
 
     def __init__(self, session, name: str, model_data_url: str, *, keep_model_data: bool = False):
         self.session, self.name, self.model_data_url = session, name, model_data_url
@@ -273,19 +265,10 @@ def kept_endpoint(session, name: str, instance_type: str, instance_count: int = 
 def deployment_record(session, sent: dict, *, image: dict, archive: dict, local_predictions,
                       deployed: bool, answer=None, load_test=None, deleted=(),
                       model_data_deleted=False, left=None, kept=None) -> dict:  # fmt: skip
-    """The record of one deployment (``deploy/deploy.json``; ``summary.md`` reads it).
-
-    Args:
-        sent: :func:`requests`. image: :func:`pt2aws.aws.images.serving_image`.
-        archive: :func:`pt2aws.aws.artifact.validate_archive`.
-        deployed: whether the requests were sent (False: ``DEPLOY`` off on AWS).
-        left: :func:`pt2aws.aws.session.billable_resources` of the name, after clean-up.
-        kept: :func:`kept_endpoint` when the endpoint was kept on purpose.
-
-    Returns:
-        JSON-ready; ``matches_local`` (None without an answer) and ``resources_left`` (what
-        still carries the name: 0 after a clean run) besides the inputs.
-    """
+    """The record of one deployment (``deploy/deploy.json``), JSON-ready: the inputs (``sent``:
+    :func:`requests`, ``image``: :func:`pt2aws.aws.images.serving_image`, ``left``:
+    :func:`pt2aws.aws.session.billable_resources` after clean-up), ``matches_local`` (None
+    without an answer) and ``resources_left`` (0 after a clean run)."""
     model, variant = sent["CreateModel"], sent["CreateEndpointConfig"]["ProductionVariants"][0]
     left = left or {}
     matches = None

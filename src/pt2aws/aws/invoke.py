@@ -21,8 +21,6 @@ DEFAULT_MAX_PAYLOAD_BYTES = 5 * 1024 * 1024
 REALTIME_PAYLOAD_LIMIT_BYTES = 6 * 1024 * 1024
 #: Texts per request; at most the handler's ``PT2AWS_MAX_BATCH`` (default 64).
 DEFAULT_MAX_ITEMS = 64
-_FRAME = len(b'{"inputs": [') + len(b"]}")  # the request's bytes around its texts
-_SEPARATOR = len(b", ")
 
 
 def request_body(texts: list[str]) -> bytes:
@@ -30,43 +28,34 @@ def request_body(texts: list[str]) -> bytes:
     return json.dumps({"inputs": texts}, ensure_ascii=False).encode("utf-8")
 
 
-def chunk_indices(
-    texts: list[str],
-    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
-    max_items: int = DEFAULT_MAX_ITEMS,
-) -> list[list[int]]:
-    """Split ``texts`` greedily, in order, into requests: ``len(request_body(chunk)) <=
-    max_payload_bytes`` (exactly) and at most ``max_items`` texts each.
-
-    Returns:
-        Lists of indices into ``texts``; concatenated they are ``0 .. len(texts) - 1``.
+def chunk_indices(texts: list[str], max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+                  max_items: int = DEFAULT_MAX_ITEMS) -> list[list[int]]:  # fmt: skip
+    """Split ``texts`` greedily, in order, into requests of at most ``max_items`` texts and
+    ``max_payload_bytes`` bytes (exactly: ``len(request_body(chunk))``); lists of indices.
 
     Raises:
-        TypeError: an item that is not a string. ValueError: limits too small.
+        TypeError: a text that is not a string. ValueError: a limit below 1.
         pt2aws.serving.handler.PayloadTooLargeError: one text alone does not fit.
     """
-    if max_items < 1 or max_payload_bytes < _FRAME + 2:
-        raise ValueError(
-            f"max_items ({max_items}) and max_payload_bytes ({max_payload_bytes}) too small"
-        )
-    chunks, current, size = [], [], _FRAME
+    if max_items < 1 or max_payload_bytes < 1:
+        raise ValueError(f"max_items ({max_items}) and max_payload_bytes ({max_payload_bytes}) < 1")
+    chunks, current = [], []
     for i, text in enumerate(texts):
         if not isinstance(text, str):
             raise TypeError(f"text #{i} is {type(text).__name__}, not str")
-        item = len(json.dumps(text, ensure_ascii=False).encode("utf-8"))
-        if _FRAME + item > max_payload_bytes:
+        if len(request_body([text])) > max_payload_bytes:
             from pt2aws.serving.handler import PayloadTooLargeError
 
             raise PayloadTooLargeError(
-                f"text #{i} is {item:,} bytes as JSON (UTF-8); one real-time request carries at "
-                f"most {max_payload_bytes:,} bytes here (SageMaker's limit is 6 MB). Shorten it, or "
-                "use SageMaker Asynchronous Inference (payloads up to 1 GB, input from S3) or "
-                "Batch Transform for large inputs."
+                f"text #{i} is {len(json.dumps(text, ensure_ascii=False).encode()):,} bytes as "
+                f"JSON (UTF-8); one real-time request carries at most {max_payload_bytes:,} bytes "
+                "here (SageMaker's limit is 6 MB). Shorten it, or use SageMaker Asynchronous "
+                "Inference (payloads up to 1 GB, input from S3) or Batch Transform for large inputs."
             )
-        if current and (size + _SEPARATOR + item > max_payload_bytes or len(current) >= max_items):
+        grown = [texts[j] for j in current] + [text]
+        if current and (len(current) >= max_items or len(request_body(grown)) > max_payload_bytes):
             chunks.append(current)
-            current, size = [], _FRAME
-        size += item + (_SEPARATOR if current else 0)
+            current = []
         current.append(i)
     return chunks + [current] if current else chunks
 

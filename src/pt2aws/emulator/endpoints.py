@@ -1,11 +1,6 @@
-"""What answers an emulated endpoint: the project's own server for its archive, on this machine.
-
-On AWS, ``CreateEndpoint`` starts an instance that pulls the image, downloads the model data and
-starts the serving software; the endpoint is ``InService`` once it answers. Here
-:class:`EndpointServers` reads the archive from the emulated S3 and starts :func:`model_server`
-(the server of the project's serving image) in a background thread; ``Failed`` carries the
-server's log tail. Every endpoint runs on this machine's Python and torch, whatever its image.
-"""
+"""What answers an emulated endpoint: the project's own server for its archive, on this machine
+(its Python and torch, whatever the image), started in the background as ``CreateEndpoint``
+starts an instance on AWS; ``InService`` once it answers, ``Failed`` with its log tail."""
 
 from __future__ import annotations
 
@@ -23,12 +18,8 @@ logger = logging.getLogger(__name__)
 
 @contextlib.contextmanager
 def model_server(archive: Path, workdir: Path, env: dict[str, str]):
-    """The project's server (``python -m pt2aws.serving.server serve``) for ``archive`` on a free
-    port of 127.0.0.1, ready once ``/ping`` is 200 (after a warm-up request); stopped on exit.
-
-    Yields:
-        ``(invocations URL, what it is in words)``.
-    """
+    """The project's server for ``archive`` on a free port of 127.0.0.1, ready once ``/ping`` is
+    200; yields ``(invocations URL, what it is in words)``, stops on exit."""
     from pt2aws.standins.asgi_local import AsgiEndpoint
 
     with AsgiEndpoint(archive, workdir, env=env) as server:
@@ -56,12 +47,8 @@ class EndpointServers:
         self._cancelled: set[str] = set()  # deleted while starting
 
     def create(self, name: str, environment: dict[str, str], fetch, done) -> None:
-        """Start serving ``name`` in a background thread: ``done(None)`` once it answers, or
-        ``done(reason)``. Only the model's ``PT2AWS_*`` settings pass (this is not the instance).
-
-        Args:
-            fetch: returns the ``model.tar.gz`` bytes from the emulated S3.
-        """
+        """Serve ``name`` (``fetch()``: the archive's bytes) in the background; ``done(None)`` once
+        it answers, else ``done(reason)``. Only ``PT2AWS_*`` settings pass (this is no instance)."""
         env = {k: v for k, v in environment.items() if k.startswith("PT2AWS_")}
         self._cancelled.discard(name)
         threading.Thread(

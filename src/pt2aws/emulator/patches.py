@@ -1,23 +1,17 @@
-"""The patches moto 5.2.5 needs to emulate what pt2aws uses of AWS, applied once per process
-(``../shared/notes/stack-notes.md`` 7c); each acts on the moto server only:
+"""The patches moto 5.2.5 needs for what pt2aws uses of AWS (stack-notes 7c), once per process:
 
-1. Instance types: moto's endpoint-config check knows a few x86 types; botocore's
-   ``ProductionVariantInstanceType`` enum (the real API's, Graviton included) replaces it.
-2. SDK resources: moto's describe answers carry empty dicts (``VpcConfig: {}``,
-   ``DataCaptureConfig: {}``) that the SDK's shapes reject; they are dropped.
-3. Endpoints that answer: ``CreateEndpoint`` starts a server for the model's archive
-   (:mod:`pt2aws.emulator.endpoints`), the endpoint is ``Creating`` until it answers, then
-   ``InService`` (or ``Failed`` with the reason); ``InvokeEndpoint`` reaches it (a non-2xx
-   answer becomes a ``ModelError``, HTTP 424, as SageMaker does; an unknown endpoint a
-   ``ValidationError``); ``DeleteEndpoint`` stops it.
-4. IAM ``SimulatePrincipalPolicy`` (not implemented by moto; SDK v3 ``ModelTrainer`` checks the
-   role with it): every action allowed, as for a role with ``AmazonSageMakerFullAccess``.
-5. Training jobs: moto's are ``Completed`` at once and it has no ``StopTrainingJob``. A job
-   stays ``InProgress`` ``training_seconds``; ``StopTrainingJob`` stops an ``InProgress`` one
-   and refuses others (``ValidationException``, as AWS); a completed job finds
-   ``training_output()`` where its ``model.tar.gz`` belongs.
-6. SageMaker quotas: moto's Service Quotas knows only ``vpc``; the emulator's table answers
-   (a quota without an applied value: ``NoSuchResourceException`` to ``GetServiceQuota``).
+1. Instance types: botocore's ``ProductionVariantInstanceType`` enum (Graviton included)
+   replaces moto's few x86 types.
+2. SDK resources: the empty dicts of moto's describe answers (``VpcConfig: {}``), which the
+   SDK's shapes reject, are dropped.
+3. Endpoints that answer: ``CreateEndpoint`` starts a server for the archive
+   (:mod:`pt2aws.emulator.endpoints`; ``Creating`` until it answers, then ``InService`` or
+   ``Failed``); ``InvokeEndpoint`` reaches it (non-2xx: ``ModelError``, HTTP 424, as SageMaker;
+   an unknown endpoint: ``ValidationError``); ``DeleteEndpoint`` stops it.
+4. IAM ``SimulatePrincipalPolicy`` (``ModelTrainer``'s role check; moto lacks it): all allowed.
+5. Training jobs stay ``InProgress`` ``training_seconds``; ``StopTrainingJob`` (moto lacks it)
+   stops one and refuses others, as AWS; a completed job finds ``training_output()`` as its model.
+6. SageMaker quotas (moto's Service Quotas knows only ``vpc``) from the emulator's table.
 """
 
 from __future__ import annotations
@@ -31,23 +25,14 @@ _state: dict = {"applied": False}
 
 
 def configure(*, endpoints=None, training_seconds=0.0, training_output=None, quotas=None) -> dict:
-    """Set what the patched handlers use (no arguments: moto's own behaviour); returns what was
-    set before (to restore it).
-
-    Args:
-        endpoints: a :class:`pt2aws.emulator.endpoints.EndpointServers`, or None (canned).
-        training_seconds: how long new training jobs stay ``InProgress``.
-        training_output: returns a completed job's ``model.tar.gz`` bytes, or None.
-        quotas: ``{quota name: (value, applied)}``.
-    """
-    keys = ("endpoints", "training_seconds", "training_output", "quotas")
-    before = {k: _state[k] for k in keys if k in _state}
-    _state.update(
-        endpoints=endpoints,
-        training_seconds=max(0.0, float(training_seconds)),
-        training_output=training_output,
-        quotas=dict(quotas or {}),
-    )
+    """Set what the patched handlers use (no arguments: moto's behaviour); returns the settings
+    before. ``endpoints``: an :class:`~pt2aws.emulator.endpoints.EndpointServers` (None: canned);
+    ``training_output()``: a completed job's ``model.tar.gz``; ``quotas``: ``{name: (value,
+    applied)}``."""
+    before = {k: _state[k] for k in ("endpoints", "training_seconds", "training_output", "quotas")
+              if k in _state}  # fmt: skip
+    _state.update(endpoints=endpoints, training_seconds=max(0.0, float(training_seconds)),
+                  training_output=training_output, quotas=dict(quotas or {}))  # fmt: skip
     return before
 
 
@@ -65,10 +50,8 @@ def apply() -> None:
 
     def validate_instance_type(self, instance_type: str) -> None:  # 1
         if instance_type not in hosting:
-            raise ValidationError(
-                message=f"Value '{instance_type}' at 'instanceType' failed to satisfy constraint: "
-                "Member must satisfy enum value set: ProductionVariantInstanceType"
-            )
+            raise ValidationError(message=f"Value '{instance_type}' at 'instanceType' failed to "
+                                  "satisfy enum value set: ProductionVariantInstanceType")  # fmt: skip
 
     models.FakeEndpointConfig.validate_instance_type = validate_instance_type
     for name in ("describe_model", "describe_endpoint_config", "describe_endpoint"):  # 2

@@ -1,10 +1,8 @@
 """A local emulator of the AWS control plane: a moto server on 127.0.0.1 in this process.
 
-While it runs, ``AWS_ENDPOINT_URL`` and fake credentials point every boto3 / SageMaker SDK
-client at it, so the product's real AWS code path runs unchanged over HTTP; nothing is created
-in any AWS account. :func:`start` returns the same :class:`pt2aws.aws.session.AwsSession` that
-:func:`pt2aws.aws.session.connect` returns for an account. moto keeps its state in the process:
-an emulator started later (a later cell) still sees the buckets, jobs and endpoints.
+While it runs, ``AWS_ENDPOINT_URL`` and fake credentials point every boto3 and SageMaker SDK
+client at it: the real AWS code path runs unchanged over HTTP, nothing is created in any account.
+moto keeps its state in the process: an emulator started later still sees what was created.
 """
 
 from __future__ import annotations
@@ -27,29 +25,20 @@ EMULATOR_REGION = "us-east-1"
 EMULATOR_ROLE_ARN = f"arn:aws:iam::{EMULATOR_ACCOUNT}:role/pt2aws-emulator-sagemaker-role"
 #: AMI ID the emulator answers for the public DLAMI parameters (moto knows only Amazon Linux's).
 PLACEHOLDER_AMI = "ami-0e0e0e0e0e0e0e0e0"
-#: Environment the emulator sets or clears while it runs (restored by :meth:`Emulator.stop`).
-ENV = {
-    "AWS_ACCESS_KEY_ID": "testing",
-    "AWS_SECRET_ACCESS_KEY": "testing",
-    "SAGEMAKER_VALIDATE_ROLE": "false",  # the SDK's role check; moto answers it (patches)
-    "AWS_SESSION_TOKEN": None,
-    "AWS_PROFILE": None,
-}
+#: Environment set (None: cleared) while it runs; ``SAGEMAKER_VALIDATE_ROLE``: the SDK's check.
+ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+       "SAGEMAKER_VALIDATE_ROLE": "false", "AWS_SESSION_TOKEN": None, "AWS_PROFILE": None}  # fmt: skip
 
 
 class Emulator:
-    """A moto server emulating S3, SageMaker, STS, IAM, SSM, EC2, Service Quotas and Application
-    Auto Scaling, with the patches moto needs (:mod:`pt2aws.emulator.patches`).
+    """moto emulating S3, SageMaker, STS, IAM, SSM, EC2, Service Quotas and autoscaling, with
+    the patches it needs (:mod:`pt2aws.emulator.patches`).
 
     Args:
-        region: the emulated region.
-        port: TCP port; default a free one.
-        model_servers: an emulated endpoint is answered by the project's server on this machine
-            (:mod:`pt2aws.emulator.endpoints`); False: moto's canned answers.
-        workdir: folder for the endpoints' servers (default a temporary one).
+        model_servers: endpoints answered by the project's server on this machine (False:
+            moto's canned answers); ``workdir``: their files (default a temporary folder).
         training_seconds: training jobs stay ``InProgress`` this long (0: ``Completed`` at once).
-        training_output: a local run folder (``train/``) a completed job brings back as its
-            ``model.tar.gz`` (an emulated job trains nothing).
+        training_output: a run folder (``train/``) a completed job brings back as its model.
     """
 
     def __init__(self, region=EMULATOR_REGION, port=None, *, model_servers=True, workdir=None,
@@ -61,9 +50,10 @@ class Emulator:
         self.training_output = Path(training_output) if training_output else None
         self.quotas = emulated_quotas()
         self._server, self._saved_env, self._saved_patches, self._sts = None, {}, {}, None
+        self._sessions: dict[str, aws_session.AwsSession] = {}
 
     def start(self) -> Emulator:
-        """Start the server, apply the patches and point AWS clients at it."""
+        """Start the server, apply the patches, point AWS clients at it."""
         from moto.server import ThreadedMotoServer
         from sagemaker.core.helper import session_helper
 
@@ -88,7 +78,7 @@ class Emulator:
         return self
 
     def stop(self) -> None:
-        """Stop the server and the endpoints' servers; restore the environment (idempotent)."""
+        """Stop it and the endpoints' servers; restore the environment (idempotent)."""
         from sagemaker.core.helper import session_helper
 
         patches.configure(**self._saved_patches)  # what an emulator started before had set
@@ -110,16 +100,17 @@ class Emulator:
         self.stop()
 
     def session(self, role_arn: str = EMULATOR_ROLE_ARN) -> aws_session.AwsSession:
-        """An :class:`pt2aws.aws.session.AwsSession` on this emulator."""
-        return aws_session.AwsSession(
-            region=self.region, role_arn=role_arn, endpoint_url=self.url, emulator=self, poll_s=1
-        )
+        """An :class:`pt2aws.aws.session.AwsSession` here (one per role: its clients are reused)."""
+        if role_arn not in self._sessions:
+            self._sessions[role_arn] = aws_session.AwsSession(
+                self.region, role_arn, endpoint_url=self.url, emulator=self, poll_s=1
+            )
+        return self._sessions[role_arn]
 
     def answered_by(self, endpoint_name: str) -> str:
         """What answers (or answered) ``endpoint_name``'s invocations, in words."""
-        if self.endpoints is None:
-            return "moto's canned answer (no model server)"
-        return self.endpoints.answered_by(endpoint_name)
+        canned = "moto's canned answer (no model server)"
+        return self.endpoints.answered_by(endpoint_name) if self.endpoints else canned
 
     def launch_instance(self, instance_type: str) -> str:
         """An emulated EC2 instance (placeholder AMI) to send commands to; returns its id."""
@@ -129,25 +120,16 @@ class Emulator:
         return self.session().client("ec2").run_instances(**request)["Instances"][0]["InstanceId"]
 
     def seed_public_parameter(self, name: str, value: str) -> None:
-        """Make the emulated SSM answer ``value`` for the AWS-owned parameter ``name``
-        (``/aws/service/...``: no account may write those, so the store is filled directly)."""
+        """Make SSM answer ``value`` for the AWS-owned ``name`` (``/aws/service/...``: no account
+        may write those, so the store is filled directly)."""
         from moto.ssm.models import Parameter, ssm_backends
 
         store = ssm_backends[EMULATOR_ACCOUNT][self.region]._parameters
-        store[name].append(
-            Parameter(
-                account_id=EMULATOR_ACCOUNT,
-                name=name,
-                value=value,
-                parameter_type="String",
-                description="seeded by pt2aws.emulator",
-                allowed_pattern=None,
-                keyid=None,
-                last_modified_date=datetime.datetime.now(datetime.timezone.utc),
-                version=len(store[name]) + 1,
-                data_type="aws:ec2:image" if value.startswith("ami-") else "text",
-            )
-        )
+        now, kind = datetime.datetime.now(datetime.timezone.utc), "aws:ec2:image"
+        store[name].append(Parameter(
+            EMULATOR_ACCOUNT, name, value, "String", "seeded by pt2aws.emulator", None, None, now,
+            len(store[name]) + 1, kind if value.startswith("ami-") else "text",
+        ))  # fmt: skip
 
     def _seed_dlami_parameters(self) -> None:
         from moto.ssm.models import ssm_backends
@@ -164,17 +146,14 @@ class Emulator:
 
 
 def _set_environment(env: dict[str, str | None]) -> None:
-    for key, value in env.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
+    os.environ.update({k: v for k, v in env.items() if v is not None})
+    for key in (k for k, v in env.items() if v is None):
+        os.environ.pop(key, None)
 
 
 def emulated_quotas() -> dict[str, tuple[float, bool]]:
-    """The emulator's SageMaker quotas ``{name: (value, applied)}`` (its own figures): 2 endpoint
-    instances of every priced hosting type; training 2 CPU instances, GPU types 0 with only a
-    default value, as new accounts often start (awslabs/amazon-sagemaker-examples#593)."""
+    """The emulator's own SageMaker quotas ``{name: (value, applied)}``: 2 of every priced type,
+    GPU training 0 with only a default, as new accounts often start (sagemaker-examples#593)."""
     from pt2aws.aws.account import quota_name
     from pt2aws.sizing import catalog
     from pt2aws.sizing.serving_cost import DEFAULT_COMPARISON
@@ -187,12 +166,8 @@ def emulated_quotas() -> dict[str, tuple[float, bool]]:
 
 
 def run_folder_tarball(train_dir: Path) -> bytes:
-    """``train_dir`` as a job's ``model.tar.gz`` holds it (no ``checkpoints/``, no
-    ``sagemaker_job*``).
-
-    Raises:
-        FileNotFoundError: no ``model/`` folder.
-    """
+    """``train_dir`` as a job's ``model.tar.gz`` (no checkpoints; ``FileNotFoundError`` without
+    ``model/``)."""
     if not (train_dir / "model").is_dir():
         raise FileNotFoundError(f"{train_dir} has no model/ folder: train first (notebook 01)")
     buffer = io.BytesIO()
@@ -205,20 +180,12 @@ def run_folder_tarball(train_dir: Path) -> bytes:
 
 def start(region: str = "", *, model_servers: bool = True, workdir=None, training_seconds=0.0,
           training_output=None, role_arn: str = EMULATOR_ROLE_ARN) -> aws_session.AwsSession:  # fmt: skip
-    """Start the emulator for this process and return its session (the notebooks' way in).
-
-    One emulator runs per process: one started earlier is stopped first. It runs until
-    ``session.close()`` or :func:`pt2aws.aws.session.connect`. Arguments: :class:`Emulator`'s.
-    """
+    """Start the process's one emulator (stopping an earlier one) and return its session; it runs
+    until ``session.close()`` or :func:`pt2aws.aws.session.connect`."""
     if aws_session._RUNNING_EMULATOR["session"] is not None:
         aws_session._RUNNING_EMULATOR["session"].close()
-    emulator = Emulator(
-        region or EMULATOR_REGION,
-        model_servers=model_servers,
-        workdir=workdir,
-        training_seconds=training_seconds,
-        training_output=training_output,
-    ).start()
-    session = emulator.session(role_arn)
+    emulator = Emulator(region or EMULATOR_REGION, model_servers=model_servers, workdir=workdir,
+                        training_seconds=training_seconds, training_output=training_output)  # fmt: skip
+    session = emulator.start().session(role_arn)
     aws_session._RUNNING_EMULATOR["session"] = session
     return session
