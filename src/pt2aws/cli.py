@@ -122,12 +122,13 @@ def _session(target: str, region: str | None):
 
 
 def _cleanup(args) -> int:
-    from pt2aws.aws.hosting import delete_resources
+    from pt2aws.aws.deploy import delete_resources
     from pt2aws.aws.session import billable_resources
 
     if not args.prefix:
         raise UserError("refusing to clean up without a --prefix: pass e.g. --prefix pt2aws-")
     session = _session("aws", args.region)
+    session.account()  # no credentials, AWS unreachable: one line naming the fix
     found = billable_resources(session, prefix=args.prefix)
     names = sorted(
         {n for key, values in found.items() if key != "scalable_targets" for n in values}

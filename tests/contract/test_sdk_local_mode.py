@@ -26,7 +26,7 @@ Compose and the Docker CLI reach podman's Docker-compatible API through ``DOCKER
 (:class:`podman_api.PodmanApiService`); no Docker engine runs here.
 
 The requests are the ones notebook 03 sends for the project's image
-(:func:`pt2aws.aws.endpoint.sagemaker_requests`, ``image="custom"``, ml.c6i.xlarge: x86 like
+(:func:`pt2aws.aws.deploy.requests` of its SDK shapes, ``image="custom"``, ml.c6i.xlarge: x86 like
 this machine, so no Graviton fast-math settings), with three fields changed for local mode:
 ``Image`` (the local tag, not ECR), ``ModelDataUrl`` (``file://`` of a
 :func:`pt2aws.aws.artifact.package` archive) and ``InstanceType`` (``local``). Local mode
@@ -127,22 +127,25 @@ def sdk_endpoint(sdk_image, podman_api, smoke_model_dir, tmp_path_factory):
     """The smoke model's archive deployed with the SDK's LocalSession, as notebook 03 deploys."""
     import boto3
     from sagemaker.core.local.local_session import LocalSession
+    from sagemaker.core.shapes import ContainerDefinition, ProductionVariant
 
+    from pt2aws.aws import deploy
     from pt2aws.aws.artifact import package
-    from pt2aws.aws.endpoint import serving_environment
-    from pt2aws.aws.hosting import hosting_requests
 
     work = tmp_path_factory.mktemp("sdk-local")
     archive = package(smoke_model_dir, work / "model" / "model.tar.gz")
     name = f"pt2aws-sdk-local-{int(time.time())}"
-    requests = hosting_requests(  # the requests notebook 03 sends (hosting.new_deployment)
-        name,
+    container = ContainerDefinition(  # the shapes notebook 03 builds and sends with the SDK
+        image=ECR_IMAGE,
         model_data_url=archive.resolve().as_uri(),
-        role_arn=ROLE_ARN,
-        image_uri=ECR_IMAGE,
-        instance_type="ml.c6i.xlarge",
-        environment=serving_environment("custom", "ml.c6i.xlarge"),
-        tags={"project": "pt2aws"},
+        environment=deploy.endpoint_environment("ml.c6i.xlarge", image="custom"),
+    )
+    variant = ProductionVariant(
+        variant_name="AllTraffic", model_name=name, instance_type="ml.c6i.xlarge",
+        initial_instance_count=1,
+    )  # fmt: skip
+    requests = deploy.requests(
+        name, container, variant, role_arn=ROLE_ARN, network_isolation=False, tags=deploy.tags()
     )
     requests["CreateModel"]["PrimaryContainer"]["Image"] = sdk_image
     requests["CreateEndpointConfig"]["ProductionVariants"][0]["InstanceType"] = "local"

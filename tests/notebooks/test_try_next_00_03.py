@@ -75,7 +75,6 @@ def test_notebook_03_exercise_1_graviton4(trained_run):
         "03_deploy_sagemaker_graviton.ipynb",
         trained_run,
         INSTANCE_TYPE="ml.c8g.xlarge",
-        LOCAL_MODEL_SERVER=False,
         **FAST,
     )
     record = json.loads(run.deploy_json.read_text())
@@ -99,7 +98,9 @@ def test_notebook_03_exercise_2_own_image_with_network_isolation(trained_run):
     )
     record = json.loads(run.deploy_json.read_text())
     assert record["network_isolation"] is True and record["image_uri"] == CUSTOM
-    assert record["answer_source"].startswith("the project's serving image's server")
+    model = record["requests"]["CreateModel"]
+    assert model["PrimaryContainer"]["Environment"]["PT2AWS_VARIANT"] == "auto"
+    assert record["answer_source"].startswith("the project's server on this machine")
     with pytest.raises(pm.PapermillExecutionError, match="network isolation needs IMAGE='custom'"):
         _run("03_deploy_sagemaker_graviton.ipynb", trained_run, NETWORK_ISOLATION=True, **FAST)
 
@@ -110,7 +111,6 @@ def test_notebook_03_exercise_3_autoscaling_and_a_kept_endpoint(trained_run):
         trained_run,
         AUTOSCALING=True,
         KEEP_ENDPOINT=True,
-        LOCAL_MODEL_SERVER=False,
         **FAST,
     )
     record = json.loads(run.deploy_json.read_text())

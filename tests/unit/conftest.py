@@ -1,9 +1,9 @@
-"""Fixtures for the tests that deploy on the AWS emulator (``aws/``, ``standins/``, the CLI's
-clean-up): a stub model server and an emulator forwarding ``InvokeEndpoint`` to it, one per
-test module (moto keeps its state in the process, so each module checks it leaves nothing)."""
+"""Fixtures for the tests that deploy on the AWS emulator (``aws/``, the CLI's clean-up): a stub
+model server answering every emulated endpoint, one emulator per test module (moto keeps its
+state in the process, so each module checks it leaves nothing)."""
 
 import pytest
-from support.emulator import StubModelServer
+from support.emulator import StubModelServer, served_by
 
 from pt2aws.emulator.server import Emulator
 
@@ -17,5 +17,6 @@ def stub():
 
 @pytest.fixture(scope="module")
 def emulator(stub):
-    with Emulator(invocations_url=stub.url) as emu:
+    with Emulator() as emu:
+        emu.endpoints.server = served_by(stub.url)
         yield emu

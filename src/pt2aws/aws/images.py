@@ -1,52 +1,42 @@
-"""Every serving image pt2aws deploys: the AWS inference DLC or the project's own, and why it fits.
+"""Every image pt2aws runs on, chosen offline: SageMaker SDK ``image_uris.retrieve`` first, the one
+fallback table ``images.json`` (each fact with its source) where the SDK does not know an image.
 
-Which image fits is decided here, before any AWS call, from the facts in ``images.json`` (each
-with its source and date; :func:`pt2aws.aws.image_support.image_facts`) and the instance facts
-of :mod:`pt2aws.sizing.catalog`:
-
-* :func:`inference_image_uri`: the SageMaker PyTorch CPU inference DLC for an instance type.
-  Graviton gets the arm64 image (``pytorch-inference-arm64`` from 2.5 on, ``-graviton`` before)
-  even where the SDK's own family list would hand out an x86 one (it stops at c7g), and a Hugging
-  Face DLC on Graviton, an x86 image on arm64 or an unknown version stop with a message naming
-  the family, the architecture and the supported versions (aws/sagemaker-python-sdk#5532,
-  #3679; ``../shared/notes/aws-reference-notes.md`` section 3). A DLC past its end of patch
-  warns (:mod:`pt2aws.aws.image_support`): the last arm64 one, 2.6, ended on 2026-06-30.
-* :func:`check_custom_image_uri`: the project's own serving image in the user's ECR
-  repository, ``<account>.dkr.ecr.<region>.amazonaws.com/<repository>:<tag>``.
-
-Training images and machine images (SageMaker / EC2 training DLC, Deep Learning AMI) are in
-:mod:`pt2aws.aws.training_images`. The registry of the AWS Deep Learning Containers is
-``<account>.dkr.ecr.<region>.amazonaws.com`` with one account per region (:func:`dlc_registry`).
+Serving: the PyTorch CPU inference DLC (Graviton gets the arm64 image even where the SDK's family
+list, which stops at c7g, says x86) or the project's own image (:func:`serving_image`). Training:
+the SageMaker and EC2 training DLCs, the Deep Learning AMI. An image past its end of patch (DLC
+"Framework Support Policy") warns once (:class:`ImageSupportWarning`) and names the newer one.
 """
 
 from __future__ import annotations
 
 import contextlib
+import datetime
+import json
 import re
 import warnings
+from dataclasses import dataclass
+from pathlib import Path
 
-from pt2aws.aws.image_support import dlc_support, image_facts, warn_if_past
-from pt2aws.sizing.catalog import (
-    architecture,
-    botocore_instance_types,
-    instance_family,
-    is_graviton,
-)
+from pt2aws.errors import UserError
+from pt2aws.sizing import catalog
 
-_FACTS = image_facts()
-
-#: ECR account of the AWS Deep Learning Containers per region (``images.json``, sources
-#: dlc-available-images and sagemaker-sdk-3.27.0; a unit test checks they agree).
+_FACTS = json.loads(Path(__file__).with_name("images.json").read_text())
+#: ECR account of the AWS Deep Learning Containers per region (source dlc-available-images).
 DLC_REGISTRY_ACCOUNTS: dict[str, str] = _FACTS["registry_accounts"]["accounts"]
-#: SageMaker arm64 PyTorch inference DLCs: version -> ``{"repository", "python", "os"}``. Used
-#: when the installed SDK's ``image_uris`` does not know the version (3.27.0 lacks 2.5.1).
+#: SageMaker arm64 PyTorch inference DLCs: version -> ``{"repository", "python", "os"}``.
 ARM64_INFERENCE_IMAGES: dict[str, dict] = _FACTS["inference"]["arm64"]["versions"]
-#: PyTorch version of the inference image deployments use unless told otherwise.
 INFERENCE_TORCH_VERSION: str = _FACTS["inference"]["default_torch_version"]
-#: Graviton3, 4 vCPUs: the endpoint instance pt2aws deploys to unless told otherwise.
-DEFAULT_INSTANCE_TYPE = "ml.c7g.xlarge"
-#: A private ECR image URI: account, region, repository (lower case, ``/``-separated path) and
-#: tag (ECR's naming rules, "Creating a private repository", AWS ECR user guide).
+TRAINING_TORCH_VERSION: str = _FACTS["training"]["sagemaker_default_torch_version"]
+EC2_DLC_VERSION: str = _FACTS["training"]["ec2_default_version"]
+DLAMI_PYTORCH_VERSION: str = _FACTS["dlami"]["default_pytorch_version"]
+DLAMI_OS: str = _FACTS["dlami"]["default_os"]
+NEURON_DLAMI_PARAMETER: str = _FACTS["dlami"]["neuron_parameter"]
+GPU_TRAINING_FAMILIES: tuple[str, ...] = tuple(_FACTS["training"]["gpu_families"])
+NEURON_TRAINING_FAMILIES: tuple[str, ...] = tuple(_FACTS["training"]["neuron_families"])
+DEFAULT_INSTANCE_TYPE = "ml.c7g.xlarge"  # Graviton3, 4 vCPUs
+DEFAULT_TRAINING_INSTANCE_TYPE = "ml.p4d.24xlarge"  # 8x A100 40 GB, the source blog's
+IMAGE_CHOICES = ("dlc", "custom")  # the AWS PyTorch inference DLC, the project's (container/)
+#: A private ECR image URI (ECR user guide, "Creating a private repository": naming rules).
 ECR_IMAGE_PATTERN = re.compile(
     r"^(?P<account>\d{12})\.dkr\.ecr\.(?P<region>[a-z]{2}(?:-[a-z]+)+-\d)\.amazonaws\.com(?:\.cn)?"
     r"/(?P<repository>(?:[a-z0-9]+(?:[._-][a-z0-9]+)*/)*[a-z0-9]+(?:[._-][a-z0-9]+)*)"
@@ -54,15 +44,136 @@ ECR_IMAGE_PATTERN = re.compile(
 )
 
 
-class ImageSelectionError(ValueError):
-    """No inference image matches the requested instance type, PyTorch version and region."""
+class ImageSelectionError(UserError, ValueError):
+    """No image fits the instance type, PyTorch version and region; the message says what does."""
 
 
+class TrainingImageError(ImageSelectionError):
+    """No PyTorch training image fits the instance type and PyTorch version."""
+
+
+class ImageSupportWarning(UserWarning):
+    """The chosen image or AMI is past its end of patch (no more security fixes)."""
+
+
+warnings.filterwarnings("once", category=ImageSupportWarning)
+
+
+def image_facts() -> dict:
+    """``images.json``: registries, tags, support dates and AMI rules, each with its source."""
+    return _FACTS
+
+
+# ------------------------------------------------------------------------------ patch support
+@dataclass(frozen=True)
+class Support:
+    """One image line's (or DLAMI's) end of patch, what to use after it, and the source."""
+
+    image: str
+    end_of_patch: datetime.date
+    newer: str
+    source: dict
+
+    def past(self, today: datetime.date | None = None) -> bool:
+        return (today or datetime.date.today()) > self.end_of_patch
+
+    def describe(self, today: datetime.date | None = None) -> str:
+        today = today or datetime.date.today()
+        mark = "" if self.source.get("verified") else " (UNVERIFIED date)"
+        days = abs((today - self.end_of_patch).days)
+        if self.past(today):
+            return (
+                f"{self.image}: patch support ended {self.end_of_patch}{mark}, {days} days ago: "
+                f"no more security fixes; {self.newer}"
+            )
+        return f"{self.image}: patched until {self.end_of_patch}{mark} ({days} days left)"
+
+    def as_dict(self, today: datetime.date | None = None) -> dict:
+        """``{"image", "end_of_patch", "past", "message", "verified"}``."""
+        return {
+            "image": self.image,
+            "end_of_patch": self.end_of_patch.isoformat(),
+            "past": self.past(today),
+            "message": self.describe(today),
+            "verified": bool(self.source.get("verified")),
+        }
+
+
+def _newest(end_of_patch: dict[str, str], today: datetime.date) -> str | None:
+    alive = [v for v, eop in end_of_patch.items() if datetime.date.fromisoformat(eop) >= today]
+    return max(alive, key=lambda v: tuple(map(int, v.split(".")))) if alive else None
+
+
+def _support(image: str, eop: str, newer: str, source_id: str) -> Support:
+    source = dict(_FACTS["sources"][source_id], id=source_id)
+    return Support(image, datetime.date.fromisoformat(eop), newer, source)
+
+
+def dlc_support(repository: str, version: str, today: datetime.date | None = None) -> Support:
+    """Patch support of the DLC line ``repository`` at PyTorch ``version``; ``newer``: the newest
+    line still patched (this one, then its successors).
+
+    Raises:
+        KeyError: no support data for that line and version.
+    """
+    today, support = today or datetime.date.today(), _FACTS["support"]
+    minor = ".".join(version.split(".")[:2])
+    if minor not in support["lines"].get(repository, {}):
+        raise KeyError(f"no patch-support data for {repository} {minor}")
+    line, newer = repository, "no supported successor is known"
+    if repository.startswith("pytorch-inference"):
+        newer = ("AWS publishes no newer PyTorch CPU inference DLC: deploy your own image "
+                 "(image='custom', pt2aws's serving container)")  # fmt: skip
+    while line is not None:
+        eops = {v: dates[1] for v, dates in support["lines"].get(line, {}).items()}
+        if newest := _newest(eops, today):
+            newer = f"use {line} {newest} (patched until {eops[newest]})"
+            break
+        line = support["successors"].get(line)
+    eop = support["lines"][repository][minor][1]
+    return _support(f"{repository} {minor}", eop, newer, support["source"])
+
+
+def dlami_support(pytorch_version: str, today: datetime.date | None = None) -> Support:
+    """Patch support of the GPU Deep Learning AMI for ``pytorch_version`` (dates UNVERIFIED).
+
+    Raises:
+        KeyError: no support data for that version.
+    """
+    table = _FACTS["dlami"]["pytorch_versions"]
+    minor = ".".join(pytorch_version.split(".")[:2])
+    if minor not in table["versions"]:
+        raise KeyError(
+            f"no patch-support data for DLAMI PyTorch {minor}; known: {table['versions']}"
+        )
+    newest = _newest(table["versions"], today or datetime.date.today())
+    newer = f"use the DLAMI for PyTorch {newest}" if newest else "no supported DLAMI is known"
+    return _support(
+        f"DLAMI PyTorch {minor}", table["versions"][minor], newer, table["support_source"]
+    )
+
+
+def warn_if_past(support: Support, today: datetime.date | None = None) -> bool:
+    """Warn (:class:`ImageSupportWarning`) when ``support`` is past its end of patch."""
+    if support.past(today):
+        warnings.warn(support.describe(today), ImageSupportWarning, stacklevel=3)
+    return support.past(today)
+
+
+@contextlib.contextmanager
+def reported_by_caller():
+    """No :class:`ImageSupportWarning` inside: the caller prints each support message itself."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ImageSupportWarning)
+        yield
+
+
+# ---------------------------------------------------------------------------------- serving
 def dlc_registry(region: str) -> str:
     """``<account>.dkr.ecr.<region>.amazonaws.com`` (``.com.cn`` in China) of the AWS DLCs.
 
     Raises:
-        ImageSelectionError: a region without a known registry; the message lists the known ones.
+        ImageSelectionError: a region without a known registry.
     """
     if region not in DLC_REGISTRY_ACCOUNTS:
         raise ImageSelectionError(
@@ -73,142 +184,55 @@ def dlc_registry(region: str) -> str:
     return f"{DLC_REGISTRY_ACCOUNTS[region]}.dkr.ecr.{region}{suffix}"
 
 
-# ------------------------------------------------------------------------------------ inference
-def hosting_graviton_families() -> tuple[str, ...]:
-    """Graviton families SageMaker real-time hosting accepts (botocore enum x catalog processor)."""
-    families = {instance_family(t) for t in botocore_instance_types("hosting")}
-    return tuple(sorted(f for f in families if is_graviton(f"ml.{f}.xlarge")))
-
-
 def check_instance_type(instance_type: str) -> None:
-    """Raise before any AWS call if SageMaker hosting does not offer ``instance_type``.
+    """Raise unless SageMaker real-time hosting offers ``instance_type`` (botocore's enum).
 
     Raises:
-        ImageSelectionError: malformed or unknown type; the message lists the family's sizes, or
-            the Graviton families.
+        ImageSelectionError: listing the family's sizes, or the Graviton families.
     """
     try:
-        family = instance_family(instance_type)
+        family = catalog.instance_family(instance_type)
     except ValueError as err:
         raise ImageSelectionError(str(err)) from None
-    hosting = botocore_instance_types("hosting")
-    if not instance_type.startswith("ml.") or instance_type not in hosting:
+    hosting = catalog.botocore_instance_types("hosting")
+    if instance_type not in hosting:
         sizes = sorted(t for t in hosting if t.startswith(f"ml.{family}."))
-        hint = (
-            f"sizes of {family}: {', '.join(sizes)}"
-            if sizes
-            else f"Graviton families: {', '.join(hosting_graviton_families())}"
-        )
+        hint = f"sizes of {family}: {', '.join(sizes)}" if sizes else "e.g. ml.c7g.xlarge"
         raise ImageSelectionError(
-            f"{instance_type} is not a SageMaker real-time hosting instance type "
-            f"(botocore ProductionVariantInstanceType); {hint}"
+            f"{instance_type} is not a SageMaker real-time hosting instance type (botocore "
+            f"ProductionVariantInstanceType); {hint}"
         )
-
-
-def is_aws_dlc(image_uri: str) -> bool:
-    """True when ``image_uri`` is in an AWS Deep Learning Containers registry."""
-    account = image_uri.split(".", 1)[0]
-    return account in set(DLC_REGISTRY_ACCOUNTS.values())
 
 
 def image_repository(image_uri: str) -> str:
-    """The repository part of an image URI: ``.../pytorch-inference-arm64:2.6.0-...`` -> name."""
+    """``.../pytorch-inference-arm64:2.6.0-...`` -> ``pytorch-inference-arm64``."""
     return image_uri.split("/")[-1].split(":")[0]
 
 
 def check_image_matches_instance(image_uri: str, instance_type: str) -> None:
-    """Raise before any AWS call if the AWS DLC ``image_uri`` cannot run on ``instance_type``.
-
-    The architecture of a DLC is in its repository name (``-graviton``/``-arm64`` = arm64). Hugging
-    Face DLCs have no arm64 build (``image_uris`` raises "Unsupported framework: huggingface" on
-    Graviton; aws/sagemaker-python-sdk#3679 shows the x86 one failing after a long wait).
+    """Raise if the DLC ``image_uri`` cannot run on ``instance_type``: the architecture is in the
+    repository name (``-graviton``/``-arm64``); Hugging Face DLCs have no arm64 build.
 
     Raises:
         ImageSelectionError: naming the family, both architectures and what to use instead.
     """
-    family, arch = instance_family(instance_type), architecture(instance_type)
+    family, arch = catalog.instance_family(instance_type), catalog.architecture(instance_type)
     repository = image_repository(image_uri)
     if arch == "arm64" and "huggingface" in repository:
         raise ImageSelectionError(
             f"{image_uri} is a Hugging Face DLC, which has no arm64 build; {instance_type} "
             f"(family {family}) is arm64 (Graviton). Use the PyTorch arm64 inference image "
-            f"(inference_image_uri(region, torch_version, {instance_type!r})) with "
-            f"code/inference.py; supported versions: {', '.join(ARM64_INFERENCE_IMAGES)}"
+            f"with code/inference.py; supported versions: {', '.join(ARM64_INFERENCE_IMAGES)}"
         )
     image_arch = "arm64" if ("arm64" in repository or "graviton" in repository) else "x86_64"
     if image_arch != arch:
+        fix = "use inference_image_uri() for a Graviton image" if arch == "arm64" else (
+            "pick a Graviton instance (e.g. ml.c7g.xlarge) or an x86 image"
+        )  # fmt: skip
         raise ImageSelectionError(
             f"image {image_uri} is {image_arch} but {instance_type} (family {family}) is {arch}: "
-            + (
-                "use inference_image_uri() for a Graviton image"
-                if arch == "arm64"
-                else "pick a Graviton instance (e.g. ml.c7g.xlarge) or an x86 image"
-            )
+            + fix
         )
-
-
-def _framework_error(framework: str, instance_type: str) -> ImageSelectionError:
-    family = instance_family(instance_type)
-    if architecture(instance_type) == "arm64":
-        return ImageSelectionError(
-            f"framework {framework!r}: Hugging Face DLCs have no arm64 image and {instance_type} "
-            f"(family {family}) is arm64 (Graviton); use framework='pytorch' (the PyTorch arm64 "
-            f"DLC runs the model through code/inference.py); supported versions: "
-            f"{', '.join(ARM64_INFERENCE_IMAGES)}"
-        )
-    return ImageSelectionError(
-        f"framework {framework!r}: pt2aws deploys with the PyTorch DLC and code/inference.py; "
-        "use framework='pytorch'"
-    )
-
-
-def _arm64_inference_uri(region: str, torch_version: str, instance_type: str) -> str:
-    """The SDK's ``inference_graviton`` image when it knows the version, else the DLC table's."""
-    from sagemaker.core import image_uris
-
-    if torch_version not in ARM64_INFERENCE_IMAGES:
-        raise ImageSelectionError(
-            f"no SageMaker arm64 PyTorch inference image for torch {torch_version} on "
-            f"{instance_type} (family {instance_family(instance_type)}, arm64); supported: "
-            f"{', '.join(ARM64_INFERENCE_IMAGES)}"
-        )
-    image = ARM64_INFERENCE_IMAGES[torch_version]
-    try:  # scope forced: the SDK's own family list misses c8g/m8g/r8g/r7gd (returns x86)
-        return image_uris.retrieve(
-            "pytorch",
-            region,
-            version=torch_version,
-            py_version=image["python"],
-            instance_type=instance_type,
-            image_scope="inference_graviton",
-        )
-    except ValueError:  # the SDK does not know this version: the DLC table does
-        return (
-            f"{dlc_registry(region)}/{image['repository']}:"
-            f"{torch_version}-cpu-{image['python']}-{image['os']}-sagemaker"
-        )
-
-
-def _x86_inference_uri(region: str, torch_version: str, instance_type: str) -> str:
-    """The SDK's x86 CPU inference image for ``torch_version`` (its newest Python)."""
-    from sagemaker.core import image_uris
-
-    config = image_uris.config_for_framework("pytorch")["inference"]["versions"]
-    known = {v: c.get("py_versions", []) for v, c in config.items()}
-    if torch_version not in known:
-        raise ImageSelectionError(
-            f"no SageMaker x86 PyTorch inference image for torch {torch_version} on "
-            f"{instance_type} (family {instance_family(instance_type)}, x86_64); supported: "
-            f"{', '.join(known)}"
-        )
-    return image_uris.retrieve(
-        "pytorch",
-        region,
-        version=torch_version,
-        py_version=known[torch_version][-1] if known[torch_version] else None,
-        instance_type=instance_type,
-        image_scope="inference",
-    )
 
 
 def inference_image_uri(
@@ -218,84 +242,64 @@ def inference_image_uri(
     *,
     framework: str = "pytorch",
 ) -> str:
-    """ECR URI of the SageMaker PyTorch CPU inference DLC for ``instance_type``; no AWS call.
-
-    Graviton families get the arm64 image: from the SDK's ``image_uris`` (scope
-    ``inference_graviton``, forced) when it knows the version, else from
-    :data:`ARM64_INFERENCE_IMAGES` and :func:`dlc_registry`. Other families get the x86 CPU image
-    from ``image_uris``.
-
-    Args:
-        region: AWS region, e.g. ``"eu-west-1"``.
-        torch_version: PyTorch version of the image, e.g. ``"2.6.0"``.
-        instance_type: SageMaker hosting type, e.g. ``"ml.c7g.xlarge"``.
-        framework: ``"pytorch"``; ``"huggingface"`` exists only to fail clearly on Graviton.
-
-    Returns:
-        e.g. ``763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-inference-arm64:2.6.0-cpu-py312-ubuntu22.04-sagemaker``.
+    """ECR URI of the SageMaker PyTorch CPU inference DLC for ``instance_type`` (no AWS call),
+    e.g. ``763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-inference-arm64:2.6.0-cpu-py312-ubuntu22.04-sagemaker``.
 
     Raises:
-        ImageSelectionError: unknown instance type, region or version; a Hugging Face DLC on
-            Graviton; an image whose architecture does not match the instance. The message names
-            the family, the architecture and the supported versions.
+        ImageSelectionError: unknown instance type, region or version, a Hugging Face DLC on
+            Graviton; the message names the family, the architecture and the supported versions.
     """
-    if isinstance(torch_version, str) and torch_version.startswith("ml."):
+    from sagemaker.core import image_uris
+
+    if str(torch_version).startswith("ml."):
         raise ImageSelectionError(
             f"torch_version={torch_version!r} looks like an instance type: the arguments are "
             "(region, torch_version, instance_type)"
         )
     check_instance_type(instance_type)
+    family, arm = catalog.instance_family(instance_type), catalog.is_graviton(instance_type)
     if framework != "pytorch":
-        raise _framework_error(framework, instance_type)
-    dlc_registry(region)  # an unknown region fails here, before the SDK is imported
-    if architecture(instance_type) == "arm64":
-        uri = _arm64_inference_uri(region, torch_version, instance_type)
-    else:
-        uri = _x86_inference_uri(region, torch_version, instance_type)
+        raise ImageSelectionError(
+            f"framework {framework!r}: Hugging Face DLCs have no arm64 image and {instance_type} "
+            f"(family {family}) is arm64 (Graviton); use framework='pytorch' (the PyTorch arm64 "
+            f"DLC runs the model through code/inference.py); supported versions: "
+            f"{', '.join(ARM64_INFERENCE_IMAGES)}"
+            if arm
+            else f"framework {framework!r}: pt2aws deploys with the PyTorch DLC and "
+            "code/inference.py; use framework='pytorch'"
+        )
+    registry = dlc_registry(region)
+    sdk = image_uris.config_for_framework("pytorch")["inference"]["versions"]
+    known = ARM64_INFERENCE_IMAGES if arm else sdk
+    if torch_version not in known:
+        raise ImageSelectionError(
+            f"no SageMaker {'arm64' if arm else 'x86'} PyTorch inference image for torch "
+            f"{torch_version} on {instance_type} (family {family}, "
+            f"{'arm64' if arm else 'x86_64'}); supported: {', '.join(known)}"
+        )
+    image = ARM64_INFERENCE_IMAGES.get(torch_version, {})
+    python = image.get("python") or (sdk[torch_version].get("py_versions") or [None])[-1]
+    scope = "inference_graviton" if arm else "inference"  # forced: the SDK's list stops at c7g
+    try:
+        uri = image_uris.retrieve("pytorch", region, version=torch_version, py_version=python,
+                                  instance_type=instance_type, image_scope=scope)  # fmt: skip
+    except ValueError:  # the SDK does not know this arm64 version: the fallback table does
+        if not arm:
+            raise
+        tag = f"{torch_version}-cpu-{python}-{image['os']}-sagemaker"
+        uri = f"{registry}/{image['repository']}:{tag}"
     check_image_matches_instance(uri, instance_type)
-    with contextlib.suppress(KeyError):  # a version without support data: nothing to say
+    with contextlib.suppress(KeyError):
         warn_if_past(dlc_support(image_repository(uri), torch_version))
     return uri
 
 
-def inference_image_support(
-    region: str, torch_version: str = INFERENCE_TORCH_VERSION, instance_type=DEFAULT_INSTANCE_TYPE
-) -> dict:
-    """Patch support of the inference DLC :func:`inference_image_uri` picks (no warning).
-
-    Returns:
-        :meth:`pt2aws.aws.image_support.Support.as_dict`: ``{"image", "end_of_patch", "past",
-        "message", "verified"}``.
-
-    Raises:
-        KeyError: no support data for that image's line and version.
-    """
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        repository = image_repository(inference_image_uri(region, torch_version, instance_type))
-    return dlc_support(repository, torch_version).as_dict()
-
-
-# ------------------------------------------------------------------------------- custom image
 def check_custom_image_uri(image_uri: str, region: str | None = None) -> dict[str, str]:
-    """Parse a private ECR image URI; raise before any AWS call if SageMaker cannot pull it.
-
-    The project's own serving image (``container/``), built for linux/arm64 (Graviton) or
-    linux/amd64 and pushed to the user's private ECR repository. SageMaker pulls it with the
-    endpoint's execution role, which needs ``ecr:GetAuthorizationToken``,
-    ``ecr:BatchGetImage`` and ``ecr:GetDownloadUrlForLayer`` on that repository (the managed
-    policy ``AmazonSageMakerFullAccess`` grants them).
-
-    Args:
-        image_uri: e.g. ``123456789012.dkr.ecr.eu-west-1.amazonaws.com/pt2aws-serve:2026.12``.
-        region: the endpoint's region: SageMaker pulls from the ECR of its own region.
-
-    Returns:
-        ``{"account", "region", "repository", "tag"}``.
+    """Parse the project's serving image URI in your private ECR (SageMaker pulls only from
+    private ECR of the endpoint's region); returns ``{"account", "region", "repository", "tag"}``.
 
     Raises:
-        ImageSelectionError: not a private ECR URI (Docker Hub, ``public.ecr.aws``, no tag,
-            upper-case repository ...), or a region other than the endpoint's.
+        ImageSelectionError: not a private ECR URI with a tag, or another region.
     """
     match = ECR_IMAGE_PATTERN.match(image_uri or "")
     if not match:
@@ -311,3 +315,142 @@ def check_custom_image_uri(image_uri: str, region: str | None = None) -> dict[st
             f"to an ECR repository in {region} (or replicate it there)"
         )
     return parts
+
+
+def serving_image(image: str, region: str, instance_type: str, *, image_uri: str = "",
+                  torch_version: str = INFERENCE_TORCH_VERSION,
+                  network_isolation: bool = False) -> dict:  # fmt: skip
+    """The serving image (notebook 03's ``IMAGE``: ``"dlc"``, ``image_uri`` optional, or
+    ``"custom"``, ``image_uri`` required), checked offline; returns ``{"image", "image_uri",
+    "support": {"message", ...}}`` (a past end of patch in the message, not also warned).
+
+    Raises:
+        ImageSelectionError: see :func:`inference_image_uri`, :func:`check_custom_image_uri`;
+            an unknown ``image``; network isolation with the DLC (it pip-installs at start).
+    """
+    check_instance_type(instance_type)
+    if image not in IMAGE_CHOICES:
+        raise ImageSelectionError(f"image must be one of {IMAGE_CHOICES}, not {image!r}")
+    if image == "custom":
+        check_custom_image_uri(image_uri, region)
+        message = "your own image: rebuild and push it to pick up security fixes"
+        return {"image": image, "image_uri": image_uri, "support": {"message": message}}
+    if network_isolation:
+        raise ImageSelectionError(
+            "network isolation needs IMAGE='custom': the AWS PyTorch DLC pip-installs "
+            "code/requirements.txt (transformers) when it starts, which fails without "
+            "network; the project's own image installs everything at build time"
+        )
+    with reported_by_caller():
+        uri = image_uri or inference_image_uri(region, torch_version, instance_type)
+        check_image_matches_instance(uri, instance_type)
+    try:
+        support = dlc_support(image_repository(uri), torch_version).as_dict()
+    except KeyError:
+        support = {"message": "no support data for this DLC"}
+    return {"image": image, "image_uri": uri, "support": support}
+
+
+# --------------------------------------------------------------------------------- training
+def is_gpu_instance(instance_type: str) -> bool:
+    """True for instance types with NVIDIA GPUs (``ml.p4d.24xlarge``, ``g5.xlarge`` ...)."""
+    return catalog.instance_family(instance_type) in GPU_TRAINING_FAMILIES
+
+
+def training_image_uri(
+    instance_type: str = DEFAULT_TRAINING_INSTANCE_TYPE,
+    region: str = "us-east-1",
+    pytorch_version: str = TRAINING_TORCH_VERSION,
+    py_version: str | None = None,
+) -> str:
+    """The SageMaker PyTorch training DLC for ``instance_type`` (the SDK's table; ``py_version``
+    default: the newest published).
+
+    Raises:
+        TrainingImageError: not ``ml.<family>.<size>``, not a training type, Trainium, or a
+            version without an image; the message lists what exists.
+    """
+    from sagemaker.core import image_uris
+
+    parts = instance_type.split(".") if isinstance(instance_type, str) else []
+    if len(parts) != 3 or parts[0] != "ml" or not all(parts):
+        raise TrainingImageError(
+            f"instance type {instance_type!r} is not of the form ml.<family>.<size>, "
+            "e.g. ml.p4d.24xlarge"
+        )
+    if parts[1] in NEURON_TRAINING_FAMILIES:
+        raise TrainingImageError(
+            f"{instance_type} is Trainium: it needs the Neuron images and torch-neuronx, which "
+            "pt2aws.train does not target; use a GPU type such as ml.p4d.24xlarge or ml.p5.48xlarge"
+        )
+    known = catalog.botocore_instance_types("training")
+    if instance_type not in known:
+        examples = sorted(t for t in known if catalog.instance_family(t) in ("p4d", "p5", "g5"))
+        raise TrainingImageError(
+            f"{instance_type!r} is not a SageMaker training instance type; GPU examples: "
+            f"{', '.join(examples)}"
+        )
+    table = image_uris.config_for_framework("pytorch")["training"]
+    version = table["version_aliases"].get(pytorch_version, pytorch_version)
+    if version not in table["versions"]:
+        raise TrainingImageError(
+            f"no SageMaker PyTorch training image for version {pytorch_version!r}; the installed "
+            f"SDK knows {', '.join(table['versions'])} (newer DLCs need a newer sagemaker SDK)"
+        )
+    python = py_version or (table["versions"][version].get("py_versions") or [None])[-1]
+    uri = image_uris.retrieve("pytorch", region, version=version, py_version=python,
+                              instance_type=instance_type, image_scope="training")  # fmt: skip
+    with contextlib.suppress(KeyError):
+        warn_if_past(dlc_support("pytorch-training", version))
+    return uri
+
+
+def ec2_training_image_uri(region: str, version: str = EC2_DLC_VERSION, *, gpu: bool = True) -> str:
+    """The DLC to train in on EC2 (fallback table: the SDK lists no EC2 tags), e.g.
+    ``763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch:2.13.0-cu133-amzn2023``.
+
+    Raises:
+        TrainingImageError: a version without an EC2 DLC. ImageSelectionError: unknown region.
+    """
+    known = _FACTS["training"]["ec2"]["versions"]
+    if version not in known:
+        raise TrainingImageError(
+            f"no EC2 training DLC known for PyTorch {version}; known: {', '.join(known)}"
+        )
+    image = known[version]
+    warn_if_past(dlc_support(image["repository"], version))
+    return f"{dlc_registry(region)}/{image['repository']}:{image['gpu_tag' if gpu else 'cpu_tag']}"
+
+
+def training_image_for(instance_type: str, region: str, dlc_version: str = EC2_DLC_VERSION):
+    """``(EC2 training DLC, is the GPU image)`` for ``instance_type``.
+
+    Raises:
+        TrainingImageError: an arm64 CPU instance (AWS publishes no arm64 CPU training DLC).
+    """
+    gpu = is_gpu_instance(instance_type)
+    if not gpu and catalog.architecture(instance_type) == "arm64":
+        raise TrainingImageError(
+            f"{instance_type} is an arm64 CPU instance: AWS publishes no arm64 CPU training DLC; "
+            "pick a GPU (e.g. p4d.24xlarge, g6.xlarge) or x86 instance, or run `torchrun -m "
+            "pt2aws.train` in a Python environment there"
+        )
+    return ec2_training_image_uri(region, dlc_version, gpu=gpu), gpu
+
+
+def dlami_parameter(instance_type: str, pytorch_version: str = DLAMI_PYTORCH_VERSION,
+                    os_name: str = DLAMI_OS) -> str:  # fmt: skip
+    """The public SSM parameter holding the AMI for ``instance_type``: the PyTorch DLAMI (GPU),
+    the Neuron DLAMI (Trainium, Inferentia) or Amazon Linux 2023 (CPU).
+
+    Raises:
+        KeyError: the instance type is not in the catalog.
+    """
+    it, dlami = catalog.get_instance(instance_type), _FACTS["dlami"]
+    if it.kind == "gpu":
+        with contextlib.suppress(KeyError):
+            warn_if_past(dlami_support(pytorch_version))
+        return dlami["gpu_parameter"].format(arch="x86_64", version=pytorch_version, os=os_name)
+    if it.kind in ("trainium", "inferentia"):
+        return NEURON_DLAMI_PARAMETER
+    return dlami["cpu_parameter"].format(arch=catalog.architecture(it.name))

@@ -1,137 +1,78 @@
-"""Where pt2aws's AWS calls go, chosen once: an :class:`AwsSession`; plus naming, tagging and
-which SageMaker resources exist.
-
-A notebook makes one session and passes it to every function that talks to AWS:
-
-* :func:`connect` for your account (``connect("aws", region=..., role_arn=...)``);
-* :func:`pt2aws.emulator.server.start` for the local emulator, which returns the same
-  kind of session with its endpoint URL and the stand-in's hooks (:attr:`AwsSession.emulator`).
-
-The functions themselves do not know which one they got: they build their clients with
-:meth:`AwsSession.client`. ``boto3``/``botocore`` are imported inside the functions: the package
-imports without them.
-"""
+"""Where AWS calls go, chosen once per notebook: your account (:func:`connect`) or the local
+emulator (:func:`pt2aws.emulator.start`); resource names, and what is still billable."""
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-logger = logging.getLogger(__name__)
+from pt2aws.errors import UserError
 
-_LOADER = None
 #: SageMaker resource names: letters, digits and single hyphens, 63 characters at most.
 NAME_PATTERN = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
-#: Region when neither the caller nor the AWS configuration names one.
-DEFAULT_REGION = "us-east-1"
-#: An emulator started by :func:`pt2aws.emulator.server.start` in this process, if any:
-#: :func:`connect` closes it, so that a kernel switched to ``"aws"`` really reaches AWS.
+#: The emulator this process runs: :func:`connect` closes it, so that "aws" reaches AWS.
 _RUNNING_EMULATOR: dict = {"session": None}
+_CREDENTIALS_FIX = (
+    "set AWS credentials (aws configure, AWS_PROFILE or an instance role) and check them with "
+    "`aws sts get-caller-identity`"
+)
 
 
-class RoleError(ValueError):
+class AwsSetupError(UserError):
+    """The AWS set-up stops the run before anything is created; the message names the fix."""
+
+
+class RoleError(AwsSetupError, ValueError):
     """A call needs a SageMaker execution role and the session has none."""
-
-
-def boto_session(region: str | None = None, profile: str | None = None):
-    """A fresh ``boto3.Session`` for ``region`` (default: the configured one, else ``us-east-1``).
-
-    Credentials, region and ``AWS_ENDPOINT_URL`` are read anew for every session; only botocore's
-    data loader is shared, so the service models (SageMaker's is several MB of JSON) are parsed
-    once per process instead of once per client (about 0.5 s each on 2 cores).
-    """
-    global _LOADER
-    import boto3
-    import botocore.session
-
-    core = botocore.session.get_session()
-    if profile:
-        core.set_config_variable("profile", profile)
-    if _LOADER is None:
-        _LOADER = core.get_component("data_loader")
-    core.register_component("data_loader", _LOADER)
-    region = region or core.get_config_variable("region") or DEFAULT_REGION
-    return boto3.Session(botocore_session=core, region_name=region)
-
-
-def retrying_client(service: str, region: str | None = None, max_attempts: int = 8, **config):
-    """A boto3 client with botocore's ``standard`` retry mode (exponential backoff + jitter).
-
-    Args:
-        service: e.g. ``"sagemaker"``, ``"s3"``.
-        region: AWS region; default the session's.
-        max_attempts: tries per call, the first included (throttling and transient errors only).
-        **config: more ``botocore.config.Config`` settings (e.g. ``read_timeout``).
-    """
-    from botocore.config import Config
-
-    retries = {"mode": "standard", "total_max_attempts": max_attempts}
-    return boto_session(region).client(service, config=Config(retries=retries, **config))
 
 
 @dataclass
 class AwsSession:
-    """Where AWS calls go: your account, or the local emulator. Made once per notebook.
-
-    Attributes:
-        region: the AWS region every call goes to.
-        role_arn: the SageMaker execution role the created resources assume (CreateModel,
-            CreateTrainingJob); empty until a call needs one (:meth:`require_role`).
-        endpoint_url: where the calls go instead of AWS's public endpoints (the emulator's
-            ``http://127.0.0.1:<port>``); None for AWS itself.
-        emulator: the stand-in's hooks (:class:`pt2aws.emulator.server.Emulator`: fault
-            injection, which server answered an endpoint, ...); None on AWS.
-        profile: the AWS config profile (None: the default credential chain).
-        poll_s: seconds between status polls (AWS: 15; the emulator: under a second).
-    """
+    """Where AWS calls go: your account, or the emulator (``emulator`` and ``endpoint_url``
+    set); ``role_arn`` is the SageMaker execution role; ``poll_s`` seconds between polls."""
 
     region: str
     role_arn: str = ""
     endpoint_url: str | None = None
     emulator: object | None = None
     profile: str | None = None
-    poll_s: float = 15.0
+    poll_s: int = 15
+    _boto: object = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def emulated(self) -> bool:
-        """True on the local emulator: nothing is created in any AWS account, nothing billed."""
         return self.emulator is not None
 
     @property
     def target(self) -> str:
-        """``"emulator"`` or ``"aws"`` (recorded in the run folder)."""
         return "emulator" if self.emulated else "aws"
 
     def boto(self):
-        """A ``boto3.Session`` for this session's region (and profile)."""
-        return boto_session(self.region, self.profile)
+        """This session's ``boto3.Session`` (one: the SDK caches its clients by it)."""
+        import boto3
+
+        if self._boto is None:
+            self._boto = boto3.Session(region_name=self.region, profile_name=self.profile)
+        return self._boto
+
+    @property
+    def sdk(self) -> dict:
+        """``session=`` and ``region=`` of the SDK's resource calls (``Model.create(..., **sdk)``)."""
+        return {"session": self.boto(), "region": self.region}
 
     def client(self, service: str, *, max_attempts: int = 8, **config):
-        """A client for ``service`` with the ``standard`` retry mode (see :func:`retrying_client`).
-
-        Args:
-            service: e.g. ``"sagemaker"``, ``"sagemaker-runtime"``, ``"s3"``.
-            max_attempts: tries per call, the first included.
-            **config: more ``botocore.config.Config`` settings.
-        """
+        """A boto3 client with botocore's ``standard`` retries (backoff and jitter on throttling);
+        ``config``: more ``botocore.config.Config`` settings."""
         from botocore.config import Config
 
         retries = {"mode": "standard", "total_max_attempts": max_attempts}
-        return self.boto().client(
-            service,
-            config=Config(retries=retries, **config),
-            **({"endpoint_url": self.endpoint_url} if self.endpoint_url else {}),
-        )
+        url = {"endpoint_url": self.endpoint_url} if self.endpoint_url else {}
+        return self.boto().client(service, config=Config(retries=retries, **config), **url)
 
     def require_role(self) -> str:
-        """The execution role; raises when the session has none.
-
-        Raises:
-            RoleError: no role; the message says where to find one.
-        """
+        """The execution role, or :class:`RoleError` naming where to find one."""
         if self.role_arn:
             return self.role_arn
         raise RoleError(
@@ -141,18 +82,41 @@ class AwsSession:
         )
 
     def account(self) -> str:
-        """The account id (one STS ``GetCallerIdentity`` call; any credentials may make it)."""
-        return self.client("sts").get_caller_identity()["Account"]
+        """The account id (STS ``GetCallerIdentity``).
+
+        Raises:
+            AwsSetupError: no or refused credentials, or AWS unreachable (one line, the fix).
+        """
+        from botocore import exceptions as bx
+
+        try:
+            sts = self.client("sts", max_attempts=2, connect_timeout=5)
+            return sts.get_caller_identity()["Account"]
+        except (bx.NoCredentialsError, bx.PartialCredentialsError):
+            raise AwsSetupError(f"no AWS credentials found: {_CREDENTIALS_FIX}") from None
+        except bx.ProfileNotFound as err:
+            raise AwsSetupError(
+                f"{err}: set AWS_PROFILE to one of `aws configure list-profiles`"
+            ) from None
+        except bx.EndpointConnectionError as err:
+            raise AwsSetupError(
+                f"AWS is unreachable ({err}): check the network, the region {self.region!r} "
+                "and AWS_ENDPOINT_URL"
+            ) from None
+        except bx.ClientError as err:
+            code = err.response["Error"]["Code"]
+            raise AwsSetupError(
+                f"the credentials were refused ({code}): {_CREDENTIALS_FIX}"
+            ) from None
 
     def answered_by(self, endpoint_name: str) -> str:
-        """What answers ``endpoint_name``'s invocations, in words (the emulator says which local
-        server; on AWS it is the endpoint itself)."""
+        """What answers ``endpoint_name``'s invocations, in words."""
         if self.emulated:
             return self.emulator.answered_by(endpoint_name)
         return f"SageMaker endpoint {endpoint_name} ({self.region})"
 
     def close(self) -> None:
-        """Stop the emulator (and its model servers); nothing to do on AWS."""
+        """Stop the emulator and its model servers (nothing to do on AWS)."""
         if self.emulated:
             self.emulator.stop()
             if _RUNNING_EMULATOR["session"] is self:
@@ -168,104 +132,57 @@ class AwsSession:
         return f"REAL AWS ACCOUNT, region {self.region}{via}: what is created is billed"
 
 
-def connect(
-    target: str = "aws", *, region: str = "", role_arn: str = "", profile: str | None = None
-) -> AwsSession:
-    """A session for your AWS account (no AWS call yet).
-
-    An emulator this process started with :func:`pt2aws.emulator.server.start` is closed
-    first, so that the calls really reach AWS.
-
-    Args:
-        target: ``"aws"`` (the emulator's sessions come from
-            :func:`pt2aws.emulator.server.start`).
-        region: the region; empty: the AWS configuration's (``AWS_REGION``, ``~/.aws/config``),
-            else ``us-east-1``.
-        role_arn: the SageMaker execution role for the resources you create.
-        profile: an AWS config profile (None: the default credential chain).
+def connect(target="aws", *, region="", role_arn="", profile=None) -> AwsSession:
+    """A session for your account (no AWS call yet; :meth:`AwsSession.account` checks the
+    credentials); ``region`` empty: the AWS configuration's. An emulator running is closed.
 
     Raises:
-        ValueError: another ``target``.
+        AwsSetupError: another ``target``; no region given or configured.
     """
+    import boto3
+
     if target != "aws":
-        raise ValueError(
+        raise AwsSetupError(
             f"connect({target!r}): connect() is for your AWS account ('aws'); the local emulator "
-            "is pt2aws.emulator.server.start()"
+            "is pt2aws.emulator.start()"
         )
-    running = _RUNNING_EMULATOR["session"]
-    if running is not None:
-        logger.warning("closing the emulator still running in this process (%s)", running)
-        running.close()
-    return AwsSession(
-        region=region or boto_session(profile=profile).region_name,
-        role_arn=role_arn,
-        endpoint_url=os.environ.get("AWS_ENDPOINT_URL") or None,
-        profile=profile,
-    )
+    if _RUNNING_EMULATOR["session"] is not None:
+        _RUNNING_EMULATOR["session"].close()
+    region = region or boto3.Session(profile_name=profile).region_name
+    if not region:
+        raise AwsSetupError(
+            "no AWS region: set REGION (e.g. 'us-east-1') in the parameters cell, --region on "
+            "the command line, or AWS_DEFAULT_REGION"
+        )
+    url = os.environ.get("AWS_ENDPOINT_URL") or None
+    return AwsSession(region=region, role_arn=role_arn, endpoint_url=url, profile=profile)
 
 
 def default_bucket(session: AwsSession) -> str:
-    """SageMaker's default bucket for the session's account and region:
-    ``sagemaker-<region>-<account>`` (one STS call)."""
+    """SageMaker's default bucket ``sagemaker-<region>-<account>``."""
     return f"sagemaker-{session.region}-{session.account()}"
 
 
-def list_sagemaker_resources(session: AwsSession, prefix: str = "") -> dict[str, list[str]]:
-    """Names of SageMaker models, endpoint configs and endpoints starting with ``prefix``.
-
-    Returns:
-        ``{"endpoints": [...], "endpoint_configs": [...], "models": [...]}``.
-    """
-    sm = session.client("sagemaker")
-    found = {"endpoints": [], "endpoint_configs": [], "models": []}
-    for key, call, field, name_key in (
-        ("endpoints", "list_endpoints", "Endpoints", "EndpointName"),
-        ("endpoint_configs", "list_endpoint_configs", "EndpointConfigs", "EndpointConfigName"),
-        ("models", "list_models", "Models", "ModelName"),
-    ):
-        for page in sm.get_paginator(call).paginate(**({"NameContains": prefix} if prefix else {})):
-            found[key] += [
-                item[name_key] for item in page[field] if item[name_key].startswith(prefix)
-            ]
-    return found
-
-
-def list_scalable_targets(session: AwsSession, prefix: str = "") -> list[str]:
-    """Application Auto Scaling ids of SageMaker variants whose endpoint starts with ``prefix``.
-
-    Returns:
-        Ids like ``endpoint/<name>/variant/AllTraffic``.
-    """
-    client = session.client("application-autoscaling")
-    ids = []
-    for page in client.get_paginator("describe_scalable_targets").paginate(
-        ServiceNamespace="sagemaker"
-    ):
-        ids += [
-            t["ResourceId"]
-            for t in page["ScalableTargets"]
-            if t["ResourceId"].startswith(f"endpoint/{prefix}")
-        ]
-    return ids
-
-
 def billable_resources(session: AwsSession, prefix: str = "") -> dict[str, list[str]]:
-    """:func:`list_sagemaker_resources` plus ``"scalable_targets"``: what could still cost money.
-
-    Returns:
-        ``{"endpoints", "endpoint_configs", "models", "scalable_targets"}`` -> names.
-    """
-    found = list_sagemaker_resources(session, prefix)
-    found["scalable_targets"] = list_scalable_targets(session, prefix)
+    """``{"endpoints", "endpoint_configs", "models": [names], "scalable_targets": [ids like
+    endpoint/<name>/variant/AllTraffic]}`` starting with ``prefix``: what could still cost."""
+    sm, found = session.client("sagemaker"), {}
+    for key, kind in (("endpoints", "Endpoint"), ("endpoint_configs", "EndpointConfig"),
+                      ("models", "Model")):  # fmt: skip
+        pages = sm.get_paginator(f"list_{key}").paginate(
+            **({"NameContains": prefix} if prefix else {})
+        )
+        names = [item[f"{kind}Name"] for page in pages for item in page[f"{kind}s"]]
+        found[key] = [n for n in names if n.startswith(prefix)]
+    scaling = session.client("application-autoscaling").get_paginator("describe_scalable_targets")
+    ids = [t["ResourceId"] for p in scaling.paginate(ServiceNamespace="sagemaker")
+           for t in p["ScalableTargets"]]  # fmt: skip
+    found["scalable_targets"] = [i for i in ids if i.startswith(f"endpoint/{prefix}")]
     return found
 
 
 def check_name(name: str) -> str:
-    """Return ``name`` if SageMaker accepts it as a model / endpoint name.
-
-    Raises:
-        ValueError: characters SageMaker names do not allow, or over 63 characters.
-    """
+    """``name`` if SageMaker accepts it as a resource name, else ``ValueError``."""
     if not NAME_PATTERN.match(name):
         raise ValueError(
             f"{name!r}: SageMaker names allow letters, digits and single hyphens "
@@ -275,11 +192,7 @@ def check_name(name: str) -> str:
 
 
 def resource_name(prefix: str = "pt2aws") -> str:
-    """``<prefix>-<UTC yyyymmdd-HHMMSS>``, within SageMaker's 63-character name limit.
-
-    Raises:
-        ValueError: a prefix with characters SageMaker names do not allow.
-    """
+    """``<prefix>-<UTC yyyymmdd-HHMMSS>``, at most 63 characters (:func:`check_name`)."""
     return check_name(f"{prefix}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}"[:63])
 
 

@@ -1,66 +1,127 @@
-"""Run ``pt2aws.train`` as a SageMaker training job (SDK v3 ``ModelTrainer`` + ``Torchrun``).
-
-The job runs the very same entry point as a local run: SageMaker's torchrun driver starts
-``torchrun --nnodes <instances> --nproc_per_node <GPUs> train_entry.py --<field> <value> ...`` on
-every instance, and ``train_entry.py`` calls :func:`pt2aws.train.main`. The image is the AWS
-PyTorch training DLC (:func:`pt2aws.aws.training_images.training_image_uri`); code, data and
-hyperparameters come from :mod:`pt2aws.aws.training_inputs`.
-
-* :func:`training_job_spec`: what the job will run, resolved offline.
-* :func:`launch_training_job`: stage code and data, then ``ModelTrainer.train``. The job writes
-  the run folder (``model/``, ``metrics.json``, ``train_log.jsonl``) to ``/opt/ml/model``, which
-  SageMaker uploads as ``model.tar.gz``; extracted, it is a local run's ``train/`` folder.
-* :func:`launch_on`: the notebooks' one call, on the session's account (or the emulator).
-
-Every call takes the :class:`pt2aws.aws.session.AwsSession` made once in the notebook.
+"""``pt2aws.train`` as a SageMaker training job: SDK v3 ``ModelTrainer`` + ``Torchrun`` launch it,
+the ``TrainingJob`` resource waits and stops it, and its ``model.tar.gz`` comes back into the run
+folder. SageMaker's torchrun driver runs ``train_entry.py --<field> <value> ...`` on every
+instance, which calls :func:`pt2aws.train.main` with the local run's ``TrainConfig``. Container
+paths: "How Amazon SageMaker AI runs your training image" (checked 2026-11-30).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
-import logging
+import shutil
+import tarfile
+import tempfile
 import time
-from dataclasses import dataclass, field
+from importlib import metadata
 from pathlib import Path
 
-from pt2aws.aws.training_images import (
+from pt2aws.aws.account import instance_cost
+from pt2aws.aws.images import (
     DEFAULT_TRAINING_INSTANCE_TYPE,
     TRAINING_TORCH_VERSION,
     training_image_uri,
 )
-from pt2aws.aws.training_inputs import (
-    DATA_CHANNEL,
-    ENTRY_SCRIPT,
-    MODEL_CHANNEL,
-    SM_CHANNEL_ROOT,
-    SM_CHECKPOINT_DIR,
-    SM_MODEL_DIR,
-    container_overrides,
-    hyperparameters_from_config,
-    prepare_data,
-    stage_source,
-)
 
-logger = logging.getLogger(__name__)
-
+SM_CHANNEL_ROOT = "/opt/ml/input/data"
+SM_MODEL_DIR = "/opt/ml/model"
+#: Synced with S3, also into a restarted (Spot) job, where ``--resume auto`` continues.
+SM_CHECKPOINT_DIR = "/opt/ml/checkpoints"
+DATA_CHANNEL, MODEL_CHANNEL, DATA_FILE = "train", "model", "data.jsonl"
+ENTRY_SCRIPT = "train_entry.py"
 DEFAULT_MAX_RUNTIME_S = 4 * 3600
+#: What ``pt2aws.train`` needs beside the DLC's torch, pinned to the installed versions.
+CONTAINER_REQUIREMENTS = ("transformers", "tokenizers", "datasets", "safetensors",
+                          "scikit-learn", "pandas", "accelerate", "tqdm")  # fmt: skip
+ENTRY_SOURCE = '''"""SageMaker entry point: torchrun runs this file once per GPU on every instance."""
+
+import sys
+
+from pt2aws.train import main
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
+'''
 
 
-@dataclass
+class TrainingJobError(RuntimeError):
+    """The training job failed or was stopped (the message carries SageMaker's reason)."""
+
+
+def hyperparameters_from_config(cfg, **overrides) -> dict[str, str]:
+    """Every set ``TrainConfig`` field as a string (booleans ``"true"``/``"false"``), with
+    ``overrides`` (``ValueError`` for a non-field); the driver passes each as ``--<key> <value>``."""
+    values = dataclasses.asdict(cfg)
+    if unknown := set(overrides) - set(values):
+        raise ValueError(f"not TrainConfig fields: {sorted(unknown)}")
+    values.update(overrides)
+    return {
+        k: str(v).lower() if isinstance(v, bool) else str(v)
+        for k, v in values.items()
+        if v is not None
+    }
+
+
+def container_overrides(cfg, channel_root: str, output_dir: str, checkpoint_dir: str):
+    """``(overrides, model_dir)``: the fields that point inside the container (output, the data
+    file, checkpoints with ``resume=auto``) and the local model to send as the ``model`` channel
+    (None: the container builds ``tiny-roberta`` or downloads a hub id)."""
+    from pt2aws.config import MINILM_L6
+    from pt2aws.modeling import minilm_path
+
+    overrides = {
+        "output_dir": output_dir,
+        "dataset": f"{channel_root}/{DATA_CHANNEL}/{DATA_FILE}",
+        "text_column": "text",
+        "label_column": "label",
+        "header": "auto",  # the prepared file is JSON Lines, UTF-8, whatever the source was
+        "encoding": "utf-8",
+        "checkpoint_dir": checkpoint_dir,  # out of model.tar.gz; a restarted job resumes
+        "resume": "auto",
+    }
+    name, model_dir = cfg.model_name_or_path, None
+    if name == MINILM_L6 or Path(name).is_dir():
+        model_dir = minilm_path() if name == MINILM_L6 else str(Path(name).resolve())
+        overrides["model_name_or_path"] = f"{channel_root}/{MODEL_CHANNEL}"
+    return overrides, model_dir
+
+
+def prepare_data(cfg, out_dir: str | Path) -> Path:
+    """``<out_dir>/data.jsonl``: the source rows (``text``, raw ``label``) before cleaning and
+    split, so the container's seeded cleaning and split give a local run's splits."""
+    from pt2aws import data
+
+    out = Path(out_dir) / DATA_FILE
+    out.parent.mkdir(parents=True, exist_ok=True)
+    frame = data.read_source(cfg.dataset, **cfg.reader_options())
+    frame[["text", "label"]].astype({"label": str}).to_json(
+        out, orient="records", lines=True, force_ascii=False
+    )
+    return out
+
+
+def stage_source(dest: str | Path) -> Path:
+    """``dest`` (the job's ``source_dir``) with ``pt2aws``, ``train_entry.py``, requirements."""
+    import pt2aws
+
+    dest = Path(dest)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    shutil.copytree(
+        Path(pt2aws.__file__).parent, dest / "pt2aws", dirs_exist_ok=True, ignore=ignore
+    )
+    (dest / ENTRY_SCRIPT).write_text(ENTRY_SOURCE)
+    pins = ["# pinned to the versions pt2aws was tested with (torch comes with the image)"]
+    for name in CONTAINER_REQUIREMENTS:
+        try:
+            pins.append(f"{name}=={metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            pins.append(name)
+    (dest / "requirements.txt").write_text("\n".join(pins) + "\n")
+    return dest
+
+
+@dataclasses.dataclass
 class TrainingJobSpec:
-    """What a SageMaker training job will run (built offline by :func:`training_job_spec`).
-
-    Attributes:
-        image_uri: the training container.
-        instance_type: e.g. ``"ml.p4d.24xlarge"``.
-        instance_count: instances (more than 1: multi-node torchrun).
-        processes_per_node: torchrun processes per instance; None: one per GPU.
-        hyperparameters: ``TrainConfig`` fields as strings, with container paths.
-        model_channel: local model folder sent as the ``model`` channel, or None.
-        max_runtime_s: SageMaker stops the job after this many seconds (the billing cap).
-        environment: container environment variables.
-    """
+    """What a job runs (``processes_per_node`` None: one per GPU; ``max_runtime_s`` caps the bill)."""
 
     image_uri: str
     instance_type: str
@@ -69,44 +130,25 @@ class TrainingJobSpec:
     hyperparameters: dict[str, str]
     model_channel: str | None = None
     max_runtime_s: int = DEFAULT_MAX_RUNTIME_S
-    environment: dict[str, str] = field(default_factory=dict)
+    environment: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
-def training_job_spec(
-    cfg,
-    *,
-    instance_type: str = DEFAULT_TRAINING_INSTANCE_TYPE,
-    instance_count: int = 1,
-    processes_per_node: int | None = None,
-    region: str = "us-east-1",
-    pytorch_version: str = TRAINING_TORCH_VERSION,
-    max_runtime_s: int = DEFAULT_MAX_RUNTIME_S,
-) -> TrainingJobSpec:
-    """Resolve image, compute and hyperparameters for ``cfg`` without any AWS call.
-
-    See :func:`pt2aws.aws.training_inputs.container_overrides` for the fields replaced by
-    container paths and the model sent as a channel (training jobs have internet access unless
-    network isolation is on, so hub ids are downloaded in the container).
-
-    Raises:
-        pt2aws.aws.training_images.TrainingImageError: see
-            :func:`pt2aws.aws.training_images.training_image_uri`.
-        ValueError: ``instance_count`` < 1, ``processes_per_node`` < 1 or ``max_runtime_s`` < 1.
-    """
-    if instance_count < 1:
-        raise ValueError(f"instance_count must be >= 1, got {instance_count}")
-    if processes_per_node is not None and processes_per_node < 1:
+def training_job_spec(cfg, *, instance_type=DEFAULT_TRAINING_INSTANCE_TYPE, instance_count=1,
+                      processes_per_node=None, region="us-east-1",
+                      pytorch_version=TRAINING_TORCH_VERSION,
+                      max_runtime_s=DEFAULT_MAX_RUNTIME_S) -> TrainingJobSpec:  # fmt: skip
+    """Image, compute and hyperparameters for ``cfg``, offline (``TrainingImageError``,
+    ``ValueError`` for a count or runtime below 1)."""
+    if min(instance_count, processes_per_node or 1, max_runtime_s) < 1:
         raise ValueError(
-            f"processes_per_node must be >= 1 (or None: one per GPU), got {processes_per_node}"
+            f"instance_count ({instance_count}), processes_per_node ({processes_per_node}) and "
+            f"max_runtime_s ({max_runtime_s}) must be >= 1"
         )
-    if max_runtime_s < 1:
-        raise ValueError(f"max_runtime_s must be >= 1 second, got {max_runtime_s}")
-    image = training_image_uri(instance_type, region, pytorch_version)
     overrides, model_dir = container_overrides(
         cfg, SM_CHANNEL_ROOT, SM_MODEL_DIR, SM_CHECKPOINT_DIR
     )
     return TrainingJobSpec(
-        image_uri=image,
+        image_uri=training_image_uri(instance_type, region, pytorch_version),
         instance_type=instance_type,
         instance_count=instance_count,
         processes_per_node=processes_per_node,
@@ -117,34 +159,8 @@ def training_job_spec(
     )
 
 
-@dataclass
-class LaunchedJob:
-    """A created training job: its name, request summary and where its model will land.
-
-    Attributes:
-        name: the training job's name.
-        spec: what it runs.
-        model_artifact_s3: ``s3://.../<job>/output/model.tar.gz`` (written when it completes).
-        status: ``TrainingJobStatus`` right after creation.
-    """
-
-    name: str
-    spec: TrainingJobSpec
-    model_artifact_s3: str
-    status: str
-
-
 def model_trainer(spec: TrainingJobSpec, *, role_arn, session, bucket, source_dir, base_job_name):
-    """The SDK v3 ``ModelTrainer`` for ``spec`` (nothing is sent yet; notebook 01 shows this).
-
-    Args:
-        spec: what :func:`training_job_spec` resolved (image, compute, hyperparameters).
-        role_arn: the SageMaker execution role.
-        session: a ``boto3.Session`` (the emulator's or the account's).
-        bucket: S3 bucket for the source, the data channel, checkpoints and the model.
-        source_dir: folder with the entry script and ``requirements.txt``.
-        base_job_name: job name prefix (SageMaker adds a timestamp).
-    """
+    """The SDK v3 ``ModelTrainer`` for ``spec`` (``session``: a ``boto3.Session``; nothing sent)."""
     from sagemaker.core.helper.session_helper import Session
     from sagemaker.core.shapes import OutputDataConfig, StoppingCondition
     from sagemaker.train import ModelTrainer
@@ -170,41 +186,35 @@ def model_trainer(spec: TrainingJobSpec, *, role_arn, session, bucket, source_di
     )
 
 
-def launch_training_job(
-    session,
-    cfg,
-    *,
-    work_dir: str | Path,
-    bucket: str | None = None,
-    base_job_name: str = "pt2aws-train",
-    wait: bool = False,
-    **spec_kwargs,
-) -> LaunchedJob:
-    """Create a SageMaker training job that runs ``pt2aws.train`` with ``cfg`` under torchrun.
+def training_cost_bound(instance_type: str, instance_count: int, max_runtime_s: int,
+                        region: str = "us-east-1") -> dict:  # fmt: skip
+    """About the most the instance time costs: max runtime x instances x hourly price (storage
+    and the upload after a stop aside); ``{"usd" (None: no price), "usd_per_hour",
+    "instance_hours", "price_verified", "price_source", "price", "formula"}``."""
+    hours = max_runtime_s / 3600
+    usd, price = instance_cost(instance_type, "training", hours, instance_count, region)
+    return {
+        "usd": round(usd, 2) if price else None,
+        "usd_per_hour": price.usd_per_hour if price else None,
+        "instance_hours": hours * instance_count,
+        "price_verified": bool(price and price.verified),
+        "price_source": price.source["url"] if price else "none in pt2aws/sizing/instances.json",
+        "price": price.describe() if price else "no price in pt2aws/sizing/instances.json",
+        "formula": f"{hours:g} h x {instance_count} x "
+        + (f"{price.usd_per_hour:g} USD/h" if price else "(no price known)"),
+    }
 
-    Stages code and data under ``work_dir``; the SDK uploads them to
-    ``s3://<bucket>/<base_job_name>/<job>/input/{code,sm_drivers,train[,model]}``. The trained
-    run folder lands in ``s3://<bucket>/<base_job_name>/<job>/output/model.tar.gz``.
 
-    Args:
-        session: the :class:`pt2aws.aws.session.AwsSession` (region, execution role: the job
-            assumes it and needs S3 read/write on ``bucket``).
-        cfg: the :class:`pt2aws.config.TrainConfig` to run (``output_dir`` and ``dataset`` are
-            replaced by container paths).
-        work_dir: local scratch folder for the staged code and data.
-        bucket: S3 bucket for inputs and outputs; default ``sagemaker-<region>-<account>``.
-        base_job_name: prefix of the job name and of its S3 folder.
-        wait: block until the job finishes (minutes to hours on AWS).
-        **spec_kwargs: :func:`training_job_spec`'s ``instance_type``, ``instance_count``,
-            ``processes_per_node``, ``pytorch_version``, ``max_runtime_s``.
+def launch_on(session, cfg, *, work_dir, bucket=None, base_job_name="pt2aws-train", **spec_kwargs):
+    """Create a job running ``cfg`` under torchrun: code and data staged under ``work_dir``, sent
+    to ``s3://<bucket>/<base_job_name>/<job>/input/`` (the role needs S3 on ``bucket``, default
+    ``sagemaker-<region>-<account>``); ``spec_kwargs``: :func:`training_job_spec`'s.
 
     Returns:
-        A :class:`LaunchedJob`.
+        ``{"target", "region", "name", "spec", "model_artifact_s3", "status", "cost_bound"}``.
 
     Raises:
-        pt2aws.aws.session.RoleError: the session has no execution role (before any AWS call).
-        pt2aws.aws.training_images.TrainingImageError, ValueError: see :func:`training_job_spec`
-            (before any AWS call).
+        RoleError, TrainingImageError, ValueError: before any AWS call.
     """
     from sagemaker.train.configs import InputData
 
@@ -212,98 +222,132 @@ def launch_training_job(
 
     role_arn = session.require_role()
     spec = training_job_spec(cfg, region=session.region, **spec_kwargs)
-    work_dir = Path(work_dir)
-    source_dir = stage_source(work_dir / "code")
-    data_file = prepare_data(cfg, work_dir / "data")
-    boto = session.boto()
+    source_dir = stage_source(Path(work_dir) / "code")
+    data_file = prepare_data(cfg, Path(work_dir) / "data")
     bucket = bucket or default_bucket(session)
-    trainer = model_trainer(
-        spec,
-        role_arn=role_arn,
-        session=boto,
-        bucket=bucket,
-        source_dir=source_dir,
-        base_job_name=base_job_name,
-    )
+    trainer = model_trainer(spec, role_arn=role_arn, session=session.boto(), bucket=bucket,
+                            source_dir=source_dir, base_job_name=base_job_name)  # fmt: skip
     channels = [InputData(channel_name=DATA_CHANNEL, data_source=str(data_file))]
     if spec.model_channel:
         channels.append(InputData(channel_name=MODEL_CHANNEL, data_source=spec.model_channel))
-    started = time.perf_counter()
-    trainer.train(input_data_config=channels, wait=wait, logs=wait)
-    # the public ``output_data`` URI is documented as <output path>/<job name>/output/output.tar.gz
+    trainer.train(input_data_config=channels, wait=False, logs=False)
+    # output_data is documented as <output path>/<job name>/output/output.tar.gz
     name = trainer.output_data.rstrip("/").split("/")[-3]
-    described = session.client("sagemaker").describe_training_job(TrainingJobName=name)
-    logger.info("created training job %s in %.1f s", name, time.perf_counter() - started)
-    return LaunchedJob(
-        name=name,
-        spec=spec,
-        model_artifact_s3=described.get("ModelArtifacts", {}).get("S3ModelArtifacts")
-        or f"s3://{bucket}/{base_job_name}/{name}/output/model.tar.gz",
-        status=described["TrainingJobStatus"],
-    )
-
-
-def training_cost_bound(
-    instance_type: str, instance_count: int, max_runtime_s: int, region: str = "us-east-1"
-) -> dict:
-    """About the most a job's instance time can cost: max runtime x instances x hourly price.
-
-    SageMaker stops the job after ``MaxRuntimeInSeconds``; uploading the model after the stop
-    adds a little, the ML storage volume is billed apart, and a job that fails early costs less.
-    The price is the catalog's (:func:`pt2aws.sizing.catalog.training_price`, us-east-1; another
-    region's note says so).
-
-    Returns:
-        ``{"usd": float | None, "usd_per_hour", "instance_hours", "price_verified",
-        "price_source", "price", "formula"}``; ``usd`` is None when the catalog has no price for
-        the type; ``price`` is the price in words (:meth:`pt2aws.sizing.catalog.InstancePrice.describe`).
-    """
-    from pt2aws.sizing.catalog import training_price
-
-    price = training_price(instance_type, region)
-    instance_hours = max_runtime_s / 3600 * instance_count
-    return {
-        "usd": round(instance_hours * price.usd_per_hour, 2) if price else None,
-        "usd_per_hour": price.usd_per_hour if price else None,
-        "instance_hours": instance_hours,
-        "price_verified": bool(price and price.verified),
-        "price_source": price.source["url"] if price else "none in pt2aws/sizing/instances.json",
-        "price": price.describe() if price else "no price in pt2aws/sizing/instances.json",
-        "formula": f"{max_runtime_s / 3600:g} h x {instance_count} x "
-        + (f"{price.usd_per_hour:g} USD/h" if price else "(no price known)"),
-    }
-
-
-def launch_on(session, cfg, *, work_dir: str | Path, **kwargs) -> dict:
-    """Launch ``cfg`` as a training job where ``session`` points (your account, or the emulator).
-
-    The notebooks' one call: :func:`launch_training_job`, then :func:`job_summary` plus
-    ``target``, ``region`` and the ``cost_bound`` (:func:`training_cost_bound`). On the emulator
-    the job runs nothing; the emulator can put a local run folder where its ``model.tar.gz``
-    belongs (:func:`pt2aws.emulator.server.start`'s ``training_output``).
-
-    Args:
-        session: the :class:`pt2aws.aws.session.AwsSession` (region, execution role).
-        cfg: the :class:`pt2aws.config.TrainConfig` to run.
-        work_dir: local scratch folder for staged code and data.
-        **kwargs: passed to :func:`launch_training_job` (instance type and count, ...).
-
-    Raises:
-        pt2aws.aws.session.RoleError: the session has no execution role.
-    """
-    job = launch_training_job(session, cfg, work_dir=work_dir, **kwargs)
-    spec = job.spec
-    bound = training_cost_bound(
-        spec.instance_type, spec.instance_count, spec.max_runtime_s, session.region
-    )
+    status = job_status(session, name)
     return {
         "target": session.target,
         "region": session.region,
-        **job_summary(job),
-        "cost_bound": bound,
+        "name": name,
+        "spec": dataclasses.asdict(spec),
+        "model_artifact_s3": status["model_artifact_s3"]
+        or f"s3://{bucket}/{base_job_name}/{name}/output/model.tar.gz",
+        "status": status["status"],
+        "cost_bound": training_cost_bound(
+            spec.instance_type, spec.instance_count, spec.max_runtime_s, session.region
+        ),
     }
 
 
-def job_summary(job: LaunchedJob) -> dict:
-    """A JSON-ready dict of what was launched (for the run folder)."""
-    return json.loads(json.dumps(dataclasses.asdict(job)))
+def job_status(session, name: str) -> dict:
+    """``DescribeTrainingJob`` in a few fields; ``billed_usd``: billable seconds x instances x
+    the catalog's price (None until SageMaker reports billable time)."""
+    found = session.client("sagemaker").describe_training_job(TrainingJobName=name)
+    resources, billable_s = found.get("ResourceConfig", {}), found.get("BillableTimeInSeconds")
+    instance_type, count = resources.get("InstanceType", ""), resources.get("InstanceCount", 1)
+    billed = None
+    if billable_s is not None and instance_type:
+        billed, _ = instance_cost(
+            instance_type, "training", billable_s / 3600, count, session.region
+        )
+    return {
+        "name": found["TrainingJobName"],
+        "status": found["TrainingJobStatus"],
+        "secondary_status": found.get("SecondaryStatus"),
+        "failure_reason": found.get("FailureReason"),
+        "instance_type": instance_type,
+        "instance_count": count,
+        "max_runtime_s": found.get("StoppingCondition", {}).get("MaxRuntimeInSeconds"),
+        "billable_s": billable_s,
+        "billed_usd": None if billed is None else round(billed, 4),
+        "model_artifact_s3": found.get("ModelArtifacts", {}).get("S3ModelArtifacts"),
+    }
+
+
+def wait_for_job(session, name: str, *, timeout_s: int = 4 * 3600) -> dict:
+    """``TrainingJob.wait``, then one plain line (it survives a reopened notebook, the SDK's
+    live panel does not); :func:`job_status` once ``Completed``.
+
+    Raises:
+        TrainingJobError: ``Failed`` or ``Stopped``. TimeoutError: still running (not stopped).
+    """
+    from sagemaker.core.resources import TrainingJob
+    from sagemaker.core.utils.exceptions import FailedStatusError, TimeoutExceededError
+
+    started, logs = time.monotonic(), f"CloudWatch /aws/sagemaker/TrainingJobs, stream {name}/..."
+    try:
+        job = TrainingJob.get(training_job_name=name, **session.sdk)
+        job.wait(poll=session.poll_s, timeout=max(1, int(timeout_s)))
+    except TimeoutExceededError:
+        raise TimeoutError(
+            f"training job {name} still {job.training_job_status} after {timeout_s:g} s; it keeps "
+            "running (stop_job stops it)"
+        ) from None
+    except FailedStatusError:
+        pass  # reported below with SageMaker's reason
+    status = job_status(session, name)
+    print(f"training job {name}: {status['status']} after {time.monotonic() - started:.0f} s")
+    if status["status"] != "Completed":
+        reason = status["failure_reason"] or "stopped"
+        raise TrainingJobError(
+            f"training job {name} is {status['status']}: {reason} (logs: {logs})"
+        )
+    return status
+
+
+def stop_job(session, name: str) -> dict:
+    """``TrainingJob.stop`` (billing ends at ``Stopped``); :func:`job_status` right after
+    (``ClientError`` when the job is not running)."""
+    from sagemaker.core.resources import TrainingJob
+
+    TrainingJob.get(training_job_name=name, **session.sdk).stop()
+    return job_status(session, name)
+
+
+def fetch_model(session, model_artifact_s3: str, dest: str | Path) -> dict:
+    """Extract the job's ``model.tar.gz`` (``data`` filter) into ``dest`` (the run's ``train/``):
+    each top-level entry replaces its namesake; returns ``{"s3", "dest", "bytes", "files"}``.
+
+    Raises:
+        FileNotFoundError: no object yet. ValueError: no ``model/config.json`` inside.
+    """
+    from botocore.exceptions import ClientError
+
+    dest = Path(dest)
+    bucket, key = model_artifact_s3.removeprefix("s3://").split("/", 1)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=dest.parent, prefix=".fetch-") as tmp:
+        archive, extracted = Path(tmp) / "model.tar.gz", Path(tmp) / "extracted"
+        try:
+            session.client("s3").download_file(bucket, key, str(archive))
+        except ClientError as err:
+            raise FileNotFoundError(
+                f"no model at {model_artifact_s3} ({err.response['Error']['Code']}): "
+                "SageMaker writes it when the job completes; wait_for_job first"
+            ) from None
+        with tarfile.open(archive, "r:gz") as tar:
+            tar.extractall(extracted, filter="data")
+        if not (extracted / "model" / "config.json").is_file():
+            raise ValueError(
+                f"{model_artifact_s3} has no model/config.json: not the output of pt2aws.train"
+            )
+        files = sorted(str(p.relative_to(extracted)) for p in extracted.rglob("*") if p.is_file())
+        dest.mkdir(parents=True, exist_ok=True)
+        for entry in extracted.iterdir():
+            target = dest / entry.name
+            if target.is_dir() and not target.is_symlink():
+                shutil.rmtree(target)
+            elif target.exists() or target.is_symlink():
+                target.unlink()
+            shutil.move(str(entry), str(target))
+        size = archive.stat().st_size
+    return {"s3": model_artifact_s3, "dest": str(dest), "bytes": size, "files": files}

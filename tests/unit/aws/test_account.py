@@ -8,8 +8,8 @@ import pytest
 from botocore.stub import Stubber
 
 from pt2aws.aws import account
-from pt2aws.aws.session import AwsSession
-from pt2aws.emulator import patches as moto_patches
+from pt2aws.aws.session import AwsSession, AwsSetupError
+from pt2aws.emulator import patches
 from pt2aws.emulator import server as aws_emulator
 
 
@@ -53,7 +53,7 @@ def test_checklist_reads_the_quotas_and_prices_the_run_on_the_emulator(session):
 
 def test_an_unknown_quota_and_the_emulators_own_values(session):
     quotas = {**session.emulator.quotas, "ml.c8g.xlarge for endpoint usage": (0, True)}
-    moto_patches.set_sagemaker_quotas(quotas)
+    patches.configure(quotas=quotas)
     low = account.check_quota(session, "ml.c8g.xlarge", needed=1)
     assert (low["value"], low["ok"]) == (0.0, False)
     unknown = account.check_quota(session, "ml.r8g.24xlarge")
@@ -63,6 +63,22 @@ def test_an_unknown_quota_and_the_emulators_own_values(session):
     own = account.checklist(session, endpoint_instance="ml.c7g.xlarge", own_image=True)
     assert own["arm64_build"]["codebuild"].endswith("pushes to ECR")
     assert "ecr:PutImage" in own["caller_actions"]["your own image (ECR)"]
+
+
+def test_require_ready_stops_before_anything_is_created(session):
+    gpu = account.checklist(session, training_instance="ml.p4d.24xlarge", max_runtime_s=3600)
+    with pytest.raises(AwsSetupError) as info:
+        account.require_ready(gpu)
+    assert str(info.value).startswith(
+        "quota too low: ml.p4d.24xlarge for training job usage is 0, the run needs 1: request an "
+        "increase (Service Quotas console, or `aws service-quotas request-service-quota-increase"
+    )
+    account.require_ready(account.checklist(session, endpoint_instance="ml.c7g.xlarge"))  # ready
+    no_role = account.checklist(
+        session.emulator.session(role_arn=""), endpoint_instance="ml.c7g.xlarge"
+    )
+    with pytest.raises(AwsSetupError, match=r"^no execution role: set ROLE_ARN"):
+        account.require_ready(no_role)
 
 
 class _Stubbed(AwsSession):
@@ -134,4 +150,4 @@ def test_the_codebuild_buildspec_builds_the_dockerfile_natively_and_prints_the_u
     assert (root / "container" / "Dockerfile").is_file()
     assert any("docker push" in c for c in spec["phases"]["post_build"]["commands"])
     assert "sagemaker" in spec["env"]["variables"]["REPO"]  # covered by the managed policy
-    assert "container/buildspec-arm64.yml" in account.ARM64_BUILD["codebuild"]
+    assert "container/buildspec-arm64.yml" in account.FACTS["arm64_build"]["codebuild"]

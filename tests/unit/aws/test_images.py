@@ -1,10 +1,15 @@
-"""Tests of :mod:`pt2aws.aws.images`: the inference image for an instance, checked offline."""
+"""Tests of :mod:`pt2aws.aws.images`: every image for an instance, checked offline (serving,
+training, the DLAMI), and the patch-support dates with their warning."""
 
 from __future__ import annotations
+
+import datetime
+import warnings
 
 import pytest
 
 from pt2aws.aws import images
+from pt2aws.aws.images import ImageSupportWarning, dlami_support, dlc_support
 from pt2aws.sizing import catalog
 
 ARM = "pytorch-inference-arm64:2.6.0-cpu-py312-ubuntu22.04-sagemaker"
@@ -33,9 +38,12 @@ def test_inference_image_uri_table(region, torch_version, instance, expected):
     assert images.inference_image_uri(region, torch_version, instance) == expected
 
 
-def test_every_graviton_family_is_in_the_table():
-    families = {catalog.instance_family(i) for _, _, i, _ in IMAGE_TABLE}
-    assert set(images.hosting_graviton_families()) <= families
+def test_every_graviton_family_sagemaker_hosts_is_in_the_table():
+    hosted = {catalog.instance_family(t) for t in catalog.botocore_instance_types("hosting")}
+    graviton = {f for f in hosted if catalog.is_graviton(f"ml.{f}.xlarge")}
+    assert len(graviton) >= 11 and graviton <= {
+        catalog.instance_family(i) for _, _, i, _ in IMAGE_TABLE
+    }
 
 
 def test_fallback_matches_the_sdk_where_the_sdk_knows(monkeypatch):
@@ -144,3 +152,147 @@ def test_custom_image_uri_is_checked():
             images.check_custom_image_uri(bad)
     with pytest.raises(images.ImageSelectionError, match="is in eu-west-1 but the endpoint"):
         images.check_custom_image_uri(uri, "us-east-1")
+
+
+DEC_2026 = datetime.date(2026, 12, 1)
+
+
+def test_the_arm64_inference_dlc_is_past_and_has_no_successor():
+    support = dlc_support("pytorch-inference-arm64", "2.6.0", today=DEC_2026)
+    assert support.end_of_patch == datetime.date(2026, 6, 30)
+    assert support.past(DEC_2026) and not support.past(datetime.date(2026, 6, 30))
+    message = support.describe(DEC_2026)
+    assert message.startswith("pytorch-inference-arm64 2.6: patch support ended 2026-06-30, 154")
+    assert "no newer PyTorch CPU inference DLC" in message and "image='custom'" in message
+    with pytest.warns(ImageSupportWarning, match="arm64 2.6: patch support ended 2026-06-30"):
+        uri = images.inference_image_uri("us-east-1")
+    assert uri.endswith("/pytorch-inference-arm64:2.6.0-cpu-py312-ubuntu22.04-sagemaker")
+    shown = images.serving_image("dlc", "us-east-1", "ml.c7g.xlarge")["support"]
+    assert shown["end_of_patch"] == "2026-06-30" and shown["past"] is True
+    assert shown["verified"] is True
+
+
+def test_training_lines_name_the_newer_one():
+    old = dlc_support("pytorch-training", "2.8.0", today=DEC_2026)
+    assert old.past(DEC_2026)
+    assert old.newer == "use pytorch-training 2.10 (patched until 2027-01-21)"
+    # once the old line has ended entirely, its successor, the unified 'pytorch' DLC
+    later = dlc_support("pytorch-training", "2.8.0", today=datetime.date(2027, 2, 1))
+    assert later.newer == "use pytorch 2.13 (patched until 2027-07-20)"
+    current = dlc_support("pytorch", "2.13", today=DEC_2026)
+    assert not current.past(DEC_2026)
+    assert current.describe(DEC_2026) == "pytorch 2.13: patched until 2027-07-20 (231 days left)"
+    with pytest.warns(ImageSupportWarning, match="pytorch-training 2.8: patch support ended"):
+        images.training_image_uri("ml.p5.48xlarge", "us-east-1", "2.8.0")
+
+
+def test_dlami_dates_are_marked_unverified_and_name_the_newer_one():
+    old = dlami_support("2.9", today=DEC_2026)
+    assert old.past(DEC_2026) and old.newer == "use the DLAMI for PyTorch 2.13"
+    assert "(UNVERIFIED date)" in old.describe(DEC_2026)
+    with pytest.warns(ImageSupportWarning, match="DLAMI PyTorch 2.9: patch support ended"):
+        images.dlami_parameter("g5.xlarge", "2.9")
+    with pytest.raises(KeyError, match="known"):
+        dlami_support("1.0")
+
+
+def test_every_image_in_the_tables_has_support_dates():
+    facts = images.image_facts()
+    for version in images.ARM64_INFERENCE_IMAGES:
+        repository = images.ARM64_INFERENCE_IMAGES[version]["repository"]
+        assert dlc_support(repository, version).end_of_patch.year >= 2024
+    for version, image in facts["training"]["ec2"]["versions"].items():
+        assert dlc_support(image["repository"], version)
+    for line in facts["support"]["lines"].values():
+        for ga, eop in line.values():
+            assert datetime.date.fromisoformat(ga) < datetime.date.fromisoformat(eop)
+    assert set(facts["dlami"]["pytorch_versions"]["versions"]) >= {images.DLAMI_PYTORCH_VERSION}
+
+
+def test_ec2_training_image():
+    registry = "763104351884.dkr.ecr.us-east-1.amazonaws.com"
+    assert images.ec2_training_image_uri("us-east-1") == (
+        f"{registry}/pytorch:2.13.0-cu133-amzn2023"
+    )
+    assert images.ec2_training_image_uri("us-east-1", gpu=False) == (
+        f"{registry}/pytorch:2.13.0-cpu-amzn2023"
+    )
+    assert images.ec2_training_image_uri("us-east-1", "2.10") == (
+        f"{registry}/pytorch-training:2.10.0-gpu-py313-cu130-ubuntu22.04-ec2"
+    )
+    with pytest.warns(ImageSupportWarning, match="pytorch-training 2.9: patch support ended"):
+        images.ec2_training_image_uri("us-east-1", "2.9")
+    with pytest.raises(images.TrainingImageError, match="known: 2.13"):
+        images.ec2_training_image_uri("us-east-1", "3.0")
+
+
+@pytest.mark.parametrize(
+    ("instance_type", "version", "expected"),
+    [
+        ("ml.p4d.24xlarge", "2.10.0", "pytorch-training:2.10.0-gpu-py313"),
+        ("ml.p5.48xlarge", "2.8.0", "pytorch-training:2.8.0-gpu-py312"),
+        ("ml.g5.xlarge", "2.6", "pytorch-training:2.6.0-gpu-py312"),
+        ("ml.c5.2xlarge", "2.8.0", "pytorch-training:2.8.0-cpu-py312"),
+    ],
+)
+def test_training_image_for_instance_and_version(instance_type, version, expected):
+    uri = images.training_image_uri(instance_type, "us-east-1", version)
+    assert uri == f"763104351884.dkr.ecr.us-east-1.amazonaws.com/{expected}"
+
+
+@pytest.mark.parametrize(
+    ("instance_type", "version", "match"),
+    [
+        ("ml.trn1.32xlarge", "2.8.0", "Trainium"),
+        ("ml.p4d.xlarge", "2.8.0", "not a SageMaker training instance type"),
+        ("p4d.24xlarge", "2.8.0", "ml.<family>.<size>"),
+        ("ml.p5.48xlarge", "1.99.0", "no SageMaker PyTorch training image for version '1.99.0'"),
+    ],
+)
+def test_training_image_rejects_unknown_combinations(instance_type, version, match):
+    with pytest.raises(images.TrainingImageError, match=match):
+        images.training_image_uri(instance_type, "us-east-1", version)
+
+
+def test_gpu_families_agree_with_the_catalog_and_botocore():
+    from pt2aws.sizing import catalog
+
+    training_families = {
+        catalog.instance_family(t) for t in catalog.botocore_instance_types("training")
+    }
+    assert set(images.GPU_TRAINING_FAMILIES) <= training_families
+    assert set(images.NEURON_TRAINING_FAMILIES) <= training_families
+    for it in catalog.load_catalog():
+        if catalog.availability(it.name)["sagemaker_training"]:
+            assert images.is_gpu_instance(it.name) == (it.kind == "gpu"), it.name
+
+
+CUSTOM = "123456789012.dkr.ecr.us-east-1.amazonaws.com/pt2aws-serve:2026.12"
+
+
+def test_the_serving_image_is_checked_before_any_aws_call():
+    region = "us-east-1"
+    with pytest.raises(images.ImageSelectionError, match="network isolation needs IMAGE='custom'"):
+        images.serving_image("dlc", region, "ml.c7g.xlarge", network_isolation=True)
+    with pytest.raises(images.ImageSelectionError, match="image must be one of"):
+        images.serving_image("ubuntu", region, "ml.c7g.xlarge")
+    with pytest.raises(images.ImageSelectionError, match="not a private ECR image URI"):
+        images.serving_image("custom", region, "ml.c7g.xlarge")
+    with pytest.raises(images.ImageSelectionError, match="is in us-east-1 but the endpoint"):
+        images.serving_image("custom", "eu-west-1", "ml.c7g.xlarge", image_uri=CUSTOM)
+    x86 = "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-inference:2.6.0-cpu-py312"
+    with pytest.raises(images.ImageSelectionError, match="x86_64 but ml.c7g.xlarge"):
+        images.serving_image("dlc", region, "ml.c7g.xlarge", image_uri=x86)
+    with pytest.raises(images.ImageSelectionError, match="not a SageMaker real-time hosting"):
+        images.serving_image("dlc", region, "ml.c99g.xlarge")
+    custom = images.serving_image("custom", region, "ml.c7g.xlarge", image_uri=CUSTOM)
+    assert custom["image_uri"] == CUSTOM and custom["support"]["message"].startswith("your own")
+
+
+def test_a_past_dlc_is_reported_once_in_the_answer_not_also_as_a_warning():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        chosen = images.serving_image("dlc", "us-east-1", "ml.c7g.xlarge", torch_version="2.6.0")
+    message = chosen["support"]["message"]
+    assert "pytorch-inference-arm64 2.6: patch support ended 2026-06-30" in message
+    assert [w for w in caught if "patch support" in str(w.message)] == []

@@ -9,18 +9,17 @@ import time
 
 import pytest
 from botocore.exceptions import ClientError
-from support.emulator import NOTHING, deploy_on_emulator
+from support.emulator import NOTHING, deployed, injected
 
 from pt2aws.aws import invoke, session
 from pt2aws.aws.invoke import request_body
-from pt2aws.emulator import patches as moto_patches
 from pt2aws.serving.handler import PayloadTooLargeError
 
 
 def test_large_batch_is_chunked_in_order_with_utf8(emulator, model_url, stub):
     texts = [f"text {i} café ☕ {'x' * (i % 7) * 50}" for i in range(150)]
     stub.requests.clear()
-    with deploy_on_emulator(emulator, model_url, "pt2aws-chunks") as d:
+    with deployed(emulator.session(), model_url, "pt2aws-chunks") as d:
         client = d.client(max_payload_bytes=4_000)
         predictions = client.predict(texts)
     assert [p["label"] for p in predictions] == texts  # original order, nothing lost
@@ -34,16 +33,16 @@ def test_large_batch_is_chunked_in_order_with_utf8(emulator, model_url, stub):
 
 def test_throttling_is_retried_with_backoff(emulator, model_url, stub):
     stub.requests.clear()
-    with deploy_on_emulator(emulator, model_url, "pt2aws-throttle") as d:
-        moto_patches.add_fault("InvokeEndpoint", "ThrottlingException", times=2)
-        assert d.client(max_attempts=3).predict(["a", "b"]) == [
-            {"label": "a", "score": 1.0},
-            {"label": "b", "score": 1.0},
-        ]
+    with deployed(emulator.session(), model_url, "pt2aws-throttle") as d:
+        with injected("InvokeEndpoint", "ThrottlingException", times=2):
+            assert d.client(max_attempts=3).predict(["a", "b"]) == [
+                {"label": "a", "score": 1.0},
+                {"label": "b", "score": 1.0},
+            ]
         assert len(stub.requests) == 1  # two throttled tries never reached the model
-        moto_patches.add_fault("InvokeEndpoint", "ThrottlingException", times=1)
-        with pytest.raises(ClientError, match="ThrottlingException"):
-            d.client(max_attempts=1).predict(["a"])
+        with injected("InvokeEndpoint", "ThrottlingException"):
+            with pytest.raises(ClientError, match="ThrottlingException"):
+                d.client(max_attempts=1).predict(["a"])
     assert session.billable_resources(emulator.session()) == NOTHING
 
 
@@ -138,22 +137,18 @@ def test_stops_after_max_requests_and_reports_percentiles():
     assert (result["requests"], result["errors"], result["stopped_by"]) == (30, 0, "requests")
     assert len(client.bodies) == 30 and result["texts"] == 30
     assert sorted(json.loads(b)["inputs"][0] for b in client.bodies) == sorted(texts * 10)
-    latency = result["latency_ms"]
-    assert 2 <= latency["p50"] <= latency["p90"] <= latency["p99"] <= latency["max"]
+    ms = result["latency_ms"]
+    assert 2 <= ms["p50_ms"] <= ms["p90_ms"] <= ms["p99_ms"] <= ms["max_ms"]
     assert result["throughput_per_s"] == pytest.approx(30 / result["seconds"])
 
 
-def test_load_test_percentiles_are_the_predictor_tables_definition():
+def test_load_test_latencies_are_the_predictor_tables_summary():
     from pt2aws.inference.measure import latency_summary
 
-    latencies_ms = [float(k) for k in range(1, 101)]  # 1..100 ms
-    summary = invoke._latency_summary(latencies_ms)
-    by_table = latency_summary([ms / 1000 for ms in latencies_ms])
-    assert (summary["p50"], summary["p90"], summary["p99"]) == pytest.approx((50.5, 90.1, 99.01))
-    assert summary["p50"] == pytest.approx(by_table["p50_ms"])
-    assert summary["p99"] == pytest.approx(by_table["p99_ms"])
-    assert (summary["mean"], summary["max"]) == (50.5, 100.0)
-    assert invoke._latency_summary([]) is None
+    client = SlowClient(0.001)
+    result = invoke.load_test(client, ["a"], max_requests=5, concurrency=1)
+    assert set(result["latency_ms"]) == set(latency_summary([0.001]))  # one definition
+    assert result["latency_ms"]["calls"] == 5 and result["latency_ms"]["p50_ms"] >= 1
 
 
 def test_stops_after_max_seconds_and_counts_errors():

@@ -1,10 +1,13 @@
-"""Tests of :mod:`pt2aws.emulator.server` (and the moto patches it applies)."""
+"""Tests of :mod:`pt2aws.emulator` (the server and the moto patches it applies)."""
+
+import contextlib
+import os
+import threading
 
 import pytest
 from botocore.exceptions import ClientError
 
-from pt2aws.emulator import patches as moto_patches
-from pt2aws.emulator.server import Emulator
+from pt2aws.emulator.server import EMULATOR_ROLE_ARN, Emulator
 
 
 def test_emulator_validates_instance_types_like_aws(emulator):
@@ -16,47 +19,52 @@ def test_emulator_validates_instance_types_like_aws(emulator):
                 {"VariantName": "v", "ModelName": "m", "InstanceType": "ml.c99g.xlarge"}
             ],
         )
-    with pytest.raises(ValueError, match="cannot inject a fault into 'DeleteModel'"):
-        moto_patches.add_fault("DeleteModel")
 
 
-def test_emulator_restores_environment():
-    import os
+def test_emulator_restores_environment_and_the_sdks_sts_endpoint():
+    from sagemaker.core.helper import session_helper
 
-    before = os.environ.get("AWS_ENDPOINT_URL")
-    with Emulator() as emu:
+    before, sts = os.environ.get("AWS_ENDPOINT_URL"), session_helper.sts_regional_endpoint
+    with Emulator(model_servers=False) as emu:
         assert os.environ["AWS_ENDPOINT_URL"] == emu.url
+        assert session_helper.sts_regional_endpoint("us-east-1") == emu.url
     assert os.environ.get("AWS_ENDPOINT_URL") == before
+    assert session_helper.sts_regional_endpoint is sts
 
 
-def test_local_model_server_retries_a_failed_start(monkeypatch, tmp_path):
-    from pt2aws.emulator.endpoints import local_model_server
-    from pt2aws.standins import torchserve as local
+def test_an_endpoint_deleted_while_its_server_starts_is_stopped(emulator, stub):
+    from support.emulator import served_by
 
-    started, stopped = [], []
+    release, stopped = threading.Event(), []
 
-    class FlakyEndpoint:
-        def __init__(self, model, workdir, env=None):
-            self.workdir = workdir
+    @contextlib.contextmanager
+    def slow_server(archive, workdir, env):
+        release.wait(30)
+        try:
+            yield stub.url, "a slow server"
+        finally:
+            stopped.append(workdir.name)
 
-        def start(self):
-            started.append(self.workdir)
-            if len(started) == 1:
-                raise local.LocalEndpointError("Failed to bind: Address already in use")
-            return self
-
-        def stop(self):
-            stopped.append(self.workdir)
-
-    monkeypatch.setattr(local, "LocalEndpoint", FlakyEndpoint)
-    with local_model_server("m.tar.gz", tmp_path / "serve") as server:
-        assert server.workdir == tmp_path / "serve-retry2"
-    assert started == [tmp_path / "serve", tmp_path / "serve-retry2"]
-    assert stopped == [tmp_path / "serve-retry2"]
-    started.clear()
-    monkeypatch.setattr(
-        FlakyEndpoint, "start", lambda self: (_ for _ in ()).throw(local.LocalEndpointError("no"))
-    )
-    with pytest.raises(local.LocalEndpointError, match="no"):
-        with local_model_server("m.tar.gz", tmp_path / "s", attempts=2):
-            pass
+    s3, sm = emulator.session().client("s3"), emulator.session().client("sagemaker")
+    s3.create_bucket(Bucket="pt2aws-slow")
+    s3.put_object(Bucket="pt2aws-slow", Key="model.tar.gz", Body=b"not read by the slow server")
+    model_url = "s3://pt2aws-slow/model.tar.gz"
+    emulator.endpoints.server = slow_server
+    try:
+        sm.create_model(ModelName="pt2aws-slow", ExecutionRoleArn=EMULATOR_ROLE_ARN,
+                        PrimaryContainer={"Image": "x", "ModelDataUrl": model_url})  # fmt: skip
+        variant = {"VariantName": "v", "ModelName": "pt2aws-slow", "InstanceType": "ml.c7g.xlarge"}
+        sm.create_endpoint_config(EndpointConfigName="pt2aws-slow", ProductionVariants=[variant])
+        sm.create_endpoint(EndpointName="pt2aws-slow", EndpointConfigName="pt2aws-slow")
+        assert sm.describe_endpoint(EndpointName="pt2aws-slow")["EndpointStatus"] == "Creating"
+        sm.delete_endpoint(EndpointName="pt2aws-slow")
+        release.set()
+        for _ in range(100):
+            if stopped:
+                break
+            threading.Event().wait(0.05)
+        assert stopped == ["pt2aws-slow"]
+    finally:
+        emulator.endpoints.server = served_by(stub.url)
+        sm.delete_endpoint_config(EndpointConfigName="pt2aws-slow")
+        sm.delete_model(ModelName="pt2aws-slow")

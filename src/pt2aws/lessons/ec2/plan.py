@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import logging
 
-from pt2aws.aws import image_support, images, training_images
-from pt2aws.aws.hosting import endpoint_environment
+from pt2aws.aws import images
+from pt2aws.aws import images as image_support  # H3 merged image_support into images
+from pt2aws.aws import images as training_images  # H3 merged training_images into images
+from pt2aws.aws.deploy import endpoint_environment
 from pt2aws.sizing import catalog
 
 logger = logging.getLogger(__name__)

@@ -29,9 +29,8 @@ import shlex
 import tarfile
 from pathlib import Path
 
-from pt2aws.aws.images import dlc_registry
-from pt2aws.aws.training_images import EC2_DLC_VERSION, training_image_for
-from pt2aws.aws.training_inputs import (
+from pt2aws.aws.images import EC2_DLC_VERSION, dlc_registry, training_image_for
+from pt2aws.aws.training_job import (
     DATA_CHANNEL,
     MODEL_CHANNEL,
     container_overrides,
@@ -58,7 +57,7 @@ def stage_bundle(cfg, work_dir: str | Path) -> Path:
     Returns:
         The bundle's path.
     """
-    from pt2aws.aws.training_inputs import DATA_FILE
+    from pt2aws.aws.training_job import DATA_FILE
 
     work_dir = Path(work_dir)
     code = stage_source(work_dir / "code")

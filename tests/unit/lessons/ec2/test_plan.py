@@ -7,8 +7,8 @@ import warnings
 
 import pytest
 
-from pt2aws.aws import training_images
-from pt2aws.aws.image_support import ImageSupportWarning
+from pt2aws.aws import images as training_images  # H3 merged training_images into images
+from pt2aws.aws.images import ImageSupportWarning
 from pt2aws.emulator import server as aws_emulator
 from pt2aws.emulator.server import Emulator
 from pt2aws.lessons.ec2 import plan as ec2_plan

@@ -8,9 +8,10 @@ import shlex
 import subprocess
 
 import pytest
+from support.emulator import seed_training_output
 
-from pt2aws.aws import training_status
-from pt2aws.aws.training_images import TrainingImageError
+from pt2aws.aws import training_job as training_status  # H3 merged training_status
+from pt2aws.aws.images import TrainingImageError
 from pt2aws.config import TrainConfig
 from pt2aws.lessons.ec2 import run as ec2_run
 from pt2aws.train.loop import parse_args
@@ -106,7 +107,7 @@ def test_commands_reach_an_instance_through_ssm_and_the_output_comes_back(
         )
         _check_sent(session, sent)
         # an emulated instance runs nothing: put a run folder where the script would upload it
-        session.emulator.seed_training_output(sent["output_s3"], smoke_train_dir)
+        seed_training_output(session, sent["output_s3"], smoke_train_dir)
         fetched = training_status.fetch_model(session, sent["output_s3"], tmp_path / "run/train")
     finally:
         session.close()

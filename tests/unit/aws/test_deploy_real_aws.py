@@ -1,10 +1,11 @@
-"""The endpoint lifecycle on a real AWS account (opt-in: ``-m aws`` with credentials)."""
+"""Notebook 03's lifecycle on a real AWS account (opt-in: ``-m aws`` with credentials)."""
 
 import os
 
 import pytest
+from support.emulator import NOTHING, deployed
 
-from pt2aws.aws import artifact, hosting, session
+from pt2aws.aws import artifact, session
 from pt2aws.aws.session import billable_resources, connect
 
 pytestmark = pytest.mark.aws
@@ -24,21 +25,16 @@ def test_real_graviton_endpoint_matches_local_predictions(smoke_model_dir, tmp_p
     url = f"s3://{session.default_bucket(aws)}/pt2aws-tests/{name}/model.tar.gz"
     artifact.upload_archive(aws, archive, url)
     try:
-        with hosting.deployed_endpoint(
-            aws,
-            url,
-            instance_type="ml.c7g.xlarge",
-            name=name,
-            wait_timeout_s=1800,
-            progress=True,
-            tags={"purpose": "pt2aws-opt-in-test"},
-        ) as deployed:
-            assert "pytorch-inference-arm64" in deployed.image_uri
-            answer = deployed.predict(TEXTS)
+        with deployed(
+            aws, url, name, extra_tags={"purpose": "pt2aws-opt-in-test"}, timeout_s=1800
+        ) as d:
+            assert (
+                "pytorch-inference-arm64" in d.requests["CreateModel"]["PrimaryContainer"]["Image"]
+            )
+            answer = d.client().predict(TEXTS)
     finally:
         artifact.delete_uploaded(aws, url)
     assert [a["label"] for a in answer] == [p["label"] for p in local]
     # bf16 fast-math GEMMs on Graviton3 (DNNL_DEFAULT_FPMATH_MODE=BF16) move scores slightly
     assert all(abs(a["score"] - p["score"]) < 0.02 for a, p in zip(answer, local))
-    left = billable_resources(aws, prefix=name)
-    assert left == {"endpoints": [], "endpoint_configs": [], "models": [], "scalable_targets": []}
+    assert billable_resources(aws, prefix=name) == NOTHING

@@ -1,0 +1,335 @@
+"""What surrounds notebook 03's SageMaker SDK calls (``Model.create``, ``EndpointConfig.create``,
+``Endpoint.create``, ``wait_for_status``, ``invoke``): the container environment, the requests in
+words, the clean-up run on any failure (:class:`Cleanup`), autoscaling, and the record. The
+endpoint's three resources (model, endpoint config, endpoint) share one name.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+
+from pt2aws.aws.account import instance_cost
+from pt2aws.aws.artifact import delete_uploaded
+from pt2aws.aws.session import AwsSetupError, resource_tags
+from pt2aws.inference.runtime import graviton_settings
+from pt2aws.sizing.catalog import has_bf16, instance_vcpus, is_graviton
+
+logger = logging.getLogger(__name__)
+
+VARIANT_NAME = "AllTraffic"
+#: Target tracking on invocations per minute per instance (AWS docs, "Automatic scaling of
+#: Amazon SageMaker AI models"); cooldowns of huggingface/notebooks example 13.
+SCALABLE_DIMENSION = "sagemaker:variant:DesiredInstanceCount"
+
+
+class DeploymentError(AwsSetupError):
+    """The endpoint did not reach ``InService`` (SageMaker's reason and where the logs are)."""
+
+
+def endpoint_environment(
+    instance_type: str, vcpus: int | None = None, *, image: str = "dlc", max_batch: int = 64
+) -> dict[str, str]:
+    """The container environment: the handler, one worker per physical core (``vcpus`` on
+    Graviton, ``vcpus // 2`` on x86), each with ``vcpus // workers`` threads (the Graviton
+    benchmark set-up, aws/amazon-sagemaker-examples PR #3940), the Graviton runtime settings
+    (:func:`pt2aws.inference.runtime.graviton_settings`), ``PT2AWS_MAX_BATCH`` texts per
+    request, and for the project's image (``image="custom"``) ``PT2AWS_VARIANT=auto``."""
+    vcpus = vcpus or instance_vcpus(instance_type)
+    graviton = is_graviton(instance_type)
+    workers = max(1, vcpus if graviton else vcpus // 2)
+    runtime = graviton_settings(
+        arm64=graviton, bf16=has_bf16(instance_type), vcpus=vcpus, processes=workers
+    )["env"]
+    env = {
+        "SAGEMAKER_PROGRAM": "inference.py",
+        "SAGEMAKER_SUBMIT_DIRECTORY": "/opt/ml/model/code",
+        "SAGEMAKER_CONTAINER_LOG_LEVEL": "20",
+        "SAGEMAKER_MODEL_SERVER_WORKERS": str(workers),
+        "PT2AWS_MAX_BATCH": str(max_batch),
+        "TOKENIZERS_PARALLELISM": "false",
+        **(runtime if graviton else {"OMP_NUM_THREADS": runtime["OMP_NUM_THREADS"]}),
+    }
+    if image == "custom":  # the fastest variant the archive records as keeping 99% agreement
+        env["PT2AWS_VARIANT"] = "auto"
+    return env
+
+
+def tags(extra: dict[str, str] | None = None) -> list:
+    """:func:`pt2aws.aws.session.resource_tags` as the SDK's ``Tag`` shapes."""
+    from sagemaker.core.shapes import Tag
+
+    return [Tag(key=k, value=v) for k, v in resource_tags(extra).items()]
+
+
+def requests(name: str, container, variant, *, role_arn: str, network_isolation: bool, tags: list):
+    """The ``CreateModel``, ``CreateEndpointConfig`` and ``CreateEndpoint`` requests the SDK's
+    calls send for these shapes, as boto3 keyword arguments (notebook 03 prints and records them)."""
+    from sagemaker.core.utils.utils import serialize
+
+    return serialize({
+        "CreateModel": {"ModelName": name, "ExecutionRoleArn": role_arn,
+                        "PrimaryContainer": container, "EnableNetworkIsolation": network_isolation,
+                        "Tags": tags},
+        "CreateEndpointConfig": {"EndpointConfigName": name, "ProductionVariants": [variant],
+                                 "Tags": tags},
+        "CreateEndpoint": {"EndpointName": name, "EndpointConfigName": name, "Tags": tags},
+    })  # fmt: skip
+
+
+def format_requests(sent: dict[str, dict]) -> str:
+    """The requests one line per field (tags as ``{key: value}``)."""
+    lines = []
+    for operation, request in sent.items():
+        lines.append(f"{operation}:")
+        for key, value in request.items():
+            value = {t["Key"]: t["Value"] for t in value} if key == "Tags" else value
+            lines.append(f"  {key}: {json.dumps(value)}")
+    return "\n".join(lines)
+
+
+@dataclass
+class AutoScaling:
+    """Target tracking of a variant: instances between the bounds, holding
+    ``target_invocations_per_instance`` invocations per minute per instance."""
+
+    min_instances: int = 1
+    max_instances: int = 2
+    target_invocations_per_instance: float = 600.0
+    scale_in_cooldown_s: int = 300
+    scale_out_cooldown_s: int = 60
+
+    def __post_init__(self):
+        if not 1 <= self.min_instances <= self.max_instances:
+            raise ValueError(
+                f"need 1 <= min_instances ({self.min_instances}) <= max_instances "
+                f"({self.max_instances})"
+            )
+        if self.target_invocations_per_instance <= 0:
+            raise ValueError("target_invocations_per_instance must be > 0 (per minute)")
+
+
+def enable_autoscaling(session, endpoint_name: str, config: AutoScaling) -> str:
+    """Register the variant as a scalable target with a target-tracking policy; returns its id
+    ``endpoint/<name>/variant/AllTraffic``."""
+    client = session.client("application-autoscaling")
+    where = {
+        "ServiceNamespace": "sagemaker",
+        "ResourceId": f"endpoint/{endpoint_name}/variant/{VARIANT_NAME}",
+        "ScalableDimension": SCALABLE_DIMENSION,
+    }
+    client.register_scalable_target(
+        MinCapacity=config.min_instances, MaxCapacity=config.max_instances, **where
+    )
+    client.put_scaling_policy(
+        PolicyName=f"{endpoint_name}-invocations",
+        PolicyType="TargetTrackingScaling",
+        TargetTrackingScalingPolicyConfiguration={
+            "TargetValue": float(config.target_invocations_per_instance),
+            "PredefinedMetricSpecification": {
+                "PredefinedMetricType": "SageMakerVariantInvocationsPerInstance"
+            },
+            "ScaleInCooldown": config.scale_in_cooldown_s,
+            "ScaleOutCooldown": config.scale_out_cooldown_s,
+        },
+        **where,
+    )
+    return where["ResourceId"]
+
+
+def delete_resources(session, name: str) -> list[tuple[str, str]]:
+    """Delete the autoscaling, endpoint, endpoint config and model called ``name``, skipping what
+    does not exist (other errors are logged, the next is still tried); the ``(kind, name)`` deleted."""
+    from botocore.exceptions import ClientError
+
+    deleted = []
+    scaling = session.client("application-autoscaling")
+    try:
+        pages = scaling.get_paginator("describe_scalable_targets").paginate(
+            ServiceNamespace="sagemaker"
+        )
+        for target in (t for page in pages for t in page["ScalableTargets"]):
+            where = {k: target[k] for k in ("ServiceNamespace", "ResourceId", "ScalableDimension")}
+            if not where["ResourceId"].startswith(f"endpoint/{name}/variant/"):
+                continue
+            ask = {k: where[k] for k in ("ServiceNamespace", "ResourceId")}
+            for policy in scaling.describe_scaling_policies(**ask)["ScalingPolicies"]:
+                scaling.delete_scaling_policy(PolicyName=policy["PolicyName"], **where)
+            scaling.deregister_scalable_target(**where)
+            deleted.append(("scalable_target", where["ResourceId"]))
+    except ClientError as err:  # clean-up goes on
+        logger.error("could not remove autoscaling of %s: %s", name, err)
+    sm = session.client("sagemaker")
+    for kind, call, key in (
+        ("endpoint", sm.delete_endpoint, "EndpointName"),
+        ("endpoint_config", sm.delete_endpoint_config, "EndpointConfigName"),
+        ("model", sm.delete_model, "ModelName"),
+    ):
+        try:
+            call(**{key: name})
+            deleted.append((kind, name))
+        except ClientError as err:
+            text = str(err).lower()
+            if not any(s in text for s in ("not found", "could not find", "does not exist")):
+                logger.error("could not delete %s %s: %s", kind, name, err)
+    return deleted
+
+
+def _explained(session, name: str, err: BaseException) -> Exception | None:
+    """The one-line error for a failed step, where AWS's error has a fix we can name."""
+    from botocore.exceptions import ClientError
+    from sagemaker.core.utils.exceptions import WaiterError
+
+    if isinstance(err, WaiterError):  # FailedStatusError, TimeoutExceededError
+        found = session.client("sagemaker").describe_endpoint(EndpointName=name)
+        status, reason = found["EndpointStatus"], found.get("FailureReason", "no reason given")
+        why = reason if status == "Failed" else "still not InService: raise WAIT_TIMEOUT_S"
+        logs = f"CloudWatch /aws/sagemaker/Endpoints/{name}"
+        return DeploymentError(f"endpoint {name} is {status}: {why} (logs: {logs})")
+    if not isinstance(err, ClientError):
+        return None
+    code, message = err.response["Error"]["Code"], err.response["Error"].get("Message", "")
+    if "iam:PassRole" in message:
+        return AwsSetupError(
+            f"these credentials may not pass the execution role ({message}): allow iam:PassRole "
+            "on it, with condition iam:PassedToService = sagemaker.amazonaws.com"
+        )
+    if code.startswith("AccessDenied"):
+        return AwsSetupError(
+            f"{err.operation_name} was refused ({message}): allow it to these credentials "
+            "(the checklist lists every action pt2aws calls)"
+        )
+    if code == "ResourceLimitExceeded":
+        return AwsSetupError(
+            f"quota reached ({message}): request an increase in the Service Quotas console "
+            "(Amazon SageMaker) or pick another instance type"
+        )
+    if "assume" in message.lower() and "role" in message.lower():
+        return AwsSetupError(
+            f"SageMaker cannot assume the execution role ({message}): it must exist and trust "
+            "sagemaker.amazonaws.com"
+        )
+    return None
+
+
+class Cleanup:
+    """Deletes what the deployment ``name`` created (autoscaling, endpoint, config, model, the S3
+    archive unless ``keep_model_data``) on any exception inside ``with cleanup:``, re-raised as one
+    line where the fix is known (a role that cannot be passed, a refused action, a quota, an
+    endpoint that failed), and on :meth:`delete`."""
+
+    def __init__(self, session, name: str, model_data_url: str, *, keep_model_data: bool = False):
+        self.session, self.name, self.model_data_url = session, name, model_data_url
+        self.keep_model_data = keep_model_data
+        self.deleted: list[tuple[str, str]] = []
+        self.model_data_deleted = False
+
+    def __enter__(self) -> Cleanup:
+        return self
+
+    def __exit__(self, kind, err, traceback) -> bool:
+        if err is None:
+            return False
+        try:
+            explained = _explained(self.session, self.name, err)
+        except Exception:  # noqa: BLE001 - the original error matters more
+            explained = None
+        self.delete()
+        if explained is not None:
+            raise explained from err
+        return False
+
+    def delete(self, keep_endpoint: bool = False) -> dict:
+        """Delete it all (``keep_endpoint``: nothing); returns ``{"deleted",
+        "model_data_deleted"}``."""
+        if not keep_endpoint:
+            self.deleted += delete_resources(self.session, self.name)
+            if not self.keep_model_data:
+                self.model_data_deleted = delete_uploaded(self.session, self.model_data_url)
+            logger.info("deleted %s", self.deleted)
+        return {"deleted": self.deleted, "model_data_deleted": self.model_data_deleted}
+
+
+def kept_endpoint(session, name: str, instance_type: str, instance_count: int = 1) -> dict:
+    """A kept endpoint's cost per hour and day (catalog price) and the command that deletes it."""
+    usd, price = instance_cost(instance_type, "hosting", 1, instance_count, session.region)
+    return {
+        "usd_per_hour": usd,
+        "usd_per_day": usd * 24 if usd is not None else None,
+        "price": price.describe() if price else "no hosting price in pt2aws/sizing/instances.json",
+        "cleanup_command": f"pt2aws cleanup --prefix {name} --region {session.region} --yes",
+    }
+
+
+def deployment_record(session, sent: dict, *, image: dict, archive: dict, local_predictions,
+                      deployed: bool, answer=None, load_test=None, deleted=(),
+                      model_data_deleted=False, left=None, kept=None) -> dict:  # fmt: skip
+    """The record of one deployment (``deploy/deploy.json``), JSON-ready: the inputs (``sent``:
+    :func:`requests`, ``image``: :func:`pt2aws.aws.images.serving_image`, ``left``:
+    :func:`pt2aws.aws.session.billable_resources` after clean-up), ``matches_local`` (None
+    without an answer) and ``resources_left`` (0 after a clean run)."""
+    model, variant = sent["CreateModel"], sent["CreateEndpointConfig"]["ProductionVariants"][0]
+    left = left or {}
+    matches = None
+    if answer is not None:
+        matches = [a["label"] for a in answer] == [p["label"] for p in local_predictions]
+    record = {
+        "target": session.target,
+        "region": session.region,
+        "instance_type": variant["InstanceType"],
+        "image": image["image"],
+        "image_uri": model["PrimaryContainer"]["Image"],
+        "image_support": image["support"],
+        "network_isolation": model["EnableNetworkIsolation"],
+        "role_arn": model["ExecutionRoleArn"],
+        "archive_bytes": archive["bytes"],
+        "archive_valid": True,
+        "endpoint_name": model["ModelName"],
+        "model_data_url": model["PrimaryContainer"]["ModelDataUrl"],
+        "requests": sent,
+        "deployed": deployed,
+        "local_predictions": local_predictions,
+        "answer": answer,
+        "answer_source": session.answered_by(model["ModelName"]) if deployed else "not deployed",
+        "matches_local": matches,
+        "load_test": load_test,
+        "deleted": [list(pair) for pair in deleted],
+        "model_data_deleted": model_data_deleted,
+        "left": left,
+        "resources_left": sum(len(v) for v in left.values()),
+        "kept": kept,
+    }
+    return json.loads(json.dumps(record))
+
+
+def format_record(record: dict) -> str:
+    """The lines notebook 03 prints after the lifecycle: what answered, what was deleted."""
+    if not record["deployed"]:
+        return (
+            f"{record['target']} ({record['region']}): not deployed (DEPLOY is off); the requests "
+            "above are what would be sent"
+        )
+    lines = [
+        f"answer ({record['answer_source']}): {record['answer']}",
+        f"matches the in-process handler: {record['matches_local']}",
+    ]
+    if load := record.get("load_test"):
+        ms = load["latency_ms"] or {}
+        lines.append(
+            f"load test: {load['requests']} requests ({load['errors']} failed) in "
+            f"{load['seconds']:.1f} s, {load['concurrency']} in flight: "
+            f"{load['throughput_per_s']:.1f} inferences/s, p50 {ms.get('p50_ms', 0):.1f} ms, "
+            f"p90 {ms.get('p90_ms', 0):.1f} ms"
+        )
+    lines.append(
+        f"deleted {record['deleted']}; S3 model deleted: {record['model_data_deleted']}; "
+        f"resources left with this name: {record['resources_left']}"
+    )
+    if kept := record.get("kept"):
+        cost = "unknown" if kept["usd_per_hour"] is None else f"{kept['usd_per_hour']:.4f} USD/h"
+        lines += [
+            f"KEPT: {record['endpoint_name']} costs {cost} until deleted ({kept['price']})",
+            f"delete it with: {kept['cleanup_command']}",
+        ]
+    return "\n".join(lines)
