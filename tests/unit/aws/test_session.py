@@ -76,7 +76,7 @@ def test_no_credentials_stop_with_the_fix(monkeypatch, tmp_path, emulator):
 
 
 def test_unreachable_aws_stops_with_the_fix(monkeypatch):
-    from pt2aws.system import free_port
+    from pt2aws.processes import free_port
 
     url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     monkeypatch.setenv("AWS_ENDPOINT_URL", url)
