@@ -230,11 +230,11 @@ def run_cost(
         ``{"lines": [str], "typical_usd": float | None, "worst_usd": float | None,
         "per_hour_kept": float | None}``.
     """
-    from pt2aws.sizing.catalog import hosting_price, training_price
+    from pt2aws.sizing import pricing
 
     lines, typical, worst, per_hour = [], 0.0, 0.0, None
     if endpoint_instance:
-        price = hosting_price(endpoint_instance, region)
+        price = pricing.price(endpoint_instance, "hosting", region)
         if price is None:
             lines.append(f"endpoint {endpoint_instance}: no hosting price in the catalog")
             typical = worst = None
@@ -256,7 +256,7 @@ def run_cost(
                     "you delete it"
                 )
     if training_instance and max_runtime_s:
-        price = training_price(training_instance, region)
+        price = pricing.price(training_instance, "training", region)
         if price is None:
             lines.append(f"training {training_instance}: no training price in the catalog")
             worst = None

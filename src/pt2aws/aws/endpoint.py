@@ -120,12 +120,12 @@ def kept_endpoint(session, name: str, instance_type: str, instance_count: int = 
 
     Returns:
         ``{"usd_per_hour": float | None, "usd_per_day", "price", "cleanup_command"}``: the
-        catalog's hosting price (:func:`pt2aws.sizing.catalog.hosting_price`, its status in words) x
+        catalog's hosting price (:func:`pt2aws.sizing.pricing.price`, its status in words) x
         instances, and the exact ``pt2aws cleanup`` command for this endpoint.
     """
-    from pt2aws.sizing.catalog import hosting_price
+    from pt2aws.sizing import pricing
 
-    price = hosting_price(instance_type, session.region)
+    price = pricing.price(instance_type, "hosting", session.region)
     hourly = price.usd_per_hour * instance_count if price else None
     return {
         "usd_per_hour": hourly,

@@ -250,17 +250,17 @@ def training_cost_bound(
 
     SageMaker stops the job after ``MaxRuntimeInSeconds``; uploading the model after the stop
     adds a little, the ML storage volume is billed apart, and a job that fails early costs less.
-    The price is the catalog's (:func:`pt2aws.sizing.catalog.training_price`, us-east-1; another
+    The price is the catalog's (:func:`pt2aws.sizing.pricing.price`, us-east-1; another
     region's note says so).
 
     Returns:
         ``{"usd": float | None, "usd_per_hour", "instance_hours", "price_verified",
         "price_source", "price", "formula"}``; ``usd`` is None when the catalog has no price for
-        the type; ``price`` is the price in words (:meth:`pt2aws.sizing.catalog.InstancePrice.describe`).
+        the type; ``price`` is the price in words (:meth:`pt2aws.sizing.pricing.InstancePrice.describe`).
     """
-    from pt2aws.sizing.catalog import training_price
+    from pt2aws.sizing import pricing
 
-    price = training_price(instance_type, region)
+    price = pricing.price(instance_type, "training", region)
     instance_hours = max_runtime_s / 3600 * instance_count
     return {
         "usd": round(instance_hours * price.usd_per_hour, 2) if price else None,

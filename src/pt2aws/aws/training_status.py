@@ -29,13 +29,13 @@ class TrainingJobError(RuntimeError):
 
 
 def _summary(described: dict, region: str) -> dict:
-    from pt2aws.sizing.catalog import training_price
+    from pt2aws.sizing import pricing
 
     resources = described.get("ResourceConfig", {})
     instance_type = resources.get("InstanceType", "")
     count = resources.get("InstanceCount", 1)
     billable_s = described.get("BillableTimeInSeconds")
-    price = training_price(instance_type, region) if instance_type else None
+    price = pricing.price(instance_type, "training", region) if instance_type else None
     return {
         "name": described["TrainingJobName"],
         "status": described["TrainingJobStatus"],

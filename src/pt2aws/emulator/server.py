@@ -263,13 +263,13 @@ def emulated_quotas() -> dict[str, tuple[float, bool]]:
     every hosting type pt2aws prices; training: 2 CPU instances, and GPU types at 0 with only a
     default value, as new accounts often start (awslabs/amazon-sagemaker-examples#593)."""
     from pt2aws.aws.account import quota_name
-    from pt2aws.sizing import catalog
+    from pt2aws.sizing import catalog, pricing
     from pt2aws.sizing.serving_cost import DEFAULT_COMPARISON
 
     quotas = {}
-    for name in dict.fromkeys([*DEFAULT_COMPARISON, *catalog.hosting_prices()]):
+    for name in dict.fromkeys([*DEFAULT_COMPARISON, *pricing.table_prices("hosting")]):
         quotas[quota_name(name, "endpoint")] = (2.0, True)
-    for name in catalog.training_prices():
+    for name in pricing.table_prices("training"):
         gpu = catalog.instance_family(name)[0] in "gp"
         quotas[quota_name(name, "training")] = (0.0, False) if gpu else (2.0, True)
     return quotas
