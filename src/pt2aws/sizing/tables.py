@@ -38,12 +38,20 @@ def training_frame(rec: dict, limit: int | None = None) -> pd.DataFrame:
                 "peak": r["peak_precision"],
                 "time": duration(r["time_s"]),
                 "USD": None if r["cost_usd"] is None else round(r["cost_usd"], 2),
-                "": _marks(r),
+                "best": _marks(r),
                 "note": r["note"],
             }
             for r in rec["training"][:limit]
         ]
     )
+
+
+def one_per_device(rows: list[dict]) -> list[dict]:
+    """The cheapest training row of each accelerator, and of all CPUs (fewer plot labels)."""
+    device = {}
+    for r in rows:
+        device.setdefault("cpu" if r["kind"] == "cpu" else r["accelerators"].split(" x ")[-1], r)
+    return list(device.values())
 
 
 def cost_frame(rows: list[dict]) -> pd.DataFrame:
@@ -57,7 +65,7 @@ def cost_frame(rows: list[dict]) -> pd.DataFrame:
                 "inferences/s": round(r["inferences_per_s"], 1),
                 "USD/hour": r["usd_per_hour"],
                 "USD per 1M": None if r["usd_per_1m"] is None else round(r["usd_per_1m"], 4),
-                "": _marks(r) if "cheapest" in r else "",
+                "best": _marks(r) if "cheapest" in r else "",
                 "anchor": r["anchor"],
             }
             for r in rows
@@ -68,8 +76,10 @@ def cost_frame(rows: list[dict]) -> pd.DataFrame:
 def cost_notes(rows: list[dict]) -> str:
     """The lines under a cost table: each anchor's measurement once, then each row's arithmetic
     and price."""
-    anchors = {r["anchor"]: r["anchor_detail"] for r in rows}
-    lines = [f"{anchor}: {detail}" for anchor, detail in anchors.items()]
+    anchors = {}
+    for r in rows:  # an x86 stand-in shares the Graviton3 figure's line
+        anchors.setdefault(r["anchor_detail"], r["anchor"].split(" (stand-in")[0])
+    lines = [f"{anchor}: {detail}" for detail, anchor in anchors.items()]
     return "\n".join(lines + [f"- {r['instance']}: {r['basis']}; {r['price']}" for r in rows])
 
 
