@@ -101,20 +101,9 @@ def instance_cost(
     region: str = CATALOG_REGION,
     known: InstancePrice | None = None,
 ) -> tuple[float | None, InstancePrice | None]:
-    """USD of ``count`` instances for ``hours`` each: ``hours x count x USD per hour``.
-
-    Args:
-        instance_type, use, region: see :func:`price`.
-        hours: instance-hours per instance (a job's billable seconds / 3600, an endpoint's life).
-        count: instances.
-        known: a price read elsewhere (the Price List API), used instead of the table's.
-
-    Returns:
-        ``(usd, price)``; ``(None, None)`` where no price is known.
-
-    Raises:
-        ValueError: negative ``hours``, ``count`` < 1 or an unknown ``use``.
-    """
+    """``(USD, price)`` of ``count`` instances for ``hours`` each (hours x count x USD/hour), the
+    price :func:`price`'s or ``known`` (one read elsewhere: the Price List API); ``(None, None)``
+    without a price. Raises ValueError: negative ``hours``, ``count`` < 1, an unknown ``use``."""
     if hours < 0 or count < 1:
         raise ValueError(f"need hours >= 0 and count >= 1, got {hours} and {count}")
     found = known or price(instance_type, use, region)

@@ -106,28 +106,17 @@ def token_lengths(model_dir: str | Path, texts: list[str]) -> list[int]:
     """Tokens per text with the model's tokenizer (special tokens in, truncated at its limit)."""
     from transformers import AutoTokenizer
 
-    return [
-        len(ids)
-        for ids in AutoTokenizer.from_pretrained(str(model_dir))(texts, truncation=True)[
-            "input_ids"
-        ]
-    ]
+    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+    return [len(ids) for ids in tokenizer(texts, truncation=True)["input_ids"]]
 
 
 def local_anchor(run, peak: dict | None = None) -> dict | None:
-    """The utilisation notebook 02 measured here: its fp32 eager throughput at batch 32 on the
-    texts it timed (length-sorted batches, each padded to its longest) over :func:`machine_peak`.
-
-    Args:
-        run: a :class:`pt2aws.rundir.RunDir` holding notebook 01's model and 02's metrics.
-        peak: this machine's peak (default :func:`machine_peak`).
-
-    Returns:
-        ``{"utilisation", "anchor", "anchor_detail"}``, or None before notebook 02 has run.
-    """
-    metrics = (
-        json.loads(run.inference_metrics.read_text()) if run.inference_metrics.is_file() else {}
-    )
+    """``{"utilisation", "anchor", "anchor_detail"}`` notebook 02 measured in ``run`` (a
+    :class:`pt2aws.rundir.RunDir`): its fp32 eager throughput at batch 32 on the texts it timed
+    (length-sorted batches, each padded to its longest) over ``peak`` (default
+    :func:`machine_peak`); None before notebook 02 has run."""
+    path = run.inference_metrics
+    metrics = json.loads(path.read_text()) if path.is_file() else {}
     eager = next((r for r in metrics.get("variants", []) if r["variant"] == "eager"), None)
     peak = peak or machine_peak()
     if not eager or not peak or not run.model_dir.is_dir():
@@ -148,7 +137,7 @@ def local_anchor(run, peak: dict | None = None) -> dict | None:
         "utilisation": achieved / peak["flops"],
         "anchor": "this machine, notebook 02",
         "anchor_detail": f"fp32 eager, batch {MEASURED_BATCH}, {eager['samples_per_s']:.1f} texts/s "
-        f"of {sum(lengths) / len(lengths):.0f} tokens ({run.inference_metrics}) = "
+        f"of {sum(lengths) / len(lengths):.0f} tokens ({path}) = "
         f"{achieved / 1e9:.4g} GFLOP/s of {peak['basis']}",
     }
 
@@ -176,14 +165,12 @@ def utilisation(instance_type: str, local: dict | None = None) -> dict:
 
 
 def _row(name: str, rate: float, anchor: dict, basis: str, region: str, known=None) -> dict:
-    """One cost row (the schema every table shows) for ``rate`` inferences/s."""
+    """One cost row, the schema every table shows, for ``rate`` inferences/s."""
     usd, found = pricing.instance_cost(name, None, 1e6 / (rate * 3600), region=region, known=known)
     row = catalog.find(name)
     return {
         "instance": name,
-        "processor": row.accelerator
-        if row and row.accelerator
-        else catalog.family_processor(name) or "",
+        "processor": (row and row.accelerator) or catalog.family_processor(name) or "",
         "arch": catalog.architecture(name),
         "vcpus": catalog.instance_vcpus(name),
         "inferences_per_s": rate,
@@ -199,19 +186,14 @@ def _row(name: str, rate: float, anchor: dict, basis: str, region: str, known=No
 def cost_row(
     instance_type, model, tokens, *, region=pricing.CATALOG_REGION, price=None, local=None
 ):
-    """The estimated row of ``instance_type`` serving ``model`` at ``tokens`` tokens per request
+    """The row of ``instance_type`` serving ``model`` at ``tokens`` tokens per request
     (``price``: a live price, else the table's), or None when its peak is unknown."""
     peak = catalog.peak_flops(instance_type)
     if peak is None:
         return None
-    u = utilisation(instance_type, local)
-    flops = flops_per_request(model, tokens)
-    basis = (
-        f"{peak['basis']} x {u['utilisation']:.1%} / {flops / 1e9:.3g} GFLOP "
-        f"per request ({tokens} tokens)"
-    )
-    rate = peak["flops"] * u["utilisation"] / flops
-    return _row(instance_type, rate, u, basis, region, price)
+    u, flops = utilisation(instance_type, local), flops_per_request(model, tokens)
+    basis = f"{peak['basis']} x {u['utilisation']:.1%} / {flops / 1e9:.3g} GFLOP per request ({tokens} tokens)"
+    return _row(instance_type, peak["flops"] * u["utilisation"] / flops, u, basis, region, price)
 
 
 def cost_rows(
@@ -222,14 +204,14 @@ def cost_rows(
     region=pricing.CATALOG_REGION,
     prices=None,
     local=None,
-) -> list[dict]:
+):
     """:func:`cost_row` of each of ``instances`` with a known peak; ``prices``: live prices by
     instance (:func:`pt2aws.sizing.pricing.refresh_prices`)."""
     prices = prices or {}
-    rows = (
+    rows = [
         cost_row(n, model, tokens, region=region, price=prices.get(n), local=local)
         for n in instances
-    )
+    ]
     return [r for r in rows if r is not None]
 
 
@@ -240,31 +222,26 @@ def load_test_row(record: dict, request_tokens: float, region=pricing.CATALOG_RE
     load = record.get("load_test") or {}
     if not load.get("requests"):
         return None
-    rate, n = load["throughput_per_s"], load["requests"]
-    what = f"{n} requests of one text, {request_tokens:.0f} tokens on average"
+    what = f"{load['requests']} requests of one text, {request_tokens:.0f} tokens on average"
     if record["target"] == "aws":
-        name = record["instance_type"]
-        measured = {
-            "anchor": "measured: load test",
-            "anchor_detail": f"load test on the endpoint, {what}",
-        }
-        return _row(
-            name, rate, measured, measured["anchor_detail"], region, (prices or {}).get(name)
-        )
+        name, how = record["instance_type"], f"load test on the endpoint, {what}"
+        measured = {"anchor": "measured: load test", "anchor_detail": how}
+        return _row(name, load["throughput_per_s"], measured, how, region, (prices or {}).get(name))
     from pt2aws.system import cpu_name
 
+    how = f"load test through {record['answer_source']}, {what}"
     return {
         "instance": f"this machine ({cpu_name()}, {os.cpu_count()} vCPUs)",
         "processor": cpu_name(),
         "arch": os.uname().machine,
         "vcpus": os.cpu_count(),
-        "inferences_per_s": rate,
+        "inferences_per_s": load["throughput_per_s"],
         "usd_per_hour": None,
         "usd_per_1m": None,
         "price": "not an AWS instance",
         "anchor": "measured: load test",
-        "anchor_detail": f"load test through {record['answer_source']}, {what}",
-        "basis": f"load test through {record['answer_source']}, {what}",
+        "anchor_detail": how,
+        "basis": how,
     }
 
 
@@ -296,20 +273,3 @@ def batched_vs_single(metrics_path: str | Path, load_test: dict | None, image: s
         f"one text per request through the serving stack (the load test): {single:.1f}/s: "
         f"{batched / single:.1f}x"
     )
-
-
-def same_as_notebook_00(recommendation_json: str | Path, rows: list[dict]) -> str:
-    """For each estimated row notebook 00 also showed (``recommendation.json``): both rows'
-    inferences/s and USD per 1M (equal for the same model, length and anchor)."""
-    path = Path(recommendation_json)
-    if not path.is_file():
-        return f"notebook 00 has not run into this run folder ({path.name} missing)"
-    sized = {r["instance"]: r for r in json.loads(path.read_text())["recommendation"]["inference"]}
-    lines = [
-        f"{r['instance']}: notebook 00 {sized[r['instance']]['inferences_per_s']:.1f}/s, "
-        f"{sized[r['instance']]['usd_per_1m']:.4f} USD per 1M; here {r['inferences_per_s']:.1f}/s, "
-        f"{r['usd_per_1m']:.4f} USD per 1M"
-        for r in rows
-        if r["instance"] in sized and r["usd_per_1m"] is not None
-    ]
-    return "\n".join(lines) or "notebook 00 sized none of these instances"
