@@ -28,6 +28,9 @@ from pt2aws.train.throughput import training_flops_per_token
 ASSUMED_UTILISATION = 0.10
 #: Notebook 03's SageMaker endpoints: Graviton2/3/4 and a comparable x86 instance.
 DEFAULT_COMPARISON = ("ml.c6g.xlarge", "ml.c7g.xlarge", "ml.c8g.xlarge", "ml.c6i.xlarge")
+#: A request this many times smaller than its anchor's is bound by per-call overhead, not FLOPs:
+#: its row is an upper bound, and says so (our threshold).
+SMALL_REQUEST = 10
 #: Texts per forward pass of notebook 02's throughput table.
 MEASURED_BATCH = 32
 
@@ -59,6 +62,7 @@ def published_anchor(processor: str) -> dict:
     src = catalog.source(a["source"])
     return {
         "utilisation": achieved / peak["flops"],
+        "flops_per_request": achieved / rate,
         "anchor": f"AWS-published {processor} figure",
         "anchor_detail": f"{a['model']}, {a['tokens']} tokens, batch {a['batch']}, {rate:.1f}/s on "
         f"{a['instance']} ({a['what']}; {src['url'].split()[0]}, {src['date']}) = "
@@ -135,6 +139,7 @@ def local_anchor(run, peak: dict | None = None) -> dict | None:
     achieved = eager["samples_per_s"] * per_text
     return {
         "utilisation": achieved / peak["flops"],
+        "flops_per_request": per_text,
         "anchor": "this machine, notebook 02",
         "anchor_detail": f"fp32 eager, batch {MEASURED_BATCH}, {eager['samples_per_s']:.1f} texts/s "
         f"of {sum(lengths) / len(lengths):.0f} tokens ({path}) = "
@@ -193,6 +198,8 @@ def cost_row(
         return None
     u, flops = utilisation(instance_type, local), flops_per_request(model, tokens)
     basis = f"{peak['basis']} x {u['utilisation']:.1%} / {flops / 1e9:.3g} GFLOP per request ({tokens} tokens)"
+    if flops < u.get("flops_per_request", 0) / SMALL_REQUEST:  # overhead, not FLOPs, bounds it
+        basis += f", {u['flops_per_request'] / flops:.0f}x fewer than the anchor's: an upper bound"
     return _row(instance_type, peak["flops"] * u["utilisation"] / flops, u, basis, region, price)
 
 

@@ -65,7 +65,7 @@ def cost_frame(rows: list[dict]) -> pd.DataFrame:
                 "inferences/s": round(r["inferences_per_s"], 1),
                 "USD/hour": r["usd_per_hour"],
                 "USD per 1M": None if r["usd_per_1m"] is None else round(r["usd_per_1m"], 4),
-                "best": _marks(r) if "cheapest" in r else "",
+                **({"best": _marks(r)} if "cheapest" in r else {}),
                 "anchor": r["anchor"],
             }
             for r in rows

@@ -34,24 +34,35 @@ class ModelSpec:
         return self.parameters - self.embedding_parameters
 
     @classmethod
-    def from_config(cls, config, name: str | None = None) -> ModelSpec:
-        """The parameters of ``AutoModelForSequenceClassification.from_config(config)``, built
-        on PyTorch's ``meta`` device (nothing allocated or downloaded)."""
-        import torch
-        from transformers import AutoModelForSequenceClassification
+    def from_config(cls, config, name: str | None = None, build: bool = False) -> ModelSpec:
+        """The parameters of ``AutoModelForSequenceClassification.from_config(config)``: BERT and
+        RoBERTa in closed form (embeddings ``(vocab + positions + types)·h + 2h``, per layer
+        ``4(h² + h) + 2hf + f + h + 4h``, head ``h² + h + hn + n``; the tests check it against
+        the built model), other configs (or ``build``) built on the ``meta`` device."""
+        h, n = config.hidden_size, config.num_labels
+        if config.model_type in ("bert", "roberta") and not build:
+            f = config.intermediate_size
+            positions = config.max_position_embeddings + config.type_vocab_size
+            tables = (config.vocab_size + positions) * h
+            layer = 4 * (h * h + h) + 2 * h * f + f + h + 4 * h
+            total = tables + 2 * h + config.num_hidden_layers * layer + h * h + h + h * n + n
+        else:
+            import torch
+            from transformers import AutoModelForSequenceClassification
 
-        from pt2aws.train.throughput import non_embedding_parameters
+            from pt2aws.train.throughput import non_embedding_parameters
 
-        with torch.device("meta"):
-            model = AutoModelForSequenceClassification.from_config(config)
-        total = sum(p.numel() for p in model.parameters())
+            with torch.device("meta"):
+                model = AutoModelForSequenceClassification.from_config(config)
+            total = sum(p.numel() for p in model.parameters())
+            tables = total - non_embedding_parameters(model)
         return cls(
             name=name or getattr(config, "_name_or_path", "") or config.model_type,
             parameters=total,
-            hidden_size=config.hidden_size,
+            hidden_size=h,
             num_layers=config.num_hidden_layers,
             num_heads=config.num_attention_heads,
-            embedding_parameters=total - non_embedding_parameters(model),
+            embedding_parameters=tables,
         )
 
     @classmethod

@@ -50,6 +50,9 @@ def test_graviton_rows_are_within_2x_of_the_published_figure_and_say_so():
         89.6 / 83.2
     )
     assert rows["ml.c6g.xlarge"]["anchor"] == row["anchor"]
+    assert "upper bound" not in row["basis"]  # MiniLM at 64 tokens: 1.2x the anchor's FLOPs
+    tiny = serving_cost.cost_row("ml.c7g.xlarge", workload.model_spec("tiny-roberta"), 48)
+    assert "fewer than the anchor's: an upper bound" in tiny["basis"]  # overhead-bound
 
 
 def test_inferentia_is_anchored_on_neurons_bert_figure_and_gpus_say_they_assume():
@@ -60,6 +63,9 @@ def test_inferentia_is_anchored_on_neurons_bert_figure_and_gpus_say_they_assume(
     )
     assert inf2["anchor"] == "AWS-published Inferentia2 figure"
     assert "bert-base-cased, 128 tokens, batch 4, 2697.7/s on inf2.xlarge" in inf2["anchor_detail"]
+    assert inf2["basis"].endswith(
+        "16x fewer than the anchor's: an upper bound"
+    )  # 22.5 vs 1.42 GFLOP
     g5 = serving_cost.cost_row("g5.xlarge", MINILM, 64)
     assert g5["anchor"] == "assumption: 10% of peak"
     assert g5["inferences_per_s"] == pytest.approx(

@@ -21,6 +21,9 @@ def test_roberta_base_parameter_count_matches_hand_count():
     default = workload.model_spec(RobertaConfig(num_labels=2))
     assert default.parameters - ROBERTA_BASE == (512 - 514) * H + (2 - 1) * H
     assert workload.model_spec("roberta-large").parameters == 355_361_794
+    for name in ("roberta-base", "minilm-l6"):  # the closed form is the model transformers builds
+        built = workload.ModelSpec.from_config(workload._config(name), name=name, build=True)
+        assert built == workload.model_spec(name)
 
 
 def test_a_bare_count_gets_an_estimated_shape():
