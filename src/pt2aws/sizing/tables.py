@@ -21,6 +21,11 @@ def duration(seconds: float) -> str:
     return f"{seconds / 60:.1f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
 
 
+def _usd(usd: float | None):
+    """4 decimals, ``<0.0001`` below (not ``0.0``), None for no price."""
+    return None if usd is None else "<0.0001" if usd < 1e-4 else round(usd, 4)
+
+
 def _marks(row: dict) -> str:
     return " ".join(m for m in ("cheapest", "fastest") if row[m])
 
@@ -64,7 +69,7 @@ def cost_frame(rows: list[dict]) -> pd.DataFrame:
                 "vCPUs": r["vcpus"],
                 "inferences/s": round(r["inferences_per_s"], 1),
                 "USD/hour": r["usd_per_hour"],
-                "USD per 1M": None if r["usd_per_1m"] is None else round(r["usd_per_1m"], 4),
+                "USD per 1M": _usd(r["usd_per_1m"]),
                 **({"best": _marks(r)} if "cheapest" in r else {}),
                 "anchor": r["anchor"],
             }

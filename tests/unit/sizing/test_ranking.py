@@ -88,6 +88,12 @@ def test_tables_state_the_formula_and_each_rows_precision_and_show_no_nan():
         "processor",
         "vCPUs",
     ]
+    tiny = tables.cost_frame(ranking.rank_inference("tiny-roberta", 48))
+    assert tiny.loc[tiny["instance"] == "inf2.xlarge", "USD per 1M"].item() == "<0.0001"
+    shown = tables.one_per_device(rec["training"])  # the plot's rows: the cheapest of each
+    assert [r["instance"] for r in shown if r["kind"] == "cpu"] == ["c7g.xlarge"]  # one CPU
+    gpus = [r["accelerators"].split(" x ")[1] for r in shown if r["kind"] != "cpu"]
+    assert len(gpus) == len(set(gpus)) and {"A10G", "L4", "A100-40GB", "H100"} <= set(gpus)
     catalog_rows = tables.catalog_frame("eu-west-1")
     assert not catalog_rows.isna().any().any()
     p4d = catalog_rows[catalog_rows["instance"] == "p4d.24xlarge"].iloc[0]
