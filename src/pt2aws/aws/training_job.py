@@ -15,7 +15,7 @@ import time
 from importlib import metadata
 from pathlib import Path
 
-from pt2aws.aws.account import instance_cost
+from pt2aws.sizing.pricing import instance_cost
 from pt2aws.aws.images import (
     DEFAULT_TRAINING_INSTANCE_TYPE,
     TRAINING_TORCH_VERSION,

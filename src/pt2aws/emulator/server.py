@@ -155,11 +155,11 @@ def emulated_quotas() -> dict[str, tuple[float, bool]]:
     """The emulator's own SageMaker quotas ``{name: (value, applied)}``: 2 of every priced type,
     GPU training 0 with only a default, as new accounts often start (sagemaker-examples#593)."""
     from pt2aws.aws.account import quota_name
-    from pt2aws.sizing import catalog
+    from pt2aws.sizing import catalog, pricing
     from pt2aws.sizing.serving_cost import DEFAULT_COMPARISON
 
-    quotas = {quota_name(n): (2.0, True) for n in [*DEFAULT_COMPARISON, *catalog.hosting_prices()]}
-    for name in catalog.training_prices():
+    quotas = {quota_name(n): (2.0, True) for n in [*DEFAULT_COMPARISON, *pricing.table_prices("hosting")]}
+    for name in pricing.table_prices("training"):
         gpu = catalog.instance_family(name)[0] in "gp"
         quotas[quota_name(name, "training")] = (0.0, False) if gpu else (2.0, True)
     return quotas

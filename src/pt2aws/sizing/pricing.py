@@ -1,134 +1,186 @@
-"""Today's on-demand prices from the AWS Price List API, or the dated table with the reason.
+"""On-demand prices (USD per instance-hour) and the one price x hours, :func:`instance_cost`.
 
-Where credentials allow, :func:`refresh_prices` reads each instance's price with ``GetProducts``
-(boto3 ``pricing``); otherwise the catalog's dated figures stand (:func:`pt2aws.sizing.catalog.price`)
-and the note says why (no session, the emulator, no credentials, ``pricing:GetProducts`` not
-allowed: it is not in ``AmazonSageMakerFullAccess``, no network, no such product).
-
-Filters, so that one product is one on-demand rate:
-
-* EC2 (``AmazonEC2``): ``regionCode``, ``instanceType``, ``operatingSystem=Linux``,
-  ``tenancy=Shared``, ``preInstalledSw=NA``, ``capacitystatus=Used``, ``marketoption=OnDemand``
-  and ``licenseModel="No License required"``: with seven of them three Windows m5.xlarge SKUs
-  still match, and without ``marketoption`` p5.48xlarge's Capacity Block product reads $0.00
-  (AWS's offer file of 2026-09-10 as copied in scttfrdmn/substrate
-  ``emulator/pricing_offer_fixture_ec2.go``).
-* SageMaker (``AmazonSageMaker``): ``instanceName``, ``locationType="AWS Region"``,
-  ``regionCode`` (the SageMaker SDK's own filters, ``sagemaker.core.common_utils.
-  get_instance_rate_per_hour``), which return every component of the instance (hosting,
-  training, notebooks, ...): the product whose usage type's component is ``Host``
-  (``USE1-Host:ml.c7g.xlarge``) or ``Train`` is taken (usage-type pattern seen in third-party
-  cost tools, UNVERIFIED in an AWS document).
-
-The Price List API answers in us-east-1, eu-central-1 and ap-south-1 (botocore's endpoints);
-like the SageMaker SDK, Europe and Africa ask eu-central-1, Asia-Pacific ap-south-1.
+A price is the dated table's (``instances.json``: EC2 per row, SageMaker hosting and training
+in their own tables, us-east-1 unless a row names another region) or the AWS Price List API's,
+read now where credentials allow (:func:`refresh_prices`). ``GetProducts`` filters: EC2 pins
+one Linux shared-tenancy on-demand rate (without ``marketoption`` p5's Capacity Block reads
+$0.00, without ``licenseModel`` Windows rates match: AWS's offer file of 2026-09-10); SageMaker
+uses the SDK's own filters (``instanceName``, ``locationType``, ``regionCode``) and keeps the
+product whose usage type's component is ``Host`` or ``Train`` (``USE1-Host:ml.c7g.xlarge``).
 """
 
 from __future__ import annotations
 
 import datetime
 import json
-import logging
 import os
+from dataclasses import dataclass
 
-from pt2aws.sizing.catalog import InstancePrice, family_processor
+from pt2aws.sizing import catalog
 
-logger = logging.getLogger(__name__)
-
-#: Set to ``off`` to never call the Price List API (the dated table, with that reason).
+#: Region of the table's figures unless a row's ``regional_prices`` names another.
+CATALOG_REGION = "us-east-1"
+#: What a price is for: an EC2 instance, a SageMaker endpoint, a SageMaker training job.
+USES = ("ec2", "hosting", "training")
+_TABLES = {"hosting": "sagemaker_hosting_prices", "training": "sagemaker_training_prices"}
+#: Set to ``off`` never to call the Price List API.
 OFF_SWITCH = "PT2AWS_PRICE_LIST"
-SOURCE_ID = "aws-price-list-api"
 
 
+@dataclass(frozen=True)
+class InstancePrice:
+    """USD per instance-hour of ``instance_type`` for ``use`` in ``region`` (``asked_region``:
+    where it was asked for; they differ when the table has no figure there); ``source``: a
+    catalog source entry or the Price List API's."""
+
+    instance_type: str
+    usd_per_hour: float
+    source: dict
+    use: str
+    region: str = CATALOG_REGION
+    asked_region: str = CATALOG_REGION
+
+    @property
+    def verified(self) -> bool:
+        return bool(self.source["verified"])
+
+    @property
+    def region_note(self) -> str:
+        if self.region == self.asked_region:
+            return ""
+        return f"{self.region} price: the catalog has no figure for {self.asked_region}"
+
+    def describe(self) -> str:
+        """``0.1734 USD/h (UNVERIFIED, sagemaker-hosting-pricing 2026-11-30, us-east-1)``."""
+        mark = "verified" if self.verified else "UNVERIFIED"
+        note = f"; {self.region_note}" if self.region_note else ""
+        src = self.source
+        return f"{self.usd_per_hour:.6g} USD/h ({mark}, {src['id']} {src['date']}, {self.region}{note})"
+
+
+def _use(instance_type: str, use: str | None) -> str:
+    use = use or ("hosting" if instance_type.startswith("ml.") else "ec2")
+    if use not in USES:
+        raise ValueError(f"use {use!r}: choose one of {', '.join(USES)}")
+    return use
+
+
+def price(instance_type: str, use: str | None = None, region: str = CATALOG_REGION):
+    """The table's :class:`InstancePrice`, or None where it has none (p5e, trn2, an unlisted
+    SageMaker type). ``use`` None: ``hosting`` for ``ml.`` names, else ``ec2``; another region
+    than the row's gives the us-east-1 figure with a region note. Raises ValueError (``use``)."""
+    use, region = _use(instance_type, use), region or CATALOG_REGION
+    if use == "ec2":
+        bare = instance_type.removeprefix("ml.")
+        row = next((r for r in catalog.data()["instances"] if r["name"] == bare), None)
+        if row is None or row["price_usd_per_hour"] is None:
+            return None
+        regional = row.get("regional_prices", {})
+        here = region if region in regional else CATALOG_REGION
+        usd = regional.get(region, row["price_usd_per_hour"])
+        return InstancePrice(bare, usd, catalog.source(row["sources"]["price"]), use, here, region)
+    name = "ml." + instance_type.removeprefix("ml.")
+    row = catalog.data()[_TABLES[use]].get(name)
+    if row is None:
+        return None
+    return InstancePrice(
+        name, row["usd_per_hour"], catalog.source(row["source"]), use, asked_region=region
+    )
+
+
+def table_prices(use: str) -> dict[str, InstancePrice]:
+    """Every SageMaker ``hosting`` or ``training`` price of the table, by ``ml.`` type."""
+    return {name: price(name, use) for name in catalog.data()[_TABLES[use]] if name != "note"}
+
+
+def instance_cost(
+    instance_type: str,
+    use: str | None,
+    hours: float,
+    count: int = 1,
+    region: str = CATALOG_REGION,
+    known: InstancePrice | None = None,
+) -> tuple[float | None, InstancePrice | None]:
+    """``(USD, price)`` of ``count`` instances for ``hours`` each (hours x count x USD/hour), the
+    price :func:`price`'s or ``known`` (one read elsewhere: the Price List API); ``(None, None)``
+    without a price. Raises ValueError: negative ``hours``, ``count`` < 1, an unknown ``use``."""
+    if hours < 0 or count < 1:
+        raise ValueError(f"need hours >= 0 and count >= 1, got {hours} and {count}")
+    found = known or price(instance_type, use, region)
+    return (hours * count * found.usd_per_hour, found) if found else (None, None)
+
+
+# The AWS Price List API.
 class PriceUnavailable(RuntimeError):
-    """The Price List API gave no price; the message is the reason, printed with the fallback."""
+    """The Price List API gave no price; the message is the reason."""
 
 
 def price_list_region(region: str) -> str:
-    """The Price List API endpoint to ask for ``region``'s prices."""
+    """The Price List API endpoint for ``region`` (as the SageMaker SDK: Europe and Africa ask
+    eu-central-1, Asia-Pacific ap-south-1, the rest us-east-1)."""
     if region.startswith(("eu", "af")):
         return "eu-central-1"
-    if region.startswith(("ap", "cn")):
-        return "ap-south-1"
-    return "us-east-1"
+    return "ap-south-1" if region.startswith(("ap", "cn")) else "us-east-1"
 
 
 def product_filters(instance_type: str, use: str, region: str) -> tuple[str, list[dict]]:
-    """``(ServiceCode, Filters)`` of ``GetProducts`` for one on-demand rate (module docstring).
-
-    Raises:
-        ValueError: an unknown ``use``.
-    """
-
-    def match(field: str, value: str) -> dict:
-        return {"Type": "TERM_MATCH", "Field": field, "Value": value}
-
+    """``(ServiceCode, Filters)`` of ``GetProducts`` for one on-demand rate."""
+    use = _use(instance_type, use)
     if use == "ec2":
-        return "AmazonEC2", [
-            match("regionCode", region),
-            match("instanceType", instance_type.removeprefix("ml.")),
-            match("operatingSystem", "Linux"),
-            match("tenancy", "Shared"),
-            match("preInstalledSw", "NA"),
-            match("capacitystatus", "Used"),
-            match("marketoption", "OnDemand"),
-            match("licenseModel", "No License required"),
-        ]
-    if use in ("hosting", "training"):
+        service = "AmazonEC2"
+        fields = {
+            "regionCode": region,
+            "instanceType": instance_type.removeprefix("ml."),
+            "operatingSystem": "Linux",
+            "tenancy": "Shared",
+            "preInstalledSw": "NA",
+            "capacitystatus": "Used",
+            "marketoption": "OnDemand",
+            "licenseModel": "No License required",
+        }
+    else:
+        service = "AmazonSageMaker"
         name = "ml." + instance_type.removeprefix("ml.")
-        return "AmazonSageMaker", [
-            match("instanceName", name),
-            match("locationType", "AWS Region"),
-            match("regionCode", region),
-        ]
-    raise ValueError(f"use {use!r}: choose ec2, hosting or training")
-
-
-def _component(usage_type: str) -> str:
-    """``"USE1-Host:ml.c7g.xlarge"`` -> ``"Host"``; ``"BoxUsage:c7g.xlarge"`` -> ``"BoxUsage"``."""
-    return usage_type.split(":", 1)[0].rsplit("-", 1)[-1]
+        fields = {"instanceName": name, "locationType": "AWS Region", "regionCode": region}
+    return service, [{"Type": "TERM_MATCH", "Field": k, "Value": v} for k, v in fields.items()]
 
 
 def on_demand_rate(product: dict | str, use: str) -> tuple[float, str] | None:
-    """``(USD per hour, usage type)`` of one ``GetProducts`` price-list item, or None when it is
-    not the wanted component (SageMaker) or has no hourly on-demand rate."""
+    """``(USD per hour, usage type)`` of one ``GetProducts`` item, or None (another SageMaker
+    component, or no hourly on-demand rate)."""
     item = json.loads(product) if isinstance(product, str) else product
-    usage_type = item.get("product", {}).get("attributes", {}).get("usagetype", "")
+    usage = item.get("product", {}).get("attributes", {}).get("usagetype", "")
     wanted = {"hosting": "Host", "training": "Train"}.get(use)
-    if wanted and _component(usage_type) != wanted:
+    if wanted and usage.split(":", 1)[0].rsplit("-", 1)[-1] != wanted:
         return None
     for term in item.get("terms", {}).get("OnDemand", {}).values():
         for dimension in term.get("priceDimensions", {}).values():
             usd = dimension.get("pricePerUnit", {}).get("USD")
             if usd is not None and dimension.get("unit", "").lower().startswith("hr"):
-                return float(usd), usage_type
+                return float(usd), usage
     return None
 
 
 def live_price(session, instance_type: str, use: str, region: str | None = None, client=None):
-    """The on-demand price of ``instance_type`` for ``use`` read now from the Price List API.
-
-    Args:
-        session: an :class:`pt2aws.aws.session.AwsSession` for an account (credentials).
-        instance_type: ``ml.`` type or EC2 type.
-        use: ``"ec2"``, ``"hosting"`` or ``"training"``.
-        region: the region of the price; default the session's.
-        client: a ready ``pricing`` client (tests: a botocore ``Stubber``); default built here.
-
-    Returns:
-        An :class:`pt2aws.sizing.catalog.InstancePrice` whose source is ``aws-price-list-api``, dated
-        today, verified.
+    """The :class:`InstancePrice` read now from the Price List API (source
+    ``aws-price-list-api``, verified). ``client``: a ready ``pricing`` client (tests).
 
     Raises:
-        PriceUnavailable: no credentials, access denied, no network, or no such product; the
-            message is the reason.
+        PriceUnavailable: refused, unreachable, or not exactly one rate; the message says which.
     """
+    from botocore.config import Config
     from botocore.exceptions import BotoCoreError, ClientError
 
     region = region or session.region
     service, filters = product_filters(instance_type, use, region)
-    if client is None:
-        client = _pricing_client(session, region)
+    if client is None:  # short timeouts and one retry: an offline machine falls back quickly
+        config = Config(
+            connect_timeout=5,
+            read_timeout=15,
+            retries={"mode": "standard", "total_max_attempts": 2},
+        )
+        endpoint = price_list_region(region)
+        client = session.boto().client("pricing", region_name=endpoint, config=config)
     try:
         pages = client.get_paginator("get_products").paginate(
             ServiceCode=service, Filters=filters, FormatVersion="aws_v1"
@@ -142,74 +194,38 @@ def live_price(session, instance_type: str, use: str, region: str | None = None,
                 "in AmazonSageMakerFullAccess)"
             ) from None
         raise PriceUnavailable(f"the Price List API answered {code}") from None
-    except BotoCoreError as err:  # no credentials, no network
+    except BotoCoreError as err:
         raise PriceUnavailable(f"the Price List API could not be asked: {err}") from None
-    rates = {rate for rate in (on_demand_rate(item, use) for item in items) if rate}
+    rates = sorted({rate for rate in (on_demand_rate(item, use) for item in items) if rate})
     if len({usd for usd, _ in rates}) != 1:
-        found = ", ".join(f"{usd:g} ({usage})" for usd, usage in sorted(rates)) or "none"
+        found = ", ".join(f"{usd:g} ({usage})" for usd, usage in rates) or "none"
         raise PriceUnavailable(
             f"{len(items)} {service} products for {instance_type} in {region}, on-demand {use} "
             f"rates: {found}"
         )
-    (usd, usage_type), *_ = sorted(rates)
+    (usd, usage), *_ = rates
     today = datetime.date.today().isoformat()
-    return InstancePrice(
-        instance_type=instance_type,
-        usd_per_hour=usd,
-        processor=family_processor(instance_type) or "",
-        source={
-            "id": SOURCE_ID,
-            "url": f"AWS Price List API GetProducts ({service}, {usage_type})",
-            "date": today,
-            "verified": True,
-            "note": f"read {today} for {region}",
-        },
-        use=use,
-        region=region,
-        asked_region=region,
-    )
-
-
-def _pricing_client(session, region: str):
-    """A ``pricing`` client at the Price List API (never the emulator: it has none), with short
-    timeouts and one retry, so an offline machine falls back quickly."""
-    from botocore.config import Config
-
-    config = Config(
-        connect_timeout=5, read_timeout=15, retries={"mode": "standard", "total_max_attempts": 2}
-    )
-    return session.boto().client("pricing", region_name=price_list_region(region), config=config)
+    src = {
+        "id": "aws-price-list-api",
+        "url": f"AWS Price List API GetProducts ({service}, {usage})",
+        "date": today,
+        "verified": True,
+    }
+    return InstancePrice(instance_type, usd, src, use, region, region)
 
 
 def refresh_prices(
-    session,
-    instance_types,
-    use: str | None = None,
-    region: str | None = None,
-    *,
-    enabled: bool = True,
+    session, instance_types, use=None, region=None, *, enabled=True, client=None
 ) -> tuple[dict[str, InstancePrice], list[str]]:
-    """Today's prices for ``instance_types`` where the Price List API answers.
-
-    Args:
-        session: an AWS session, or None (no call: the dated table).
-        instance_types: ``ml.`` types (SageMaker: ``use`` default ``hosting``) or EC2 types.
-        use: ``ec2``, ``hosting`` or ``training``; None: ``hosting`` for ``ml.``, else ``ec2``.
-        region: the region of the prices; default the session's.
-        enabled: False: do not ask (the dated table, "not asked for").
-
-    Returns:
-        ``({instance: InstancePrice read now}, [notes])``: the notes say where the prices come
-        from and, for each instance left to the dated table, why.
-    """
+    """``({instance: price read now}, [notes])`` where the Price List API answers; the notes say
+    where the prices come from and, for each instance left to the table, why."""
     reason = _why_not(session) if enabled else "price refresh not asked for"
     if reason:
         return {}, [f"prices: the dated table in pt2aws/sizing/instances.json ({reason})"]
     prices, notes = {}, []
     for name in instance_types:
-        kind = use or ("hosting" if name.startswith("ml.") else "ec2")
         try:
-            prices[name] = live_price(session, name, kind, region)
+            prices[name] = live_price(session, name, _use(name, use), region, client)
         except PriceUnavailable as err:
             notes.append(f"{name}: the dated table ({err})")
             if "could not be asked" in str(err) or "refused" in str(err):
@@ -221,7 +237,7 @@ def refresh_prices(
 
 
 def _why_not(session) -> str | None:
-    """Why the API is not asked at all, or None."""
+    """Why the Price List API is not asked at all, or None."""
     if os.environ.get(OFF_SWITCH, "").lower() in ("off", "0", "false", "no"):
         return f"price refresh off: {OFF_SWITCH}={os.environ[OFF_SWITCH]}"
     if session is None:

@@ -1,26 +1,17 @@
-"""What serving the model costs per 1M inferences: one throughput model for notebooks 00 and 03
-and ``pt2aws recommend``.
+"""What serving costs per 1M inferences: the one FLOPs model, the measured points the
+utilisation comes from, and the one cost-row schema of notebooks 00 and 03 and ``pt2aws
+recommend``::
 
-**Throughput, estimated** (every row, every notebook, same inputs give the same figure)::
+    inferences/s      = peak FLOP/s x utilisation / FLOPs per request
+    FLOPs per request = (2N + 4LdT) x T    (a third of training's 6N + 12LdT per token)
+    utilisation       = an anchor's achieved FLOP/s / the peak of the machine that achieved it
+    USD per 1M        = instance_cost(hours = 1e6 / (inferences/s x 3600))
 
-    inferences/s = serving peak FLOP/s x utilisation / FLOPs per request
-    FLOPs per request = (2 x N + 4 x L x d x T) x T
-
-N the model's non-embedding parameters, L layers, d width, T tokens per request: a forward
-pass is a third of the training count ``6N + 12LdT`` per token (Kaplan et al. 2020 §2.1; PaLM
-appendix B, as torchtitan's and nanoGPT's MFU count it). The serving peak is per processor
-generation (:func:`pt2aws.sizing.catalog.serving_peak`: vCPUs x the fp32 vector peak per vCPU from the
-AWS Graviton guide's table of vector units and clocks; for accelerators their bf16 peak). The
-utilisation is our assumption (:data:`DEFAULT_UTILISATION`), printed beside every estimate.
-
-**Throughput, measured**, where a load test ran: on AWS the deployed instance gets a row of its
-own measured through its endpoint; on the emulator the load test measured *this machine*'s
-local server, and the row says so (it has no price: this machine is not an AWS instance).
-
-**Cost per 1M** = USD per hour / (inferences/s x 3600) x 1e6, for an endpoint kept busy.
-Prices: the catalog's (:func:`pt2aws.sizing.catalog.price`: SageMaker hosting for ``ml.`` types, EC2
-for bare ones; the us-east-1 figure with a note where the region has none), or the AWS Price
-List API's where :func:`pt2aws.sizing.pricing.refresh_prices` could read it.
+N the non-embedding parameters, L layers, d width, T tokens per request. Anchors, each row
+naming its own: arm64 rows, AWS's published Graviton3 figure; x86 rows, notebook 02's fp32
+eager throughput against this machine's peak (:func:`local_anchor`), the Graviton3 figure
+until notebook 02 has run; Inferentia2, AWS Neuron's published figure; GPU and Trainium rows,
+:data:`ASSUMED_UTILISATION`. The anchors' figures and sources are in ``instances.json``.
 """
 
 from __future__ import annotations
@@ -28,393 +19,264 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from types import SimpleNamespace
 
-from pt2aws.sizing import catalog
+from pt2aws.sizing import catalog, pricing
+from pt2aws.train.throughput import training_flops_per_token
 
-#: Assumed fraction of the serving peak an endpoint reaches answering requests (our assumption:
-#: one or a few short texts per request are latency- and memory-bound). Replace with a load test.
-DEFAULT_UTILISATION = 0.10
-#: Graviton generations beside a comparable x86 instance (same vCPUs and memory: c6i.xlarge).
+#: Utilisation of rows without a measured anchor (GPUs, Trainium): our assumption.
+ASSUMED_UTILISATION = 0.10
+#: Notebook 03's SageMaker endpoints: Graviton2/3/4 and a comparable x86 instance.
 DEFAULT_COMPARISON = ("ml.c6g.xlarge", "ml.c7g.xlarge", "ml.c8g.xlarge", "ml.c6i.xlarge")
-#: Where SageMaker hosting prices are published (the catalog's ``sagemaker-hosting-pricing``).
-PRICING_PAGE = catalog.source("sagemaker-hosting-pricing")["url"]
-#: The source of the FLOP count (printed with the estimates).
-FLOPS_SOURCE = (
-    "Kaplan et al. 2020 §2.1 and PaLM appendix B: a forward pass is a third of training's "
-    "6N + 12LdT per token"
-)
+#: A request this many times smaller than its anchor's is bound by per-call overhead, not FLOPs:
+#: its row is an upper bound, and says so (our threshold).
+SMALL_REQUEST = 10
+#: Texts per forward pass of notebook 02's throughput table.
+MEASURED_BATCH = 32
 
 
-def forward_flops_per_token(
-    non_embedding_parameters: float, num_layers: int, hidden_size: int, tokens: int
-) -> float:
-    """Forward-pass FLOPs per token: ``2 x N + 4 x L x d x T``.
-
-    ``2N`` for the matrix products of the non-embedding weights (the embedding lookup does no
-    matrix multiply), ``4LdT`` for the attention scores and their weighted sum over ``T``
-    tokens. The training count per token is three times this (``6N + 12LdT``).
-
-    Args:
-        non_embedding_parameters: N (count).
-        num_layers: L.
-        hidden_size: d.
-        tokens: T, tokens per sequence.
-
-    Raises:
-        ValueError: a non-positive argument.
-    """
-    if min(non_embedding_parameters, num_layers, hidden_size, tokens) <= 0:
-        raise ValueError(
-            "need N, layers, width and tokens > 0, got "
-            f"{non_embedding_parameters}, {num_layers}, {hidden_size}, {tokens}"
-        )
-    return 2.0 * non_embedding_parameters + 4.0 * num_layers * hidden_size * tokens
+def forward_flops_per_token(n: float, num_layers: int, hidden_size: int, tokens: float) -> float:
+    """``2N + 4LdT``: a third of :func:`pt2aws.train.throughput.training_flops_per_token`."""
+    return training_flops_per_token(n, num_layers, hidden_size, tokens) / 3
 
 
-def flops_per_request(model, tokens: int) -> float:
-    """FLOPs of one request of ``tokens`` tokens.
+def flops_per_request(model, tokens: float) -> float:
+    """FLOPs of one request of ``tokens`` tokens; ``model`` has ``non_embedding_parameters``,
+    ``num_layers`` and ``hidden_size`` (:class:`pt2aws.sizing.workload.ModelSpec`)."""
+    n, layers, width = model.non_embedding_parameters, model.num_layers, model.hidden_size
+    return forward_flops_per_token(n, layers, width, tokens) * tokens
 
-    Args:
-        model: anything with ``non_embedding_parameters``, ``num_layers`` and ``hidden_size``
-            (:class:`pt2aws.sizing.workload.ModelSpec`).
-        tokens: tokens per request (one text, padded).
-    """
-    per_token = forward_flops_per_token(
-        model.non_embedding_parameters, model.num_layers, model.hidden_size, tokens
+
+def published_anchor(processor: str) -> dict:
+    """The utilisation AWS's published figure for ``"Graviton3"`` or ``"Inferentia2"`` gives:
+    ``{"utilisation", "anchor", "anchor_detail"}`` (``serving_anchors`` of the catalog)."""
+    a = catalog.data()["serving_anchors"][processor]
+    shape = SimpleNamespace(
+        non_embedding_parameters=a["non_embedding_parameters"],
+        num_layers=a["num_layers"],
+        hidden_size=a["hidden_size"],
     )
-    return per_token * tokens
+    rate = a.get("inferences_per_s") or a["batch"] / a["seconds_per_batch"]
+    achieved = rate * flops_per_request(shape, a["tokens"])
+    peak = catalog.peak_flops(a["instance"])
+    src = catalog.source(a["source"])
+    return {
+        "utilisation": achieved / peak["flops"],
+        "flops_per_request": achieved / rate,
+        "anchor": f"AWS-published {processor} figure",
+        "anchor_detail": f"{a['model']}, {a['tokens']} tokens, batch {a['batch']}, {rate:.1f}/s on "
+        f"{a['instance']} ({a['what']}; {src['url'].split()[0]}, {src['date']}) = "
+        f"{achieved / 1e9:.4g} GFLOP/s of {peak['basis']}",
+    }
 
 
-def estimate_throughput(
-    instance_type: str, model, tokens: int, utilisation: float = DEFAULT_UTILISATION
-) -> dict | None:
-    """Inferences/s of ``instance_type`` by the model of this module, with its assumption.
+def machine_peak(cpuinfo: str | None = None, isa: str | None = None, vcpus: int | None = None):
+    """This machine's fp32 peak, ``{"flops", "basis"}``, or None (no clock in ``cpuinfo``).
 
-    Returns:
-        ``{"throughput_per_s", "basis", "peak_flops", "flops_per_request", "utilisation",
-        "peak_source"}``, or None when the catalog has no peak for the instance's processor.
-
-    Raises:
-        ValueError: a utilisation outside (0, 1].
+    A Graviton (its ``CPU part``): the catalog's peak per vCPU. x86: physical cores x fp32 FLOP
+    per cycle of the ISA torch dispatches (``isa_fp32_flops_per_cycle``: AVX-512 64, AVX2 32)
+    x the ``cpu MHz`` of ``/proc/cpuinfo`` (turbo not counted); cores = vCPUs / (``siblings`` /
+    ``cpu cores``). Defaults: ``/proc/cpuinfo``, ``cpu_features().isa``, ``os.cpu_count()``.
     """
-    if not 0 < utilisation <= 1:
-        raise ValueError(f"utilisation must be in (0, 1], got {utilisation}")
-    peak = catalog.serving_peak(instance_type)
+    if cpuinfo is None:
+        cpuinfo = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").is_file() else ""
+    info: dict[str, str] = {}
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        info.setdefault(key.strip(), value.strip())
+    vcpus = vcpus or os.cpu_count() or 1
+    graviton = catalog.processor_by_cpu_part(info.get("CPU part", ""))
+    if graviton:
+        per_vcpu = catalog.data()["cpus"][graviton[0]]["peak_fp32_gflops_per_vcpu"]
+        basis = f"{vcpus} vCPUs x {per_vcpu:g} GFLOP/s fp32 ({graviton[0]})"
+        return {"flops": vcpus * per_vcpu * 1e9, "basis": basis}
+    if not info.get("cpu MHz"):
+        return None
+    if isa is None:
+        from pt2aws.env import cpu_features
+
+        isa = cpu_features().isa
+    table = catalog.data()["isa_fp32_flops_per_cycle"]
+    per_cycle = table["AVX512"] if isa.startswith("AVX512") else table.get(isa, table["DEFAULT"])
+    ghz = float(info["cpu MHz"]) / 1e3
+    cores = vcpus / (int(info.get("siblings", 1)) / int(info.get("cpu cores", 1)))
+    return {
+        "flops": cores * per_cycle * ghz * 1e9,
+        "basis": f"{cores:g} cores x {per_cycle} fp32 FLOP/cycle ({isa}) x {ghz:.3g} GHz",
+    }
+
+
+def token_lengths(model_dir: str | Path, texts: list[str]) -> list[int]:
+    """Tokens per text with the model's tokenizer (special tokens in, truncated at its limit)."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+    return [len(ids) for ids in tokenizer(texts, truncation=True)["input_ids"]]
+
+
+def local_anchor(run, peak: dict | None = None) -> dict | None:
+    """``{"utilisation", "anchor", "anchor_detail"}`` notebook 02 measured in ``run`` (a
+    :class:`pt2aws.rundir.RunDir`): its fp32 eager throughput at batch 32 on the texts it timed
+    (length-sorted batches, each padded to its longest) over ``peak`` (default
+    :func:`machine_peak`); None before notebook 02 has run."""
+    path = run.inference_metrics
+    metrics = json.loads(path.read_text()) if path.is_file() else {}
+    eager = next((r for r in metrics.get("variants", []) if r["variant"] == "eager"), None)
+    peak = peak or machine_peak()
+    if not eager or not peak or not run.model_dir.is_dir():
+        return None
+    from transformers import AutoConfig
+
+    from pt2aws.data import load_for_run
+    from pt2aws.sizing.workload import model_spec
+
+    count = metrics["agreement_texts"]["count"]
+    texts = list(load_for_run(run.train_dir).splits["validation"]["text"][:count])
+    lengths = sorted(token_lengths(run.model_dir, texts))
+    spec = model_spec(AutoConfig.from_pretrained(run.model_dir))
+    batches = [lengths[i : i + MEASURED_BATCH] for i in range(0, len(lengths), MEASURED_BATCH)]
+    per_text = sum(len(b) * flops_per_request(spec, b[-1]) for b in batches) / len(lengths)
+    achieved = eager["samples_per_s"] * per_text
+    return {
+        "utilisation": achieved / peak["flops"],
+        "flops_per_request": per_text,
+        "anchor": "this machine, notebook 02",
+        "anchor_detail": f"fp32 eager, batch {MEASURED_BATCH}, {eager['samples_per_s']:.1f} texts/s "
+        f"of {sum(lengths) / len(lengths):.0f} tokens ({path}) = "
+        f"{achieved / 1e9:.4g} GFLOP/s of {peak['basis']}",
+    }
+
+
+def utilisation(instance_type: str, local: dict | None = None) -> dict:
+    """The anchor of ``instance_type``'s row (module docstring): ``{"utilisation", "anchor",
+    "anchor_detail"}``; ``local``: :func:`local_anchor`'s answer, for x86 rows."""
+    row = catalog.find(instance_type)
+    kind = row.kind if row else "cpu"
+    if kind == "inferentia":
+        return published_anchor("Inferentia2")
+    if kind != "cpu":
+        assumed = f"{ASSUMED_UTILISATION:.0%} of peak"
+        return {
+            "utilisation": ASSUMED_UTILISATION,
+            "anchor": f"assumption: {assumed}",
+            "anchor_detail": f"no measured anchor for {row.accelerator}: {assumed} assumed",
+        }
+    if catalog.architecture(instance_type) == "x86_64" and local:
+        return local
+    graviton = published_anchor("Graviton3")
+    if catalog.architecture(instance_type) == "x86_64":
+        graviton["anchor"] += " (stand-in: notebook 02 has not measured this machine)"
+    return graviton
+
+
+def _row(name: str, rate: float, anchor: dict, basis: str, region: str, known=None) -> dict:
+    """One cost row, the schema every table shows, for ``rate`` inferences/s."""
+    usd, found = pricing.instance_cost(name, None, 1e6 / (rate * 3600), region=region, known=known)
+    row = catalog.find(name)
+    return {
+        "instance": name,
+        "processor": (row and row.accelerator) or catalog.family_processor(name) or "",
+        "arch": catalog.architecture(name),
+        "vcpus": catalog.instance_vcpus(name),
+        "inferences_per_s": rate,
+        "usd_per_hour": found.usd_per_hour if found else None,
+        "usd_per_1m": usd,
+        "price": found.describe() if found else "no price known",
+        "anchor": anchor["anchor"],
+        "anchor_detail": anchor["anchor_detail"],
+        "basis": basis,
+    }
+
+
+def cost_row(
+    instance_type, model, tokens, *, region=pricing.CATALOG_REGION, price=None, local=None
+):
+    """The row of ``instance_type`` serving ``model`` at ``tokens`` tokens per request
+    (``price``: a live price, else the table's), or None when its peak is unknown."""
+    peak = catalog.peak_flops(instance_type)
     if peak is None:
         return None
-    flops = flops_per_request(model, tokens)
-    mark = "" if peak["source"].get("verified") else ", peak: our derivation"
-    return {
-        "throughput_per_s": peak["flops"] * utilisation / flops,
-        "basis": (
-            f"estimate: {peak['basis']} x {utilisation:.0%} assumed / {flops / 1e9:.3g} GFLOP "
-            f"per request ({tokens} tokens{mark})"
-        ),
-        "peak_flops": peak["flops"],
-        "flops_per_request": flops,
-        "utilisation": utilisation,
-        "peak_source": peak["source"]["id"],
-    }
-
-
-def cost_per_million(usd_per_hour: float, throughput_per_s: float) -> float:
-    """USD per 1,000,000 inferences at ``throughput_per_s`` inferences per second.
-
-    Raises:
-        ValueError: non-positive throughput or negative price.
-    """
-    if throughput_per_s <= 0 or usd_per_hour < 0:
-        raise ValueError(
-            f"need throughput > 0 (got {throughput_per_s}) and price >= 0 (got {usd_per_hour})"
-        )
-    return usd_per_hour / (throughput_per_s * 3600.0) * 1e6
-
-
-def _row(instance_type: str, price, throughput: float, basis: str) -> dict:
-    peak = catalog.serving_peak(instance_type) or {}
-    return {
-        "instance_type": instance_type,
-        "arch": catalog.architecture(instance_type),
-        "processor": peak.get("processor") or catalog.family_processor(instance_type) or "",
-        "vcpus": catalog.instance_vcpus(instance_type),
-        "usd_per_hour": price.usd_per_hour if price else None,
-        "price": price.describe() if price else "no price known",
-        "price_verified": bool(price and price.verified),
-        "price_source": price.source["id"] if price else None,
-        "price_region": price.region if price else None,
-        "throughput_per_s": throughput,
-        "throughput_basis": basis,
-        "usd_per_1m": cost_per_million(price.usd_per_hour, throughput) if price else None,
-    }
+    u, flops = utilisation(instance_type, local), flops_per_request(model, tokens)
+    basis = f"{peak['basis']} x {u['utilisation']:.1%} / {flops / 1e9:.3g} GFLOP per request ({tokens} tokens)"
+    if flops < u.get("flops_per_request", 0) / SMALL_REQUEST:  # overhead, not FLOPs, bounds it
+        basis += f", {u['flops_per_request'] / flops:.0f}x fewer than the anchor's: an upper bound"
+    return _row(instance_type, peak["flops"] * u["utilisation"] / flops, u, basis, region, price)
 
 
 def cost_rows(
     model,
-    tokens: int,
+    tokens,
+    instances=DEFAULT_COMPARISON,
     *,
-    instances: tuple[str, ...] = DEFAULT_COMPARISON,
-    region: str = catalog.CATALOG_REGION,
-    prices: dict | None = None,
-    measured: dict[str, float] | None = None,
-    utilisation: float = DEFAULT_UTILISATION,
-) -> list[dict]:
-    """Cost per hour and per 1M inferences for ``instances``: estimates, then measured rows.
-
-    Args:
-        model: see :func:`flops_per_request`.
-        tokens: tokens per request.
-        instances: ``ml.`` types (SageMaker hosting prices) or bare EC2 types (EC2 prices).
-        region: prices of this region where known (see :func:`pt2aws.sizing.catalog.price`).
-        prices: ``{instance: InstancePrice}`` read elsewhere (the Price List API), preferred.
-        measured: ``{instance: inferences/s}`` measured on that instance's endpoint: an extra row
-            per instance, after the estimates.
-        utilisation: see :func:`estimate_throughput`.
-
-    Returns:
-        One dict per row: ``instance_type, arch, processor, vcpus, usd_per_hour, price,
-        price_verified, price_source, price_region, throughput_per_s, throughput_basis,
-        usd_per_1m`` (``usd_per_hour`` and ``usd_per_1m`` None without a price); instances
-        without a peak figure get no estimate row.
-    """
+    region=pricing.CATALOG_REGION,
+    prices=None,
+    local=None,
+):
+    """:func:`cost_row` of each of ``instances`` with a known peak; ``prices``: live prices by
+    instance (:func:`pt2aws.sizing.pricing.refresh_prices`)."""
     prices = prices or {}
-    rows = []
-    for name in instances:
-        price = prices.get(name) or catalog.price(name, region=region)
-        estimate = estimate_throughput(name, model, tokens, utilisation)
-        if estimate is not None:
-            rows.append(_row(name, price, estimate["throughput_per_s"], estimate["basis"]))
-    for name, rate in (measured or {}).items():
-        price = prices.get(name) or catalog.price(name, region=region)
-        rows.append(_row(name, price, rate, "measured: load test on the endpoint"))
-    return rows
+    rows = [
+        cost_row(n, model, tokens, region=region, price=prices.get(n), local=local)
+        for n in instances
+    ]
+    return [r for r in rows if r is not None]
 
 
-def this_machine_row(throughput_per_s: float, what: str) -> dict:
-    """A row for a measurement on this machine (no price: it is not an AWS instance).
-
-    Args:
-        throughput_per_s: inferences/s measured here.
-        what: how it was measured, e.g. ``"load test through the local serving stack"``.
-    """
+def load_test_row(record: dict, request_tokens: float, region=pricing.CATALOG_REGION, prices=None):
+    """The row notebook 03's load test measured (:func:`pt2aws.aws.deploy.deployment_record`):
+    the deployed instance on AWS, *this machine* (no price) on the emulator; None without one.
+    ``request_tokens``: mean tokens of its requests (not the estimates' length)."""
+    load = record.get("load_test") or {}
+    if not load.get("requests"):
+        return None
+    what = f"{load['requests']} requests of one text, {request_tokens:.0f} tokens on average"
+    if record["target"] == "aws":
+        name, how = record["instance_type"], f"load test on the endpoint, {what}"
+        measured = {"anchor": "measured: load test", "anchor_detail": how}
+        return _row(name, load["throughput_per_s"], measured, how, region, (prices or {}).get(name))
     from pt2aws.env.machine import cpu_name
 
+    how = f"load test through {record['answer_source']}, {what}"
     return {
-        "instance_type": f"this machine ({cpu_name()}, {os.cpu_count()} vCPUs)",
-        "arch": os.uname().machine,
+        "instance": f"this machine ({cpu_name()}, {os.cpu_count()} vCPUs)",
         "processor": cpu_name(),
+        "arch": os.uname().machine,
         "vcpus": os.cpu_count(),
+        "inferences_per_s": load["throughput_per_s"],
         "usd_per_hour": None,
-        "price": "not an AWS instance",
-        "price_verified": False,
-        "price_source": None,
-        "price_region": None,
-        "throughput_per_s": throughput_per_s,
-        "throughput_basis": f"measured here: {what}",
         "usd_per_1m": None,
+        "price": "not an AWS instance",
+        "anchor": "measured: load test",
+        "anchor_detail": how,
+        "basis": how,
     }
 
 
-def format_cost_table(rows: list[dict], notes: list[str] | None = None) -> str:
-    """Markdown table of :func:`cost_rows` rows, with the assumption and each price's source."""
-    lines = [
-        "| instance | arch | processor | vCPUs | USD/hour | inferences/s | USD per 1M | basis |",
-        "| --- | --- | --- | ---: | ---: | ---: | ---: | --- |",
-    ]
-    for r in rows:
-        usd = "n/a" if r["usd_per_hour"] is None else f"{r['usd_per_hour']:.4f}"
-        per_1m = "n/a" if r["usd_per_1m"] is None else f"{r['usd_per_1m']:.4f}"
-        kind = "measured" if r["throughput_basis"].startswith("measured") else "estimate"
-        lines.append(
-            f"| {r['instance_type']} | {r['arch']} | {r['processor']} | {r['vcpus']} | {usd} | "
-            f"{r['throughput_per_s']:.1f} | {per_1m} | {kind} |"
-        )
-    lines += ["", f"Throughput model: {FLOPS_SOURCE}; utilisation our assumption."]
-    lines += sorted({f"- {r['instance_type']}: {r['throughput_basis']}" for r in rows})
-    lines += sorted({f"- price {r['instance_type']}: {r['price']}" for r in rows if r["price"]})
-    lines += [f"- {note}" for note in notes or []]
-    return "\n".join(lines)
-
-
 def tokens_per_request(train_metrics: str | Path) -> int:
-    """The length the model was trained at (``metrics.json``'s ``sequence_length``): the
-    tokens per request the estimates count (tweets fit in it; longer texts cost more).
-
-    Raises:
-        FileNotFoundError: no ``metrics.json`` (run notebook 01 first).
-    """
-    metrics = json.loads(Path(train_metrics).read_text())
-    return int(metrics["sequence_length"]["train_max_length"])
-
-
-def mean_tokens(model_dir: str | Path, texts: list[str]) -> float:
-    """Mean tokens per text of ``texts`` with the model's tokenizer (special tokens included,
-    no truncation): the request length a load test of those texts measures.
-
-    Raises:
-        ValueError: no texts.
-    """
-    if not texts:
-        raise ValueError("mean_tokens needs at least one text")
-    from transformers import AutoTokenizer
-
-    ids = AutoTokenizer.from_pretrained(str(model_dir))(list(texts))["input_ids"]
-    return sum(len(i) for i in ids) / len(ids)
-
-
-def compare_with_sizing(recommendation_json: str | Path, rows: list[dict]) -> str:
-    """One line per instance notebook 00 also sized (``recommendation.json``): its estimate
-    beside this table's, which the one model makes equal for the same model and length."""
-    path = Path(recommendation_json)
-    if not path.is_file():
-        return f"notebook 00 has not run into this run folder ({path.name} missing)"
-    saved = json.loads(path.read_text())["recommendation"]
-    sized = {r["instance"]: r for r in saved.get("inference", [])}
-    lines = []
-    for r in rows:
-        other = sized.get(r["instance_type"])
-        if other and r["throughput_basis"].startswith("estimate") and r["usd_per_1m"]:
-            lines.append(
-                f"{r['instance_type']}: notebook 00 {other['throughput_rps']:.1f}/s, "
-                f"{other['usd_per_million']:.3f} USD per 1M ({saved['model']['name']}, "
-                f"{saved['workload']['seq_len']} tokens); here {r['throughput_per_s']:.1f}/s, "
-                f"{r['usd_per_1m']:.3f} USD per 1M"
-            )
-    return "\n".join(lines) or "notebook 00 sized none of these instances"
-
-
-def batched_vs_single(batched: dict, load_test: dict) -> str:
-    """The measured ratio between batching in process and one text per request (the load test
-    through the serving stack), both on this machine when the emulator ran it."""
-    rate = batched["throughput_samples_per_second"]
-    single = load_test["throughput_per_s"]
-    return (
-        f"batched {batched['variant']} in this process ({batched['source']}): {rate:.1f}/s; one "
-        f"text per request through the serving stack (the load test): {single:.1f}/s: "
-        f"{rate / single:.1f}x"
-    )
+    """The length the model was trained at (``metrics.json``'s ``sequence_length``)."""
+    return int(json.loads(Path(train_metrics).read_text())["sequence_length"]["train_max_length"])
 
 
 def served_variant(image: str | None, metrics: dict) -> str:
-    """The predictor variant an endpoint on ``image`` serves, as notebook 02 measured it.
-
-    Args:
-        image: ``"dlc"`` (the AWS image: its handler serves fp32 ``eager``), ``"custom"`` (the
-            project's image: ``PT2AWS_VARIANT=auto``, re-measured at start-up; notebook 02's
-            ``auto`` choice stands in for it) or ``None`` (``eager``).
-        metrics: notebook 02's ``inference/metrics.json`` (may be empty).
-    """
+    """The variant an endpoint on ``image`` serves: ``custom`` (``PT2AWS_VARIANT=auto``:
+    notebook 02's ``auto`` stands in), else ``eager`` (the DLC's handler)."""
     if image == "custom":
         return (metrics.get("auto_variant") or {}).get("variant") or "eager"
     return "eager"
 
 
-def local_throughput(
-    metrics_path: str | Path, model_dir: str | Path, texts: list[str], image: str | None = None
-) -> dict:
-    """Inferences/s of the served variant batched in this process on this machine: notebook
-    02's batch-32 row (:func:`served_variant`), else a quick measurement of fp32 eager here.
-
-    Returns:
-        ``{"throughput_samples_per_second": float, "variant": str, "source": str}``.
-    """
-    metrics_path = Path(metrics_path)
-    metrics = json.loads(metrics_path.read_text()) if metrics_path.is_file() else {}
+def batched_vs_single(metrics_path: str | Path, load_test: dict | None, image: str | None) -> str:
+    """Notebook 02's batch-32 throughput of the served variant beside the load test's one text
+    per request, both measured on this machine when the emulator ran the load test."""
+    path = Path(metrics_path)
+    metrics = json.loads(path.read_text()) if path.is_file() else {}
     variant = served_variant(image, metrics)
-    row = next((r for r in metrics.get("variants", []) if r.get("variant") == variant), None)
-    if row and row.get("samples_per_s"):
-        return {
-            "throughput_samples_per_second": row["samples_per_s"],
-            "variant": variant,
-            "source": f"{metrics_path} ({variant}, batch 32)",
-        }
-    measured = measure_throughput(str(model_dir), texts)
-    return {
-        "throughput_samples_per_second": measured["throughput_samples_per_second"],
-        "variant": "eager",
-        "source": f"measured here (fp32 eager, {len(texts)} texts, median of 3)",
-    }
-
-
-def measure_throughput(
-    model_dir: str, texts: list[str], *, batch_size: int = 32, repeats: int = 3
-) -> dict:
-    """Inferences per second of the fp32 eager model on this machine (a quick local figure).
-
-    Timed by :func:`pt2aws.inference.measure.throughput`: one untimed pass over ``texts``, then
-    ``repeats`` timed passes; the median rate is reported.
-
-    Returns:
-        ``{"throughput_samples_per_second": float, "seconds": [per timed pass], "texts": int,
-        "batch_size": int, "vcpus": int, "torch_threads": int}``.
-    """
-    import torch
-
-    from pt2aws.inference.measure import throughput
-    from pt2aws.inference.predictor import Predictor
-
-    predictor = Predictor(model_dir, device="cpu", batch_size=batch_size, variant="eager")
-    rate = throughput(lambda: predictor.predict(texts), len(texts), repeats)
-    return {
-        "throughput_samples_per_second": rate["samples_per_s"],
-        "seconds": [len(texts) / r for r in rate["runs_samples_per_s"]],
-        "texts": len(texts),
-        "batch_size": batch_size,
-        "vcpus": os.cpu_count() or 1,
-        "torch_threads": torch.get_num_threads(),
-    }
-
-
-def cost_report(
-    model,
-    tokens: int,
-    *,
-    region: str = catalog.CATALOG_REGION,
-    prices: dict | None = None,
-    price_notes: list[str] | None = None,
-    record: dict | None = None,
-    instances: tuple[str, ...] = DEFAULT_COMPARISON,
-    load_test_tokens: float | None = None,
-) -> dict:
-    """Notebook 03's cost table: the estimates notebook 00 shows, and the load test's row.
-
-    Args:
-        model: the deployed model's shape (see :func:`flops_per_request`).
-        tokens: tokens per request (the length the model was trained at).
-        region: the endpoint's region (prices).
-        prices: live prices (:func:`pt2aws.sizing.pricing.refresh_prices`), preferred.
-        price_notes: where the prices come from, in words (printed under the table).
-        record: :func:`pt2aws.aws.endpoint.deployment_record`'s answer; its load test gives
-            the deployed instance a measured row on AWS, or this machine's row on the emulator.
-        instances: the rows to estimate.
-        load_test_tokens: mean tokens per text of the load test's requests
-            (:func:`mean_tokens`), stated in the measured row's basis beside the ``tokens`` the
-            estimates count: a load test of short samples is not a request of ``tokens`` tokens.
-
-    Returns:
-        ``{"rows": [...] (:func:`cost_rows`, then the measured row), "table": markdown,
-        "measured": the measured row or None}``.
-    """
-    load = (record or {}).get("load_test")
-    measured_row = None
-    rows = cost_rows(model, tokens, instances=instances, region=region, prices=prices)
-    if load and load.get("requests"):
-        rate = load["throughput_per_s"]
-        if record["target"] == "aws":
-            measured = {record["instance_type"]: rate}
-            measured_row = cost_rows(
-                model, tokens, instances=(), region=region, prices=prices, measured=measured
-            )[0]
-        else:
-            what = f"load test through {record['answer_source']}, one text per request"
-            measured_row = this_machine_row(rate, what)
-        if load_test_tokens is not None:
-            measured_row["throughput_basis"] += (
-                f" ({load_test_tokens:.0f} tokens per request on average; the estimates count "
-                f"{tokens})"
-            )
-        rows.append(measured_row)
-    return {
-        "rows": rows,
-        "table": format_cost_table(rows, price_notes),
-        "measured": measured_row,
-    }
+    row = next((r for r in metrics.get("variants", []) if r["variant"] == variant), None)
+    if not row or not (load_test or {}).get("requests"):
+        return "no batched figure: run notebook 02 (and a load test) first"
+    batched, single = row["samples_per_s"], load_test["throughput_per_s"]
+    return (
+        f"batched {variant} in one process (notebook 02, batch {MEASURED_BATCH}): {batched:.1f}/s; "
+        f"one text per request through the serving stack (the load test): {single:.1f}/s: "
+        f"{batched / single:.1f}x"
+    )

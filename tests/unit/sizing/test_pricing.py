@@ -1,4 +1,5 @@
-"""Prices from the AWS Price List API, tested with recorded responses (botocore Stubber)."""
+"""Prices: the dated table, the one price x hours, and the AWS Price List API (recorded
+responses, botocore Stubber)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 from botocore.stub import Stubber
 
 from pt2aws.aws.session import AwsSession
-from pt2aws.sizing import pricing
+from pt2aws.sizing import catalog, pricing
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -131,7 +132,6 @@ def test_refresh_reads_each_price_and_says_which_came_from_where(monkeypatch):
     recorded = _fixture("pricing_get_products_ec2.json")["us-east-1"]
     empty = {"FormatVersion": "aws_v1", "PriceList": []}
     client, _ = _stubbed([(recorded, None), (empty, None)])
-    monkeypatch.setattr(pricing, "_pricing_client", lambda session, region: client)
     session = AwsSession(region="us-east-1")
     monkeypatch.setattr(
         type(session),
@@ -140,7 +140,88 @@ def test_refresh_reads_each_price_and_says_which_came_from_where(monkeypatch):
             aws_access_key_id="a", aws_secret_access_key="b", region_name="us-east-1"
         ),
     )
-    prices, notes = pricing.refresh_prices(session, ["p4d.24xlarge", "p5e.48xlarge"])
+    prices, notes = pricing.refresh_prices(session, ["p4d.24xlarge", "p5e.48xlarge"], client=client)
     assert list(prices) == ["p4d.24xlarge"] and prices["p4d.24xlarge"].usd_per_hour == 21.957642
     assert notes[0] == "prices read from the AWS Price List API today: p4d.24xlarge"
     assert notes[1].startswith("p5e.48xlarge: the dated table (0 AmazonEC2 products")
+
+
+def test_hosting_prices_are_sagemaker_types_with_a_dated_unverified_source():
+    prices = pricing.table_prices("hosting")
+    assert {"ml.c6g.xlarge", "ml.c7g.xlarge", "ml.c8g.xlarge", "ml.c6i.xlarge"} <= set(prices)
+    c7g = pricing.price("c7g.xlarge", "hosting")
+    assert c7g == pricing.price("ml.c7g.xlarge") == prices["ml.c7g.xlarge"]
+    assert (c7g.usd_per_hour, c7g.use, c7g.verified) == (0.1734, "hosting", False)
+    assert c7g.source["id"] == "sagemaker-hosting-pricing" and c7g.source["date"] == "2026-11-30"
+    # SageMaker hosting costs more than EC2 for the same hardware (0.1734 vs 0.145 USD/h)
+    assert c7g.usd_per_hour > pricing.price("c7g.xlarge").usd_per_hour == 0.145
+    assert pricing.price("ml.c5.9xlarge") is None
+    hosting = catalog.botocore_instance_types("hosting")
+    assert all(name in hosting and p.source["url"] for name, p in prices.items())
+    assert pricing.price("ml.p4d.24xlarge", "training").usd_per_hour == 37.688
+    with pytest.raises(ValueError, match="choose one of ec2, hosting, training"):
+        pricing.price("c7g.xlarge", "spot")
+
+
+def test_every_ec2_price_names_a_dated_source_and_the_corrections_hold():
+    unverified = set()
+    for row in catalog.data()["instances"]:
+        src = catalog.source(row["sources"]["price"])
+        assert src["date"] and src["url"], row["name"]
+        assert src["id"] != "aws-ec2-pricing" or not src["verified"]
+        for region, usd in row.get("regional_prices", {}).items():
+            assert region != "us-east-1" and usd > 0 and src["verified"], row["name"]
+        if not src["verified"]:
+            unverified.add(row["name"])
+    assert unverified == {
+        "g6e.xlarge",
+        "p4de.24xlarge",
+        "p5e.48xlarge",
+        "c8g.xlarge",
+        "c8g.4xlarge",
+        "m8g.xlarge",
+    }
+    p5en = pricing.price("p5en.48xlarge")
+    assert (p5en.usd_per_hour, p5en.source["id"], p5en.source["date"]) == (
+        63.296,
+        "dstack-2026",
+        "2026-08-06",
+    )
+    assert pricing.price("p4d.24xlarge").usd_per_hour == 21.957642  # AWS offer file
+    assert pricing.price("trn2.48xlarge") is None  # no on-demand product: verified absence
+    assert catalog.get_instance("trn2.48xlarge").sources["price"]["verified"] is True
+    assert pricing.price("p5e.48xlarge") is None
+
+
+def test_regional_prices_and_the_us_east_1_fallback_say_which_region():
+    eu = pricing.price("p4d.24xlarge", "ec2", "eu-west-1")
+    assert (eu.usd_per_hour, eu.region, eu.region_note) == (23.71569, "eu-west-1", "")
+    assert eu.describe() == "23.7157 USD/h (verified, sub-ec2-2026 2026-09-10, eu-west-1)"
+    fallback = pricing.price("c7g.xlarge", "ec2", "eu-west-1")
+    assert (fallback.usd_per_hour, fallback.region, fallback.asked_region) == (
+        0.145,
+        "us-east-1",
+        "eu-west-1",
+    )
+    assert fallback.region_note == "us-east-1 price: the catalog has no figure for eu-west-1"
+    hosting = pricing.price("ml.c7g.xlarge", region="ap-south-1")
+    assert (hosting.use, hosting.usd_per_hour, hosting.region) == ("hosting", 0.1734, "us-east-1")
+    assert hosting.describe().endswith(
+        "(UNVERIFIED, sagemaker-hosting-pricing 2026-11-30, us-east-1; us-east-1 price: the "
+        "catalog has no figure for ap-south-1)"
+    )
+
+
+def test_instance_cost_is_hours_times_count_times_the_hourly_price():
+    usd, price = pricing.instance_cost("ml.g5.12xlarge", "training", 2.5, count=3)
+    assert usd == pytest.approx(2.5 * 3 * 7.09) and price.usd_per_hour == 7.09
+    usd, price = pricing.instance_cost("p4d.24xlarge", "ec2", 0.5, region="eu-west-1")
+    assert usd == pytest.approx(0.5 * 23.71569) and price.region == "eu-west-1"
+    live = pricing.InstancePrice("ml.c7g.xlarge", 0.2, {"id": "x", "verified": True}, "hosting")
+    assert pricing.instance_cost("ml.c7g.xlarge", "hosting", 10, known=live) == (2.0, live)
+    assert pricing.instance_cost("p5e.48xlarge", "ec2", 1) == (None, None)  # no price known
+    assert pricing.instance_cost("ml.c7g.xlarge", None, 0)[0] == 0.0
+    with pytest.raises(ValueError, match="hours >= 0 and count >= 1"):
+        pricing.instance_cost("ml.c7g.xlarge", "hosting", 1, count=0)
+    with pytest.raises(ValueError, match="hours >= 0"):
+        pricing.instance_cost("ml.c7g.xlarge", "hosting", -1)

@@ -7,7 +7,7 @@ import json
 import pytest
 from support.roberta_base import EMBEDDINGS, ROBERTA_BASE, H, L
 
-from pt2aws.sizing import catalog, ranking, tables, workload
+from pt2aws.sizing import ranking, tables, workload
 
 
 def test_rank_training_time_and_cost_by_hand():
@@ -41,22 +41,21 @@ def test_rank_training_time_and_cost_by_hand():
         ranking.rank_training("roberta-base", train_tokens=0)
 
 
-def test_rank_inference_measured_and_estimated():
-    rows = ranking.rank_inference("roberta-base", throughput_rps={"ml.c7g.xlarge": 20.0})
-    (measured,) = [r for r in rows if r["throughput_source"].startswith("measured")]
-    assert measured["instance"] == "ml.c7g.xlarge"
-    assert measured["usd_per_million"] == pytest.approx(0.1734 / (3600 * 20) * 1e6)
-    by = {r["instance"]: r for r in rows if r["throughput_source"].startswith("estimate")}
+def test_rank_inference_holds_the_weights_and_flags_the_cheapest():
+    rows = ranking.rank_inference("roberta-base")
+    by = {r["instance"]: r for r in rows}
+    assert set(by) == set(ranking.DEFAULT_INFERENCE_INSTANCES)  # all hold 250 MB of bf16 weights
     assert by["ml.c7g.xlarge"]["arch"] == "arm64" and by["ml.c6i.xlarge"]["arch"] == "x86_64"
-    # estimated: peak x 10 % / ((2 x N + 4 x L x d x T) x T), N = non-embedding parameters
+    # peak x utilisation / ((2 x N + 4 x L x d x T) x T), N = non-embedding parameters
     n = ROBERTA_BASE - 38_999_040  # the embedding tables
-    assert by["g5.xlarge"]["throughput_rps"] == pytest.approx(
+    assert by["g5.xlarge"]["inferences_per_s"] == pytest.approx(
         70e12 * 0.1 / ((2 * n + 4 * 12 * 768 * 128) * 128)
     )
-    assert {"ml.c6g.xlarge", "ml.c7g.xlarge", "ml.c8g.xlarge", "g5.xlarge", "inf2.xlarge"} <= set(
-        by
-    )
-    assert sum(r["cheapest"] for r in rows) == 1
+    assert [r["usd_per_1m"] for r in rows] == sorted(r["usd_per_1m"] for r in rows)
+    assert rows[0]["cheapest"] and sum(r["cheapest"] for r in rows) == 1
+    fastest = max(rows, key=lambda r: r["inferences_per_s"])
+    assert fastest["fastest"] and sum(r["fastest"] for r in rows) == 1
+    assert ranking.rank_inference("2000B") == []  # 4 TB of weights fit none of them
 
 
 def test_recommend_roberta_base_on_1m_examples():
@@ -67,22 +66,40 @@ def test_recommend_roberta_base_on_1m_examples():
     assert rec["recommended"]["instance"] == rec["cheapest"]  # the cheapest row is a GPU here
     json.dumps(rec)
     text = tables.format_recommendation(rec)
-    assert "124,647,170 parameters" in text and "cheapest" in text and "| g5.xlarge |" in text
-    counts = catalog.price_source_counts()  # how many prices a reader can rely on, printed
-    hosting = counts["hosting"]
-    assert f"SageMaker hosting {hosting['verified']}/{sum(hosting.values())}" in text
+    assert "124,647,170 parameters" in text and "cheapest" in text and " g5.xlarge " in text
+    assert "AWS-published Graviton3 figure: all-mpnet-base-v2" in text  # each anchor, once
+    assert text.count("AWS-published Graviton3 figure: ") == 1
 
 
-def test_tables_state_the_formula_and_each_rows_precision():
+def test_tables_state_the_formula_and_each_rows_precision_and_show_no_nan():
     rec = ranking.recommend(workload.profile_workload("local", None, None, None))
-    sizing = tables.format_sizing(rec)
-    assert "(6N + 12LdT) x tokens, N non-embedding" in sizing and "6 x params" not in sizing
-    assert (
-        "peak x MFU" in rec["assumptions"]["time"] and "peak bf16" not in rec["assumptions"]["time"]
-    )
-    table = tables.training_table(rec).splitlines()
-    assert table[0].split("|")[6].strip() == "peak"
-    by = {line.split("|")[1].strip(): line.split("|")[6].strip() for line in table[2:]}
+    assert "(6N + 12LdT) x tokens, N non-embedding" in tables.format_sizing(rec)
+    frame = tables.training_frame(rec)
+    by = dict(zip(frame["instance"], frame["peak"], strict=True))
     assert by["c7g.xlarge"] == "fp32" and by["g5.xlarge"] == "bf16"
-    assert tables._hours(0.4) == "<1 s" and tables._hours(1.4) == "1 s"
+    assert tables.duration(0.4) == "<1 s" and tables.duration(1.4) == "1 s"
+    assert tables.duration(150) == "2.5 min" and tables.duration(9000) == "2.5 h"
     assert "fastest (compute time): " in tables.training_summary(rec)
+    assert "p5e.48xlarge" in set(frame["instance"])  # fits, but has no on-demand price
+    assert frame.loc[frame["instance"] == "p5e.48xlarge", "USD"].item() == "-"
+    costs = tables.cost_frame(rec["inference"])
+    assert not costs.isna().any().any() and list(costs.columns)[:3] == [
+        "instance",
+        "processor",
+        "vCPUs",
+    ]
+    tiny = tables.cost_frame(ranking.rank_inference("tiny-roberta", 48))
+    assert tiny.loc[tiny["instance"] == "inf2.xlarge", "USD per 1M"].item() == "<0.0001"
+    shown = tables.one_per_device(rec["training"])  # the plot's rows: the cheapest of each
+    assert [r["instance"] for r in shown if r["kind"] == "cpu"] == ["c7g.xlarge"]  # one CPU
+    gpus = [r["accelerators"].split(" x ")[1] for r in shown if r["kind"] != "cpu"]
+    assert len(gpus) == len(set(gpus)) and {"A10G", "L4", "A100-40GB", "H100"} <= set(gpus)
+    catalog_rows = tables.catalog_frame("eu-west-1")
+    assert not catalog_rows.isna().any().any()
+    p4d = catalog_rows[catalog_rows["instance"] == "p4d.24xlarge"].iloc[0]
+    assert p4d["USD/hour"] == "23.7157" and p4d["peak TFLOP/s"] == "2496 bf16"
+    assert (
+        catalog_rows[catalog_rows["instance"] == "c7g.xlarge"].iloc[0]["USD/hour"]
+        == "0.145 (us-east-1)"
+    )
+    assert tables.markdown(costs.head(1)).splitlines()[1] == "|" + " --- |" * costs.shape[1]

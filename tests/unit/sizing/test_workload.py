@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from support.roberta_base import ROBERTA_BASE, H
+from support.roberta_base import EMBEDDINGS, ROBERTA_BASE, H
 
 from pt2aws.sizing import catalog, memory, workload
 
@@ -13,20 +13,31 @@ def test_roberta_base_parameter_count_matches_hand_count():
     spec = workload.model_spec("roberta-base")
     assert spec.parameters == ROBERTA_BASE
     assert (spec.hidden_size, spec.num_layers, spec.num_heads) == (768, 12, 12)
-    # the closed form equals the model transformers builds (on the meta device)
-    built = workload.ModelSpec.from_config(workload.roberta_base_config(), build=True)
-    assert built.parameters == ROBERTA_BASE
+    assert spec.embedding_parameters == EMBEDDINGS - 2 * H  # the LayerNorm multiplies
+    assert workload.model_spec("FacebookAI/roberta-base") == spec
     # a transformers config works too, and RobertaConfig() defaults differ only in embeddings
-    from transformers import BertConfig, RobertaConfig
+    from transformers import RobertaConfig
 
     default = workload.model_spec(RobertaConfig(num_labels=2))
     assert default.parameters - ROBERTA_BASE == (512 - 514) * H + (2 - 1) * H
-    minilm = BertConfig(
-        hidden_size=384, num_hidden_layers=6, num_attention_heads=12, intermediate_size=1536
+    assert workload.model_spec("roberta-large").parameters == 355_361_794
+    for name in ("roberta-base", "minilm-l6"):  # the closed form is the model transformers builds
+        built = workload.ModelSpec.from_config(workload._config(name), name=name, build=True)
+        assert built == workload.model_spec(name)
+
+
+def test_a_bare_count_gets_an_estimated_shape():
+    spec = workload.model_spec("70B")
+    assert (spec.num_layers, spec.hidden_size, spec.num_heads, spec.parameters) == (
+        71,
+        9088,
+        71,
+        7e10,
     )
+    assert workload.model_spec(350e6) == workload.ModelSpec.from_parameters(350e6)
     assert (
-        workload.model_spec(minilm).parameters
-        == workload.ModelSpec.from_config(minilm, build=True).parameters
+        workload.model_spec("350m").name == "350m"
+        and workload.model_spec("350m").parameters == 350e6
     )
 
 

@@ -51,7 +51,7 @@ def test_sizing_counts_training_flops_with_the_same_function():
 
     # CPUs train in fp32 (the recipe's bf16 is off there): their fp32 peak, not the bf16 one
     assert cpu["peak_precision"] == "fp32" and gpu["peak_precision"] == "bf16"
-    assert cpu["peak_tflops"] == pytest.approx(catalog.serving_peak("c7g.xlarge")["flops"] / 1e12)
+    assert cpu["peak_tflops"] == pytest.approx(catalog.peak_flops("c7g.xlarge")["flops"] / 1e12)
 
 
 def test_mfu_is_flops_per_token_times_tokens_per_second_over_the_peak():
