@@ -299,7 +299,7 @@ class TrainConfig:
     )
     resume: str = field(
         default="never",
-        metadata={"help": "auto (newest checkpoint if any) | never | a checkpoint file"},
+        metadata={"help": "auto (newest checkpoint if any) | never | a checkpoint folder"},
     )
     benchmark_warmup_steps: int = field(
         default=3, metadata={"help": "first steps left out of the steady-state throughput"}
@@ -344,10 +344,10 @@ class TrainConfig:
             raise ValueError(f"--dropout {self.dropout}: must be in [0, 1)")
         if self.logging_steps < 1 or self.save_steps < 0 or self.benchmark_warmup_steps < 0:
             raise ValueError("logging_steps must be >= 1; save_steps, warmup steps >= 0")
-        if self.resume not in ("auto", "never") and not Path(self.resume).is_file():
+        if self.resume not in ("auto", "never") and not Path(self.resume).is_dir():
             raise ValueError(
-                f"--resume {self.resume!r}: not a checkpoint file; use auto, never or a "
-                "path such as <output_dir>/checkpoints/step-000100.pt"
+                f"--resume {self.resume!r}: not a checkpoint folder; use auto, never or a "
+                "path such as <output_dir>/checkpoints/step-000100"
             )
 
     def _check_data_options(self) -> None:
