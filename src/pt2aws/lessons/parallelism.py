@@ -16,12 +16,16 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 import torch
 from torch import nn
 
 from pt2aws.train.distributed import all_gather, compute_cleanup, compute_init, exit_worker
+
+#: Rank 0's lines that :func:`run` passes on as they come.
+PREFIX = "pt2aws-parallelism: "
 
 
 def make_mlp(dim: int = 1024, layers: int = 8) -> nn.Sequential:
@@ -125,20 +129,25 @@ def main(argv: list[str] | None = None) -> dict:
     warm(torch.randn(8, 64)).sum().backward()
     torch.optim.AdamW(warm.parameters()).step()
     result = {"world_size": info.world_size}
-    for mode in ("ddp", "fsdp"):
-        result[mode] = all_gather(_memory(mode, args.dim, args.layers), info)
-    result["tp"] = all_gather(_tensor_parallel(args.tp_dim), info)
+    for mode in ("ddp", "fsdp", "tp"):
+        mine = (
+            _tensor_parallel(args.tp_dim) if mode == "tp" else _memory(mode, args.dim, args.layers)
+        )
+        result[mode] = all_gather(mine, info)
+        if info.is_main:
+            print(f"{PREFIX}{mode} measured on {info.world_size} processes", flush=True)
     if info.is_main:
         Path(args.out).write_text(json.dumps(result, indent=2))
     compute_cleanup(info, succeeded=True)
     return result
 
 
-def run(dim: int = 1024, layers: int = 8, tp_dim: int = 16, timeout_s: float = 300) -> dict:
-    """Run the lesson on 2 CPU processes; :func:`main`'s result.
+def run(dim=1024, layers=8, tp_dim=16, timeout_s: float = 300, stream=None) -> dict:
+    """Run the lesson on 2 CPU processes; :func:`main`'s result. ``stream``: where a line per
+    strategy measured goes, as it is.
 
     Raises:
-        RuntimeError: the run failed (the message holds its output).
+        RuntimeError: the run failed or timed out (the message holds its output).
     """
     with tempfile.TemporaryDirectory(prefix="pt2aws-parallelism-") as tmp:
         out = Path(tmp) / "result.json"
@@ -148,9 +157,18 @@ def run(dim: int = 1024, layers: int = 8, tp_dim: int = 16, timeout_s: float = 3
         # blocks of 64 KiB and more go back to the OS when freed (glibc): RSS follows the live
         # tensors; CUDA_VISIBLE_DEVICES="": CPU tensors and gloo on a GPU machine too
         env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536", "CUDA_VISIBLE_DEVICES": ""}
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout_s)
+        output = []
+        with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              env=env) as proc:  # fmt: skip
+            timer = threading.Timer(timeout_s, proc.kill)
+            timer.start()
+            for line in proc.stdout:
+                output.append(line)
+                if line.startswith(PREFIX) and stream is not None:
+                    print(line[len(PREFIX) :].rstrip(), file=stream, flush=True)
+            timer.cancel()
         if proc.returncode != 0:
-            raise RuntimeError(f"exited {proc.returncode}:\n{(proc.stdout + proc.stderr)[-3000:]}")
+            raise RuntimeError(f"exited {proc.returncode}:\n{''.join(output)[-3000:]}")
         return json.loads(out.read_text())
 
 

@@ -222,7 +222,7 @@ def _median(values):
 
 
 def table(result: dict):
-    """The rows as a ``pandas.DataFrame`` for display (HTML in a notebook)."""
+    """The rows as a ``pandas.DataFrame`` for display (HTML in a notebook; no ``NaN``)."""
     import pandas as pd
 
     columns = {
@@ -233,10 +233,11 @@ def table(result: dict):
     }  # fmt: skip
     frame = pd.DataFrame(result["rows"], columns=["variant", *columns]).set_index("variant")
     frame["peak_memory_bytes"] = frame["peak_memory_bytes"] / 2**20
-    return frame.rename(columns=columns).round(
+    frame = frame.rename(columns=columns).round(
         {"samples/s": 1, "tokens/s": 0, "vs baseline": 2, "vs Trainer": 2, "warm-up s": 1,
          "peak mem MiB": 0, "final loss": 4, "pad frac": 3, "run s": 0, "step spread": 2}
     )  # fmt: skip
+    return frame.astype(object).where(frame.notna(), "")  # a figure a run has not: blank
 
 
 def describe(result: dict) -> str:
