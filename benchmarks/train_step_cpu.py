@@ -149,8 +149,6 @@ def profile_step(bench: Bench, steps: int, rows: int) -> None:
     """Print where arm A's step spends its time (torch.profiler) and the step's three parts."""
     from torch.profiler import ProfilerActivity, profile
 
-    from pt2aws.train.recipe import train_step
-
     arm = Arm("default")
     prep, schedule = bench.prep(arm)
     bench.block(arm, 0, 2)  # warm-up

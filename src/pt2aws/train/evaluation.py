@@ -10,29 +10,27 @@ from pt2aws.train.distributed import DistInfo, all_gather
 
 
 @torch.no_grad()
-def evaluate(
-    model, examples: list[dict], collator, info: DistInfo, batch_size: int, amp, lockstep: bool
-) -> dict:
+def evaluate(prep, examples: list[dict], collator, info: DistInfo, batch_size: int) -> dict:
     """``{"loss", "accuracy", "f1", "num_examples"}`` over tokenized ``examples``, the same on
     every rank: rank ``r`` takes examples ``r, r + world, …`` and the predictions are gathered.
 
     ``loss``: mean per-example cross-entropy (nats); accuracy and macro F1 from the Hugging Face
-    ``evaluate`` modules in :mod:`pt2aws.metrics` (as notebook 02's). ``amp``: the autocast dtype
-    or ``None``. ``lockstep`` (FSDP, whose forward all-gathers): every rank runs as many forward
-    passes, the extra ones on a batch whose results are dropped.
+    ``evaluate`` modules in :mod:`pt2aws.metrics` (as notebook 02's). Under FSDP, whose forward
+    all-gathers, every rank runs as many forward passes, the extra ones on a batch then dropped.
     """
     from pt2aws.metrics import load_metric
 
+    model = prep.module
     model.eval()
     mine = examples[info.rank :: info.world_size]
     batches = [mine[i : i + batch_size] for i in range(0, len(mine), batch_size)]
-    if lockstep:
+    if prep.parallelism == "fsdp":
         needed = math.ceil(math.ceil(len(examples) / info.world_size) / batch_size)
         batches += [None] * (needed - len(batches))
     total_loss, preds, refs = 0.0, [], []
     for rows in batches:
         batch = {k: v.to(info.device) for k, v in collator(rows or examples[:1]).items()}
-        with torch.autocast(info.device.type, dtype=amp or torch.float32, enabled=amp is not None):
+        with prep.autocast():
             out = model(**batch)
         if rows is not None:
             total_loss += float(out.loss) * len(rows)

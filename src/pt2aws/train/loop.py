@@ -2,15 +2,11 @@
 
     python -m pt2aws.train --profile smoke --output_dir runs/x/train            # 1 process
     torchrun --nproc_per_node 8 -m pt2aws.train --profile full --output_dir …   # 8 GPUs, DDP
-    torchrun --nnodes 2 --nproc_per_node 8 --rdzv-backend c10d --rdzv-endpoint HOST:29400 \\
-        -m pt2aws.train --profile full --resume auto --save_steps 200 …         # 2 nodes
     python -m pt2aws.train --config runs/x/train/train_config.json --max_steps 50  # a saved config
 
-Every rank runs the same number of steps (the data split like ``DistributedSampler``), so an
-uneven split cannot hang; evaluation counts each example once. ``--resume auto`` continues from
-the newest checkpoint to the losses of an uninterrupted run, also after ``torchrun
---max-restarts``. Writes to ``--output_dir``: ``model/`` (``save_pretrained`` of the plain module
-and the tokenizer), ``metrics.json``, ``train_log.jsonl``, ``train_config.json``, ``checkpoints/``.
+Every rank runs the same number of steps, so an uneven split cannot hang; ``--resume auto``
+continues from the newest checkpoint to the losses of an uninterrupted run. Writes ``model/``,
+``metrics.json``, ``train_log.jsonl``, ``train_config.json`` and ``checkpoints/``.
 """
 
 from __future__ import annotations
@@ -29,15 +25,8 @@ from pt2aws.data import parse_label_map, sequence_length_record, token_lengths
 from pt2aws.modeling import model_max_tokens
 from pt2aws.sizing.catalog import peak_bf16_flops
 from pt2aws.system import peak_memory_bytes
-from pt2aws.train import checkpoint, throughput
-from pt2aws.train.distributed import (
-    DistInfo,
-    all_gather,
-    compute_cleanup,
-    compute_init,
-    epoch_batches,
-    replica_max_abs_diff,
-)
+from pt2aws.train import checkpoint, distributed, throughput
+from pt2aws.train.distributed import DistInfo
 from pt2aws.train.evaluation import evaluate
 from pt2aws.train.flags import Choice, apply_tf32, autocast_dtype, resolve_flags
 from pt2aws.train.monitor import StepMonitor
@@ -144,7 +133,7 @@ class FineTune:
             print(length["describe"] if length else f"max_length {self.cfg.max_length} (set)")
 
     def _batches(self, epoch: int) -> list[list[int]]:
-        return epoch_batches(
+        return distributed.epoch_batches(
             self.lengths,
             self.cfg.per_device_train_batch_size,
             world_size=self.info.world_size,
@@ -170,7 +159,7 @@ class FineTune:
 
         probe = {"model": self.model, "batches": first_batches} if info.is_main else {}
         flags = resolve_flags(self.cfg, info.device, **probe)
-        self.flags = all_gather(flags, info)[0] | {"sdpa": self.sdpa}
+        self.flags = distributed.all_gather(flags, info)[0] | {"sdpa": self.sdpa}
         if info.device.type == "cuda":
             apply_tf32(self.flags["tf32"].enabled)
         self.collator = self._collator(self.flags["pad_to_multiple_of_8"].enabled)
@@ -241,15 +230,8 @@ class FineTune:
             self.monitor.finish()
 
     def _evaluate(self, split: str) -> dict:
-        return evaluate(
-            self.prep.module,
-            self.rows[split],
-            self.collator,
-            self.info,
-            self.cfg.per_device_eval_batch_size,
-            self.amp,
-            lockstep=self.parallelism == "fsdp",
-        )
+        batch_size = self.cfg.per_device_eval_batch_size
+        return evaluate(self.prep, self.rows[split], self.collator, self.info, batch_size)
 
     def _finish(self) -> dict:
         """Throughput, test metrics, the replica check (all ranks); rank 0 writes the run."""
@@ -262,7 +244,9 @@ class FineTune:
         peak = peak_bf16_flops(gpu) if gpu and self.amp is not None else None
         speed = throughput.summary(monitor, info, module, self.model.config, peak)
         test = self._evaluate("test")
-        replica_diff = None if self.parallelism == "fsdp" else replica_max_abs_diff(module, info)
+        replica_diff = (
+            None if self.parallelism == "fsdp" else distributed.replica_max_abs_diff(module, info)
+        )
         checkpoint.save_model(self.prep, self.tokenizer, self.out_dir, info)
         if not info.is_main:
             return {}
@@ -307,11 +291,8 @@ class FineTune:
 
 
 def parse_args(argv: list[str] | None = None) -> TrainConfig:
-    """``--<field> <value>`` flags (one per :class:`TrainConfig` field) into a validated config.
-
-    ``--config FILE.json`` (a run's ``train_config.json``) gives the defaults; every
-    ``--<field>``, before or after it, overrides the file; a ``checkpoint_dir`` the file derived
-    from its ``output_dir`` follows a new ``--output_dir``.
+    """``--<field> <value>`` flags (one per :class:`TrainConfig` field) into a validated config;
+    ``--config FILE.json`` (a run's ``train_config.json``) gives defaults the flags override.
 
     Raises:
         FileNotFoundError: no such ``--config`` file.
@@ -348,12 +329,12 @@ def main(argv: list[str] | None = None) -> dict:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     cfg = parse_args(argv)
     threads = torch.get_num_threads()  # compute_init sets its own; give in-process callers theirs
-    info = compute_init(cfg.num_threads)
+    info = distributed.compute_init(cfg.num_threads)
     succeeded = False
     try:
         metrics = FineTune(cfg, info).run()
         succeeded = True
         return metrics
     finally:
-        compute_cleanup(info, succeeded=succeeded)
+        distributed.compute_cleanup(info, succeeded=succeeded)
         torch.set_num_threads(threads)

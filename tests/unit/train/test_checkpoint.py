@@ -114,6 +114,7 @@ def test_resume_with_compile_toggled_on_continues_the_same_run(eager_no_dropout,
     assert 1 <= metrics["num_compiles"] <= 4
 
 
+@pytest.mark.filterwarnings("ignore:torch.distributed is disabled")  # one process: intended
 def test_compiled_model_saves_plain_weights_that_reload_with_identical_logits(compiled_resume):
     import torch.distributed.checkpoint as dcp
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
