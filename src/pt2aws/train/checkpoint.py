@@ -130,13 +130,9 @@ def save_checkpoint(
 
 
 def resume(cfg: TrainConfig, info: DistInfo, prep: Prepared, scheduler) -> TrainState:
-    """Find (rank 0 picks, every rank loads the same), check and load a checkpoint.
-
-    ``--resume auto``: the newest complete one in ``checkpoint_dir``, if any; or the folder
-    given. Restores weights, AdamW, scheduler, scaler and this rank's RNG streams.
-
-    Returns:
-        The state to continue from; ``TrainState()`` when there is nothing to resume.
+    """The state to continue from (``TrainState()``: nothing to resume), with weights, AdamW,
+    scheduler, scaler and this rank's RNG restored from the checkpoint rank 0 picked: for
+    ``--resume auto`` the newest complete one, if any.
 
     Raises:
         ValueError: the checkpoint belongs to a run with other settings.

@@ -20,13 +20,9 @@ Parallelism = Literal["none", "ddp", "fsdp"]
 
 @dataclass
 class Prepared:
-    """The model ready to train and what trains it.
-
-    ``module`` is the plain ``nn.Module`` (FSDP-sharded in place): what is evaluated and saved, its
-    keys free of ``_orig_mod.``/``module.``; ``model`` is what the step calls (compiled and/or
-    DDP-wrapped); ``autocast()`` opens the mixed-precision context; ``scaler`` is enabled for
-    fp16 only.
-    """
+    """The model ready to train: ``module`` the plain one (FSDP-sharded in place; evaluated and
+    saved, no ``_orig_mod.``/``module.`` keys), ``model`` what the step calls (compiled and/or
+    DDP-wrapped), ``autocast()`` the mixed-precision context, ``scaler`` enabled for fp16 only."""
 
     module: torch.nn.Module
     model: torch.nn.Module

@@ -36,16 +36,12 @@ def num_compiled_graphs() -> int:
 
 
 def summary(monitor, info: DistInfo, model, config, peak_flops: float | None) -> dict:
-    """Throughput over all ranks (a collective) from a finished
-    :class:`~pt2aws.train.monitor.StepMonitor`, leaving out its warm-up steps (unless the run
-    was too short to). ``model``, ``config``: the module (for ``N``) and its config (layers,
-    width); ``peak_flops``: one device's peak FLOP/s in the run's precision (``None``: no MFU).
-
-    Returns:
-        ``train_runtime_s``, ``warmup_time_s``, ``steady_state_steps``,
-        ``train_samples_per_second``, ``train_tokens_per_second`` (real tokens), ``step_time_s``,
-        ``pad_fraction``, ``flops_per_token`` (at the mean padded length) and ``mfu``.
-    """
+    """Throughput over all ranks (a collective) of a finished
+    :class:`~pt2aws.train.monitor.StepMonitor`, its warm-up steps left out (unless the run was
+    too short); ``peak_flops``: one device's peak in the run's precision (``None``: no MFU).
+    Keys: ``train_runtime_s``, ``warmup_time_s``, ``steady_state_steps``, ``step_time_s``,
+    ``train_samples_per_second``, ``train_tokens_per_second`` (real tokens), ``pad_fraction``,
+    ``flops_per_token`` (at the mean padded length), ``mfu``."""
     warm, steps = monitor.warm, monitor.steps_done
     warm_s, warm_counts, warm_steps = warm if warm and steps > warm[2] else (0.0, [0, 0, 0], 0)
     totals = all_reduce_sum(monitor.counts + warm_counts, info)
