@@ -1,6 +1,6 @@
 """A/B training speed: baseline, +compile, +bf16, +fused, all three, + bucketing, HF Trainer.
 
-Prints a Markdown table (never pass/fail) and writes it with the raw runs to ``--out``::
+Prints a table (never pass/fail) and writes it with the raw runs to ``--out``::
 
     python benchmarks/train_speed.py                                  # CPU: small RoBERTa, ~10 min
     python benchmarks/train_speed.py --model roberta-base --max_length 128 --steps 60   # one GPU
@@ -97,12 +97,10 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
 
     def write_table(result: dict) -> str:
-        table = training.format_table(result)
-        table += (
-            f"\n\nmodel: {args.model}; benchmark wall time so far "
-            f"{time.perf_counter() - started:.0f} s"
-        )
-        (out / "table.md").write_text(table + "\n")
+        table = f"{training.describe(result)}\n\n{training.table(result).to_string()}\n\n"
+        table += f"model: {args.model}; benchmark wall time so far "
+        table += f"{time.perf_counter() - started:.0f} s"
+        (out / "table.md").write_text(f"```\n{table}\n```\n")
         return table
 
     result = training.run_ab(settings, out, variants, stream=sys.stdout, on_result=write_table)

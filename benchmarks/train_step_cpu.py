@@ -78,7 +78,7 @@ class Bench:
 
         from pt2aws.config import TrainConfig
         from pt2aws.train.distributed import epoch_batches
-        from pt2aws.train.inputs import load_data_and_model, tokenize_splits
+        from pt2aws.train.loop import load_data_and_model, tokenize_splits
 
         cfg = TrainConfig(
             profile="local", output_dir=tempfile.mkdtemp(), max_train_samples=max_train_samples
@@ -126,7 +126,7 @@ class Bench:
     def block(self, arm: Arm, first: int, steps: int, clock=time.perf_counter) -> float:
         """Steps on batches ``first`` .. ``first + steps - 1`` as ``arm`` says (every arm of a
         round trains on the same batches); returns samples per second of ``clock``."""
-        from pt2aws.train.recipe import micro_step, optimizer_step
+        from pt2aws.train.recipe import train_step
 
         self.torch.set_num_threads(arm.threads or self.threads)
         for m in self.attention_dropouts:
@@ -140,8 +140,7 @@ class Bench:
                 batch = self.precollated[arm.pad_to][k]
             else:
                 batch = self.collators[arm.pad_to]([self.rows[j] for j in self.batches[k]])
-            micro_step(prep, batch, weight=1.0, last=True)
-            optimizer_step(prep, schedule)
+            train_step(prep, [batch], schedule)
             samples += len(batch["input_ids"])
         return samples / (clock() - start)
 
@@ -149,8 +148,6 @@ class Bench:
 def profile_step(bench: Bench, steps: int, rows: int) -> None:
     """Print where arm A's step spends its time (torch.profiler) and the step's three parts."""
     from torch.profiler import ProfilerActivity, profile
-
-    from pt2aws.train.recipe import micro_step, optimizer_step
 
     arm = Arm("default")
     prep, schedule = bench.prep(arm)
@@ -161,9 +158,12 @@ def profile_step(bench: Bench, steps: int, rows: int) -> None:
             t0 = time.perf_counter()
             batch = bench.collators[8]([bench.rows[j] for j in bench.batches[k]])
             t1 = time.perf_counter()
-            micro_step(prep, batch, weight=1.0, last=True)
+            with prep.autocast():
+                prep.model(**batch).loss.backward()
             t2 = time.perf_counter()
-            optimizer_step(prep, schedule)
+            prep.optimizer.step()
+            schedule.step()
+            prep.optimizer.zero_grad(set_to_none=True)
             t3 = time.perf_counter()
             for name, dt in zip(parts, (t1 - t0, t2 - t1, t3 - t2)):
                 parts[name] += dt

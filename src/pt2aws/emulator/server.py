@@ -158,7 +158,9 @@ def emulated_quotas() -> dict[str, tuple[float, bool]]:
     from pt2aws.sizing import catalog, pricing
     from pt2aws.sizing.serving_cost import DEFAULT_COMPARISON
 
-    quotas = {quota_name(n): (2.0, True) for n in [*DEFAULT_COMPARISON, *pricing.table_prices("hosting")]}
+    quotas = {
+        quota_name(n): (2.0, True) for n in [*DEFAULT_COMPARISON, *pricing.table_prices("hosting")]
+    }
     for name in pricing.table_prices("training"):
         gpu = catalog.instance_family(name)[0] in "gp"
         quotas[quota_name(name, "training")] = (0.0, False) if gpu else (2.0, True)

@@ -12,7 +12,7 @@ Source: AWS Graviton Technical Guide, machinelearning/pytorch.md
 
 :func:`graviton_settings` computes them from facts (architecture, bf16, vCPUs, processes);
 :func:`runtime_settings` feeds it this machine's facts, and
-:func:`pt2aws.aws.hosting.endpoint_environment` an instance type's facts from the catalog.
+:func:`pt2aws.aws.deploy.endpoint_environment` an instance type's facts from the catalog.
 :func:`set_runtime_environment` puts them in this process's environment (the serving image's
 server, before its workers import torch); :func:`apply_runtime_settings` does that and sets
 torch's thread count (a notebook, a benchmark).

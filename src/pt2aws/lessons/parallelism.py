@@ -1,33 +1,31 @@
-"""Data, fully sharded and tensor parallelism side by side, on 2 CPU processes (notebook 01).
+"""DDP, FSDP2 and tensor parallelism side by side on 2 CPU processes (notebook 01, section 6).
 
-* :func:`compare_memory`: the same model trained one step under DDP and under FSDP2, reporting
-  what each rank holds (parameters, gradients, AdamW state) and its peak resident memory. DDP
-  keeps a full replica of everything on every rank; FSDP2 keeps ``1 / world_size`` of each
-  tensor and all-gathers one layer's weights at a time.
-* :func:`tensor_parallel_demo`: a 2-layer MLP split with ``torch.distributed.tensor.parallel``
-  (first layer column-wise, second row-wise, Megatron-LM style): each rank holds half of each
-  weight, and the output equals the unsplit model's.
-
-Each runs ``torchrun --nproc_per_node 2 -m pt2aws.lessons.parallelism --mode …`` in fresh CPU
-processes (gloo, also on a GPU machine), so a notebook kernel never starts a process group and
-each measurement starts clean.
+One ``torchrun --nproc_per_node 2 -m pt2aws.lessons.parallelism`` (gloo, also on a GPU machine)
+measures, rank by rank: the same MLP after one AdamW step under DDP (a full replica per rank)
+and under FSDP2 (``1 / world_size`` of every tensor), with the peak resident memory of each
+(Linux: the peak is reset between them through ``/proc/self/clear_refs``); then a 2-layer MLP
+split by tensor parallelism (column-wise, then row-wise: Megatron-LM style) against the whole.
 """
 
 from __future__ import annotations
 
-import argparse
+import gc
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 import torch
 from torch import nn
 
-from pt2aws.env.machine import peak_memory_bytes
 from pt2aws.train.distributed import all_gather, compute_cleanup, compute_init, exit_worker
+
+#: Rank 0's lines that :func:`run` passes on as they come.
+PREFIX = "pt2aws-parallelism: "
 
 
 def make_mlp(dim: int = 1024, layers: int = 8) -> nn.Sequential:
@@ -35,40 +33,34 @@ def make_mlp(dim: int = 1024, layers: int = 8) -> nn.Sequential:
     return nn.Sequential(*(nn.Sequential(nn.Linear(dim, dim), nn.ReLU()) for _ in range(layers)))
 
 
-def _local(t: torch.Tensor) -> torch.Tensor:
-    """A DTensor's shard on this rank; a plain tensor as is."""
-    return t.to_local() if hasattr(t, "to_local") else t
-
-
 def _bytes(tensors) -> int:
-    return sum(_local(t).numel() * t.element_size() for t in tensors if t is not None)
+    """Bytes this rank holds (a DTensor's local shard)."""
+    local = [t.to_local() if hasattr(t, "to_local") else t for t in tensors if t is not None]
+    return sum(t.numel() * t.element_size() for t in local)
 
 
-def _current_rss_bytes() -> int | None:
-    try:
-        pages = int(Path("/proc/self/statm").read_text().split()[1])
-    except (OSError, IndexError, ValueError):
-        return None
-    return pages * os.sysconf("SC_PAGE_SIZE")
+def _rss(field: str) -> int:
+    """This process's ``VmRSS`` (now) or ``VmHWM`` (peak) in bytes."""
+    status = Path("/proc/self/status").read_text()
+    return int(re.search(rf"{field}:\s+(\d+) kB", status).group(1)) * 1024
 
 
-def _memory_worker(mode: str, dim: int, layers: int) -> dict:
-    """One rank: build, wrap (``mode``), one AdamW step; what this rank holds afterwards."""
+def _memory(mode: str, dim: int, layers: int) -> dict:
+    """Build and wrap (``ddp`` or ``fsdp``), one AdamW step: what this rank holds after it."""
     from torch.distributed.fsdp import fully_shard
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    warm = nn.Linear(64, 64)  # a first step loads kernels and thread pools: do it beforehand,
-    warm(torch.randn(8, 64)).sum().backward()  # so that the growth measured below is the model
-    torch.optim.AdamW(warm.parameters()).step()
-    rss_start = _current_rss_bytes()
+    gc.collect()
+    Path("/proc/self/clear_refs").write_text("5")  # the peak RSS starts again from now
+    start = _rss("VmRSS")
     torch.manual_seed(0)
     if mode == "fsdp":
-        with torch.device("meta"):  # FSDP2 idiom: no rank ever holds the whole model
+        with torch.device("meta"):  # FSDP2's idiom: no rank ever holds the whole model
             model = make_mlp(dim, layers)
         for block in model:
             fully_shard(block)  # one unit per layer: all-gathered for its forward, then freed
         fully_shard(model)
-        model.to_empty(device="cpu")  # allocate this rank's shards only, then initialise them
+        model.to_empty(device="cpu")  # this rank's shards only, then initialised
         for module in model.modules():
             if isinstance(module, nn.Linear):
                 module.reset_parameters()
@@ -77,22 +69,23 @@ def _memory_worker(mode: str, dim: int, layers: int) -> dict:
         model = make_mlp(dim, layers)
         step_model = DDP(model)  # a full replica per rank, plus gradient buckets for all-reduce
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    x = torch.randn(16, dim, generator=torch.Generator().manual_seed(1))
-    step_model(x).pow(2).mean().backward()
+    step_model(torch.randn(16, dim, generator=torch.Generator().manual_seed(1))).pow(
+        2
+    ).mean().backward()
     optimizer.step()
     state = [t for s in optimizer.state.values() for t in s.values() if torch.is_tensor(t)]
-    peak = peak_memory_bytes("cpu")
     return {
         "parameters_bytes": _bytes(model.parameters()),
         "gradients_bytes": _bytes(p.grad for p in model.parameters()),
         "optimizer_state_bytes": _bytes(state),
-        "peak_rss_bytes": peak,
-        "peak_rss_increase_bytes": peak - rss_start if rss_start else None,
+        "peak_rss_bytes": _rss("VmHWM"),
+        "peak_rss_increase_bytes": _rss("VmHWM") - start,
     }
 
 
-def _tensor_parallel_worker(dim: int, hidden: int) -> dict:
-    """One rank: column-wise first layer, row-wise second; compare with the unsplit MLP."""
+def _tensor_parallel(dim: int) -> dict:
+    """Column-wise first layer, row-wise second; the local and full shapes, and the output's
+    largest difference from the unsplit MLP."""
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor.parallel import (
         ColwiseParallel,
@@ -102,128 +95,97 @@ def _tensor_parallel_worker(dim: int, hidden: int) -> dict:
 
     mesh = init_device_mesh("cpu", (int(os.environ["WORLD_SIZE"]),))
     torch.manual_seed(0)  # the same weights on every rank before splitting
-    mlp = nn.Sequential(nn.Linear(dim, hidden), nn.GELU(), nn.Linear(hidden, dim))
-    reference = nn.Sequential(nn.Linear(dim, hidden), nn.GELU(), nn.Linear(hidden, dim))
-    reference.load_state_dict(mlp.state_dict())
+    mlp = nn.Sequential(nn.Linear(dim, 2 * dim), nn.GELU(), nn.Linear(2 * dim, dim))
+    whole = nn.Sequential(nn.Linear(dim, 2 * dim), nn.GELU(), nn.Linear(2 * dim, dim))
+    whole.load_state_dict(mlp.state_dict())
     x = torch.randn(4, dim, generator=torch.Generator().manual_seed(1))
     parallelize_module(mlp, mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
     with torch.no_grad():
-        out, expected = mlp(x), reference(x)
+        out, expected = mlp(x), whole(x)
+    local = [mlp[i].weight.to_local() for i in (0, 2)]
+    out = out.to_local() if hasattr(out, "to_local") else out
     return {
-        "up_weight_local_shape": list(_local(mlp[0].weight).shape),
-        "up_weight_full_shape": list(reference[0].weight.shape),
-        "down_weight_local_shape": list(_local(mlp[2].weight).shape),
-        "down_weight_full_shape": list(reference[2].weight.shape),
-        "output_max_abs_diff": float((_local(out) - expected).abs().max()),
+        "up_weight_local_shape": list(local[0].shape),
+        "up_weight_full_shape": list(whole[0].weight.shape),
+        "down_weight_local_shape": list(local[1].shape),
+        "down_weight_full_shape": list(whole[2].weight.shape),
+        "output_max_abs_diff": float((out - expected).abs().max()),
     }
 
 
 def main(argv: list[str] | None = None) -> dict:
-    """Worker entry under torchrun: ``--mode ddp|fsdp|tp --out FILE.json``; rank 0 writes FILE.
+    """A worker under torchrun: ``--out FILE.json [--dim D --layers L --tp-dim T]``; rank 0
+    writes ``{"world_size", "ddp", "fsdp", "tp"}``, each a list of one dict per rank."""
+    import argparse
 
-    Returns:
-        ``{"mode", "world_size", "ranks": [one dict per rank]}`` (on every rank).
-    """
-    parser = argparse.ArgumentParser(description="pt2aws parallelism demonstration worker")
-    parser.add_argument("--mode", choices=("ddp", "fsdp", "tp"), required=True)
+    parser = argparse.ArgumentParser(description="pt2aws parallelism lesson worker")
     parser.add_argument("--out", required=True)
     parser.add_argument("--dim", type=int, default=1024)
     parser.add_argument("--layers", type=int, default=8)
+    parser.add_argument("--tp-dim", type=int, default=16)
     args = parser.parse_args(argv)
     info = compute_init(num_threads=1)
-    succeeded = False
-    try:
-        if args.mode == "tp":
-            mine = _tensor_parallel_worker(args.dim, 2 * args.dim)
-        else:
-            mine = _memory_worker(args.mode, args.dim, args.layers)
-        result = {"mode": args.mode, "world_size": info.world_size, "ranks": all_gather(mine, info)}
+    warm = nn.Linear(64, 64)  # kernels and thread pools load on a first step: not the model's
+    warm(torch.randn(8, 64)).sum().backward()
+    torch.optim.AdamW(warm.parameters()).step()
+    result = {"world_size": info.world_size}
+    for mode in ("ddp", "fsdp", "tp"):
+        mine = (
+            _tensor_parallel(args.tp_dim) if mode == "tp" else _memory(mode, args.dim, args.layers)
+        )
+        result[mode] = all_gather(mine, info)
         if info.is_main:
-            Path(args.out).write_text(json.dumps(result, indent=2))
-        succeeded = True
-        return result
-    finally:
-        compute_cleanup(info, succeeded=succeeded)
+            print(f"{PREFIX}{mode} measured on {info.world_size} processes", flush=True)
+    if info.is_main:
+        Path(args.out).write_text(json.dumps(result, indent=2))
+    compute_cleanup(info, succeeded=True)
+    return result
 
 
-def _launch(modes: dict[str, list[str]], nproc: int, timeout_s: float) -> dict[str, dict]:
-    """Start one torchrun per mode (in parallel), wait, and read each result file."""
-    with tempfile.TemporaryDirectory(prefix="pt2aws-parallelism-") as tmp:
-        # glibc keeps freed blocks for reuse, so RSS would stay at its high-water mark after
-        # FSDP frees a gathered layer; with a fixed mmap threshold, blocks of 64 KiB and more
-        # go back to the OS when freed and RSS follows the live tensors (no effect off glibc).
-        # CUDA_VISIBLE_DEVICES="": CPU processes and gloo on a GPU machine too (the models and
-        # inputs here live on the CPU; NCCL would refuse them).
-        env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536", "CUDA_VISIBLE_DEVICES": ""}
-        procs = {}
-        for mode, extra in modes.items():
-            out = Path(tmp) / f"{mode}.json"
-            cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
-            cmd += [f"--nproc_per_node={nproc}", "-m", "pt2aws.lessons.parallelism"]
-            cmd += ["--mode", mode, "--out", str(out), *extra]
-            procs[mode] = (
-                out,
-                subprocess.Popen(
-                    cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
-                ),
-            )
-        results = {}
-        for mode, (out, proc) in procs.items():
-            output, _ = proc.communicate(timeout=timeout_s)
-            if proc.returncode != 0:
-                raise RuntimeError(f"{mode} run exited {proc.returncode}:\n{output[-3000:]}")
-            results[mode] = json.loads(out.read_text())
-    return results
-
-
-def compare_memory(
-    dim: int = 1024, layers: int = 8, nproc: int = 2, timeout_s: float = 300
-) -> list[dict]:
-    """Per-rank memory of DDP and FSDP2 for the same MLP after one AdamW step, side by side.
-
-    Args:
-        dim: width of each square layer (default 1024: 8 layers are 8.4 M params, 33.6 MB fp32).
-        layers: number of layers.
-        nproc: processes (ranks).
-        timeout_s: per run, seconds.
-
-    Returns:
-        One row per strategy: ``parallelism``, ``parameters_bytes``, ``gradients_bytes``,
-        ``optimizer_state_bytes``, ``total_bytes`` (the three summed; rank 0, bytes),
-        ``peak_rss_bytes`` and ``peak_rss_increase_bytes`` (rank 0's peak resident set size,
-        and its growth over the process's size before the model was built: it also counts
-        DDP's gradient buckets and FSDP's all-gather buffers, which the tensor sums leave out).
+def run(dim=1024, layers=8, tp_dim=16, timeout_s: float = 300, stream=None) -> dict:
+    """Run the lesson on 2 CPU processes; :func:`main`'s result. ``stream``: where a line per
+    strategy measured goes, as it is.
 
     Raises:
-        RuntimeError: a run failed (the message holds its output).
+        RuntimeError: the run failed or timed out (the message holds its output).
     """
-    extra = ["--dim", str(dim), "--layers", str(layers)]
-    results = _launch({"ddp": extra, "fsdp": extra}, nproc, timeout_s)
+    with tempfile.TemporaryDirectory(prefix="pt2aws-parallelism-") as tmp:
+        out = Path(tmp) / "result.json"
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+        cmd += ["-m", "pt2aws.lessons.parallelism", "--out", str(out), "--dim", str(dim)]
+        cmd += ["--layers", str(layers), "--tp-dim", str(tp_dim)]
+        # blocks of 64 KiB and more go back to the OS when freed (glibc): RSS follows the live
+        # tensors; CUDA_VISIBLE_DEVICES="": CPU tensors and gloo on a GPU machine too
+        env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536", "CUDA_VISIBLE_DEVICES": ""}
+        output = []
+        with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              env=env) as proc:  # fmt: skip
+            timer = threading.Timer(timeout_s, proc.kill)
+            timer.start()
+            for line in proc.stdout:
+                output.append(line)
+                if line.startswith(PREFIX) and stream is not None:
+                    print(line[len(PREFIX) :].rstrip(), file=stream, flush=True)
+            timer.cancel()
+        if proc.returncode != 0:
+            raise RuntimeError(f"exited {proc.returncode}:\n{''.join(output)[-3000:]}")
+        return json.loads(out.read_text())
+
+
+def memory_table(result: dict) -> list[dict]:
+    """Rank 0's bytes per strategy: parameters, gradients, AdamW state, their ``total_bytes``,
+    the peak RSS and its growth over the process before the model (which also counts DDP's
+    buckets and FSDP's all-gather buffers)."""
     rows = []
     for mode in ("ddp", "fsdp"):
-        rank0 = results[mode]["ranks"][0]
-        tensors = ("parameters_bytes", "gradients_bytes", "optimizer_state_bytes")
+        rank0 = result[mode][0]
+        total = sum(
+            rank0[k] for k in ("parameters_bytes", "gradients_bytes", "optimizer_state_bytes")
+        )
         rows.append(
-            {
-                "parallelism": mode,
-                "world_size": results[mode]["world_size"],
-                **{k: rank0[k] for k in tensors},
-                "total_bytes": sum(rank0[k] for k in tensors),
-                "peak_rss_bytes": rank0["peak_rss_bytes"],
-                "peak_rss_increase_bytes": rank0["peak_rss_increase_bytes"],
-            }
+            {"parallelism": mode, "world_size": result["world_size"], **rank0, "total_bytes": total}
         )
     return rows
-
-
-def tensor_parallel_demo(dim: int = 16, nproc: int = 2, timeout_s: float = 300) -> dict:
-    """Split a ``dim -> 2*dim -> dim`` MLP over ``nproc`` ranks with tensor parallelism.
-
-    Returns:
-        ``world_size`` and ``ranks``: per rank, the local and full shapes of both weights
-        (``[out_features, in_features]``) and ``output_max_abs_diff`` against the unsplit MLP.
-    """
-    return _launch({"tp": ["--dim", str(dim)]}, nproc, timeout_s)["tp"]
 
 
 if __name__ == "__main__":

@@ -118,7 +118,7 @@ class LocalEndpoint:
         workers: TorchServe worker processes (``SAGEMAKER_MODEL_SERVER_WORKERS``); each loads the
             model once.
         env: extra environment for the server (for example ``{"PT2AWS_MAX_BATCH": "16"}`` or the
-            Graviton settings of :func:`pt2aws.aws.hosting.endpoint_environment`).
+            Graviton settings of :func:`pt2aws.aws.deploy.endpoint_environment`).
         startup_timeout_s: seconds :meth:`start` waits for ``/ping`` to answer 200.
 
     The object is a context manager: ``with LocalEndpoint(...) as ep:`` starts and always stops.

@@ -1,8 +1,5 @@
-"""Fine-tuning: one process on CPU, or N GPUs/nodes under ``torchrun``.
-
-``python -m pt2aws.train`` / ``torchrun -m pt2aws.train`` run :func:`main`; notebooks start it as a
-subprocess with :func:`launch_training`.
-"""
+"""Fine-tuning: one process on CPU, or N GPUs/nodes under ``torchrun``
+(``python -m pt2aws.train``, :func:`main`); notebooks start it with :func:`launch_training`."""
 
 from pt2aws.config import TrainConfig
 from pt2aws.train.launch import launch_training

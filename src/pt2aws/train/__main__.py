@@ -1,8 +1,4 @@
-"""``python -m pt2aws.train`` and ``torchrun -m pt2aws.train``: see :mod:`pt2aws.train.loop`.
-
-A user error (bad flag value, missing data file, unknown model) prints one line and exits 2;
-``--debug`` shows the traceback (:func:`pt2aws.errors.run_cli`).
-"""
+"""``python -m pt2aws.train``: a user error prints one line and exits 2 (``--debug``: traceback)."""
 
 from pt2aws.errors import run_cli
 from pt2aws.train.distributed import exit_worker

@@ -1,9 +1,5 @@
-"""Process-group set-up and tear-down, rank helpers, sharding the batches and the FSDP2 wrap.
-
-Modelled on nanochat's ``compute_init`` / ``compute_cleanup``: one call reads torchrun's
-environment and starts the process group, one call ends it on every exit path. On one process
-(``python -m pt2aws.train``) both are cheap no-ops apart from picking the device and threads.
-"""
+"""Process group set-up and tear-down (nanochat's ``compute_init``/``compute_cleanup``), rank
+helpers, this rank's batches, and the FSDP2 wrap. On one process these are cheap no-ops."""
 
 from __future__ import annotations
 
@@ -27,24 +23,14 @@ class DistInfo:
 
     @property
     def is_main(self) -> bool:
-        """True on rank 0, the rank that logs, prints and saves."""
+        """Rank 0: the rank that logs, prints and saves."""
         return self.rank == 0
 
 
 def compute_init(num_threads: int | None = None) -> DistInfo:
-    """Read torchrun's environment, pick the device, and start the process group if needed.
-
-    The device is set before ``init_process_group`` (NCCL binds each rank to its GPU); the
-    backend is NCCL on GPU and gloo on CPU. On CPU the intra-op thread count is set to
-    ``num_threads``, or the cores shared out among this node's processes.
-
-    Args:
-        num_threads: CPU threads for this process; ``None``: the cores shared out among this
-            node's processes (:func:`pt2aws.env.machine.default_num_threads`).
-
-    Returns:
-        This process's :class:`DistInfo`.
-    """
+    """Read torchrun's environment, set the device (before ``init_process_group``, as NCCL
+    needs) or the CPU threads (``None``: the cores shared out among this node's processes),
+    and start the process group (NCCL on GPU, gloo on CPU) when there is more than one rank."""
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
@@ -55,45 +41,29 @@ def compute_init(num_threads: int | None = None) -> DistInfo:
         device = torch.device("cpu")
         torch.set_num_threads(num_threads or default_num_threads())
     if world_size > 1:
-        _init_process_group("nccl" if device.type == "cuda" else "gloo", rank, world_size)
+        import torch.distributed as dist
+
+        backend = "nccl" if device.type == "cuda" else "gloo"
+        restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+        if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True" and restart != "0":
+            # torchrun's shared store keeps the dead group's keys (pytorch/pytorch#135712):
+            # a restarted group gets a prefix of its own
+            store = dist.TCPStore(
+                os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world_size, False
+            )
+            store = dist.PrefixStore(f"pt2aws/attempt_{restart}", store)
+            dist.init_process_group(backend, store=store, rank=rank, world_size=world_size)
+        else:
+            dist.init_process_group(backend=backend)
     return DistInfo(rank=rank, local_rank=local_rank, world_size=world_size, device=device)
 
 
-def _init_process_group(backend: str, rank: int, world_size: int) -> None:
-    import torch.distributed as dist
-
-    restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
-    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True" and restart != "0":
-        # torchrun shares its rendezvous TCPStore with the workers and does not prefix the keys
-        # per restart, so a restarted group can read the dead group's addresses and fail in
-        # connectFullMesh (pytorch/pytorch#135712). A per-attempt prefix avoids it.
-        store = dist.TCPStore(
-            os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world_size, False
-        )
-        store = dist.PrefixStore(f"pt2aws/attempt_{restart}", store)
-        dist.init_process_group(backend, store=store, rank=rank, world_size=world_size)
-    else:
-        dist.init_process_group(backend=backend)
-
-
 def compute_cleanup(info: DistInfo, *, succeeded: bool) -> None:
-    """End the process group started by :func:`compute_init` (nothing to do on one process).
+    """End the process group: after success, a barrier and ``destroy_process_group``.
 
-    After a successful run every rank meets at a barrier before the group is destroyed. The
-    barrier is what keeps gloo from aborting the process at exit ("terminate called without an
-    active exception", SIGABRT): gloo's worker threads release a finished collective's tensors
-    after the caller has already moved on, and releasing a tensor that Python created needs the
-    GIL. A rank with nothing left to do (rank 1 does not save the model) could otherwise reach
-    interpreter shutdown while a worker still held the final gather's tensors; a thread that
-    takes the GIL during shutdown is ended mid-destructor, which aborts. Waiting in the barrier
-    releases the GIL while the interpreter is fully alive, so the workers finish first.
-
-    After a failure the barrier is skipped (the other ranks may never reach it), and so is
-    ``destroy_process_group`` (it can block on peers that died); torchrun ends the job.
-
-    Args:
-        info: from :func:`compute_init`.
-        succeeded: whether this rank finished its work without an exception.
+    The barrier lets gloo's worker threads release the last collective's tensors while the
+    interpreter is alive (else a rank with nothing left to do can abort at exit: "terminate
+    called without an active exception"). After a failure both are skipped: peers may be gone.
     """
     if info.world_size == 1 or not succeeded:
         return
@@ -132,28 +102,13 @@ def epoch_batches(
     bucketing: bool = False,
     window_batches: int = 50,
 ) -> list[list[int]]:
-    """This rank's training batches (lists of example indices) for one epoch.
+    """This rank's batches (example indices) for one epoch: ``ceil(ceil(n / world_size) /
+    batch_size)`` of them, the same count and sizes on every rank.
 
-    Every rank gets the same number of batches, with equal sizes batch by batch: indices are
-    padded by repeating the first ones to a multiple of ``world_size``, as
-    ``DistributedSampler`` does. Without bucketing, that sampler (``set_epoch(epoch)``) deals
-    the indices. With bucketing, a seeded permutation is cut into windows of
-    ``window_batches`` global batches, each window is sorted by length and cut into global
-    batches, the batch order is shuffled, and rank ``r`` takes every ``world_size``-th example of
-    each global batch (so ranks see similar lengths and wait less for each other).
-
-    Args:
-        lengths: tokens per example (after truncation).
-        batch_size: examples per rank per batch.
-        world_size: number of ranks sharing the data.
-        rank: this rank.
-        seed: seeds the shuffle; with ``epoch``, the same (seed, epoch) gives the same batches.
-        epoch: the epoch (0-based), so each epoch has its own order.
-        bucketing: group similar lengths (less padding, fewer distinct shapes).
-        window_batches: global batches per sorting window when bucketing.
-
-    Returns:
-        ``ceil(ceil(len(lengths) / world_size) / batch_size)`` batches.
+    Without bucketing ``DistributedSampler`` (``set_epoch``) deals the indices. With bucketing
+    (``lengths``: tokens per example) a seeded permutation, padded like the sampler's, is cut into
+    windows of ``window_batches`` global batches, each sorted by length and cut into global
+    batches; the batch order is shuffled and rank ``r`` takes every ``world_size``-th example.
 
     Raises:
         ValueError: fewer examples than ranks.
@@ -164,9 +119,7 @@ def epoch_batches(
     if n < world_size:
         raise ValueError(f"{n} training examples cannot be split over {world_size} ranks")
     if not bucketing:
-        sampler = DistributedSampler(
-            lengths, num_replicas=world_size, rank=rank, shuffle=True, seed=seed
-        )
+        sampler = DistributedSampler(lengths, num_replicas=world_size, rank=rank, seed=seed)
         sampler.set_epoch(epoch)
         mine = list(sampler)
         return [mine[i : i + batch_size] for i in range(0, len(mine), batch_size)]
@@ -183,13 +136,8 @@ def epoch_batches(
 
 
 def shard_fsdp(model: torch.nn.Module) -> None:
-    """FSDP2: shard each encoder layer, then the whole model, across the ranks (in place).
-
-    Each encoder layer becomes one unit: its parameters are all-gathered just before its
-    forward (and backward) and freed right after, so a rank holds full weights for one layer at
-    a time; the rest (embeddings, classifier head) is the root unit. Parameters become
-    ``DTensor`` shards of ``1 / world_size`` of each tensor.
-    """
+    """FSDP2 in place: each encoder layer one unit (all-gathered for its forward and backward,
+    then freed), the rest the root unit; parameters become ``DTensor`` shards."""
     from torch.distributed.fsdp import fully_shard
 
     for layer in getattr(getattr(model.base_model, "encoder", None), "layer", []):
@@ -198,10 +146,7 @@ def shard_fsdp(model: torch.nn.Module) -> None:
 
 
 def replica_max_abs_diff(model: torch.nn.Module, info: DistInfo) -> float:
-    """Largest difference between ranks of two fingerprints (sum, norm) per parameter tensor.
-
-    DDP replicas must agree bit for bit, so this is 0.0 after a correct run.
-    """
+    """Largest difference between ranks of each parameter's (sum, norm): 0.0 for DDP replicas."""
     fingerprint = [
         f(p.detach().double()).item() for p in model.parameters() for f in (torch.sum, torch.norm)
     ]
@@ -210,16 +155,8 @@ def replica_max_abs_diff(model: torch.nn.Module, info: DistInfo) -> float:
 
 
 def exit_worker(code: int = 0) -> None:
-    """End this process with ``code``; a torchrun worker of a multi-process job skips teardown.
-
-    After :func:`compute_cleanup` has destroyed the process group, a normal interpreter exit
-    still runs C++ static destructors; with gloo on CPU one of them can find a thread still
-    joinable and call ``std::terminate`` ("terminate called without an active exception",
-    SIGABRT), which torchrun reports as the whole job failing although every rank finished its
-    work (seen on these 2-core machines in notebook 01's DDP demo and in the 2-process tests,
-    a few runs in a hundred under load). So once output is flushed, a worker of a
-    multi-process job ends with ``os._exit``; a single process exits normally.
-    """
+    """Exit with ``code``; a worker of a multi-process torchrun job skips interpreter teardown
+    (``os._exit``), where a gloo thread can still be joinable and abort the finished job."""
     if int(os.environ.get("WORLD_SIZE", "1")) > 1 and "TORCHELASTIC_RUN_ID" in os.environ:
         sys.stdout.flush()
         sys.stderr.flush()

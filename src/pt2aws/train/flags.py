@@ -1,33 +1,27 @@
-"""Performance flags: each choice resolved against the hardware and printed once with its reason.
+"""Performance flags, each resolved for this device and printed once with its reason.
 
-* ``--bf16``: autocast to bfloat16. ``auto`` turns it on for GPUs with bf16 (Ampere and newer);
-  on a GPU without bf16 it falls back to fp16 autocast with a ``GradScaler``; on CPU it is on
-  only where the CPU computes bf16 natively and the profile says so (``local``: 2.5x; never
-  where it is emulated, 0.10x), with the reason read from :func:`pt2aws.env.cpu_features`
-  (caps honoured). ``off`` means plain fp32.
-* ``--torch_compile`` (``--torch_compile_mode``): ``torch.compile`` the model. ``auto``: on for
-  CUDA, off on CPU (compiling costs 25-55 s per process on 2 cores, no gain for small models).
-  The wrap order (compile then DDP; FSDP2 shards then compiles) is in :mod:`pt2aws.train.recipe`.
-* ``--fused_adamw``: ``torch.optim.AdamW(fused=True)``, one kernel for the whole update, where the
-  installed torch supports the device; otherwise the for-loop implementation ``foreach=False``
-  (the benchmark's baseline relies on exactly that).
-* ``--tf32``: TF32 tensor-core matmuls for fp32 work on Ampere+ GPUs (``auto``); no-op on CPU.
-* ``--attn_implementation sdpa``: PyTorch's fused scaled-dot-product attention where the model
-  supports it (falls back to ``eager`` with the reason printed).
-* ``--length_bucketing``: batches of similar length (sorted inside windows of 50 global batches,
-  then shuffled): less padding and few distinct shapes to compile (see
-  :func:`pt2aws.train.distributed.epoch_batches`).
-* padding (no flag; :func:`choose_pad_to_multiple`): each batch is padded to a multiple of 8
-  tokens on GPUs and under ``torch.compile``, to its own longest text on eager CPU.
+GPUs keep their rules: bf16 autocast on Ampere+ (fp16 with a GradScaler before), compile on CUDA,
+fused AdamW where torch has it, TF32 on Ampere+. On CPU ``auto`` measures on the machine at hand:
+bf16 by timing real training steps of the run's model and batches in fp32 and bf16, fused AdamW by
+timing optimizer steps both ways (:func:`time_interleaved`); compile is not timed (that would
+compile the model) unless notebook 01's A/B measured it. Measurements are cached per CPU, torch,
+threads, model and batch shape beside torch.compile's cache (:func:`record`, which the A/B calls).
 """
 
 from __future__ import annotations
 
+import copy
+import json
+import os
+import statistics
+import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
-from pt2aws.config import Switch, TrainConfig, get_profile
+#: ``auto`` turns a flag on where it measured at least this much faster than without it.
+FASTER = 1.05
 
 
 @dataclass
@@ -38,188 +32,235 @@ class Choice:
     reason: str
 
 
-def choose_bf16(device: torch.device, requested: Switch, cpu_native: bool = False) -> Choice:
-    """Resolve ``--bf16`` (autocast to bfloat16) for ``device``.
+def cache_file() -> Path:
+    """``pt2aws_measured.json`` in ``TORCHINDUCTOR_CACHE_DIR`` (default: torch's own folder)."""
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
 
-    Args:
-        device: this rank's device.
-        requested: ``auto`` (on for GPUs with bf16; on CPU see ``cpu_native``), ``on`` or
-            ``off``.
-        cpu_native: ``auto`` turns bf16 on for a CPU that computes it natively (the profile's
-            ``cpu_bf16``: where it measured faster); never where the CPU would emulate it.
+    return Path(cache_dir()) / "pt2aws_measured.json"
 
-    Returns:
-        The choice and its reason.
 
-    Raises:
-        ValueError: ``on`` on a GPU without bf16 (pre-Ampere).
-    """
-    supported = torch.cuda.is_bf16_supported() if device.type == "cuda" else True
-    if requested == "on":
-        if not supported:
-            raise ValueError(
-                "--bf16 on: this GPU has no bf16 (needs Ampere or newer); use --bf16 off"
-            )
-        return Choice(True, "requested")
-    if requested == "off":
-        return Choice(False, "requested")
-    if device.type == "cuda":
-        return Choice(
-            supported, "GPU supports bf16" if supported else "GPU lacks bf16 (pre-Ampere)"
-        )
+def measure_key(model: str, batch_size: int, max_length, threads: int) -> str:
+    """What a measurement holds for: this CPU (caps included), torch, threads, model, shape."""
     from pt2aws.env import cpu_features
 
-    native = cpu_features().bf16_native
-    if not native:
-        return Choice(
-            False,
-            f"CPU without native bf16 ({native.reason}): emulated, the local profile trained at "
-            "0.10x fp32 capped to AVX2 (benchmarks/train_step_cpu.py); --bf16 on forces it",
-        )
-    if cpu_native:
-        return Choice(
-            True,
-            f"CPU with native bf16 ({native.reason}): the local profile trained 2.5x faster per "
-            "CPU-second with it on an AVX512-BF16 EPYC (benchmarks/train_step_cpu.py); "
-            "--bf16 off for fp32",
-        )
-    return Choice(
-        False,
-        f"CPU with native bf16 ({native.reason}): off for this profile (fp32 losses, the same on "
-        "every CPU); the local profile trained 2.5x faster per CPU-second with it on an "
-        "AVX512-BF16 EPYC (benchmarks/train_step_cpu.py); --bf16 on turns it on",
+    return (
+        f"{cpu_features().description}; torch {torch.__version__}; {threads} threads; "
+        f"{model}; batch {batch_size} x {max_length} tokens"
     )
 
 
-def choose_fp16(device: torch.device, requested_bf16: Switch, bf16: Choice) -> Choice:
-    """fp16 autocast + GradScaler: only on a GPU without bf16 when ``--bf16 auto``."""
-    if device.type == "cuda" and requested_bf16 == "auto" and not bf16.enabled:
-        return Choice(True, "GPU lacks bf16: fp16 autocast with a GradScaler instead")
-    return Choice(False, "bf16 or fp32 in use" if device.type == "cuda" else "CPU")
+def _cached() -> dict:
+    try:
+        return json.loads(cache_file().read_text())
+    except (OSError, ValueError):
+        return {}
 
 
-def choose_compile(device: torch.device, requested: Switch) -> Choice:
-    """Resolve ``--torch_compile``: ``auto`` is on for CUDA, off on CPU (see the module doc)."""
+def record(flag: str, key: str, ratio: float, how: str) -> dict:
+    """Cache ``flag``'s measured speed ratio (on over off) for ``key``; returns the entry."""
+    data, path = _cached(), cache_file()
+    data.setdefault(key, {})[flag] = entry = {"ratio": ratio, "how": how}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    tmp.write_text(json.dumps(data, indent=1))
+    os.replace(tmp, path)  # a reader sees the old file or the new one
+    return entry
+
+
+def time_interleaved(arms: dict, repeats=3, steps=2, close=0.1, what="steps") -> tuple[float, str]:
+    """``(ratio, how)``: the first arm's median seconds per step over the second's.
+
+    ``arm(i)`` does step ``i``. After an untimed step each, one timed step each; a ratio outside
+    0.5-2 (more than load swings explain) ends there. Else ``repeats`` blocks of ``steps`` steps,
+    arms alternating (A B, B A, ...); a ratio within ``close`` of 1 gets as many blocks again.
+    """
+    names, times, done = list(arms), {name: [] for name in arms}, [0]
+
+    def block(order, n: int) -> float:
+        for name in order:
+            start = time.perf_counter()
+            for k in range(n):
+                arms[name](done[0] + k)
+            times[name].append((time.perf_counter() - start) / n)
+        done[0] += n
+        return statistics.median(times[names[0]]) / statistics.median(times[names[1]])
+
+    block(names, 1)  # a warm-up step each: kernels, allocator, AdamW state
+    for kept in times.values():
+        kept.clear()
+    ratio = block(names, 1)
+    if not 0.5 < ratio < 2.0:
+        return ratio, f"1 {what[:-1]} each after a warm-up one, far from 1x, so not repeated"
+    for kept in times.values():
+        kept.clear()
+    blocks = 0
+    while blocks < repeats or (blocks == repeats and abs(ratio - 1) < close):
+        for _ in range(repeats):
+            ratio = block(names[:: -1 if blocks % 2 == 0 else 1], steps)
+            blocks += 1
+    again = ", re-measured: close to 1x" if blocks > repeats else ""
+    return ratio, f"{blocks} x {steps} {what} each, interleaved, median{again}"
+
+
+def bf16_probe(model, batches: list[dict], fused: bool):
+    """Time training steps (forward, backward, AdamW) of copies of ``model`` on ``batches`` in
+    fp32 and in bf16 autocast; the RNG streams are left as they were."""
+    from pt2aws.train.recipe import prepare_model_and_optimizer, train_step
+
+    def probe():
+        arms = {}
+        for name, dtype in (("fp32", None), ("bf16", torch.bfloat16)):
+            prep = prepare_model_and_optimizer(
+                copy.deepcopy(model), torch.device("cpu"), amp_dtype=dtype, fused_adamw=fused
+            )
+            schedule = torch.optim.lr_scheduler.LambdaLR(prep.optimizer, lambda _: 1.0)
+            arms[name] = lambda i, p=prep, s=schedule: train_step(p, [batches[i % len(batches)]], s)
+        with torch.random.fork_rng(devices=[]):
+            return time_interleaved(arms, what="training steps")
+
+    return probe
+
+
+def fused_probe(model):
+    """Time AdamW steps over copies of ``model``'s parameters, for-loop and fused."""
+
+    def probe():
+        params = [p.detach().clone().requires_grad_() for p in model.parameters()]
+        for p in params:
+            p.grad = torch.full_like(p, 1e-3)
+        loop = torch.optim.AdamW(params, foreach=False)
+        fused = torch.optim.AdamW(params, fused=True)
+        arms = {"for-loop": lambda i: loop.step(), "fused": lambda i: fused.step()}
+        return time_interleaved(arms, what="AdamW steps")
+
+    return probe
+
+
+def measured(flag: str, key: str | None, probe, versus: str, unmeasured: Choice) -> Choice:
+    """``flag`` on where it measured ``FASTER``: the cached ratio for ``key``, else ``probe()``'s
+    (recorded), else ``unmeasured``."""
+    found = _cached().get(key, {}).get(flag) if key else None
+    cached = f"; cached in {cache_file()}" if found else ""
+    if found is None and probe is not None and key:
+        found = record(flag, key, *probe())
+    if found is None:
+        return unmeasured
+    ratio = found["ratio"]
+    return Choice(ratio >= FASTER, f"measured {ratio:.2f}x {versus} here: {found['how']}{cached}")
+
+
+def choose_bf16(device: torch.device, requested: str, probe=None, key=None) -> Choice:
+    """``--bf16``: on Ampere+ GPUs; on CPU measured (``probe``: a :func:`bf16_probe`).
+
+    Raises:
+        ValueError: ``on`` on a GPU without bf16.
+    """
+    cuda = device.type == "cuda"
+    supported = torch.cuda.is_bf16_supported() if cuda else True
+    if requested == "on" and not supported:
+        raise ValueError("--bf16 on: this GPU has no bf16 (needs Ampere or newer); use --bf16 off")
+    if requested != "auto":
+        return Choice(requested == "on", "requested")
+    if cuda:
+        return Choice(supported, "GPU has bf16" if supported else "GPU lacks bf16 (pre-Ampere)")
+    from pt2aws.env import cpu_features
+
+    native = cpu_features().bf16_native
+    where = f"CPU {'with' if native else 'without'} native bf16 ({native.reason})"
+    unmeasured = Choice(False, f"not measured (no model to time); {where}; --bf16 on forces it")
+    return measured("bf16", key, probe, "fp32's speed", unmeasured)
+
+
+def choose_compile(device: torch.device, requested: str, key=None) -> Choice:
+    """``--torch_compile``: on for CUDA; on CPU where notebook 01's A/B measured it faster."""
     if requested != "auto":
         return Choice(requested == "on", "requested")
     if device.type == "cuda":
         return Choice(True, "CUDA: inductor kernels pay back the compile time within minutes")
-    return Choice(
-        False, "CPU: compiling costs 25-55 s per process and gave no gain for small models"
+    unmeasured = Choice(
+        False,
+        "not measured on CPU: timing it means compiling the model first (tens of seconds per "
+        'process); notebook 01\'s A/B measures it with AB_COMPILE = "on"; --torch_compile on '
+        "forces it",
     )
+    return measured("torch_compile", key, None, "eager's speed", unmeasured)
 
 
-def choose_fused_adamw(device: torch.device, requested: Switch) -> Choice:
-    """Resolve ``--fused_adamw`` by building a fused AdamW on ``device`` once.
+def choose_fused_adamw(device: torch.device, requested: str, probe=None, key=None) -> Choice:
+    """``--fused_adamw`` where torch has it: on for CUDA, measured on CPU (a :func:`fused_probe`).
 
     Raises:
         ValueError: ``on`` where the installed torch has no fused AdamW for ``device``.
     """
     try:
-        probe = torch.nn.Parameter(torch.zeros(1, device=device))
-        torch.optim.AdamW([probe], fused=True)
+        torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1, device=device))], fused=True)
         supported = True
     except (RuntimeError, ValueError):
         supported = False
+    has = f"torch {torch.__version__} {'has' if supported else 'lacks'} it on {device.type}"
     if requested == "on" and not supported:
-        raise ValueError(
-            f"--fused_adamw on: torch {torch.__version__} has no fused AdamW on {device.type}"
-        )
+        raise ValueError(f"--fused_adamw on: {has}; use --fused_adamw off")
     if requested != "auto":
         return Choice(requested == "on", "requested")
-    return Choice(
-        supported,
-        f"torch {torch.__version__} {'supports' if supported else 'lacks'} fused AdamW "
-        f"on {device.type}",
-    )
+    if device.type == "cuda" or not supported:
+        return Choice(supported, has)
+    unmeasured = Choice(True, f"not measured (nothing to time); {has}")
+    return measured("fused_adamw", key, probe, "the for-loop AdamW's speed", unmeasured)
 
 
-def choose_tf32(device: torch.device, requested: Switch) -> Choice:
-    """Resolve ``--tf32``: TF32 matmuls need an Ampere+ GPU (compute capability >= 8).
+def resolve_flags(cfg, device: torch.device, model=None, batches=None) -> dict[str, Choice]:
+    """Every flag of ``cfg`` for ``device``, in print order. On CPU ``auto`` measures with
+    ``model`` and ``batches(pad_to_multiple_of_8)``: a few of the run's first batches.
 
     Raises:
-        ValueError: ``on`` without an Ampere or newer GPU.
+        ValueError: a flag forced ``on`` where the hardware or torch cannot do it.
     """
-    ampere = device.type == "cuda" and torch.cuda.get_device_capability(device)[0] >= 8
-    if requested == "on" and not ampere:
+    cuda = device.type == "cuda"
+    key = None
+    if model is not None:
+        shape = (cfg.per_device_train_batch_size, cfg.max_length, torch.get_num_threads())
+        key = measure_key(cfg.model_name_or_path, *shape)
+    compiled = choose_compile(device, cfg.torch_compile, key)
+    pad = Choice(cuda or compiled.enabled, "eager CPU: padded to the longest text (less work)")
+    if pad.enabled:  # tensor-core tiles; few distinct shapes, so few recompiles
+        pad.reason = "GPU: tensor-core friendly lengths" if cuda else "torch.compile: few shapes"
+    fused = choose_fused_adamw(device, cfg.fused_adamw, model and fused_probe(model), key)
+    probe = bf16_probe(model, batches(pad.enabled), fused.enabled) if batches else None
+    bf16 = choose_bf16(device, cfg.bf16, probe, key)
+    fp16 = cuda and cfg.bf16 == "auto" and not bf16.enabled
+    ampere = cuda and torch.cuda.get_device_capability(device)[0] >= 8
+    if cfg.tf32 == "on" and not ampere:
         raise ValueError("--tf32 on: needs an Ampere or newer GPU; use --tf32 off")
-    if requested != "auto":
-        return Choice(requested == "on", "requested")
-    if ampere:
-        return Choice(True, "Ampere+ GPU: fp32 matmuls on TF32 tensor cores (10-bit mantissa)")
-    return Choice(False, "no Ampere+ GPU" if device.type == "cuda" else "CPU has no TF32")
+    tf32 = Choice(
+        ampere, "Ampere+ GPU: fp32 matmuls on TF32 tensor cores" if ampere else "no Ampere+ GPU"
+    )
+    if cfg.tf32 != "auto":
+        tf32 = Choice(cfg.tf32 == "on", "requested")
+    bucketing = "batches of similar length: less padding" if cfg.length_bucketing else (
+        "shuffled batches, as HF Trainer sees them; --length_bucketing true"
+    )  # fmt: skip
+    return {
+        "bf16": bf16,
+        "torch_compile": compiled,
+        "fused_adamw": fused,
+        "tf32": tf32,
+        "length_bucketing": Choice(cfg.length_bucketing, bucketing),
+        "pad_to_multiple_of_8": pad,
+        "fp16": Choice(
+            fp16, "GPU lacks bf16: fp16 autocast with a GradScaler" if fp16 else "bf16 or fp32"
+        ),
+    }
 
 
 def apply_tf32(enabled: bool) -> None:
-    """Switch TF32 for CUDA matmuls and cuDNN convolutions (new ``fp32_precision`` API)."""
+    """Switch TF32 for CUDA matmuls and cuDNN convolutions."""
     precision = "tf32" if enabled else "ieee"
     torch.backends.cuda.matmul.fp32_precision = precision
     torch.backends.cudnn.conv.fp32_precision = precision
 
 
-def choose_sdpa(model, requested: str) -> Choice:
-    """Ask the model for ``requested`` attention; report whether SDPA is what it now uses."""
-    try:
-        model.set_attn_implementation(requested)
-    except (ValueError, ImportError) as err:
-        return Choice(
-            getattr(model.config, "_attn_implementation", None) == "sdpa",
-            f"{type(model).__name__} refused {requested!r}: {err}",
-        )
-    using = model.config._attn_implementation
-    if using == "sdpa":
-        return Choice(True, "torch scaled_dot_product_attention (fused kernels)")
-    return Choice(False, f"attn_implementation={using!r} requested")
-
-
-def choose_length_bucketing(enabled: bool) -> Choice:
-    """Explain ``--length_bucketing`` (profile default or requested; see :class:`Profile`)."""
-    if enabled:
-        return Choice(True, "similar lengths per batch: less padding (1.59x on CPU for MiniLM)")
-    return Choice(False, "shuffled batches, as HF Trainer sees them; --length_bucketing true")
-
-
-def choose_pad_to_multiple(device: torch.device, compiled: bool) -> Choice:
-    """Pad each batch to a multiple of 8 tokens (``enabled``), or to its own longest text.
-
-    A multiple of 8 pays on GPUs (tensor-core tiles) and under ``torch.compile`` (a few shapes
-    instead of one per length, so few recompiles). In eager mode on CPU the extra pad tokens are
-    pure work: padding to the longest text trained the ``local`` profile 1.09x faster per
-    CPU-second (``benchmarks/train_step_cpu.py --clock cpu``, median of 6 paired blocks, 2-core
-    AMD EPYC, native and capped to AVX2 alike). The losses do not change beyond float rounding:
-    pad tokens are masked out of attention and the loss.
-    """
-    if device.type == "cuda":
-        return Choice(True, "GPU: tensor-core friendly lengths")
-    if compiled:
-        return Choice(True, "torch.compile: few distinct shapes, so few recompiles")
-    return Choice(False, "eager CPU: each batch padded to its longest text (less work)")
-
-
-def resolve_flags(cfg: TrainConfig, device: torch.device) -> dict[str, Choice]:
-    """Every performance flag of ``cfg`` resolved for ``device`` (SDPA comes with the model).
-
-    Returns:
-        ``{"bf16", "torch_compile", "fused_adamw", "tf32", "length_bucketing",
-        "pad_to_multiple_of_8", "fp16"}`` -> :class:`Choice`, in the order they are printed.
-
-    Raises:
-        ValueError: a flag forced ``on`` where the hardware or torch cannot do it.
-    """
-    flags = {
-        "bf16": choose_bf16(device, cfg.bf16, get_profile(cfg.profile).cpu_bf16),
-        "torch_compile": choose_compile(device, cfg.torch_compile),
-        "fused_adamw": choose_fused_adamw(device, cfg.fused_adamw),
-        "tf32": choose_tf32(device, cfg.tf32),
-        "length_bucketing": choose_length_bucketing(cfg.length_bucketing),
-    }
-    flags["pad_to_multiple_of_8"] = choose_pad_to_multiple(device, flags["torch_compile"].enabled)
-    flags["fp16"] = choose_fp16(device, cfg.bf16, flags["bf16"])
-    return flags
-
-
 def autocast_dtype(flags: dict[str, Choice]) -> torch.dtype | None:
-    """The autocast dtype the flags chose: ``torch.bfloat16``, ``torch.float16``, or ``None``."""
+    """The autocast dtype the flags chose: ``torch.bfloat16``, ``torch.float16`` or ``None``."""
     if flags["fp16"].enabled:
         return torch.float16
     return torch.bfloat16 if flags["bf16"].enabled else None

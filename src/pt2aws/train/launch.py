@@ -1,11 +1,5 @@
-"""Launch: a torchrun subprocess from a validated :class:`TrainConfig` saved as a file.
-
-A notebook kernel must not fork CUDA workers; ``torchrun`` starts fresh processes, one per GPU
-(one process on a CPU-only machine). :func:`launch_training` writes the config with
-:meth:`TrainConfig.to_json`, runs ``torchrun … -m pt2aws.train --config <file>``, streams the
-output and returns the metrics rank 0 wrote. :func:`torchrun_command` and :func:`format_command`
-give the exact command, which a user can paste into a terminal.
-"""
+"""A torchrun subprocess from a validated :class:`TrainConfig` (a notebook kernel must not fork
+CUDA workers): the config saved as a file, the command printed, the output streamed live."""
 
 from __future__ import annotations
 
@@ -18,8 +12,7 @@ from pathlib import Path
 
 from pt2aws.config import TrainConfig, saved_config_path
 from pt2aws.processes import die_with_parent
-from pt2aws.train.progress import PREFIX as PROGRESS_PREFIX
-from pt2aws.train.progress import PROGRESS_ENV, ProgressDisplay, strip_ansi
+from pt2aws.train.progress import PROGRESS_ENV, ProgressDisplay, parse, strip_ansi
 
 
 class TrainingFailedError(RuntimeError):
@@ -34,97 +27,49 @@ def default_nproc_per_node() -> int:
 
 
 def torchrun_command(
-    train_args: list[str],
-    *,
-    nproc_per_node: int | None = None,
-    nnodes: int = 1,
-    master_port: int | None = None,
+    train_args: list[str], *, nproc_per_node: int | None = None, nnodes: int = 1, max_restarts=0
 ) -> list[str]:
-    """The argv that runs ``pt2aws.train`` with ``train_args`` under torchrun.
-
-    Uses ``python -m torch.distributed.run`` (torchrun) of the current interpreter, so the
-    notebook's environment is the one that trains.
-
-    Args:
-        train_args: arguments for ``pt2aws.train``, e.g. ``["--config", "run/train_config.json"]``.
-        nproc_per_node: processes on this node; default: one per GPU, or 1 on CPU.
-        nnodes: number of nodes (more than 1 needs a rendezvous endpoint added by the caller).
-        master_port: a fixed port on one node; default ``--standalone`` (torchrun picks one).
-
-    Returns:
-        The argv list; :func:`format_command` turns it into one pasteable line.
-    """
+    """``python -m torch.distributed.run … -m pt2aws.train <train_args>`` with this interpreter
+    (``--standalone`` on one node; more nodes need a rendezvous endpoint added; ``max_restarts``:
+    workers restarted after a failure, each resuming from the newest checkpoint)."""
     nproc = nproc_per_node or default_nproc_per_node()
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        f"--nproc_per_node={nproc}",
-        f"--nnodes={nnodes}",
-    ]
-    if nnodes == 1:
-        cmd.append("--standalone" if master_port is None else f"--master_port={master_port}")
+    cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nproc}"]
+    cmd += [f"--nnodes={nnodes}", *(["--standalone"] if nnodes == 1 else [])]
+    cmd += [f"--max-restarts={max_restarts}"] if max_restarts else []
     return cmd + ["-m", "pt2aws.train", *train_args]
 
 
-def format_command(cmd: list[str]) -> str:
-    """``cmd`` as one shell line, quoted where needed (``shlex.join``)."""
-    return shlex.join(cmd)
-
-
 def config_to_args(**overrides) -> list[str]:
-    """``{"profile": "smoke", "max_steps": 5}`` -> ``["--profile", "smoke", "--max_steps", "5"]``.
-
-    ``None`` values are skipped; booleans become ``true``/``false``.
-    """
+    """``{"profile": "smoke", "max_steps": 5}`` -> ``["--profile", "smoke", "--max_steps",
+    "5"]``; ``None`` values skipped, booleans as ``true``/``false``."""
     args: list[str] = []
     for key, value in overrides.items():
-        if value is None:
-            continue
-        args += [f"--{key}", str(value).lower() if isinstance(value, bool) else str(value)]
+        if value is not None:
+            args += [f"--{key}", str(value).lower() if isinstance(value, bool) else str(value)]
     return args
 
 
 def launch_training(
-    cfg: TrainConfig,
-    *,
-    nproc_per_node: int | None = None,
-    stream=None,
-    env: dict | None = None,
+    cfg: TrainConfig, *, nproc_per_node=None, max_restarts=0, stream=None, env=None
 ) -> dict:
-    """Run training for ``cfg`` under torchrun, echo its output live, return rank 0's metrics.
-
-    The config goes to ``<cfg.output_dir>/train_config.json`` first (the run rewrites the same
-    content there when it finishes), and torchrun gets ``--config`` with that file, so the
-    subprocess trains exactly the validated ``cfg``. Its progress arrives as lines that become
-    one bar updating in place (:class:`pt2aws.train.progress.ProgressDisplay`: a widget in a
-    notebook) and one summary line at the end; its other output is echoed without terminal
-    colour codes.
-
-    Args:
-        cfg: the run; ``cfg.output_dir`` receives ``model/``, ``metrics.json``,
-            ``train_log.jsonl`` and ``train_config.json``.
-        nproc_per_node: processes on this node; default: one per GPU, or 1 on CPU.
-        stream: where to echo the command and output (default ``sys.stdout``; a notebook shows
-            it live).
-        env: extra environment variables for the subprocess.
-
-    Returns:
-        The ``metrics.json`` dict.
+    """Train ``cfg`` under torchrun (``--config <output_dir>/train_config.json``), echoing its
+    output to ``stream`` (default stdout) with the steps as one bar; returns ``metrics.json``.
+    ``env``: extra environment variables for it.
 
     Raises:
         TrainingFailedError: non-zero exit, with the last 40 lines of output.
     """
     stream = stream or sys.stdout
     config_file = cfg.to_json(saved_config_path(cfg.output_dir))
-    cmd = torchrun_command(["--config", str(config_file)], nproc_per_node=nproc_per_node)
-    print("$ " + format_command(cmd), file=stream, flush=True)
+    args = ["--config", str(config_file)]
+    cmd = torchrun_command(args, nproc_per_node=nproc_per_node, max_restarts=max_restarts)
+    print("$ " + shlex.join(cmd), file=stream, flush=True)
     child_env = {
         **os.environ,
         "PYTHONUNBUFFERED": "1",
         "TOKENIZERS_PARALLELISM": "false",
         PROGRESS_ENV: "lines",  # progress as lines this process draws as one bar
-        "HF_HUB_DISABLE_PROGRESS_BARS": "1",  # no loading/saving bars from transformers
+        "HF_HUB_DISABLE_PROGRESS_BARS": "1",
         **(env or {}),
     }
     tail: list[str] = []
@@ -139,7 +84,7 @@ def launch_training(
     ) as proc:
         try:
             for line in proc.stdout:
-                if not line.startswith(PROGRESS_PREFIX):
+                if parse(line) is None:
                     tail = (tail + [strip_ansi(line)])[-40:]
                 display.feed(line)
         finally:

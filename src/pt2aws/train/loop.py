@@ -1,29 +1,12 @@
-"""Fine-tune a sequence classifier: one process on CPU, or N GPUs/nodes under ``torchrun``.
-
-Run it as::
+"""Fine-tune a sequence classifier: one process on CPU, or N GPUs/nodes under ``torchrun``::
 
     python -m pt2aws.train --profile smoke --output_dir runs/x/train            # 1 process
     torchrun --nproc_per_node 8 -m pt2aws.train --profile full --output_dir …   # 8 GPUs, DDP
-    torchrun --nnodes 2 --nproc_per_node 8 --rdzv-backend c10d --rdzv-endpoint HOST:29400 \\
-        -m pt2aws.train --profile full --resume auto --save_steps 200 …         # 2 nodes
     python -m pt2aws.train --config runs/x/train/train_config.json --max_steps 50  # a saved config
 
-:class:`FineTune` is the recipe, stage by stage (torchtune's layout): set up the data and model,
-compile and wrap them (:mod:`~pt2aws.train.recipe`), resume (:mod:`~pt2aws.train.checkpointing`),
-train epoch by epoch (one :func:`~pt2aws.train.recipe.train_step` per optimizer step), evaluate,
-check the replicas, save. After each step the loop calls one hook,
-:class:`~pt2aws.train.monitor.StepMonitor`: throughput, progress, the loss log, the test fault
-hook. Performance flags are printed once with their reasons (:mod:`~pt2aws.train.flags`).
-
-Every rank runs the same number of steps (the data is split like ``DistributedSampler``, padded
-to equal counts), so an uneven split cannot hang; evaluation counts each example exactly once.
-Checkpoints every ``--save_steps`` and at the end; ``--resume auto`` continues from the newest
-to the same losses as an uninterrupted run, also after ``torchrun --max-restarts``. Test hook:
-``PT2AWS_FAIL_AT_STEP=N`` (:func:`pt2aws.train.monitor.maybe_fail`).
-
-Outputs in ``--output_dir``: ``model/`` (``save_pretrained`` of the unwrapped, uncompiled model and
-its tokenizer, with the label names), ``metrics.json``, ``train_log.jsonl`` (one line per
-logging step), ``train_config.json`` (the resolved configuration) and ``checkpoints/``.
+Every rank runs the same number of steps, so an uneven split cannot hang; ``--resume auto``
+continues from the newest checkpoint to the losses of an uninterrupted run. Writes ``model/``,
+``metrics.json``, ``train_log.jsonl``, ``train_config.json`` and ``checkpoints/``.
 """
 
 from __future__ import annotations
@@ -42,99 +25,115 @@ from pt2aws.data import parse_label_map, sequence_length_record, token_lengths
 from pt2aws.env.machine import peak_memory_bytes
 from pt2aws.modeling import model_max_tokens
 from pt2aws.sizing.catalog import peak_bf16_flops
-from pt2aws.train.checkpointing import resume, save_checkpoint, save_model
-from pt2aws.train.distributed import (
-    DistInfo,
-    compute_cleanup,
-    compute_init,
-    epoch_batches,
-    replica_max_abs_diff,
-)
+from pt2aws.train import checkpoint, distributed, throughput
+from pt2aws.train.distributed import DistInfo
 from pt2aws.train.evaluation import evaluate
-from pt2aws.train.flags import apply_tf32, autocast_dtype, resolve_flags
-from pt2aws.train.inputs import load_data_and_model, tokenize_splits
+from pt2aws.train.flags import Choice, apply_tf32, autocast_dtype, resolve_flags
 from pt2aws.train.monitor import StepMonitor
 from pt2aws.train.recipe import prepare_model_and_optimizer, train_step
-from pt2aws.train.throughput import num_compiled_graphs
 
-logger = logging.getLogger(__name__)
+
+def load_data_and_model(cfg: TrainConfig):
+    """``(data, tokenizer, model, sdpa_choice)`` as ``cfg`` names them, the model on CPU; also
+    for the HF Trainer peer, so both train the same. ``max_length = "auto"`` is resolved from the
+    training texts and written back into ``cfg`` (the choice in ``data.stats``).
+
+    Raises:
+        pt2aws.data.DataError, pt2aws.data.DataFileNotFoundError: data the user must fix.
+    """
+    from pt2aws.data import choose_max_length, load_sentiment_data
+    from pt2aws.modeling import load_tokenizer_and_model
+
+    data = load_sentiment_data(
+        cfg.dataset,
+        **cfg.reader_options(),
+        label_map=cfg.label_map,
+        three_class=cfg.three_class,
+        max_train_samples=cfg.max_train_samples,
+        max_eval_samples=cfg.max_eval_samples,
+        seed=cfg.seed,
+    )
+    auto, texts = cfg.max_length == "auto", data.splits["train"]["text"]
+    tokenizer, model = load_tokenizer_and_model(
+        cfg.model_name_or_path,
+        data.label_names,
+        train_texts=texts,
+        max_length=None if auto else cfg.max_length,
+    )
+    if auto:
+        limit = model_max_tokens(model.config, tokenizer)
+        choice = choose_max_length(tokenizer, texts, model_max_tokens=limit)
+        cfg.max_length = choice.max_length
+        data.stats["max_length_choice"] = choice.to_dict() | {"describe": choice.describe()}
+    try:  # PyTorch's fused scaled_dot_product_attention where the model has it
+        model.set_attn_implementation(cfg.attn_implementation)
+        sdpa = Choice(False, f"attn_implementation={model.config._attn_implementation!r}")
+    except (ValueError, ImportError) as err:
+        sdpa = Choice(False, f"{type(model).__name__} refused {cfg.attn_implementation!r}: {err}")
+    sdpa.enabled = getattr(model.config, "_attn_implementation", None) == "sdpa"
+    if cfg.dropout is not None:
+        for module in model.modules():
+            if isinstance(module, torch.nn.Dropout):
+                module.p = cfg.dropout
+    return data, tokenizer, model, sdpa
+
+
+def tokenize_splits(data, tokenizer, max_length: int) -> dict[str, list[dict]]:
+    """``{split: [{"input_ids", "attention_mask", "labels"}, ...]}``, truncated, not padded."""
+    encoded = data.splits.map(
+        lambda batch: tokenizer(batch["text"], truncation=True, max_length=max_length),
+        batched=True,
+        remove_columns=["text"],
+    ).rename_column("label", "labels")
+    return {split: encoded[split].to_list() for split in encoded}
 
 
 class FineTune:
-    """The fine-tuning recipe on one rank. :meth:`run` reads as the algorithm.
-
-    Args:
-        cfg: the validated configuration.
-        info: this rank, from :func:`pt2aws.train.distributed.compute_init`.
-    """
+    """The fine-tuning recipe on one rank (``info`` from ``compute_init``); :meth:`run` reads as
+    the algorithm, torchtune's stages."""
 
     def __init__(self, cfg: TrainConfig, info: DistInfo):
-        self.cfg, self.info = cfg, info
-        self.out_dir = Path(cfg.output_dir)
+        self.cfg, self.info, self.out_dir = cfg, info, Path(cfg.output_dir)
         self.parallelism = cfg.parallelism if info.world_size > 1 else "none"
 
     def run(self) -> dict:
         """Train, evaluate and save; returns the metrics (rank 0; ``{}`` on other ranks)."""
-        self._setup_flags()
         self._setup_data()
+        self._setup_flags()
         self._setup_model_and_optimizer()
-        self.state = resume(self.cfg, self.info, self.prep, self.scheduler)
+        self.state = checkpoint.resume(self.cfg, self.info, self.prep, self.scheduler)
         self._train()
         return self._finish()
 
-    def _setup_flags(self) -> None:
+    def _setup_data(self) -> None:
+        """Load and tokenize the data (each split once); count the epochs' steps."""
+        import datasets
         from transformers import set_seed
 
+        datasets.disable_progress_bars()
+        set_seed(self.cfg.seed)
         if self.info.is_main:
             self.out_dir.mkdir(parents=True, exist_ok=True)
-        set_seed(self.cfg.seed)
-        self.flags = resolve_flags(self.cfg, self.info.device)
-        if self.info.device.type == "cuda":
-            apply_tf32(self.flags["tf32"].enabled)
-
-    def _setup_data(self) -> None:
-        """Load and tokenize the data (each split once); plan the epochs' batches."""
-        import datasets
-        from transformers import DataCollatorWithPadding
-
-        datasets.disable_progress_bars()
-        cfg = self.cfg
-        self.data, self.tokenizer, self.model, self.flags["sdpa"] = load_data_and_model(cfg)
-        self._print_header()
-        self.rows = tokenize_splits(self.data, self.tokenizer, cfg.max_length)
+        self.data, self.tokenizer, self.model, self.sdpa = load_data_and_model(self.cfg)
+        self.rows = tokenize_splits(self.data, self.tokenizer, self.cfg.max_length)
         self.lengths = [len(r["input_ids"]) for r in self.rows["train"]]
-        self.full_lengths = token_lengths(self.tokenizer, self.data.splits["train"]["text"])
-        self.model_config = self.model.config
-        # Batches are padded per batch: to a multiple of 8 on GPU or compiled, else to the longest
-        pad_to = 8 if self.flags["pad_to_multiple_of_8"].enabled else None
-        self.collator = DataCollatorWithPadding(
-            self.tokenizer, pad_to_multiple_of=pad_to, return_tensors="pt"
-        )
-        self.steps_per_epoch = math.ceil(len(self._batches(0)) / cfg.gradient_accumulation_steps)
-        self.total_steps = (
-            cfg.max_steps
-            if cfg.max_steps > 0
-            else math.ceil(self.steps_per_epoch * cfg.num_train_epochs)
-        )
+        accumulation = self.cfg.gradient_accumulation_steps
+        self.steps_per_epoch = math.ceil(len(self._batches(0)) / accumulation)
+        epochs = self.cfg.num_train_epochs
+        self.total_steps = self.cfg.max_steps
+        if self.total_steps <= 0:
+            self.total_steps = math.ceil(self.steps_per_epoch * epochs)
         self.num_epochs = math.ceil(self.total_steps / self.steps_per_epoch)
-
-    def _print_header(self) -> None:
-        if not self.info.is_main:
-            return
-        parallelism = "none (1 process)" if self.parallelism == "none" else self.parallelism
-        print(
-            f"device={self.info.device} world_size={self.info.world_size} "
-            f"parallelism={parallelism}",
-            flush=True,
-        )
-        for name, choice in self.flags.items():
-            print(f"{name}: {'on' if choice.enabled else 'off'} ({choice.reason})", flush=True)
-        print(self.data.summary(), flush=True)
-        length = self.data.stats.get("max_length_choice")
-        print(length["describe"] if length else f"max_length {self.cfg.max_length} tokens (set)")
+        if self.info.is_main:
+            parallelism = "none (1 process)" if self.parallelism == "none" else self.parallelism
+            where = f"device={self.info.device} world_size={self.info.world_size}"
+            print(f"{where} parallelism={parallelism}", flush=True)
+            print(self.data.summary(), flush=True)
+            length = self.data.stats.get("max_length_choice")
+            print(length["describe"] if length else f"max_length {self.cfg.max_length} (set)")
 
     def _batches(self, epoch: int) -> list[list[int]]:
-        return epoch_batches(
+        return distributed.epoch_batches(
             self.lengths,
             self.cfg.per_device_train_batch_size,
             world_size=self.info.world_size,
@@ -144,13 +143,37 @@ class FineTune:
             bucketing=self.cfg.length_bucketing,
         )
 
+    def _collator(self, pad_to_multiple_of_8: bool):
+        from transformers import DataCollatorWithPadding
+
+        pad_to = 8 if pad_to_multiple_of_8 else None
+        return DataCollatorWithPadding(self.tokenizer, pad_to_multiple_of=pad_to)
+
+    def _setup_flags(self) -> None:
+        """Every flag with its reason: rank 0 decides (measuring on CPU), every rank follows."""
+        info = self.info
+
+        def first_batches(pad_to_multiple_of_8: bool) -> list[dict]:
+            collate = self._collator(pad_to_multiple_of_8)
+            return [collate([self.rows["train"][j] for j in b]) for b in self._batches(0)[:4]]
+
+        probe = {"model": self.model, "batches": first_batches} if info.is_main else {}
+        flags = resolve_flags(self.cfg, info.device, **probe)
+        self.flags = distributed.all_gather(flags, info)[0] | {"sdpa": self.sdpa}
+        if info.device.type == "cuda":
+            apply_tf32(self.flags["tf32"].enabled)
+        self.collator = self._collator(self.flags["pad_to_multiple_of_8"].enabled)
+        if info.is_main:
+            for name, choice in self.flags.items():
+                print(f"{name}: {'on' if choice.enabled else 'off'} ({choice.reason})", flush=True)
+
     def _setup_model_and_optimizer(self) -> None:
         from transformers import get_linear_schedule_with_warmup
 
         cfg, info = self.cfg, self.info
         self.model.to(info.device)
         torch.manual_seed(cfg.seed + info.rank)  # same init everywhere, own dropout stream per rank
-        self.compiled_before = num_compiled_graphs()
+        self.compiled_before = throughput.num_compiled_graphs()
         self.amp = autocast_dtype(self.flags)
         self.prep = prepare_model_and_optimizer(
             self.model,
@@ -168,21 +191,10 @@ class FineTune:
         )
 
     def _train(self) -> None:
-        """The epoch loop: one :func:`train_step` per optimizer step, checkpoints, evaluation.
-
-        Bookkeeping (throughput, progress, the loss log, the test fault hook) is the
-        :class:`StepMonitor`'s, called once after each step.
-        """
+        """The epochs: one :func:`train_step` per optimizer step, then the one hook; checkpoints
+        every ``save_steps`` and at the end; evaluation after each epoch."""
         cfg, state = self.cfg, self.state
-        self.monitor = StepMonitor(
-            cfg,
-            self.info,
-            state,
-            self.total_steps,
-            self.steps_per_epoch,
-            self.scheduler,
-            self.out_dir,
-        )
+        self.monitor = StepMonitor(cfg, self.info, state, self.total_steps, self.steps_per_epoch)
         with self.monitor:
             self.prep.module.train()
             for epoch in range(state.epoch, self.num_epochs):
@@ -190,85 +202,56 @@ class FineTune:
                     state.epoch, state.batch_in_epoch = epoch, 0
                 batches = self._batches(epoch)
                 while state.batch_in_epoch < len(batches) and state.step < self.total_steps:
-                    micro_batches = self._next_micro_batches(batches)
+                    group = batches[state.batch_in_epoch :][: cfg.gradient_accumulation_steps]
+                    state.batch_in_epoch += len(group)
+                    rows = self.rows["train"]
+                    micro_batches = [self.collator([rows[j] for j in g]) for g in group]
                     losses = train_step(self.prep, micro_batches, self.scheduler)
                     state.step += 1
-                    self.monitor.after_step(micro_batches, losses)
-                    if (cfg.save_steps and state.step % cfg.save_steps == 0) or (
-                        state.step == self.total_steps
+                    self.monitor.after_step(micro_batches, losses, self.scheduler)
+                    if state.step == self.total_steps or (
+                        cfg.save_steps and state.step % cfg.save_steps == 0
                     ):
                         with self.monitor.paused():
-                            save_checkpoint(cfg, self.info, self.prep, self.scheduler, state)
+                            checkpoint.save_checkpoint(
+                                cfg, self.info, self.prep, self.scheduler, state
+                            )
                 with self.monitor.paused():
                     if state.batch_in_epoch >= len(batches) or state.step >= self.total_steps:
-                        self._evaluate_epoch()
+                        ev = self._evaluate("validation")
+                        state.history.append(
+                            {"epoch": epoch + 1, "step": state.step}
+                            | {f"eval_{k}": v for k, v in ev.items()}
+                        )
+                        self.monitor.write(
+                            f"epoch {epoch + 1}: eval_loss={ev['loss']:.4f} "
+                            f"eval_accuracy={ev['accuracy']:.4f} ({ev['num_examples']} examples)"
+                        )
             self.monitor.finish()
 
-    def _next_micro_batches(self, batches: list[list[int]]) -> list[dict]:
-        """The next ``gradient_accumulation_steps`` batches of this epoch, padded (on CPU)."""
-        state = self.state
-        group = batches[
-            state.batch_in_epoch : state.batch_in_epoch + self.cfg.gradient_accumulation_steps
-        ]
-        state.batch_in_epoch += len(group)
-        return [self.collator([self.rows["train"][j] for j in idx]) for idx in group]
-
     def _evaluate(self, split: str) -> dict:
-        return evaluate(
-            self.prep.module,
-            self.rows[split],
-            self.collator,
-            self.info,
-            self.cfg.per_device_eval_batch_size,
-            self.amp,
-            lockstep=self.parallelism == "fsdp",
-        )
-
-    def _evaluate_epoch(self) -> None:
-        ev = self._evaluate("validation")
-        self.state.history.append(
-            {
-                "epoch": self.state.epoch + 1,
-                "step": self.state.step,
-                **{f"eval_{k}": v for k, v in ev.items()},
-            }
-        )
-        self.monitor.write(
-            f"epoch {self.state.epoch + 1}: eval_loss={ev['loss']:.4f} "
-            f"eval_accuracy={ev['accuracy']:.4f} ({ev['num_examples']} examples)"
-        )
+        batch_size = self.cfg.per_device_eval_batch_size
+        return evaluate(self.prep, self.rows[split], self.collator, self.info, batch_size)
 
     def _finish(self) -> dict:
-        """Throughput, test accuracy and the replica check (all ranks); rank 0 writes the run."""
+        """Throughput, test metrics, the replica check (all ranks); rank 0 writes the run."""
         from pt2aws.modeling import count_parameters
 
-        info, module = self.info, self.prep.module
+        cfg, info, module, monitor = self.cfg, self.info, self.prep.module, self.monitor
         num_params = count_parameters(module)  # DTensor parameters report their global size
-        # MFU against the peak of the precision the matmuls run in: the catalog has bf16 (and
-        # fp16) peaks of GPUs; an fp32 run, or a CPU, has no catalogued peak, hence no MFU
+        # MFU against the peak of the precision the matmuls run in: the catalog has GPUs' bf16
         gpu = torch.cuda.get_device_name(info.device) if info.device.type == "cuda" else None
         peak = peak_bf16_flops(gpu) if gpu and self.amp is not None else None
-        speed = self.monitor.meter.summary(info, module, self.model_config, peak)
+        speed = throughput.summary(monitor, info, module, self.model.config, peak)
         test = self._evaluate("test")
-        replica_diff = None if self.parallelism == "fsdp" else replica_max_abs_diff(module, info)
-        save_model(self.prep, self.tokenizer, self.out_dir, info)
+        replica_diff = (
+            None if self.parallelism == "fsdp" else distributed.replica_max_abs_diff(module, info)
+        )
+        checkpoint.save_model(self.prep, self.tokenizer, self.out_dir, info)
         if not info.is_main:
             return {}
-        metrics = self._metrics(num_params, speed, test, replica_diff)
-        self.cfg.to_json(saved_config_path(self.out_dir))
-        (self.out_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
-        print(
-            f"test_accuracy={test['accuracy']:.4f} "
-            f"(majority baseline {metrics['majority_baseline_accuracy']:.4f}); "
-            f"{metrics['train_samples_per_second']:.1f} samples/s steady, "
-            f"pad_fraction={metrics['pad_fraction']:.3f}; saved {self.out_dir / 'model'}",
-            flush=True,
-        )
-        return metrics
-
-    def _metrics(self, num_params: int, speed: dict, test: dict, replica_diff) -> dict:
-        cfg, info, history = self.cfg, self.info, self.state.history
-        return {
+        history = self.state.history
+        metrics = {
             "profile": cfg.profile,
             "model_name_or_path": cfg.model_name_or_path,
             "num_parameters": num_params,
@@ -278,11 +261,10 @@ class FineTune:
             "flags": {k: dataclasses.asdict(v) for k, v in self.flags.items()},
             "train_steps": self.state.step,
             "resumed_from_step": self.state.resumed_from,
-            **{k: v for k, v in speed.items() if k != "mfu"},
-            "num_compiles": num_compiled_graphs() - self.compiled_before,
-            "mfu": speed["mfu"],
+            **speed,
+            "num_compiles": throughput.num_compiled_graphs() - self.compiled_before,
             "peak_memory_bytes": peak_memory_bytes(info.device),
-            "final_train_loss": self.monitor.last_loss,
+            "final_train_loss": monitor.last_loss,
             "replica_max_abs_diff": replica_diff,
             **{k: v for k, v in history[-1].items() if k.startswith("eval_")},
             **{f"test_{k}": v for k, v in test.items()},
@@ -291,33 +273,31 @@ class FineTune:
             "data": self.data.stats,
             "sequence_length": sequence_length_record(
                 train_max_length=cfg.max_length,
-                model_max_tokens=model_max_tokens(self.model_config, self.tokenizer),
-                train_lengths=self.full_lengths,
+                model_max_tokens=model_max_tokens(self.model.config, self.tokenizer),
+                train_lengths=token_lengths(self.tokenizer, self.data.splits["train"]["text"]),
             ),
             "history": history,
         }
+        cfg.to_json(saved_config_path(self.out_dir))
+        (self.out_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
+        print(
+            f"test_accuracy={test['accuracy']:.4f} (majority baseline "
+            f"{metrics['majority_baseline_accuracy']:.4f}); "
+            f"{metrics['train_samples_per_second']:.1f} samples/s steady, "
+            f"pad_fraction={metrics['pad_fraction']:.3f}; saved {self.out_dir / 'model'}",
+            flush=True,
+        )
+        return metrics
 
 
 def parse_args(argv: list[str] | None = None) -> TrainConfig:
-    """Parse ``--<field> <value>`` flags (one per :class:`TrainConfig` field) into a config.
-
-    ``--config FILE.json`` reads a file written by :meth:`TrainConfig.to_json` (for example a
-    run's ``train_config.json``, or the file :func:`pt2aws.train.launch.launch_training` writes):
-    its values become the defaults, and every ``--<field>`` given as well, before or after it,
-    overrides the file. A ``checkpoint_dir`` that the file derived from its ``output_dir``
-    follows a new ``--output_dir``.
-
-    Args:
-        argv: the arguments; ``None``: ``sys.argv[1:]``.
-
-    Returns:
-        The validated config.
+    """``--<field> <value>`` flags (one per :class:`TrainConfig` field) into a validated config;
+    ``--config FILE.json`` (a run's ``train_config.json``) gives defaults the flags override.
 
     Raises:
-        FileNotFoundError: the ``--config`` file does not exist.
+        FileNotFoundError: no such ``--config`` file.
         ValueError: an unknown key in the file, or a value out of range.
         pt2aws.data.DataError: an unreadable ``--label_map``.
-        SystemExit: an unknown flag (argparse prints the usage).
     """
     import argparse
 
@@ -328,9 +308,7 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
     pre.add_argument("--config", default=None)
     known, rest = pre.parse_known_args(argv)
     parser = HfArgumentParser(TrainConfig)
-    parser.add_argument(
-        "--config", default=None, help="a TrainConfig JSON file; --<field> flags override it"
-    )
+    parser.add_argument("--config", help="a TrainConfig JSON file; --<field> flags override it")
     if known.config:
         if not Path(known.config).is_file():
             raise FileNotFoundError(
@@ -347,23 +325,16 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    """Entry point for ``python -m pt2aws.train`` and ``torchrun -m pt2aws.train``.
-
-    Args:
-        argv: command-line arguments (see :func:`parse_args`); ``None``: ``sys.argv[1:]``.
-
-    Returns:
-        The metrics dict written to ``metrics.json`` (empty on ranks other than 0).
-    """
+    """``python -m pt2aws.train`` / ``torchrun -m pt2aws.train``: train; rank 0's metrics."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     cfg = parse_args(argv)
     threads = torch.get_num_threads()  # compute_init sets its own; give in-process callers theirs
-    info = compute_init(cfg.num_threads)
+    info = distributed.compute_init(cfg.num_threads)
     succeeded = False
     try:
         metrics = FineTune(cfg, info).run()
         succeeded = True
         return metrics
     finally:
-        compute_cleanup(info, succeeded=succeeded)
+        distributed.compute_cleanup(info, succeeded=succeeded)
         torch.set_num_threads(threads)

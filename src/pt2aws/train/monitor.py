@@ -1,15 +1,7 @@
-"""The one hook the training loop calls after each step: everything that watches training.
+"""The one hook the loop calls after each step: the clock and counts, the loss log, the bar.
 
-:class:`StepMonitor` keeps the bookkeeping out of :func:`pt2aws.train.recipe.train_step` and out
-of the loop's algorithm: the throughput meter (:class:`~pt2aws.train.throughput.ThroughputMeter`),
-the progress bar (:mod:`~pt2aws.train.progress`), the loss log (``train_log.jsonl``, every
-``--logging_steps``), and the ``PT2AWS_FAIL_AT_STEP`` fault hook the tests use. The loop calls
-:meth:`StepMonitor.after_step` once per optimizer step and wraps work that is not training
-(checkpoints, evaluation) in :meth:`StepMonitor.paused`.
-
-Fault hook: ``PT2AWS_FAIL_AT_STEP=N`` makes the last rank (or ``PT2AWS_FAIL_RANK``) die right
-after step N on the first attempt only: ``os._exit(1)`` under torchrun, a ``RuntimeError``
-in-process.
+Test hook: ``PT2AWS_FAIL_AT_STEP=N`` makes the last rank (or ``PT2AWS_FAIL_RANK``) die right
+after step N on the first attempt: ``os._exit(1)`` under torchrun, a ``RuntimeError`` in-process.
 """
 
 from __future__ import annotations
@@ -18,21 +10,18 @@ import contextlib
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 import torch
 
-from pt2aws.config import TrainConfig
-from pt2aws.train.checkpointing import TrainState, open_train_log
 from pt2aws.train.distributed import DistInfo, all_reduce_sum
-from pt2aws.train.progress import ProgressReporter
-from pt2aws.train.throughput import ThroughputMeter
+from pt2aws.train.progress import PROGRESS_ENV, report
 
 
 def maybe_fail(step: int, info: DistInfo) -> None:
     """The ``PT2AWS_FAIL_AT_STEP`` test hook (see the module docstring)."""
-    fail_at = os.environ.get("PT2AWS_FAIL_AT_STEP")
-    if not fail_at or int(fail_at) != step:
+    if os.environ.get("PT2AWS_FAIL_AT_STEP") != str(step):
         return
     if os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") != "0":
         return
@@ -46,108 +35,97 @@ def maybe_fail(step: int, info: DistInfo) -> None:
 
 
 class StepMonitor:
-    """Throughput, progress, the loss log and the fault hook, behind one call per step.
+    """Counts and clock (checkpoints and evaluation left out: :meth:`paused`), the loss log
+    (``train_log.jsonl``: the mean over ranks every ``logging_steps``), the bar (rank 0) and the
+    fault hook, behind :meth:`after_step`. A context manager around the epochs.
 
-    Use as a context manager around the training epochs: entering starts the clock (and opens
-    the log on rank 0), leaving closes the bar and the log; :meth:`finish` stops the clock after
-    the last step.
-
-    Args:
-        cfg: the run's configuration (``logging_steps``, ``benchmark_warmup_steps``).
-        info: this rank.
-        state: the training state; the monitor adds each micro-batch's loss to its
-            ``loss_window`` (checkpointed, so a resumed run logs the same means).
-        total_steps: optimizer steps of the whole run.
-        steps_per_epoch: optimizer steps per epoch (for the logged ``epoch``).
-        scheduler: read for the logged learning rate.
-        out_dir: where rank 0 writes ``train_log.jsonl``.
+    ``state.loss_window`` (``[loss sum, micro-batches]`` since the last log) is checkpointed, so a
+    resumed run logs the same means; its log keeps the lines up to the checkpoint.
     """
 
-    def __init__(
-        self,
-        cfg: TrainConfig,
-        info: DistInfo,
-        state: TrainState,
-        total_steps: int,
-        steps_per_epoch: int,
-        scheduler,
-        out_dir: Path,
-    ):
+    def __init__(self, cfg, info: DistInfo, state, total_steps: int, steps_per_epoch: int):
         self.cfg, self.info, self.state = cfg, info, state
         self.total_steps, self.steps_per_epoch = total_steps, steps_per_epoch
-        self.scheduler, self.out_dir = scheduler, Path(out_dir)
-        self.meter = ThroughputMeter(info.device, cfg.benchmark_warmup_steps, state.step)
-        self.last_loss = float("nan")
-        self.log_file = None
-        self.progress: ProgressReporter | None = None
+        self.counts = [0, 0, 0]  # samples, real tokens, padded tokens (this rank)
+        self.warm = None  # (seconds, counts, steps) when the warm-up steps are done
+        self.first_step, self.steps_done, self.paused_s, self.runtime_s = state.step, 0, 0.0, 0.0
+        self.last_loss, self.log_file, self.bar = float("nan"), None, None
 
     def __enter__(self) -> StepMonitor:
+        path, resumed = Path(self.cfg.output_dir) / "train_log.jsonl", self.state.resumed_from
         if self.info.is_main:
-            self.log_file = open_train_log(
-                self.out_dir / "train_log.jsonl", self.state.resumed_from
-            )
-        self.progress = ProgressReporter(
-            self.total_steps, self.state.step, enabled=self.info.is_main
-        )
-        self.meter.start()
+            kept = path.read_text().splitlines() if resumed is not None and path.is_file() else []
+            self.log_file = path.open("w")
+            self.log_file.writelines(f"{x}\n" for x in kept if json.loads(x)["step"] <= resumed)
+            if os.environ.get(PROGRESS_ENV) == "lines":
+                report(self.state.step, self.total_steps)
+            else:
+                from tqdm.auto import tqdm
+
+                self.bar = tqdm(total=self.total_steps, initial=self.state.step, desc="train")
+        self.t0 = time.perf_counter()
         return self
 
     def __exit__(self, *exc) -> None:
-        self.progress.close()
-        if self.log_file:
-            self.log_file.close()
+        for opened in (self.bar, self.log_file):
+            if opened is not None:
+                opened.close()
 
-    def after_step(self, micro_batches: list[dict], losses: list[torch.Tensor]) -> None:
-        """Record optimizer step ``state.step``, just finished on ``micro_batches``.
+    def elapsed(self) -> float:
+        """Seconds of training so far."""
+        return time.perf_counter() - self.t0 - self.paused_s
 
-        Args:
-            micro_batches: the step's inputs (their ``attention_mask`` is counted).
-            losses: each micro-batch's mean loss, as :func:`~pt2aws.train.recipe.train_step`
-                returns them.
-        """
+    def _sync(self) -> None:
+        if self.info.device.type == "cuda":
+            torch.cuda.synchronize(self.info.device)
+
+    def after_step(self, micro_batches: list[dict], losses: list, scheduler) -> None:
+        """Record step ``state.step``, just done on ``micro_batches`` with these losses."""
         state = self.state
         for batch, loss in zip(micro_batches, losses, strict=True):
-            self.meter.count(batch)
+            mask = batch["attention_mask"]
+            for i, n in enumerate((len(mask), int(mask.sum()), mask.numel())):
+                self.counts[i] += n
             state.loss_window[0] += loss.float()  # a tensor: no host sync per micro-batch
             state.loss_window[1] += 1
         maybe_fail(state.step, self.info)
-        self.meter.step_done(state.step)
-        logged = self._log_step()
-        self.progress.update(
-            state.step, self.last_loss if logged else None, train_time_s=self.meter.elapsed()
-        )
-
-    def _log_step(self) -> bool:
-        """Every ``logging_steps``: log the mean loss over ranks and micro-batches since last."""
-        state = self.state
-        if state.step % self.cfg.logging_steps and state.step != self.total_steps:
-            return False
-        window = state.loss_window
-        total, n = all_reduce_sum([float(window[0]), float(window[1])], self.info)
-        state.loss_window = [0.0, 0]
-        self.last_loss = total / max(n, 1)
-        record = {
-            "step": state.step,
-            "epoch": round(state.step / self.steps_per_epoch, 4),
-            "loss": self.last_loss,
-            "learning_rate": self.scheduler.get_last_lr()[0],
-            "train_time_s": self.meter.elapsed(),
-        }
-        if self.log_file:
-            self.log_file.write(json.dumps(record) + "\n")
-            self.log_file.flush()
-        return True
+        self.steps_done = state.step - self.first_step
+        if self.steps_done == self.cfg.benchmark_warmup_steps:
+            self._sync()
+            self.warm = (self.elapsed(), list(self.counts), self.steps_done)
+        loss = None
+        if state.step % self.cfg.logging_steps == 0 or state.step == self.total_steps:
+            total, n = all_reduce_sum([float(x) for x in state.loss_window], self.info)
+            state.loss_window, self.last_loss = [0.0, 0], total / max(n, 1)
+            loss, lr = self.last_loss, scheduler.get_last_lr()[0]
+            epoch = round(state.step / self.steps_per_epoch, 4)
+            record = {"step": state.step, "epoch": epoch, "loss": loss, "learning_rate": lr}
+            if self.log_file:
+                self.log_file.write(json.dumps(record | {"train_time_s": self.elapsed()}) + "\n")
+                self.log_file.flush()
+        if self.bar is not None:
+            self.bar.update(state.step - self.bar.n)
+            if loss is not None:
+                self.bar.set_postfix(loss=f"{loss:.4f}")
+        elif self.info.is_main:
+            report(state.step, self.total_steps, loss=loss, train_time_s=self.elapsed())
 
     @contextlib.contextmanager
     def paused(self):
         """Leave the enclosed time (checkpoints, evaluation) out of the throughput."""
-        with self.meter.paused():
+        self._sync()
+        start = time.perf_counter()
+        try:
             yield
+        finally:
+            self.paused_s += time.perf_counter() - start
 
     def write(self, text: str) -> None:
-        """A line for the reader (rank 0), above the progress bar."""
-        self.progress.write(text)
+        """A line for the reader (rank 0), above the bar."""
+        if self.info.is_main:
+            (self.bar.write if self.bar else print)(text)
 
     def finish(self) -> None:
         """After the last step: stop the clock."""
-        self.meter.stop()
+        self._sync()
+        self.runtime_s = self.elapsed()

@@ -1,13 +1,8 @@
 """The PyTorch 2 recipe in two functions a learner reads top to bottom (notebook 01 prints both).
 
-* :func:`prepare_model_and_optimizer`: ``torch.compile``, the DDP or FSDP2 wrap and their
-  order, the autocast context and ``torch.optim.AdamW(fused=True)``.
-* :func:`train_step`: one optimizer step: gradient accumulation with no gradient sync on all but
-  the last micro-batch, autocast, backward, clipping, the optimizer and scheduler step.
-
-Everything else in :mod:`pt2aws.train` (data, resume, logging, checkpoints, metrics) is
-bookkeeping around these lines: the loop (:mod:`~pt2aws.train.loop`) calls :func:`train_step`
-and hands each finished step to one hook (:class:`~pt2aws.train.monitor.StepMonitor`).
+:func:`prepare_model_and_optimizer`: ``torch.compile``, the DDP or FSDP2 wrap and their order,
+the autocast context, ``AdamW(fused=True)``. :func:`train_step`: one optimizer step. Everything
+else in :mod:`pt2aws.train` is bookkeeping around them (:class:`~pt2aws.train.monitor.StepMonitor`).
 """
 
 from __future__ import annotations
@@ -25,18 +20,9 @@ Parallelism = Literal["none", "ddp", "fsdp"]
 
 @dataclass
 class Prepared:
-    """The model ready to train and what trains it.
-
-    Attributes:
-        module: the plain ``nn.Module`` (FSDP-sharded in place for ``fsdp``): what is evaluated,
-            checkpointed and saved (no ``_orig_mod.`` / ``module.`` prefixes in its keys).
-        model: what the training step calls: ``module`` compiled and/or DDP-wrapped.
-        optimizer: AdamW over ``module``'s parameters (weight decay on matrices only).
-        autocast: ``autocast()`` opens the mixed-precision context for a forward pass.
-        scaler: a ``GradScaler``, enabled only for fp16 (bf16 needs no loss scaling).
-        parallelism: ``"none"`` (one process), ``"ddp"`` or ``"fsdp"``.
-        device: this rank's device (where :func:`train_step` moves each micro-batch).
-    """
+    """The model ready to train: ``module`` the plain one (FSDP-sharded in place; evaluated and
+    saved, no ``_orig_mod.``/``module.`` keys), ``model`` what the step calls (compiled and/or
+    DDP-wrapped), ``autocast()`` the mixed-precision context, ``scaler`` enabled for fp16 only."""
 
     module: torch.nn.Module
     model: torch.nn.Module
@@ -59,28 +45,12 @@ def prepare_model_and_optimizer(
     learning_rate: float = 5e-5,
     weight_decay: float = 0.01,
 ) -> Prepared:
-    """Compile and wrap ``model`` for ``parallelism``, and build its autocast and fused AdamW.
+    """Compile and wrap ``model`` (already on ``device``) for ``parallelism``; AdamW, autocast.
 
-    Args:
-        model: the model, already on ``device``.
-        device: this rank's device.
-        parallelism: ``"none"``, ``"ddp"`` or ``"fsdp"`` (the last two need a process group).
-        compile_model: ``torch.compile`` it (mode ``compile_mode``).
-        amp_dtype: ``torch.bfloat16`` / ``torch.float16`` autocast, or ``None`` for fp32.
-        fused_adamw: one fused kernel for the AdamW update (else the for-loop implementation).
-        learning_rate: peak learning rate.
-        weight_decay: AdamW decoupled weight decay on weight matrices (not biases or norms).
-
-    Returns:
-        A :class:`Prepared`.
-
-    The order (notebook 01, section 1): FSDP2 shards each encoder layer and then the whole model
-    is compiled, torchtitan's alternative to its default per-layer compile before sharding
-    (which compiles faster where layers repeat); DDP wraps the compiled module (nanoGPT's order
-    and PyTorch's "Where to apply torch.compile?"), its hooks and ``no_sync`` stay eager, and
-    Dynamo's DDPOptimizer splits the compiled graph at DDP's bucket boundaries so the gradient
-    all-reduce still overlaps the backward. ``torch.compile`` uses ``dynamic=None``: a second
-    input length recompiles once with that dimension symbolic.
+    ``amp_dtype``: ``torch.bfloat16``/``torch.float16`` autocast, ``None`` for fp32. The order:
+    FSDP2 shards each encoder layer, then the whole model is compiled (torchtitan's alternative
+    to its per-layer compile); DDP wraps the compiled module (nanoGPT's order), so its hooks and
+    ``no_sync`` stay eager and Dynamo's DDPOptimizer splits the graph at DDP's buckets.
     """
     if parallelism == "fsdp":  # shard each encoder layer, then compile the whole model
         from pt2aws.train.distributed import shard_fsdp
@@ -115,17 +85,9 @@ def prepare_model_and_optimizer(
 def train_step(
     prep: Prepared, micro_batches: list[dict], scheduler, max_grad_norm: float = 1.0
 ) -> list[torch.Tensor]:
-    """One optimizer step: gradient accumulation over ``micro_batches``, clip, update, schedule.
+    """One optimizer step over ``micro_batches`` (model inputs with ``labels``, any device).
 
-    Args:
-        prep: from :func:`prepare_model_and_optimizer`.
-        micro_batches: the step's micro-batches, model inputs with ``labels`` (tensors on any
-            device); together they are the step's batch.
-        scheduler: the learning-rate scheduler, stepped once per optimizer step.
-        max_grad_norm: the gradients' global L2 norm is clipped to this.
-
-    Returns:
-        Each micro-batch's mean loss, detached (tensors on the device: no host sync here).
+    Returns each micro-batch's mean loss, detached, on the device (no host sync here).
     """
     examples = sum(len(batch["labels"]) for batch in micro_batches)
     losses = []

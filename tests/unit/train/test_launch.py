@@ -1,3 +1,5 @@
+"""Launching training under torchrun from a config file, and parsing flags and config files."""
+
 import json
 import shlex
 import sys
@@ -5,12 +7,7 @@ import sys
 import pytest
 
 from pt2aws.config import TrainConfig
-from pt2aws.train.launch import (
-    config_to_args,
-    format_command,
-    launch_training,
-    torchrun_command,
-)
+from pt2aws.train.launch import config_to_args, torchrun_command
 from pt2aws.train.loop import parse_args
 
 
@@ -26,17 +23,11 @@ def test_config_to_args_skips_none_and_lowers_bools():
 
 
 def test_torchrun_command_uses_this_interpreter():
-    cmd = torchrun_command(["--profile", "smoke"], nproc_per_node=2)
+    cmd = torchrun_command(["--profile", "smoke"], nproc_per_node=2, max_restarts=1)
     assert cmd[:3] == [sys.executable, "-m", "torch.distributed.run"]
-    assert "--nproc_per_node=2" in cmd and "--standalone" in cmd
+    assert {"--nproc_per_node=2", "--standalone", "--max-restarts=1"} <= set(cmd)
     assert cmd[cmd.index("-m", 3) :] == ["-m", "pt2aws.train", "--profile", "smoke"]
-
-
-def test_format_command_is_one_pasteable_line():
-    cmd = torchrun_command(["--config", "my runs/train_config.json"], nproc_per_node=1)
-    line = format_command(cmd)
-    assert "\n" not in line and "'my runs/train_config.json'" in line
-    assert shlex.split(line) == cmd
+    assert not any("restarts" in a for a in torchrun_command([], nproc_per_node=1))
 
 
 def test_config_file_round_trips_and_later_flags_override_it(tmp_path):
@@ -51,25 +42,23 @@ def test_config_file_round_trips_and_later_flags_override_it(tmp_path):
     path.write_text(json.dumps({**cfg.to_dict(), "max_stepz": 1}))
     with pytest.raises(ValueError, match="max_stepz"):
         parse_args(["--config", str(path)])
+    with pytest.raises(FileNotFoundError, match="train_config.json"):
+        parse_args(["--config", str(tmp_path / "missing.json")])
 
 
-def test_launch_training_one_process_under_torchrun(tmp_path):
-    import io
-
-    out = io.StringIO()
-    cfg = TrainConfig(
-        output_dir=str(tmp_path / "train"),
-        profile="smoke",
-        max_steps=4,
-        max_train_samples=200,
-        max_eval_samples=40,
-        logging_steps=2,
-    )
-    metrics = launch_training(cfg, nproc_per_node=1, stream=out)
-    assert metrics["train_steps"] == 4
-    assert metrics["world_size"] == 1
-    printed = out.getvalue()
-    assert "fused_adamw: on" in printed
-    assert f"-m pt2aws.train --config {tmp_path / 'train' / 'train_config.json'}" in printed
-    assert json.loads((tmp_path / "train" / "metrics.json").read_text())["train_steps"] == 4
-    assert TrainConfig.from_json(tmp_path / "train" / "train_config.json") == cfg
+def test_launch_training_prints_a_pasteable_command_flags_and_one_bar(two_process_run):
+    cfg, metrics, printed = two_process_run
+    command = printed.splitlines()[0]
+    assert command.startswith("$ ") and shlex.split(command[2:])[-2:] == [
+        "--config",
+        f"{cfg.output_dir}/train_config.json",
+    ]
+    assert "--max-restarts=1" in command and "--nproc_per_node=2" in command
+    assert "fused_adamw: on (requested)" in printed and "bf16: off (requested)" in printed
+    assert "@pt2aws-progress" not in printed and "\x1b[" not in printed
+    # one bar over both attempts (the restart resumes it at step 3), one summary line at the end
+    lines = printed.split("\n")  # the bar redraws in place with carriage returns
+    assert [line for line in lines if line.startswith("train: 6/6 steps in ")] == [lines[-2]]
+    assert "resumed from " in printed and "/checkpoints/step-000003 (step 3, epoch 1)" in printed
+    assert metrics["train_steps"] == 6
+    assert TrainConfig.from_json(f"{cfg.output_dir}/train_config.json") == cfg

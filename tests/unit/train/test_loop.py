@@ -18,7 +18,11 @@ def test_smoke_run_writes_model_metrics_and_log(smoke_train_dir):
     assert len(metrics["history"]) == 2
     assert metrics["train_samples_per_second"] > 0
     assert metrics["flags"]["torch_compile"]["enabled"] is False  # auto on CPU
-    assert metrics["flags"]["fused_adamw"]["enabled"] is True  # torch 2.13 fuses AdamW on CPU
+    fused = metrics["flags"]["fused_adamw"]  # measured here (or read from the cache)
+    assert (
+        fused["reason"].startswith("measured ")
+        and "x the for-loop AdamW's speed" in fused["reason"]
+    )
     assert metrics["flags"]["pad_to_multiple_of_8"]["enabled"] is False  # eager CPU: longest
     assert all(lr >= 0 for lr in (r["learning_rate"] for r in log))
 
@@ -49,6 +53,8 @@ def test_training_loss_falls_and_model_learns(tmp_path):
             "3",
             "--logging_steps",
             "5",
+            "--num_threads",
+            "1",  # 2 threads were 5-10x slower on the shared, loaded 2-core test machine
         ]
     )
     log = [json.loads(line) for line in (tmp_path / "train_log.jsonl").read_text().splitlines()]

@@ -1,10 +1,6 @@
-"""``train_step``: the whole optimizer step in one function, with the numbers of the code it replaced.
-
-The step used to be spread over the loop (``FineTune._train_step``: the accumulation loop) and
-two recipe functions (``micro_step``: sync, autocast, backward; ``optimizer_step``: clip, step,
-schedule). :func:`_legacy_train_step` is that code as it was (commit b0944a5), reassembled; the
-loop run with it and with :func:`pt2aws.train.recipe.train_step` must log identical losses.
-"""
+"""``train_step``: the whole optimizer step in one function, with the numbers of the code it
+replaced (``micro_step`` + ``optimizer_step`` of commit b0944a5, reassembled in
+:func:`_legacy_train_step`): the loop run with either must log identical losses."""
 
 from __future__ import annotations
 
@@ -75,7 +71,14 @@ def _losses(run_dir: Path) -> list[float]:
 @pytest.mark.parametrize(
     "flags",
     [
-        ["--per_device_train_batch_size", "4", "--gradient_accumulation_steps", "2"],
+        [
+            "--per_device_train_batch_size",
+            "4",
+            "--gradient_accumulation_steps",
+            "2",
+            "--bf16",
+            "off",
+        ],
         ["--per_device_train_batch_size", "8", "--bf16", "on", "--fused_adamw", "on"],
     ],
     ids=["fp32-accumulation-4x2", "bf16-fused-8"],

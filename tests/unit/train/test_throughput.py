@@ -5,11 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from pt2aws.train.throughput import (
-    ThroughputMeter,
-    non_embedding_parameters,
-    training_flops_per_token,
-)
+from pt2aws.train.throughput import non_embedding_parameters, summary, training_flops_per_token
 
 
 def _minilm_on_meta():
@@ -55,17 +51,23 @@ def test_sizing_counts_training_flops_with_the_same_function():
 
 
 def test_mfu_is_flops_per_token_times_tokens_per_second_over_the_peak():
+    from types import SimpleNamespace
+
     from pt2aws.train.distributed import DistInfo
 
     model, config = _minilm_on_meta()
-    meter = ThroughputMeter(torch.device("cpu"), warmup_steps=0)
-    meter.start()
-    meter.count({"attention_mask": torch.ones(32, 64, dtype=torch.long)})
-    meter.step_done(1)
-    meter.stop()
-    meter.runtime_s = 2.0  # 32 x 64 real tokens in 2 s
+    # 3 steps of 32 x 64 real tokens, the first (the warm-up) 1 s, all 3 in 2 s
+    monitor = SimpleNamespace(
+        counts=[96, 96 * 64, 96 * 64], warm=(1.0, [32, 32 * 64, 32 * 64], 1), runtime_s=2.0,
+        steps_done=3,
+    )  # fmt: skip
     info = DistInfo(rank=0, local_rank=0, world_size=1, device=torch.device("cpu"))
-    speed = meter.summary(info, model, config, peak_flops=1e12)
+    speed = summary(monitor, info, model, config, peak_flops=1e12)
+    assert speed["train_samples_per_second"] == 64.0 and speed["steady_state_steps"] == 2
+    assert speed["warmup_time_s"] == 1.0 and speed["step_time_s"] == 0.5
+    assert speed["train_tokens_per_second"] == 64 * 64 and speed["pad_fraction"] == 0.0
     assert speed["flops_per_token"] == training_flops_per_token(10_796_162, 6, 384, 64)
-    assert speed["mfu"] == pytest.approx(speed["flops_per_token"] * 32 * 64 / 2.0 / 1e12)
-    assert meter.summary(info, model, config, peak_flops=None)["mfu"] is None
+    assert speed["mfu"] == pytest.approx(speed["flops_per_token"] * 64 * 64 / 1e12)
+    assert summary(monitor, info, model, config, peak_flops=None)["mfu"] is None
+    monitor.steps_done = 1  # too short to leave the warm-up out: the whole run counts
+    assert summary(monitor, info, model, config, None)["train_samples_per_second"] == 48.0

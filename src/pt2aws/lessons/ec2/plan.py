@@ -209,15 +209,9 @@ def _support(it) -> list[dict]:
     """Patch support of each image the plan names (the DLAMI for GPU instances, the EC2 and
     SageMaker training DLCs, the arm64 inference DLC)."""
     facts = images.image_facts()["training"]["ec2"]["versions"]
-    rows = (
-        [images.dlami_support(images.DLAMI_PYTORCH_VERSION)]
-        if it.kind == "gpu"
-        else []
-    )
+    rows = [images.dlami_support(images.DLAMI_PYTORCH_VERSION)] if it.kind == "gpu" else []
     rows += [
-        images.dlc_support(
-            facts[images.EC2_DLC_VERSION]["repository"], images.EC2_DLC_VERSION
-        ),
+        images.dlc_support(facts[images.EC2_DLC_VERSION]["repository"], images.EC2_DLC_VERSION),
         images.dlc_support("pytorch-training", images.TRAINING_TORCH_VERSION),
         images.dlc_support(
             images.ARM64_INFERENCE_IMAGES[images.INFERENCE_TORCH_VERSION]["repository"],

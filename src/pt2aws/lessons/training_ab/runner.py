@@ -1,34 +1,18 @@
-"""The A/B training benchmark: each optimization alone, all together, and HF ``Trainer`` as the peer.
+"""Run the training A/B: each variant in a fresh process, repeats interleaved (variant 1..N, then
+again), one bar over every step, a table of medians.
 
-Every variant trains the same model on the same data for the same number of steps with the same
-batch size, sequence cap and seed, each in a **fresh subprocess** (``python -m pt2aws.train …``,
-or :func:`trainer_main` for HF ``Trainer``), so compile caches in memory, allocator state and
-peak-memory counters never leak from one variant into the next. Repeats are interleaved
-(variant 1..N, then again 1..N) so a slow patch of a shared machine hits every variant alike,
-and the table reports the **median** per variant.
-
-Measured per run (all from the subprocess's own ``metrics.json`` / log):
-
-* steady-state ``samples/s`` and ``tokens/s`` (real, non-pad tokens) over the steps after the
-  first ``warmup_steps``: compile and allocator warm-up are excluded and reported separately as
-  ``warmup_s`` (time of the first ``warmup_steps`` optimizer steps);
-* ``peak_mem``: peak CUDA memory allocated on GPU, peak resident set size (RSS) on CPU;
-* ``final_loss``: mean training loss (cross-entropy, nats) over the last 10 optimizer steps,
-  computed the same way for every variant from its per-step log.
-
-Variants and shared settings: :mod:`pt2aws.lessons.training_ab.variants`.
-
-The Trainer runs see the same examples in the same order as ``pt2aws.train`` (its seeded
-``epoch_batches``) with the same init and dropout stream, so at equal flags their per-step losses
-agree (tested). Also ``average_tokens_across_devices=False`` (transformers 5 otherwise scales the
-logged loss by the world size) and ``use_cpu=True`` on CPU (required for bf16 there).
+A run's speed is its batch over the **median** of its steady-state step times (read from its
+progress lines, after the warm-up steps), so a stall of a few steps does not move it; the spread
+of its step times (slowest over fastest) and the load average are kept, and under the table a
+row whose run saw a busy machine is named with that spread: how far its figures can be off.
+After the A/B the single-flag rows' ratios are recorded for the training's ``auto`` flags
+(:func:`pt2aws.train.flags.record`), which the training cell reads.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import logging
 import os
 import shutil
 import statistics
@@ -38,153 +22,67 @@ import threading
 import time
 from pathlib import Path
 
-from pt2aws.env.machine import available_cpus, cpu_name
-from pt2aws.lessons.training_ab.variants import BenchSettings, Variant, default_variants
+from pt2aws.env.machine import available_cpus, cpu_name, default_num_threads
+from pt2aws.lessons.training_ab.variants import FLAG_OF, BenchSettings, Variant, default_variants
 from pt2aws.processes import die_with_parent
-from pt2aws.train.progress import PREFIX as PROGRESS_PREFIX
-from pt2aws.train.progress import PROGRESS_ENV
-
-logger = logging.getLogger(__name__)
-
+from pt2aws.train.progress import PROGRESS_ENV, parse
 
 #: Mean of the last this many per-step losses is the reported final loss.
 FINAL_LOSS_STEPS = 10
+#: A run shared a busy machine where its slowest steady step took this many times its fastest
+#: (batches of other lengths differ less), or where other processes kept the load average
+#: above half the CPUs.
+BUSY_SPREAD = 2.0
 
 
-def _final_loss(log: list[dict]) -> float | None:
-    losses = [r["loss"] for r in log if "loss" in r]
-    return statistics.fmean(losses[-FINAL_LOSS_STEPS:]) if losses else None
-
-
-def read_run(output_dir: str | Path) -> dict:
-    """The benchmark figures of one finished run, from its ``metrics.json`` and per-step log.
-
-    Args:
-        output_dir: the run's ``--output_dir``.
-
-    Returns:
-        ``{"samples_per_s", "tokens_per_s" (non-pad tokens), "warmup_s" (seconds of the
-        ``--benchmark_warmup_steps`` excluded from both rates), "peak_memory_bytes",
-        "final_loss" (mean of the last :data:`FINAL_LOSS_STEPS` logged losses), "pad_fraction",
-        "num_compiles", "steps"}``; a figure the run did not write is ``None``.
-
-    Raises:
-        FileNotFoundError: no ``metrics.json`` (the run failed before writing it).
-    """
-    from pt2aws.rundir import read_jsonl
-
-    output_dir = Path(output_dir)
-    metrics = json.loads((output_dir / "metrics.json").read_text())
-    log_path = output_dir / "train_log.jsonl"
-    log = read_jsonl(log_path) if log_path.is_file() else []
-    return {
-        "samples_per_s": metrics.get("train_samples_per_second"),
-        "tokens_per_s": metrics.get("train_tokens_per_second"),
-        "warmup_s": metrics.get("warmup_time_s"),
-        "peak_memory_bytes": metrics.get("peak_memory_bytes"),
-        "final_loss": _final_loss(log),
-        "pad_fraction": metrics.get("pad_fraction"),
-        "num_compiles": metrics.get("num_compiles"),
-        "steps": metrics.get("train_steps", len(log)),
-    }
-
-
-def _progress_record(line: str) -> dict | None:
-    """The JSON object of a progress line (:mod:`pt2aws.train.progress`), else None."""
-    if not line.startswith(PROGRESS_PREFIX):
-        return None
-    try:
-        return json.loads(line[len(PROGRESS_PREFIX) :])
-    except json.JSONDecodeError:
-        return None
-
-
-def read_partial_run(output: str, settings: BenchSettings) -> dict | None:
-    """What a run stopped at the time budget measured, from the progress lines it printed.
-
-    Both runners report each optimizer step with its training seconds so far
-    (:mod:`pt2aws.train.progress`); every step trains ``settings.batch_size`` examples.
-
-    Args:
-        output: the run's output up to the stop.
-        settings: the A/B's settings (batch size, warm-up steps).
-
-    Returns:
-        :func:`read_run`'s keys (``samples_per_s`` over the steps after the warm-up when there
-        are any, else over all steps done; figures the run never wrote are ``None``) plus
-        ``stopped_at_budget: True``; ``None`` if no step finished.
-    """
-    times, losses = {}, []
-    for line in output.splitlines():
-        record = _progress_record(line)
-        if record and record.get("step", 0) > 0 and "train_time_s" in record:
-            times[record["step"]] = record["train_time_s"]
-            if "loss" in record:
-                losses.append({"loss": record["loss"]})
-    if not times:
-        return None
+def _figures(records: list[dict], settings: BenchSettings, output_dir: Path | None) -> dict:
+    """One run's figures: speed from its progress ``records``; from its files (a finished run,
+    ``output_dir``) memory, padding, compiles, tokens and the final loss."""
+    times = {r["step"]: r["train_time_s"] for r in records if "train_time_s" in r}
+    times.setdefault(0, 0.0)
     done, warm = max(times), settings.warmup_steps
     first = warm if done > warm and warm in times else 0
-    start = times[first] if first else 0.0
-    elapsed = times[done] - start
-    return {
-        "samples_per_s": (done - first) * settings.batch_size / elapsed if elapsed > 0 else None,
-        "tokens_per_s": None,
-        "warmup_s": start if first else None,
-        "peak_memory_bytes": None,
-        "final_loss": _final_loss(losses),
-        "pad_fraction": None,
-        "num_compiles": None,
+    durations = [times[s] - times[s - 1] for s in range(first + 1, done + 1) if s - 1 in times]
+    median = statistics.median(durations) if durations else None
+    losses = [r["loss"] for r in records if "loss" in r]
+    out = {
+        "samples_per_s": settings.batch_size / median if median else None,
+        "spread": max(durations) / min(durations) if durations and min(durations) > 0 else None,
+        "warmup_s": times[first] if first else None,
         "steps": done,
-        "stopped_at_budget": True,
+        **dict.fromkeys(("tokens_per_s", "peak_memory_bytes", "pad_fraction", "num_compiles")),
     }
+    if output_dir is not None:
+        metrics = json.loads((output_dir / "metrics.json").read_text())
+        log = output_dir / "train_log.jsonl"
+        losses = [json.loads(line)["loss"] for line in log.read_text().splitlines()]
+        per_sample = metrics["train_tokens_per_second"] / metrics["train_samples_per_second"]
+        out |= {k: metrics.get(k) for k in ("peak_memory_bytes", "pad_fraction", "num_compiles")}
+        out["tokens_per_s"] = per_sample * out["samples_per_s"] if out["samples_per_s"] else None
+    out["final_loss"] = statistics.fmean(losses[-FINAL_LOSS_STEPS:]) if losses else None
+    return out
 
 
-def run_variant(
-    variant: Variant,
-    settings: BenchSettings,
-    output_dir: str | Path,
-    stream=None,
-    time_limit_s: float | None = None,
-) -> dict:
-    """Run one variant once in a fresh process; returns :func:`read_run`, ``wall_s``, ``train_s``.
-
-    Args:
-        variant: what to run.
-        settings: what every variant shares.
-        output_dir: the run's folder.
-        stream: where the one "done" line goes; ``None``: quiet.
-        time_limit_s: this run's share of the A/B's time budget, in seconds of training (its
-            start-up, evaluation and saving do not count): the run is stopped after the step
-            that reaches it and reports the steps it did (:func:`read_partial_run`). ``None``:
-            no budget.
-
-    Returns:
-        The figures, with ``wall_s`` (the process, start to end) and ``train_s`` (its seconds
-        of training, what the budget counts).
+def run_variant(variant: Variant, settings: BenchSettings, output_dir, on_step=None, limit_s=None):
+    """Run ``variant`` once in a fresh process into ``output_dir``; :func:`_figures` plus
+    ``wall_s``, ``train_s``, ``other_load`` (the highest 1-minute load average seen, less this
+    run's threads) and
+    ``stopped_at_budget``. ``limit_s``: seconds of training after which it is stopped (after
+    that step); ``on_step(step)``: called as steps finish.
 
     Raises:
-        RuntimeError: the process failed, or ran past ``settings.timeout_s`` (with the tail of
-            its output).
+        RuntimeError: the process failed or ran past ``settings.timeout_s`` (with its output).
     """
-    output_dir = Path(output_dir)
-    module = "pt2aws.train" if variant.runner == "pt2aws" else "pt2aws.lessons.training_ab"
-    cmd = [sys.executable, "-m", module]
+    output_dir, threads = Path(output_dir), settings.num_threads or default_num_threads()
+    cmd = [sys.executable, "-m", "pt2aws.train"]
     if variant.runner == "trainer":
-        cmd.append("trainer")
-    cmd += settings.train_args(variant, output_dir)
-    env = {
-        **os.environ,
-        "PYTHONUNBUFFERED": "1",
-        "TOKENIZERS_PARALLELISM": "false",
-        PROGRESS_ENV: "lines",  # each step with its training seconds: what the budget counts
-        **settings.extra_env,
-    }
-    output: list[str] = []
-    train_s, at_budget, timed_out = 0.0, False, threading.Event()
-    started = time.perf_counter()
+        cmd = [sys.executable, "-m", "pt2aws.lessons.training_ab", "trainer"]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false"}
+    env |= {PROGRESS_ENV: "lines", **settings.extra_env}
+    output, records, stopped, timed_out = [], [], False, threading.Event()
+    load, started = os.getloadavg()[0], time.perf_counter()
     with subprocess.Popen(
-        cmd,
+        cmd + settings.train_args(variant, output_dir),
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -195,229 +93,194 @@ def run_variant(
         watchdog.start()
         try:
             for line in proc.stdout:
-                output.append(line)
-                record = _progress_record(line)
-                if not record or "train_time_s" not in record:
+                record = parse(line)
+                if record is None:
+                    output.append(line)
+                if record is None or "train_time_s" not in record:
                     continue
-                train_s = record["train_time_s"]
-                last = record["step"] >= record["total"]
-                if time_limit_s is not None and train_s >= time_limit_s and not last:
-                    at_budget = True
-                    proc.kill()
-                    break
+                records.append(record)
+                if on_step:
+                    on_step(record["step"])
+                if limit_s is not None and record["train_time_s"] >= limit_s:
+                    if record["step"] < record["total"]:
+                        stopped = True
+                        proc.kill()
+                        break
         finally:
             watchdog.cancel()
         code = proc.wait()
-    wall = time.perf_counter() - started
     if timed_out.is_set():
         raise RuntimeError(f"{variant.name}: no result within {settings.timeout_s} s")
-    if at_budget:
-        partial = read_partial_run("".join(output), settings)
-        if stream is not None:
-            print(
-                f"  {variant.name:18s} stopped at its budget share ({time_limit_s:.0f} s of "
-                f"training) after {partial['steps']} of {settings.max_steps} steps",
-                file=stream,
-                flush=True,
-            )
-        shutil.rmtree(output_dir, ignore_errors=True)  # a half-written run is not kept
-        return {**partial, "wall_s": wall, "train_s": train_s}
-    if code != 0:
-        lines = [ln.rstrip("\n") for ln in output if _progress_record(ln) is None]
-        tail = "\n".join(lines[-25:])
-        raise RuntimeError(f"{variant.name} failed (exit {code}):\n{tail}")
-    if stream is not None:
-        print(f"  {variant.name:18s} done in {wall:5.1f} s", file=stream, flush=True)
-    result = {**read_run(output_dir), "wall_s": wall, "train_s": train_s}
-    if not settings.keep_models:
-        for sub in ("model", "trainer", "checkpoints"):
+    if code != 0 and not stopped:
+        raise RuntimeError(f"{variant.name} failed (exit {code}):\n{''.join(output[-25:])}")
+    if not records:
+        raise RuntimeError(f"{variant.name}: no training step reported")
+    figures = _figures(records, settings, None if stopped else output_dir)
+    if stopped or not settings.keep_models:  # a stopped run's half-written folder goes
+        for sub in ("model", "trainer", "checkpoints") if not stopped else ("",):
             shutil.rmtree(output_dir / sub, ignore_errors=True)
-    return result
-
-
-def speedup_bars(result: dict) -> dict[str, float]:
-    """``{variant: samples/s ÷ baseline samples/s}`` for a bar plot (variants with a result)."""
-    return {r["variant"]: r["vs_baseline"] for r in result["rows"] if r["vs_baseline"]}
-
-
-def run_ab(
-    settings: BenchSettings,
-    out_dir: str | Path,
-    variants: list[Variant] | None = None,
-    stream=None,
-    on_result=None,
-) -> dict:
-    """Run every variant ``settings.repeats`` times, interleaved; summarize; save ``ab.json``.
-
-    With ``settings.budget_s`` the whole A/B keeps to that many seconds of training (the
-    processes' start-up, evaluation and saving come on top, about 10-20 s per run on 2 cores):
-    each run gets an equal share of what is left (a run that finishes early leaves more to the
-    next), and a run that reaches its share is stopped after that step and reports the steps it
-    did (:func:`read_partial_run`). A run whose share is spent still does one step.
-
-    Args:
-        settings: what all variants share.
-        out_dir: folder for the runs (``<variant>/<repeat>/``) and ``ab.json``.
-        variants: default :func:`pt2aws.lessons.training_ab.variants.default_variants`.
-        stream: where progress lines go (e.g. ``sys.stdout``); ``None`` = quiet.
-        on_result: called with the partial result after every run (e.g. to rewrite a table).
-
-    Returns:
-        ``{"settings", "device", "torch", "rows", "runs", "failed"}``; ``rows`` as from
-        :func:`summarize`, ``runs`` ``{variant: [read_run + wall_s, ...]}``, ``failed``
-        ``{variant: error}`` (a failed variant is not run again).
-    """
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    variants = list(variants or default_variants())
-    runs: dict[str, list[dict]] = {v.name: [] for v in variants}
-    failed: dict[str, str] = {}
-    device = _device_name()
-    plan = [(r, v) for r in range(settings.repeats) for v in variants]
-    spent = 0.0  # seconds of training so far, what the budget counts
-    for i, (r, v) in enumerate(plan):
-        if v.name in failed:
-            continue
-        if stream is not None and settings.repeats > 1 and v is variants[0]:
-            print(f"repeat {r + 1}/{settings.repeats}", file=stream, flush=True)
-        share = None
-        if settings.budget_s:  # this run's fair share of what is left
-            left = max(settings.budget_s - spent, 0.0)
-            share = left / sum(1 for _, w in plan[i:] if w.name not in failed)
-        slug = v.name.replace(" ", "_").replace("+", "plus_")
-        try:
-            runs[v.name].append(
-                run_variant(v, settings, out_dir / slug / str(r), stream, time_limit_s=share)
-            )
-            spent += runs[v.name][-1].get("train_s") or 0.0
-        except RuntimeError as err:
-            failed[v.name] = str(err)
-            if stream is not None:
-                print(f"  {v.name}: FAILED ({str(err).splitlines()[0]})", file=stream)
-            else:
-                logger.error("%s", err)
-        # after every run, so a time limit still leaves the table so far
-        _save(_result(settings, device, variants, runs, failed), out_dir, on_result)
-    return _save(_result(settings, device, variants, runs, failed), out_dir, on_result)
-
-
-def _device_name() -> str:
-    import torch
-
-    if torch.cuda.is_available():
-        return torch.cuda.get_device_name(0)
-    return f"CPU x{available_cpus()} ({cpu_name()})"
-
-
-def _result(settings, device, variants, runs, failed) -> dict:
-    import torch
-
-    return {
-        "settings": dataclasses.asdict(settings),
-        "device": device,
-        "torch": torch.__version__,
-        "rows": summarize(variants, runs),
-        "runs": runs,
-        "failed": failed,
+    return figures | {
+        "wall_s": time.perf_counter() - started,
+        "train_s": records[-1]["train_time_s"],
+        "other_load": max(load, os.getloadavg()[0]) - threads,
+        "stopped_at_budget": stopped,
     }
 
 
-def _save(result: dict, out_dir: Path, on_result) -> dict:
-    (out_dir / "ab.json").write_text(json.dumps(result, indent=2, default=str))
-    if on_result is not None:
-        on_result(result)
+def run_ab(settings: BenchSettings, out_dir, variants=None, stream=None, on_result=None) -> dict:
+    """Every variant ``settings.repeats`` times, interleaved; ``ab.json`` after every run.
+
+    With ``settings.budget_s`` each run gets an equal share of the training seconds left (a run
+    that ends early leaves more to the next; start-up and evaluation come on top). ``stream``:
+    where the bar and the lines go (``None``: quiet); ``on_result(result)`` after every run.
+
+    Returns:
+        ``{"settings", "device", "torch", "cpus", "rows" (:func:`summarize`), "runs"
+        ({variant: [run, ...]}), "failed" ({variant: error}: not run again)}``.
+    """
+    import torch
+
+    out_dir, variants = Path(out_dir), list(variants or default_variants())
+    out_dir.mkdir(parents=True, exist_ok=True)
+    runs, failed = {v.name: [] for v in variants}, {}
+    device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+    device = device or f"CPU x{available_cpus()} ({cpu_name()})"
+    plan = [(r, v) for r in range(settings.repeats) for v in variants]
+    bar, started, spent = None, time.perf_counter(), 0.0
+    if stream is not None:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(plan) * settings.max_steps, desc="A/B", unit="step", file=stream)
+    for i, (r, v) in enumerate(plan):
+        if v.name in failed:
+            continue
+        share, base = None, i * settings.max_steps
+        if settings.budget_s:
+            left = sum(1 for _, w in plan[i:] if w.name not in failed)
+            share = max(settings.budget_s - spent, 0.0) / left
+        step = (lambda s, base=base: bar.update(base + s - bar.n)) if bar else None
+        folder = out_dir / v.name.replace(" ", "_").replace("+", "plus_") / str(r)
+        try:
+            run = run_variant(v, settings, folder, step, share)
+            runs[v.name].append(run)
+            spent += run["train_s"]
+            line = f"{v.name:18s} {run['samples_per_s']:7.1f} samples/s, {run['steps']} steps"
+            line += " (stopped at its budget share)" if run["stopped_at_budget"] else ""
+        except RuntimeError as err:
+            failed[v.name], line = str(err), f"{v.name}: FAILED ({str(err).splitlines()[0]})"
+        if bar:
+            bar.update(base + settings.max_steps - bar.n)
+            bar.write(line, file=stream)
+        result = {
+            "settings": dataclasses.asdict(settings),
+            "device": device,
+            "torch": torch.__version__,
+            "cpus": available_cpus(),
+            "rows": summarize(variants, runs),
+            "runs": runs,
+            "failed": failed,
+        }
+        (out_dir / "ab.json").write_text(json.dumps(result, indent=2, default=str))
+        if on_result is not None:
+            on_result(result)
+    if bar:
+        bar.update(bar.total - bar.n)
+        bar.close()
+        done = sum(map(len, runs.values()))
+        wall = time.perf_counter() - started
+        print(f"A/B: {done} runs in {wall:.0f} s, {len(failed)} failed", file=stream, flush=True)
+    if not torch.cuda.is_available():
+        record_flags(result, settings)
     return result
 
 
+def summarize(variants: list[Variant], runs: dict[str, list[dict]]) -> list[dict]:
+    """Per variant with runs: the median of each figure, ``vs_baseline`` and ``vs_trainer``
+    (medians of per-repeat ratios to ``baseline`` and to the ``peer``: runs of one repeat ran
+    minutes apart, so slow load drifts cancel), the highest ``other_load`` and the runs done (``n``)."""
+    rows = {}
+    for v in variants:
+        done = runs.get(v.name) or []
+        if done:
+            keys = ("samples_per_s", "tokens_per_s", "warmup_s", "peak_memory_bytes",
+                    "final_loss", "pad_fraction", "num_compiles", "wall_s", "steps", "spread")  # fmt: skip
+            row = {k: _median([run.get(k) for run in done]) for k in keys}
+            row |= {"variant": v.name, "peer": v.peer, "n": len(done)}
+            row["other_load"] = max(run.get("other_load") or 0.0 for run in done)
+            row["stopped_at_budget"] = sum(bool(run.get("stopped_at_budget")) for run in done)
+            rows[v.name] = row | {"samples_per_s_all": [run["samples_per_s"] for run in done]}
+    for row in rows.values():
+        for key, other in (("vs_baseline", "baseline"), ("vs_trainer", row["peer"])):
+            ref = rows.get(other or "", {}).get("samples_per_s_all") or []
+            pairs = [a / b for a, b in zip(row["samples_per_s_all"], ref, strict=False) if a and b]
+            row[key] = statistics.median(pairs) if pairs else None
+    return list(rows.values())
+
+
 def _median(values):
-    values = [v for v in values if v is not None]
+    values = [x for x in values if x is not None]
     return statistics.median(values) if values else None
 
 
-def summarize(variants: list[Variant], runs: dict[str, list[dict]]) -> list[dict]:
-    """Median of each figure per variant, and the ratios.
+def table(result: dict):
+    """The rows as a ``pandas.DataFrame`` for display (HTML in a notebook; no ``NaN``)."""
+    import pandas as pd
 
-    ``vs_baseline`` = samples/s over the ``baseline`` variant's, ``vs_trainer`` = over the Trainer
-    variant with the same flags (``Variant.peer``); both are medians of per-repeat ratios (runs of
-    the same repeat ran minutes apart, so slow drifts in machine load cancel).
-    """
-    rows = []
-    for v in variants:
-        done = runs.get(v.name) or []
-        if not done:
-            continue
-        row = {"variant": v.name, "repeats": len(done)}
-        for key in (
-            "samples_per_s",
-            "tokens_per_s",
-            "warmup_s",
-            "peak_memory_bytes",
-            "final_loss",
-            "pad_fraction",
-            "num_compiles",
-            "wall_s",
-            "steps",
-        ):
-            row[key] = _median([run.get(key) for run in done])
-        row["stopped_at_budget"] = sum(bool(run.get("stopped_at_budget")) for run in done)
-        row["samples_per_s_all"] = [run.get("samples_per_s") for run in done]
-        row["peer"] = v.peer
-        rows.append(row)
-    by_name = {row["variant"]: row for row in rows}
-
-    def paired_ratio(row: dict, other: str | None) -> float | None:
-        # median over repeats of (this run / the other variant's run in the same repeat): runs
-        # of one repeat are minutes apart, so a load change on a shared machine cancels out
-        ref = by_name.get(other or "", {}).get("samples_per_s_all") or []
-        pairs = [a / b for a, b in zip(row["samples_per_s_all"], ref, strict=False) if a and b]
-        return statistics.median(pairs) if pairs else None
-
-    for row in rows:
-        row["vs_baseline"] = paired_ratio(row, "baseline")
-        row["vs_trainer"] = paired_ratio(row, row["peer"])
-    return rows
+    columns = {
+        "samples_per_s": "samples/s", "tokens_per_s": "tokens/s", "vs_baseline": "vs baseline",
+        "vs_trainer": "vs Trainer", "warmup_s": "warm-up s", "peak_memory_bytes": "peak mem MiB",
+        "final_loss": "final loss", "pad_fraction": "pad frac", "num_compiles": "compiles",
+        "wall_s": "run s", "steps": "steps", "spread": "step spread", "n": "n",
+    }  # fmt: skip
+    frame = pd.DataFrame(result["rows"], columns=["variant", *columns]).set_index("variant")
+    frame["peak_memory_bytes"] = frame["peak_memory_bytes"] / 2**20
+    frame = frame.rename(columns=columns).round(
+        {"samples/s": 1, "tokens/s": 0, "vs baseline": 2, "vs Trainer": 2, "warm-up s": 1,
+         "peak mem MiB": 0, "final loss": 4, "pad frac": 3, "run s": 0, "step spread": 2}
+    )  # fmt: skip
+    return frame.astype(object).where(frame.notna(), "")  # a figure a run has not: blank
 
 
-def _fmt(value, spec: str) -> str:
-    return "n/a" if value is None else format(value, spec)
-
-
-def format_table(result: dict) -> str:
-    """The results as a Markdown table with a header naming device, model and settings."""
+def describe(result: dict) -> str:
+    """What the table measured, and each row whose runs shared a busy machine, with by how much."""
     s = result["settings"]
-    budget = f" | budget {s['budget_s']:.0f} s of training" if s.get("budget_s") else ""
     lines = [
-        f"device: {result['device']} | torch {result['torch']} | model {s['model']} | "
-        f"batch {s['batch_size']} | max_length {s['max_length']} | {s['max_steps']} steps "
-        f"({s['warmup_steps']} warm-up excluded){budget} | median of up to {s['repeats']} "
-        "interleaved repeats (n: runs done)",
-        "",
-        "| variant | samples/s | tokens/s | vs baseline | vs Trainer | warm-up s | peak mem MB "
-        "| final loss | pad frac | compiles | run s | steps | n |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        f"{result['device']}, torch {result['torch']}: {s['model']}, batch {s['batch_size']} x "
+        f"{s['max_length']} tokens, {s['max_steps']} steps ({s['warmup_steps']} warm-up left "
+        f"out), median of up to {s['repeats']} interleaved run(s) per variant"
+        + (f", {s['budget_s']:.0f} s of training in all" if s.get("budget_s") else "")
     ]
     for row in result["rows"]:
-        mem = row["peak_memory_bytes"] / 2**20 if row["peak_memory_bytes"] else None
-        steps = _fmt(row.get("steps"), ".0f")
-        if row.get("stopped_at_budget"):
-            steps += " (budget)"
-        lines.append(
-            f"| {row['variant']} | {_fmt(row['samples_per_s'], '.1f')} "
-            f"| {_fmt(row['tokens_per_s'], ',.0f')} | {_fmt(row['vs_baseline'], '.2f')}x "
-            f"| {_fmt(row['vs_trainer'], '.2f')}{'x' if row['vs_trainer'] else ''} "
-            f"| {_fmt(row['warmup_s'], '.1f')} | {_fmt(mem, ',.0f')} "
-            f"| {_fmt(row['final_loss'], '.4f')} | {_fmt(row['pad_fraction'], '.3f')} "
-            f"| {_fmt(row['num_compiles'], 'd') if isinstance(row['num_compiles'], int) else _fmt(row['num_compiles'], '.0f')} "
-            f"| {_fmt(row['wall_s'], '.0f')} | {steps} | {row['repeats']} |"
-        )
-    for name, err in result.get("failed", {}).items():
-        lines.append(f"\nFAILED {name}: {err.splitlines()[0]}")
-    lines.append(
-        "\nsamples/s and tokens/s (non-pad tokens) are steady-state, after the warm-up steps; "
-        "warm-up s includes compilation. vs baseline / vs Trainer (HF Trainer at the same flags) are "
-        "medians of per-repeat ratios. "
-        "peak mem: CUDA max allocated on GPU, process peak RSS on CPU. final loss: mean of the "
-        f"last {FINAL_LOSS_STEPS} steps. steps: optimizer steps done; (budget): stopped at its "
-        "share of the A/B's time budget, its samples/s are over the steps it did."
-    )
+        if _busy(row, result["cpus"]):
+            lines.append(
+                f"{row['variant']}: a busy machine: its steady step times varied "
+                f"{row['spread'] or 1:.1f}x within a run, other processes' load average "
+                f"{row['other_load']:.1f} on {result['cpus']} CPUs; its speed and ratios can be "
+                "off by about that much (AB_REPEATS = 3: medians of interleaved runs)"
+            )
+    lines += [f"FAILED {name}: {err.splitlines()[0]}" for name, err in result["failed"].items()]
     return "\n".join(lines)
+
+
+def _busy(row: dict | None, cpus: int) -> bool:
+    return bool(row) and ((row["spread"] or 1.0) > BUSY_SPREAD or row["other_load"] > cpus / 2)
+
+
+def speedup_bars(result: dict) -> dict[str, float]:
+    """``{variant: vs_baseline}`` for a bar plot (variants with a result)."""
+    return {r["variant"]: r["vs_baseline"] for r in result["rows"] if r["vs_baseline"]}
+
+
+def record_flags(result: dict, settings: BenchSettings) -> None:
+    """Record each single-flag row's ratio to baseline for the training's ``auto`` on this CPU
+    (same model, batch, length, threads); a row whose runs shared a busy machine is not."""
+    from pt2aws.train.flags import measure_key, record
+
+    threads = settings.num_threads or default_num_threads()
+    key = measure_key(settings.model, settings.batch_size, settings.max_length, threads)
+    rows, cpus = {row["variant"]: row for row in result["rows"]}, result["cpus"]
+    for row in rows.values():
+        flag, base = FLAG_OF.get(row["variant"]), rows.get("baseline")
+        if flag and row["vs_baseline"] and not (_busy(row, cpus) or _busy(base, cpus)):
+            how = f"notebook 01's A/B, {row['variant']} vs baseline, median of {row['n']} run(s)"
+            record(flag, key, row["vs_baseline"], how)

@@ -1,14 +1,12 @@
-"""The A/B's peer: the same fine-tune with Hugging Face ``transformers.Trainer``.
+"""The A/B's peer: the same fine-tune with Hugging Face ``transformers.Trainer``, from the flags
+``pt2aws.train`` takes (``python -m pt2aws.lessons.training_ab trainer --<flags>``).
 
-``python -m pt2aws.lessons.training_ab trainer --<pt2aws.train flags>`` trains with ``Trainer``
-from the very flags :mod:`pt2aws.train` takes and writes ``metrics.json`` and ``train_log.jsonl``
-with the keys :func:`pt2aws.lessons.training_ab.runner.read_run` reads, so the A/B times both the
-same way.
-
-The Trainer runs see the same examples in the same order as ``pt2aws.train`` (its seeded
-``epoch_batches``) with the same init and dropout stream, so at equal flags their per-step losses
-agree (tested). Also ``average_tokens_across_devices=False`` (transformers 5 otherwise scales the
-logged loss by the world size) and ``use_cpu=True`` on CPU (required for bf16 there).
+It trains on ``pt2aws.train``'s batches (its seeded ``epoch_batches``, one process, no
+bucketing) with the same init, dropout stream, schedule, clipping and padding, so at equal flags
+the per-step losses agree (tested); it reports steps and writes ``metrics.json`` and
+``train_log.jsonl`` as ``pt2aws.train`` does, for the A/B to read alike.
+``average_tokens_across_devices=False``: transformers 5 otherwise scales the logged loss by the
+world size; ``use_cpu=True`` on CPU: required for bf16 there.
 """
 
 from __future__ import annotations
@@ -16,123 +14,87 @@ from __future__ import annotations
 import json
 import logging
 import os
-import statistics
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from pt2aws.env.machine import default_num_threads, peak_memory_bytes
-from pt2aws.lessons.training_ab.runner import FINAL_LOSS_STEPS
-
-
-@dataclass(frozen=True)
-class PeerFlags:
-    """The performance flags of a Trainer run, resolved like :mod:`pt2aws.train` resolves them
-    (``auto``: compile and bf16 on where CUDA has them; fused AdamW on)."""
-
-    torch_compile: bool
-    bf16: bool
-    fused_adamw: bool
 
 
 def trainer_main(argv: list[str] | None = None) -> dict:
-    """Train with ``transformers.Trainer`` from the same flags as ``python -m pt2aws.train``.
-
-    Uses the same data loading, tokenization (padded to a multiple of 8), model construction,
-    seed, sampler order, learning-rate schedule (linear with warm-up), weight decay, gradient
-    clipping (1.0), batch size and step count as :mod:`pt2aws.train`. Writes ``metrics.json``
-    and ``train_log.jsonl`` to ``--output_dir`` with the keys the benchmark reads; the first
-    ``--benchmark_warmup_steps`` steps are left out of the steady-state rates.
-
-    Args:
-        argv: ``pt2aws.train`` flags (default ``sys.argv[1:]``).
-
-    Returns:
-        The metrics dict (``train_samples_per_second``, ``train_tokens_per_second`` (non-pad
-        tokens/s), ``warmup_time_s`` (seconds), ``peak_memory_bytes``, ``final_train_loss``,
-        ``pad_fraction``, ``num_compiles``, ``flags``...).
+    """Train with ``Trainer`` from ``pt2aws.train`` flags; returns the metrics written.
 
     Raises:
-        ValueError: ``--max_steps`` not set (> 0), or ``--length_bucketing true`` (Trainer has
-            no length bucketing here).
+        ValueError: ``--max_steps`` not set (> 0), or ``--length_bucketing true``.
     """
     import torch
+    from transformers import (
+        DataCollatorWithPadding,
+        Trainer,
+        TrainerCallback,
+        TrainingArguments,
+        set_seed,
+    )
 
-    threads = torch.get_num_threads()  # set like pt2aws.train; restored for in-process callers
-    try:
-        return _trainer_run(list(sys.argv[1:] if argv is None else argv))
-    finally:
-        torch.set_num_threads(threads)
+    from pt2aws.train import loop, throughput
+    from pt2aws.train.distributed import epoch_batches
+    from pt2aws.train.flags import apply_tf32
+    from pt2aws.train.progress import PROGRESS_ENV, report
 
-
-def _trainer_run(argv: list[str]) -> dict:
-    import torch
-    from transformers import set_seed
-
-    from pt2aws.train import flags, inputs, loop
-
-    cfg = loop.parse_args(argv)
-    if cfg.max_steps <= 0:
-        raise ValueError("the Trainer benchmark needs --max_steps > 0")
-    if cfg.length_bucketing:
-        raise ValueError(
-            "HF Trainer has no length bucketing here: pass --length_bucketing false (the local "
-            "profile buckets by default)"
-        )
-    cuda = torch.cuda.is_available()
+    cfg = loop.parse_args(list(sys.argv[1:] if argv is None else argv))
+    if cfg.max_steps <= 0 or cfg.length_bucketing:
+        raise ValueError("the Trainer peer needs --max_steps > 0 and --length_bucketing false")
+    cuda, threads = torch.cuda.is_available(), torch.get_num_threads()
+    on = {"on": True, "off": False}  # auto: as pt2aws.train's rules on a GPU; fused where it can
+    compiled = on.get(cfg.torch_compile, cuda)
+    bf16 = on.get(cfg.bf16, cuda and torch.cuda.is_bf16_supported())
+    fused = on.get(cfg.fused_adamw, True)
     if cuda:
-        flags.apply_tf32(flags.choose_tf32(torch.device("cuda", 0), cfg.tf32).enabled)
-    else:  # the same CPU thread count as pt2aws.train
+        apply_tf32(cfg.tf32 != "off" and torch.cuda.get_device_capability()[0] >= 8)
+    else:
         torch.set_num_threads(cfg.num_threads or default_num_threads())
     set_seed(cfg.seed)
-    data, tokenizer, model, _ = inputs.load_data_and_model(cfg)
-    train_set = _tokenized_train_set(data, tokenizer, cfg.max_length)
-    peer_flags = _resolve_flags(cfg, cuda)
-    timer, counts = _step_timer(cfg.seed, cuda, cfg.max_steps), _BatchCounts()
-    args = _training_arguments(cfg, peer_flags, cuda)
-    pad_to = flags.choose_pad_to_multiple(
-        torch.device("cuda" if cuda else "cpu"), peer_flags.torch_compile
-    )
-    trainer = _same_order_trainer(
-        cfg, args, model, tokenizer, train_set, timer, counts, 8 if pad_to.enabled else None
-    )
-    trainer.train()
-    losses = [r["loss"] for r in trainer.state.log_history if "loss" in r and "step" in r]
-    metrics = _metrics(cfg, peer_flags, timer.step_times, counts, losses, cuda)
-    _write_run(Path(cfg.output_dir), metrics, losses)
-    return metrics
+    data, tokenizer, model, _ = loop.load_data_and_model(cfg)
+    rows = loop.tokenize_splits(data, tokenizer, cfg.max_length)["train"]
+    lengths, sizes, step_times = [len(r["input_ids"]) for r in rows], [], []
 
+    class SameOrder(torch.utils.data.Sampler):
+        epoch = 0
 
-def _tokenized_train_set(data, tokenizer, max_length: int):
-    """The train split tokenized as ``pt2aws.train`` does (truncated; padded per batch later)."""
-    return (
-        data.splits["train"]
-        .map(
-            lambda b: tokenizer(b["text"], truncation=True, max_length=max_length),
-            batched=True,
-            remove_columns=["text"],
-        )
-        .rename_column("label", "labels")
-    )
+        def set_epoch(self, epoch: int) -> None:
+            self.epoch = epoch
 
+        def __len__(self) -> int:
+            return len(lengths)
 
-def _resolve_flags(cfg, cuda: bool) -> PeerFlags:
-    import torch
+        def __iter__(self):
+            batch = cfg.per_device_train_batch_size
+            for indices in epoch_batches(lengths, batch, seed=cfg.seed, epoch=self.epoch):
+                yield from indices
 
-    on = {"on": True, "off": False}
-    return PeerFlags(
-        torch_compile=on.get(cfg.torch_compile, cuda),
-        bf16=on.get(cfg.bf16, cuda and torch.cuda.is_bf16_supported()),
-        fused_adamw=on.get(cfg.fused_adamw, True),
-    )
+    class Timer(TrainerCallback):  # re-seeds before the first step, as pt2aws.train does
+        def on_step_begin(self, args, state, control, **kwargs):
+            if not step_times:
+                torch.manual_seed(cfg.seed)
+            self.start = time.perf_counter()
 
+        def on_step_end(self, args, state, control, **kwargs):
+            if cuda:
+                torch.cuda.synchronize()
+            step_times.append(time.perf_counter() - self.start)
+            if os.environ.get(PROGRESS_ENV) == "lines":
+                report(state.global_step, cfg.max_steps, train_time_s=sum(step_times))
 
-def _training_arguments(cfg, peer_flags: PeerFlags, cuda: bool):
-    """``TrainingArguments`` with ``pt2aws.train``'s schedule, clipping and flags."""
-    from transformers import TrainingArguments
+    class SameOrderTrainer(Trainer):
+        def _get_train_sampler(self, train_dataset=None):
+            return SameOrder()
 
-    return TrainingArguments(
+        def training_step(self, model, inputs, num_items_in_batch=None):
+            mask = inputs["attention_mask"]  # (examples, real tokens, padded tokens)
+            sizes.append((len(mask), int(mask.sum()), mask.numel()))
+            return super().training_step(model, inputs, num_items_in_batch)
+
+    args = TrainingArguments(
         output_dir=str(Path(cfg.output_dir) / "trainer"),
         max_steps=cfg.max_steps,
         per_device_train_batch_size=cfg.per_device_train_batch_size,
@@ -143,9 +105,9 @@ def _training_arguments(cfg, peer_flags: PeerFlags, cuda: bool):
         lr_scheduler_type="linear",
         max_grad_norm=1.0,
         seed=cfg.seed,
-        torch_compile=peer_flags.torch_compile,
-        bf16=peer_flags.bf16,
-        optim="adamw_torch_fused" if peer_flags.fused_adamw else "adamw_torch",
+        torch_compile=compiled,
+        bf16=bf16,
+        optim="adamw_torch_fused" if fused else "adamw_torch",
         use_cpu=not cuda,
         average_tokens_across_devices=False,
         logging_steps=1,
@@ -155,148 +117,50 @@ def _training_arguments(cfg, peer_flags: PeerFlags, cuda: bool):
         disable_tqdm=True,
         dataloader_num_workers=0,
         ddp_find_unused_parameters=False,
-        # keep our sampler (accelerate would swap in its own seedable one)
-        accelerator_config={"use_seedable_sampler": False},
+        accelerator_config={"use_seedable_sampler": False},  # keep our sampler
     )
-
-
-@dataclass
-class _BatchCounts:
-    """Real (non-pad) tokens, padded tokens and examples of every micro-batch trained."""
-
-    tokens: list[int] = field(default_factory=list)
-    padded: list[int] = field(default_factory=list)
-    samples: list[int] = field(default_factory=list)
-
-    def add(self, attention_mask) -> None:
-        self.tokens.append(int(attention_mask.sum()))
-        self.padded.append(attention_mask.numel())
-        self.samples.append(len(attention_mask))
-
-
-def _step_timer(seed: int, cuda: bool, total_steps: int):
-    """A callback that times each optimizer step and re-seeds before the first, as
-    ``pt2aws.train`` does (so both runs draw the same dropout masks). With
-    ``PT2AWS_PROGRESS=lines`` (the A/B sets it) it reports each step as ``pt2aws.train`` does
-    (:mod:`pt2aws.train.progress`), so a run stopped at the A/B's time budget still counts."""
-    import torch
-    from transformers import TrainerCallback
-
-    from pt2aws.train.progress import PROGRESS_ENV, ProgressReporter
-
-    class StepTimer(TrainerCallback):
-        def __init__(self):
-            self.step_times: list[float] = []
-            self.seeded = False
-            self.progress = ProgressReporter(
-                total_steps, enabled=os.environ.get(PROGRESS_ENV) == "lines", mode="lines"
-            )
-
-        def on_step_begin(self, args, state, control, **kwargs):
-            if not self.seeded:
-                torch.manual_seed(seed)
-                self.seeded = True
-            self.t0 = time.perf_counter()
-
-        def on_step_end(self, args, state, control, **kwargs):
-            if cuda:
-                torch.cuda.synchronize()
-            self.step_times.append(time.perf_counter() - self.t0)
-            self.progress.update(state.global_step, train_time_s=sum(self.step_times))
-
-    return StepTimer()
-
-
-def _same_order_trainer(cfg, args, model, tokenizer, train_set, timer, counts, pad_to):
-    """A ``Trainer`` that draws ``pt2aws.train``'s batches (``epoch_batches``, one process,
-    no bucketing), padded as ``pt2aws.train`` pads them (``pad_to``), and counts the tokens of
-    each."""
-    import torch
-    from transformers import DataCollatorWithPadding, Trainer
-
-    from pt2aws.train.distributed import epoch_batches
-
-    lengths = [len(ids) for ids in train_set["input_ids"]]
-
-    class SameOrder(torch.utils.data.Sampler):
-        def __init__(self):
-            self.epoch = 0
-
-        def set_epoch(self, epoch: int) -> None:
-            self.epoch = epoch
-
-        def __len__(self) -> int:
-            return len(lengths)
-
-        def __iter__(self):
-            batches = epoch_batches(
-                lengths,
-                cfg.per_device_train_batch_size,
-                world_size=1,
-                rank=0,
-                seed=cfg.seed,
-                epoch=self.epoch,
-            )
-            for batch in batches:
-                yield from batch
-
-    class SameOrderTrainer(Trainer):
-        def _get_train_sampler(self, train_dataset=None):
-            return SameOrder()
-
-        def training_step(self, model, inputs, num_items_in_batch=None):
-            counts.add(inputs["attention_mask"])
-            return super().training_step(model, inputs, num_items_in_batch)
-
-    return SameOrderTrainer(
+    pad_to = 8 if cuda or compiled else None  # as pt2aws.train pads
+    train_set = data.splits["train"].map(
+        lambda b: tokenizer(b["text"], truncation=True, max_length=cfg.max_length),
+        batched=True,
+        remove_columns=["text"],
+    )
+    trainer = SameOrderTrainer(
         model=model,
         args=args,
-        train_dataset=train_set,
+        train_dataset=train_set.rename_column("label", "labels"),
         data_collator=DataCollatorWithPadding(tokenizer, pad_to_multiple_of=pad_to),
-        callbacks=[timer],
+        callbacks=[Timer()],
     )
-
-
-def _metrics(cfg, peer_flags: PeerFlags, step_times, counts, losses, cuda: bool) -> dict:
-    """Steady-state rates after ``cfg.benchmark_warmup_steps`` steps, as ``pt2aws.train``."""
-    steps = len(step_times)
-    w = min(cfg.benchmark_warmup_steps, max(steps - 1, 0))
-    micro = cfg.gradient_accumulation_steps
-    steady_time = sum(step_times[w:])
-    num_compiles = None
-    if peer_flags.torch_compile:
-        from pt2aws.train.throughput import num_compiled_graphs
-
-        num_compiles = num_compiled_graphs()
-    return {
+    try:
+        trainer.train()
+    finally:
+        torch.set_num_threads(threads)
+    losses = [r["loss"] for r in trainer.state.log_history if "loss" in r and "step" in r]
+    warm = min(cfg.benchmark_warmup_steps, max(len(step_times) - 1, 0))
+    steady_s, total = sum(step_times[warm:]), [sum(x) for x in zip(*sizes, strict=True)]
+    steady = [sum(x) for x in zip(*sizes[warm * cfg.gradient_accumulation_steps :], strict=True)]
+    metrics = {
         "runner": "hf_trainer",
-        "train_steps": steps,
-        "train_samples_per_second": sum(counts.samples[w * micro :]) / steady_time,
-        "train_tokens_per_second": sum(counts.tokens[w * micro :]) / steady_time,
-        "warmup_time_s": sum(step_times[:w]),
-        "train_runtime_s": sum(step_times),
+        "train_steps": len(step_times),
+        "train_samples_per_second": steady[0] / steady_s,
+        "train_tokens_per_second": steady[1] / steady_s,
+        "warmup_time_s": sum(step_times[:warm]),
         "peak_memory_bytes": peak_memory_bytes("cuda" if cuda else "cpu"),
-        "final_train_loss": statistics.fmean(losses[-FINAL_LOSS_STEPS:]) if losses else None,
-        "pad_fraction": 1 - sum(counts.tokens) / max(sum(counts.padded), 1),
-        "num_compiles": num_compiles,
-        "flags": {
-            "bf16": peer_flags.bf16,
-            "torch_compile": peer_flags.torch_compile,
-            "fused_adamw": peer_flags.fused_adamw,
-        },
+        "pad_fraction": 1 - total[1] / total[2],
+        "num_compiles": throughput.num_compiled_graphs() if compiled else None,
+        "flags": {"bf16": bf16, "torch_compile": compiled, "fused_adamw": fused},
     }
-
-
-def _write_run(out: Path, metrics: dict, losses: list[float]) -> None:
+    out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    with (out / "train_log.jsonl").open("w") as f:
-        for i, loss in enumerate(losses, 1):
-            f.write(json.dumps({"step": i, "loss": loss}) + "\n")
+    lines = [json.dumps({"step": i, "loss": loss}) + "\n" for i, loss in enumerate(losses, 1)]
+    (out / "train_log.jsonl").write_text("".join(lines))
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
+    return metrics
 
 
 def main(argv: list[str] | None = None) -> dict:
-    """``python -m pt2aws.lessons.training_ab trainer --<TrainConfig flags>``: the Trainer peer."""
+    """``python -m pt2aws.lessons.training_ab trainer --<pt2aws.train flags>``."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] != ["trainer"]:
         raise SystemExit(

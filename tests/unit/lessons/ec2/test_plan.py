@@ -7,7 +7,7 @@ import warnings
 
 import pytest
 
-from pt2aws.aws import images as training_images  # H3 merged training_images into images
+from pt2aws.aws import images
 from pt2aws.aws.images import ImageSupportWarning
 from pt2aws.emulator import server as aws_emulator
 from pt2aws.emulator.server import Emulator
@@ -24,29 +24,23 @@ def emulator():
 
 
 def test_dlami_parameter_names():
-    assert training_images.dlami_parameter("p4d.24xlarge") == DLAMI
+    assert images.dlami_parameter("p4d.24xlarge") == DLAMI
     with pytest.warns(ImageSupportWarning, match="DLAMI PyTorch 2.9"):
-        old = training_images.dlami_parameter("ml.g5.xlarge", "2.9", "ubuntu-24.04")
+        old = images.dlami_parameter("ml.g5.xlarge", "2.9", "ubuntu-24.04")
     assert old == (
         "/aws/service/deeplearning/ami/x86_64/oss-nvidia-driver-gpu-pytorch-2.9-ubuntu-24.04/latest/ami-id"
     )
-    assert training_images.dlami_parameter("c7g.xlarge").endswith("al2023-ami-kernel-default-arm64")
-    assert training_images.dlami_parameter("c7i.xlarge").endswith(
-        "al2023-ami-kernel-default-x86_64"
-    )
-    assert (
-        training_images.dlami_parameter("trn1.32xlarge") == training_images.NEURON_DLAMI_PARAMETER
-    )
+    assert images.dlami_parameter("c7g.xlarge").endswith("al2023-ami-kernel-default-arm64")
+    assert images.dlami_parameter("c7i.xlarge").endswith("al2023-ami-kernel-default-x86_64")
+    assert images.dlami_parameter("trn1.32xlarge") == images.NEURON_DLAMI_PARAMETER
 
 
 def test_ami_lookup_and_dry_run(emulator):
     session = emulator.session()
     assert ec2_plan.lookup_ami(session, DLAMI) == "ami-0123456789abcdef0"
-    assert ec2_plan.lookup_ami(session, training_images.dlami_parameter("c7g.xlarge")).startswith(
-        "ami-"
-    )
+    assert ec2_plan.lookup_ami(session, images.dlami_parameter("c7g.xlarge")).startswith("ami-")
     with pytest.raises(ec2_plan.LaunchPlanError, match="not found"):
-        ec2_plan.lookup_ami(session, training_images.dlami_parameter("g5.xlarge", "1.0"))
+        ec2_plan.lookup_ami(session, images.dlami_parameter("g5.xlarge", "1.0"))
     request = ec2_plan.run_instances_request("p4d.24xlarge", "ami-0123456789abcdef0")
     assert request["InstanceType"] == "p4d.24xlarge" and request["MinCount"] == 1
     result = ec2_plan.dry_run(session, request)

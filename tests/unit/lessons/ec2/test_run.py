@@ -10,7 +10,7 @@ import subprocess
 import pytest
 from support.emulator import seed_training_output
 
-from pt2aws.aws import training_job as training_status  # H3 merged training_status
+from pt2aws.aws import training_job
 from pt2aws.aws.images import TrainingImageError
 from pt2aws.config import TrainConfig
 from pt2aws.lessons.ec2 import run as ec2_run
@@ -108,7 +108,7 @@ def test_commands_reach_an_instance_through_ssm_and_the_output_comes_back(
         _check_sent(session, sent)
         # an emulated instance runs nothing: put a run folder where the script would upload it
         seed_training_output(session, sent["output_s3"], smoke_train_dir)
-        fetched = training_status.fetch_model(session, sent["output_s3"], tmp_path / "run/train")
+        fetched = training_job.fetch_model(session, sent["output_s3"], tmp_path / "run/train")
     finally:
         session.close()
     assert "model/model.safetensors" in fetched["files"]

@@ -1,0 +1,201 @@
+"""Checkpoints on ``torch.distributed.checkpoint`` (DCP); resuming to the uninterrupted losses.
+
+``<checkpoint_dir>/step-000123/`` holds DCP's files (model and AdamW states from
+``get_state_dict``; under FSDP each rank writes its own shards) and ``trainer_state.pt``: the data
+position, scheduler, GradScaler, loss window, history, config and every rank's RNG. Those are
+plain Python objects DCP would flatten key by key, so rank 0 writes them whole with
+``torch.save``, before DCP writes its ``.metadata`` last (renamed into place): a folder with
+``.metadata`` is complete, and a run killed while saving resumes from the one before.
+``checkpoint_dir`` must be on storage every rank sees.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import re
+import shutil
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from pt2aws.config import TrainConfig
+from pt2aws.train.distributed import DistInfo, all_gather
+from pt2aws.train.recipe import Prepared
+
+TRAINER_STATE = "trainer_state.pt"
+_NAME = re.compile(r"^step-(\d+)$")
+
+#: Fields a resumed run may change; every other field must match the checkpoint's.
+RESUMABLE_CHANGES = set(
+    "output_dir checkpoint_dir resume save_steps save_total_limit logging_steps torch_compile "
+    "torch_compile_mode num_threads benchmark_warmup_steps per_device_eval_batch_size".split()
+)
+
+
+@dataclass
+class TrainState:
+    """Where training stands: optimizer steps done, the epoch in progress (0-based) and its
+    batches consumed, one ``{"epoch", "step", "eval_*"}`` per finished epoch, this rank's
+    ``[loss sum, micro-batches]`` since the last log, and the step resumed from."""
+
+    step: int = 0
+    epoch: int = 0
+    batch_in_epoch: int = 0
+    history: list[dict] = field(default_factory=list)
+    loss_window: list = field(default_factory=lambda: [0.0, 0])
+    resumed_from: int | None = None
+
+
+def list_checkpoints(checkpoint_dir: str | Path) -> list[Path]:
+    """Complete checkpoints in ``checkpoint_dir`` (DCP's ``.metadata`` written), oldest first."""
+    folder = Path(checkpoint_dir)
+    found = [
+        (int(m.group(1)), p)
+        for p in (folder.iterdir() if folder.is_dir() else [])
+        if (m := _NAME.match(p.name)) and (p / ".metadata").is_file()
+    ]
+    return [p for _, p in sorted(found)]
+
+
+def latest_checkpoint(checkpoint_dir: str | Path) -> Path | None:
+    """The newest complete checkpoint, or ``None``."""
+    found = list_checkpoints(checkpoint_dir)
+    return found[-1] if found else None
+
+
+def check_resumable(saved: dict, cfg: TrainConfig, world_size: int, path) -> None:
+    """Refuse a checkpoint of other settings (all but :data:`RESUMABLE_CHANGES`).
+
+    Raises:
+        ValueError: naming each changed field (or the world size) with its old and new value.
+    """
+    now = dataclasses.asdict(cfg)
+    changed = [
+        f"{k}: {v!r} -> {now.get(k)!r}"
+        for k, v in sorted(saved["config"].items())
+        if k not in RESUMABLE_CHANGES and now.get(k) != v
+    ]
+    if saved["world_size"] != world_size:
+        changed.append(f"world_size: {saved['world_size']} -> {world_size}")
+    if changed:
+        raise ValueError(
+            f"cannot resume from {path}: the run changed ({', '.join(changed)}). Use the "
+            "checkpoint's settings and world size, or --resume never to start afresh"
+        )
+
+
+def _rng() -> dict:
+    state = {"python": random.getstate(), "numpy": np.random.get_state()}
+    state["torch"] = torch.get_rng_state()
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def save_checkpoint(
+    cfg: TrainConfig, info: DistInfo, prep: Prepared, scheduler, state: TrainState
+) -> Path:
+    """Write ``step-NNNNNN/`` for ``state`` (a collective: call on every rank); keep the newest
+    ``cfg.save_total_limit`` (0: all)."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+
+    path = Path(cfg.checkpoint_dir) / f"step-{state.step:06d}"
+    rng = all_gather(_rng(), info)
+    windows = all_gather([float(state.loss_window[0]), state.loss_window[1]], info)
+    if info.is_main:
+        path.mkdir(parents=True, exist_ok=True)
+        trainer_state = {
+            **dataclasses.asdict(state),
+            "scheduler": scheduler.state_dict(),
+            "scaler": prep.scaler.state_dict(),
+            "rng": rng,
+            "windows": windows,
+            "world_size": info.world_size,
+            "config": dataclasses.asdict(cfg),
+        }
+        torch.save(trainer_state, path / TRAINER_STATE)
+    model_state, optim_state = get_state_dict(prep.module, prep.optimizer)
+    with warnings.catch_warnings():  # one process, no process group: as intended
+        warnings.filterwarnings("ignore", "torch.distributed is disabled")
+        dcp.save({"model": model_state, "optim": optim_state}, checkpoint_id=path)
+    if info.is_main and cfg.save_total_limit > 0:
+        for old in list_checkpoints(cfg.checkpoint_dir)[: -cfg.save_total_limit]:
+            shutil.rmtree(old, ignore_errors=True)
+    return path
+
+
+def resume(cfg: TrainConfig, info: DistInfo, prep: Prepared, scheduler) -> TrainState:
+    """The state to continue from (``TrainState()``: nothing to resume), with weights, AdamW,
+    scheduler, scaler and this rank's RNG restored from the checkpoint rank 0 picked: for
+    ``--resume auto`` the newest complete one, if any.
+
+    Raises:
+        ValueError: the checkpoint belongs to a run with other settings.
+    """
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+
+    found = None
+    if cfg.resume == "auto" and info.is_main:
+        found = latest_checkpoint(cfg.checkpoint_dir)
+    elif cfg.resume not in ("auto", "never"):
+        found = Path(cfg.resume)
+    found = all_gather(str(found) if found else None, info)[0]
+    if not found:
+        return TrainState()
+    saved = torch.load(Path(found) / TRAINER_STATE, map_location="cpu", weights_only=False)
+    check_resumable(saved, cfg, info.world_size, found)
+    model_state, optim_state = get_state_dict(prep.module, prep.optimizer)
+    loaded = {"model": model_state, "optim": optim_state}
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "torch.distributed is disabled")
+        dcp.load(loaded, checkpoint_id=found)
+    set_state_dict(
+        prep.module,
+        prep.optimizer,
+        model_state_dict=loaded["model"],
+        optim_state_dict=loaded["optim"],
+    )
+    scheduler.load_state_dict(saved["scheduler"])
+    prep.scaler.load_state_dict(saved["scaler"])
+    rng = saved["rng"][info.rank]
+    random.setstate(rng["python"])
+    np.random.set_state(rng["numpy"])
+    torch.set_rng_state(rng["torch"])
+    if "cuda" in rng and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(rng["cuda"])
+    if info.is_main:
+        print(f"resumed from {found} (step {saved['step']}, epoch {saved['epoch'] + 1})")
+    return TrainState(
+        step=saved["step"],
+        epoch=saved["epoch"],
+        batch_in_epoch=saved["batch_in_epoch"],
+        history=saved["history"],
+        loss_window=saved["windows"][info.rank],
+        resumed_from=saved["step"],
+    )
+
+
+def save_model(prep: Prepared, tokenizer, out_dir: str | Path, info: DistInfo) -> None:
+    """``save_pretrained`` the plain module (no ``_orig_mod.``/``module.`` keys) and tokenizer to
+    ``<out_dir>/model`` (call on every rank: under FSDP all join the gather of the full state)."""
+    model_dir = Path(out_dir) / "model"
+    module = prep.module
+    if prep.parallelism == "fsdp":
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+        from transformers import AutoModelForSequenceClassification
+
+        full = get_model_state_dict(
+            module, options=StateDictOptions(full_state_dict=True, cpu_offload=True)
+        )
+        if info.is_main:  # an unsharded copy of the same class: the names are as without FSDP
+            module = AutoModelForSequenceClassification.from_config(prep.module.config)
+            module.load_state_dict(full, strict=True)
+    if info.is_main:
+        module.save_pretrained(model_dir)
+        tokenizer.save_pretrained(model_dir)
