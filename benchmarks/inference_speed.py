@@ -6,16 +6,16 @@ On the ``make run`` model (MiniLM-L6 fine-tuned with ``--profile local``; traine
 * p50/p90 latency at batch 1 (and p99 from >= 100 calls, else the maximum) and median
   throughput at batch 32 (repeats interleaved) for ``transformers.pipeline("text-classification")``
   and each predictor variant, all built from one loaded fp32 model: eager fp32, torch.compile,
-  bf16, int8 (torchao), int8-legacy (``torch.ao``), ONNX Runtime fp32 and int8 (``ort-fp32``,
+  bf16, int8 (torchao), ONNX Runtime fp32 and int8 (``ort-fp32``,
   ``ort-int8``: exported into ``<model>/onnx/``), and ``auto`` (the variant
   :func:`pt2aws.inference.selection.choose_by_measurement` chose on validation texts, as its own
   row);
 * each row's label agreement with fp32 eager on the test texts;
-* optionally the local endpoint (``--endpoint``: the SageMaker serving stack on 127.0.0.1).
+* optionally the local endpoint (``--endpoint``: the serving image's server on 127.0.0.1).
 
-Variants this CPU only emulates (torchao int8 without int8 dot-product instructions, bf16
-without native bf16) are left out with the reason unless ``--include-emulated``; ``auto`` still
-times every candidate it may choose.
+Variants this CPU runs slowly (torchao int8 without int8 dot products, bf16 without native
+bf16: :func:`pt2aws.inference.variants.slow_here`) are left out with the reason unless
+``--include-slow``.
 
 Targets (reported, never asserted): the best servable variant >= 2x the pipeline's batch-32
 throughput at >= 99% agreement; ``auto`` not slower than eager.
@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 
 SHORT_REVIEW = "Great phone, the battery lasts all day."
-VARIANTS = "eager,compile,bf16,int8,int8-legacy,ort-fp32,ort-int8"
+VARIANTS = "eager,compile,bf16,int8,ort-fp32,ort-int8"
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -45,9 +45,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--workdir", default="runs/bench-inference", help="the trained model")
     parser.add_argument("--variants", default=VARIANTS, help="comma-separated variant names")
     parser.add_argument(
-        "--include-emulated",
+        "--include-slow",
         action="store_true",
-        help="also time variants this CPU emulates (torchao int8 without VNNI, bf16 without bf16)",
+        help="also time variants this CPU runs slowly (torchao int8 without VNNI, bf16 without bf16)",
     )
     parser.add_argument("--no-pipeline", action="store_true", help="skip the HF pipeline row")
     parser.add_argument("--no-auto", action="store_true", help="skip the auto row")
@@ -72,62 +72,44 @@ def ensure_model(args) -> Path:
     return train_dir / "model"
 
 
-def build_predictors(
-    model_dir: Path, args, auto_model=None
-) -> tuple[dict, dict[str, str], dict[str, str]]:
-    """``({row name: predictor}, {variant: reason skipped}, {variant: reason left out})`` in
-    table order; every variant is built from one loaded fp32 model."""
+def build_predictors(model_dir: Path, args, auto_model=None) -> tuple[dict, dict[str, str]]:
+    """``({row name: predictor}, {variant: reason left out})`` in table order; every variant is
+    built from one loaded fp32 model."""
     from peers.pipeline import PipelinePredictor
 
-    from pt2aws.inference.batching import BatchedClassifier
-    from pt2aws.inference.variants import (
-        build_variant,
-        default_variants,
-        load_fp32,
-        supported_variants,
-    )
-    from pt2aws.modeling import model_max_tokens
+    from pt2aws.inference.variants import Classifier, build_variant, load_fp32, runnable_variants
 
     model, tokenizer = load_fp32(str(model_dir))
-    max_length = model_max_tokens(model.config, tokenizer)
     wanted = ["eager", *[v for v in args.variants.split(",") if v and v != "eager"]]
-    kept, left_out = default_variants(wanted, include_emulated=args.include_emulated)
-    runnable, skipped = supported_variants("cpu", kept, include_emulated=args.include_emulated)
+    runnable, left_out = runnable_variants(wanted, include_slow=args.include_slow)
     predictors = {}
     if not args.no_pipeline:
-        predictors["hf-pipeline"] = PipelinePredictor(str(model_dir), max_length)
-
-    def row(call, name):
-        return BatchedClassifier(
-            call, tokenizer, variant=name, max_length=max_length,
-            num_labels=model.config.num_labels,
-        )  # fmt: skip
-
+        limit = Classifier(model, tokenizer, model.config).max_length
+        predictors["hf-pipeline"] = PipelinePredictor(str(model_dir), limit)
     for variant in runnable:
-        _, call = build_variant(
-            model, variant, "cpu", keep_fp32=True, model_dir=str(model_dir), tokenizer=tokenizer
+        module, call = build_variant(model, variant, "cpu", keep_fp32=True, model_dir=str(model_dir),
+                                     tokenizer=tokenizer)  # fmt: skip
+        predictors[variant] = Classifier(
+            call, tokenizer, model.config, variant=variant, module=module
         )
-        predictors[variant] = row(call, variant)
     if auto_model is not None:
-        predictors["auto"] = row(auto_model, "auto")
-    return predictors, skipped, left_out
+        predictors["auto"] = Classifier(auto_model, tokenizer, model.config, variant="auto")
+    return predictors, left_out
 
 
 def time_endpoint(model_dir: Path, args) -> dict | None:
-    from pt2aws.aws.artifact import package
-    from pt2aws.inference.measure import measure_endpoint
-    from pt2aws.standins.torchserve import LocalEndpoint, serve_stack_missing
+    """The serving image's server on 127.0.0.1: one-text requests, back to back."""
+    from pt2aws.inference.measure import latency_summary, time_calls
+    from pt2aws.serving.local import LocalServer, server_missing
 
-    missing = serve_stack_missing()
-    if missing:
-        print(f"local endpoint skipped: {missing}")
+    if server_missing():
+        print(f"local endpoint skipped: {server_missing()}")
         return None
-    work = Path(args.workdir)
-    with LocalEndpoint(package(model_dir, work / "model.tar.gz"), work / "serve") as ep:
-        return {
-            **measure_endpoint(ep, SHORT_REVIEW, calls=args.latency_calls),
-            "startup_s": ep.startup_s,
-        }
+    body = json.dumps({"inputs": SHORT_REVIEW})
+    with LocalServer(model_dir, Path(args.workdir) / "serve") as server:
+        seconds = time_calls(lambda: server.invoke(body), args.latency_calls)
+    return {**latency_summary(seconds), "requests_per_s": len(seconds) / sum(seconds),
+            "startup_s": server.startup_s}  # fmt: skip
 
 
 def summary_lines(rows: list[dict], auto: dict | None) -> list[str]:
@@ -192,13 +174,13 @@ def main(argv: list[str] | None = None) -> dict:
         print("== auto: choosing on validation texts")
         validation = list(data.splits["validation"]["text"])[: args.auto_texts]
         model, tokenizer = load_fp32(str(model_dir))
-        chosen = choose_by_measurement(
+        choice, kept = choose_by_measurement(
             model, tokenizer, validation, model_dir=str(model_dir), device="cpu"
         )
-        auto = {"variant": chosen.choice.variant, "reason": chosen.choice.reason}
-        auto_model = chosen.model
+        auto = {"variant": choice.variant, "reason": choice.reason}
+        auto_model = kept.model
     started = time.perf_counter()
-    predictors, skipped, left_out = build_predictors(model_dir, args, auto_model)
+    predictors, left_out = build_predictors(model_dir, args, auto_model)
     setup_s = time.perf_counter() - started
     print(f"== {len(predictors)} rows on {len(texts)} test texts (set up in {setup_s:.0f} s)")
     rows = compare_predictors(
@@ -219,11 +201,10 @@ def main(argv: list[str] | None = None) -> dict:
         "model_dir": str(model_dir),
         "n_texts": len(texts),
         "rows": rows,
-        "skipped": skipped,
         "left_out": left_out,
         "auto": auto,
         "endpoint": endpoint,
-        "table": format_table(rows + ([endpoint] if endpoint else [])),
+        "table": format_table(rows, baseline="hf-pipeline" if not args.no_pipeline else "eager"),
         "summary": summary_lines(rows, auto),
         "notes": isa_notes(),
     }
@@ -232,7 +213,11 @@ def main(argv: list[str] | None = None) -> dict:
         f"average {load_before[0]:.2f} before, {load_after[0]:.2f} after\n"
     )
     print(results["table"])
-    for variant, why in {**left_out, **skipped}.items():
+    if endpoint:
+        print(
+            f"local endpoint: p50 {endpoint['p50_ms']:.1f} ms, {endpoint['requests_per_s']:.1f} req/s"
+        )
+    for variant, why in left_out.items():
         print(f"{variant} not timed: {why}")
     print("\n" + "\n".join(results["summary"] + results["notes"]))
     if args.json:

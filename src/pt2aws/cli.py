@@ -152,18 +152,18 @@ def _cleanup(args) -> int:
 def _serve(args) -> int:
     import time
 
-    from pt2aws.standins.torchserve import LocalEndpoint, serve_stack_missing
+    from pt2aws.serving.local import LocalServer, server_missing
 
     if not Path(args.model).exists():
         raise MissingFileError(
             f"model {args.model} does not exist: pass a model.tar.gz (a run's "
             "deploy/model.tar.gz) or a folder written by save_pretrained (a run's train/model)"
         )
-    missing = serve_stack_missing()
+    missing = server_missing()
     if missing:
         raise UserError(f"the local serving stack cannot run here: {missing}")
     workdir = Path(args.workdir or Path(args.model).resolve().parent / "serve")
-    with LocalEndpoint(args.model, workdir, port=args.port, workers=args.workers) as endpoint:
+    with LocalServer(args.model, workdir, port=args.port, workers=args.workers) as endpoint:
         print(f"serving {args.model} at {endpoint.url} (/ping, /invocations); logs in {workdir}")
         print(
             f"try: curl -s {endpoint.url}/invocations -H 'Content-Type: application/json' "
@@ -199,13 +199,12 @@ def build_parser() -> ArgumentParser:
     p_clean.add_argument("--yes", action="store_true", help="really delete (default: dry run)")
     p_clean.set_defaults(func=_cleanup)
     p_serve = sub.add_parser(
-        "serve", help="serve model.tar.gz (or a model folder) locally with the SageMaker stack"
+        "serve",
+        help="serve model.tar.gz (or a model folder) locally with the serving image's server",
     )
     p_serve.add_argument("model", help="model.tar.gz or a folder written by save_pretrained")
     p_serve.add_argument("--port", type=_port, default=None, help="inference port (default: free)")
-    p_serve.add_argument(
-        "--workers", type=_positive_int, default=1, help="TorchServe worker processes"
-    )
+    p_serve.add_argument("--workers", type=_positive_int, default=1, help="server worker processes")
     p_serve.add_argument("--workdir", default=None, help="logs/config (default: MODEL's dir/serve)")
     p_serve.set_defaults(func=_serve)
     sub.add_parser("train", help="fine-tune (flags: python -m pt2aws.train --help)")

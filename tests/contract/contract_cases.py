@@ -1,7 +1,7 @@
 """The SageMaker serving contract as a table of HTTP requests, each with the answer it must get.
 
 One table, run against every server that serves ``pt2aws/serving/handler.py``: the SageMaker
-PyTorch toolkit + TorchServe (the reference, :class:`pt2aws.standins.torchserve.LocalEndpoint`), the
+PyTorch toolkit + TorchServe (the reference, :class:`support.torchserve.TorchServe`), the
 project's Starlette/uvicorn server on 127.0.0.1, and the same server inside the container image.
 
 How two answers are compared (:func:`assert_same_answer`):

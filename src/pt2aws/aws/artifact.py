@@ -24,15 +24,12 @@ from pathlib import Path
 from pt2aws.errors import UserError
 from pt2aws.inference.ort import ONNX_DIR
 from pt2aws.serving import HANDLER_PATH
-from pt2aws.serving.service import load_handler
+from pt2aws.serving.server import load_handler
 
 logger = logging.getLogger(__name__)
 
 #: The fast variants' agreement with fp32, measured at packaging (the handler reads it).
 VARIANTS_FILE = "variants.json"
-#: The long-text windows module the handler imports from ``code/`` (no pt2aws in the DLC).
-WINDOWS_MODULE = "pt2aws_windows"
-WINDOWS_PATH = Path(__file__).resolve().parents[1] / "data" / "windows.py"
 TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "vocab.txt", "spiece.model",
                    "sentencepiece.bpe.model")  # fmt: skip
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json")
@@ -84,7 +81,7 @@ def package(
     variants: dict | None = None,
 ) -> Path:
     """Write ``model.tar.gz``: ``model_dir``'s files at the root, ``code/inference.py``
-    (``handler``), ``code/pt2aws_windows.py``, ``code/requirements.txt``, and ``variants.json``
+    (``handler``), ``code/requirements.txt``, and ``variants.json``
     (:func:`pt2aws.inference.selection.variant_report`, with ``onnx/`` when it records ONNX).
 
     Links to files are dereferenced; members are sorted, time 0, uid 0 (same inputs, same bytes).
@@ -121,7 +118,6 @@ def package(
             )
     members = [(name, path.read_bytes()) for name, path in files] + [
         ("code/inference.py", Path(handler).read_bytes()),
-        (f"code/{WINDOWS_MODULE}.py", WINDOWS_PATH.read_bytes()),
         ("code/requirements.txt", requirements_for(model_dir).encode()),
     ]
     if variants is not None:

@@ -20,9 +20,9 @@ logger = logging.getLogger(__name__)
 def model_server(archive: Path, workdir: Path, env: dict[str, str]):
     """The project's server for ``archive`` on a free port of 127.0.0.1, ready once ``/ping`` is
     200; yields ``(invocations URL, what it is in words)``, stops on exit."""
-    from pt2aws.standins.asgi_local import AsgiEndpoint
+    from pt2aws.serving.local import LocalServer
 
-    with AsgiEndpoint(archive, workdir, env=env) as server:
+    with LocalServer(archive, workdir / "serve", env=env) as server:
         yield (
             f"{server.url}/invocations",
             (

@@ -1,131 +1,48 @@
-"""The predictor's fast variants: what each one is, where it runs natively, how it is built.
+"""The predictor's variants: what each is, where it runs, how it is built from one fp32 model.
 
 ===============  =============================================================================
-``eager``        fp32, no compilation; the reference every other variant is compared with.
-``compile``      ``torch.compile`` (Inductor) of the fp32 model; a one-off compile (25-55 s cold
-                 on 2 cores, see the stack notes) for faster steady-state kernels.
-``bf16``         bf16 weights and activations, where the CPU (AVX512-BF16/AMX on x86, BF16 on
-                 Graviton3+) or the GPU (Ampere+) computes bf16 natively.
-``int8``         torchao ``quantize_`` with ``Int8DynamicActivationInt8WeightConfig`` (CPU only):
-                 weights int8 per output channel, activations int8 per token, quantized at run
-                 time; the layers in :data:`INT8_FP32_LAYERS` (the classification head) stay
-                 fp32; then ``torch.compile``, which fuses the (de)quantization into the int8
-                 matmuls (without it the quantization runs op by op and is slower than fp32).
-``int8-legacy``  ``torch.ao.quantization.quantize_dynamic`` of every ``nn.Linear`` (CPU only):
-                 weights int8 per tensor, activations per batch; deprecated since torch 2.10,
-                 kept for comparison (it changed 3.4% of the validation labels of the ``make run``
-                 MiniLM, torchao's int8 0.6%: ``benchmarks/README.md``).
-``ort-fp32``     ONNX Runtime (CPU) on the model exported to ONNX with its transformer fusions
-                 (:mod:`pt2aws.inference.ort`; exported once into ``<model>/onnx/``, shipped in
-                 ``model.tar.gz``).
-``ort-int8``     the same graph with ONNX Runtime's dynamic int8 quantization: weights int8 per
-                 output channel, activations per tensor at run time, the classifier kept fp32.
+``eager``        fp32, no compilation: the reference every variant is compared with.
+``compile``      ``torch.compile`` (Inductor) of the fp32 model.
+``bf16``         bf16 weights and activations.
+``int8``         torchao ``quantize_`` with ``Int8DynamicActivationInt8WeightConfig`` (int8
+                 weights per channel, activations per token; :data:`INT8_FP32_LAYERS` kept
+                 fp32), then ``torch.compile``, which fuses the (de)quantization.
+``ort-fp32``     ONNX Runtime on the exported, fused model (:mod:`pt2aws.inference.ort`).
+``ort-int8``     the same graph with ONNX Runtime's dynamic int8 quantization.
 ===============  =============================================================================
 
-**One fp32 model, every variant.** :func:`build_variant` builds a variant from the fp32 model
-already loaded (:func:`load_fp32`): ``compile`` and the ONNX Runtime variants leave its weights
-as they are; ``bf16`` and ``int8`` convert them in place, so with ``keep_fp32=True`` (several
-variants of one model side by side, as ``auto`` measures them) they convert a copy.
-
-**What a CPU runs slowly.** :func:`emulated_variants` names the variants this CPU has no fast
-path for: torchao ``int8`` without int8 dot-product instructions (:func:`int8_supported`: 0.09x
-eager on a 2-core AVX2 EPYC, issue 16; not emulated, as AVX2 has int8 multiply-adds, but
-torchao has no fast kernel for them) and ``bf16`` without native bf16 (:func:`bf16_supported`:
-emulated). Notebook 02 and ``benchmarks/inference_speed.py`` leave them out by default with that
-reason (:func:`default_variants`); ``auto`` still times what it may choose.
-
-``compile`` and ``int8`` call ``torch.compile``: on a CPU, Inductor writes C++ kernels and builds
-them with a C++ compiler at the first call, so they need ``g++`` and the Python headers on the
-machine that serves (the project's serving image installs both; ``python:3.12-slim`` alone has
-no compiler). :func:`compiler_missing` checks that before anything is built.
-
-:func:`variant_support` says whether a variant runs natively on a device, and why not; the
-:class:`~pt2aws.inference.predictor.Predictor` raises or warns with that reason, and
-:func:`pt2aws.inference.selection.compare_variants` skips the variant with it. ``auto`` (choosing by
-measurement) is in :mod:`pt2aws.inference.selection`.
+Whether this CPU computes bf16 or int8 dot products natively is :func:`pt2aws.env.cpu_features`'s
+answer: :func:`slow_here` names the variants without a fast path, which notebook 02, the benchmark
+and ``auto`` leave out (with that reason) unless asked. ``compile`` and ``int8`` need a C++
+compiler and the Python headers where they run (:func:`compiler_missing`).
 """
 
 from __future__ import annotations
 
+import copy
 import functools
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import torch
 
-from pt2aws.env.machine import is_arm64
-
-VARIANTS = ("eager", "compile", "bf16", "int8", "int8-legacy", "ort-fp32", "ort-int8")
-#: Variants that call ``torch.compile`` (Inductor builds C++ kernels for them on a CPU).
+VARIANTS = ("eager", "compile", "bf16", "int8", "ort-fp32", "ort-int8")
 COMPILED_VARIANTS = ("compile", "int8")
-#: Variants run by ONNX Runtime from the files :func:`pt2aws.inference.ort.onnx_files` exports.
 ORT_VARIANTS = ("ort-fp32", "ort-int8")
-#: Variants that convert the fp32 model's weights in place (:func:`build_variant` copies first
-#: when the fp32 model must stay as it is).
+#: Variants that convert weights in place (built from a copy when the fp32 model must stay).
 IN_PLACE_VARIANTS = ("bf16", "int8")
-
-#: Linear layers the torchao ``int8`` variant keeps in fp32, by name (a layer is kept when its
-#: dotted name starts with one of these). The classification head: its 2-3 outputs decide the
-#: label directly, it is a negligible share of the compute, and torchao skips tiny layers
-#: anyway; measured on the ``make run`` MiniLM, see ``benchmarks/README.md``.
+#: Linear layers torchao ``int8`` keeps fp32 (name prefixes): the classification head decides
+#: the label and is a negligible share of the compute.
 INT8_FP32_LAYERS = ("classifier",)
-
-
-@dataclass
-class VariantChoice:
-    """A resolved predictor variant and the reason for it."""
-
-    variant: str
-    reason: str
-
-
-def bf16_supported(device: torch.device) -> tuple[bool, str]:
-    """Whether ``device`` computes bf16 natively, and the evidence.
-
-    CPU: :func:`pt2aws.env.cpu_features` (``bf16_native``: the kernel's view of the CPU, with the
-    ``ATEN_CPU_CAPABILITY`` / ``ONEDNN_MAX_CPU_ISA`` caps honoured); GPU: Ampere or newer.
-    """
-    if device.type == "cuda":
-        ok = torch.cuda.is_bf16_supported()
-        name = torch.cuda.get_device_name(device)
-        return ok, f"{name} {'supports' if ok else 'lacks'} bf16 (needs Ampere or newer)"
-    from pt2aws.env import cpu_features
-
-    native = cpu_features().bf16_native
-    return native.available, f"CPU: {native.reason}"
-
-
-def int8_supported(device: torch.device) -> tuple[bool, str]:
-    """Whether ``device`` has the int8 dot-product instructions that make ``int8`` fast.
-
-    torchao's int8 matmuls are oneDNN int8 GEMMs: fast with x86 VNNI or AMX-INT8, Arm SDOT/UDOT
-    or I8MM (:func:`pt2aws.env.cpu_features` ``int8_dot``, caps honoured), slow without them (the
-    ``int8`` variant ran at 0.09x eager on a 2-core AVX2-only AMD EPYC, issue 16). Capping a VNNI
-    CPU to AVX2 slows oneDNN's int8 GEMM 4x but leaves a compiled torchao int8 linear 1.4x fp32
-    (``benchmarks/cpu_caps.py``): the caps do not reproduce that 0.09x. For defaults that leave
-    ``int8`` out; :func:`variant_support` still lets ``auto`` measure it.
-    """
-    if device.type != "cpu":
-        return False, "int8 dynamic quantization runs on CPU only: use bf16 on GPU"
-    from pt2aws.env import cpu_features
-
-    dot = cpu_features().int8_dot
-    return dot.available, f"CPU: {dot.reason}"
+#: Why torchao ``int8`` is slow without int8 dot products (AVX2 has int8 multiply-adds, which
+#: fbgemm and ONNX Runtime use; torchao's kernels need VNNI/AMX: ``benchmarks/README.md``).
+INT8_SLOW_PATH = "torchao int8 has no fast path without VNNI/AMX"
 
 
 @functools.lru_cache(maxsize=1)
 def compiler_missing() -> str | None:
-    """Why ``torch.compile`` cannot build CPU kernels on this machine, or ``None`` when it can.
-
-    Inductor's CPU backend compiles the C++ it generates with the compiler that
-    ``torch._inductor.cpp_builder.get_cpp_compiler`` finds (``g++`` unless ``CXX``/Inductor's
-    config names another), and the kernels include ``Python.h``. Without either, the first call of
-    a compiled model fails with ``InvalidCxxCompiler`` or a build error, minutes into a start-up.
-
-    Returns:
-        ``None``, or one sentence naming what is missing and the fix.
-    """
+    """Why ``torch.compile`` cannot build CPU kernels here (no C++ compiler Inductor finds, or
+    no ``Python.h``), as one sentence with the fix; None when it can."""
     import sysconfig
     from pathlib import Path
 
@@ -133,36 +50,23 @@ def compiler_missing() -> str | None:
         from torch._inductor import cpp_builder
 
         compiler = cpp_builder.get_cpp_compiler()
-    except Exception as err:  # InvalidCxxCompiler, or a torch without this helper
+    except Exception as err:  # InvalidCxxCompiler
         return (
             f"torch.compile on a CPU needs a C++ compiler and none was found ({type(err).__name__}):"
-            " install g++ (the pt2aws serving image has it) or serve eager, bf16 or int8-legacy"
+            " install g++ (the pt2aws serving image has it) or serve eager, bf16 or ort-int8"
         )
     include = Path(sysconfig.get_paths()["include"]) / "Python.h"
     if not include.is_file():
         return (
             f"torch.compile on a CPU builds kernels that include Python.h, and {include} is "
             "missing: install the Python headers (Debian: python3-dev) or serve eager, bf16 or "
-            f"int8-legacy (compiler: {compiler})"
+            f"ort-int8 (compiler: {compiler})"
         )
     return None
 
 
-def variant_support(variant: str, device: torch.device | str) -> tuple[bool, str]:
-    """Whether ``variant`` runs natively (at full speed) on ``device``, and why (not).
-
-    Args:
-        variant: one of :data:`VARIANTS`.
-        device: where the model would run.
-
-    Returns:
-        ``(True, reason)`` or ``(False, reason)``. ``bf16`` on a CPU without bf16 instructions
-        still runs, emulated and slowly; int8 and the ONNX Runtime variants do not run on a GPU
-        here; ``compile`` and ``int8`` do not run on a CPU machine without a C++ compiler
-        (:func:`compiler_missing`), nor the ONNX Runtime variants without ``onnxruntime``.
-        ``int8`` otherwise counts as runnable on any CPU, so ``auto`` keeps measuring it;
-        :func:`emulated_variants` says which variants this CPU only emulates (for defaults that
-        leave them out).
+def variant_support(variant: str, device: torch.device | str = "cpu") -> tuple[bool, str]:
+    """Whether ``variant`` can run on ``device`` at all (fast or not: :func:`slow_here`), and why.
 
     Raises:
         ValueError: unknown variant.
@@ -170,123 +74,62 @@ def variant_support(variant: str, device: torch.device | str) -> tuple[bool, str
     if variant not in VARIANTS:
         raise ValueError(f"variant {variant!r}: choose one of {', '.join(VARIANTS)} or auto")
     device = torch.device(device)
-    if variant == "bf16":
-        return bf16_supported(device)
-    if variant.startswith("int8") and device.type != "cpu":
-        return False, "int8 dynamic quantization runs on CPU only: use bf16 on GPU"
-    if variant in ORT_VARIANTS:
-        if device.type != "cpu":
+    if device.type == "cuda":
+        if variant == "bf16" and not torch.cuda.is_bf16_supported():
+            return False, f"{torch.cuda.get_device_name(device)} lacks bf16 (needs Ampere+)"
+        if variant.startswith("int8"):
+            return False, "int8 dynamic quantization runs on CPU only: use bf16 on GPU"
+        if variant in ORT_VARIANTS:
             return False, "the ONNX Runtime variants run on ONNX Runtime's CPU provider only"
+    elif variant in ORT_VARIANTS:
         from pt2aws.inference.ort import onnxruntime_missing
 
-        missing = onnxruntime_missing()
-        if missing:
-            return False, missing
-    if variant in COMPILED_VARIANTS and device.type == "cpu":
-        missing = compiler_missing()
-        if missing:
-            return False, missing
+        if onnxruntime_missing():
+            return False, onnxruntime_missing()
+    elif variant in COMPILED_VARIANTS and compiler_missing():
+        return False, compiler_missing()
     return True, f"{variant} runs on {device.type}"
 
 
-#: Why torchao ``int8`` is left out without int8 dot products. Not "emulated": AVX2 has int8
-#: multiply-adds (``vpmaddubsw``/``vpmaddwd``) that fbgemm and ONNX Runtime use; torchao's path
-#: has no fast kernel without VNNI/AMX (0.09x eager on a real 2-core AVX2 EPYC, issue 16), and a
-#: VNNI CPU capped to AVX2 still ran it at 1.4x fp32 (``benchmarks/cpu_caps.py``).
-INT8_SLOW_PATH = (
-    "torchao int8 has no fast path without VNNI/AMX (0.09x eager on a real AVX2 EPYC; "
-    "the caps do not reproduce it)"
-)
-
-
-def emulated_variants(
-    variants: Sequence[str], device: torch.device | str = "cpu"
-) -> dict[str, str]:
-    """The variants among ``variants`` that this CPU would only emulate, with the reason.
-
-    torchao ``int8`` needs int8 dot-product instructions (:func:`int8_supported`: x86 AVX512-VNNI,
-    AVX-VNNI or AMX-INT8; Arm SDOT/UDOT or I8MM; without them it ran at 0.09x eager on a 2-core
-    AVX2 CPU, issue 16); ``bf16`` needs native bf16 (:func:`bf16_supported`). ``int8-legacy``
-    (fbgemm/QNNPACK) and ``ort-int8`` (ONNX Runtime's MLAS) have AVX2 and NEON int8 kernels: not
-    emulated. Both checks read :func:`pt2aws.env.cpu_features`, caps included.
-
-    Args:
-        variants: variant names.
-        device: where they would run (a GPU emulates none of these).
-
-    Returns:
-        ``{variant: reason}`` for those left out, e.g. ``{"int8": "no int8 dot-product
-        instructions (CPU: old x86 has no AVX512-VNNI ...): torchao int8 has no fast path
-        without VNNI/AMX ..."}`` (:data:`INT8_SLOW_PATH`).
-    """
-    device = torch.device(device)
-    if device.type != "cpu":
+def slow_here(variants: Sequence[str], device: torch.device | str = "cpu") -> dict[str, str]:
+    """``{variant: reason}`` for those this CPU has no fast path for, by
+    :func:`pt2aws.env.cpu_features`: ``bf16`` without native bf16 (emulated) and torchao
+    ``int8`` without int8 dot products (``ort-int8``'s MLAS has AVX2/NEON int8 kernels)."""
+    if torch.device(device).type != "cpu":
         return {}
-    checks = {
-        "int8": (int8_supported, "int8 dot-product instructions", INT8_SLOW_PATH),
-        "bf16": (bf16_supported, "native bf16", "bf16 is emulated"),
-    }
-    out = {}
-    for variant in variants:
-        if variant in checks:
-            check, what, consequence = checks[variant]
-            native, why = check(device)
-            if not native:
-                out[variant] = f"no {what} ({why}): {consequence}"
+    from pt2aws import env
+
+    features, out = env.cpu_features(), {}
+    if "bf16" in variants and not features.bf16_native:
+        out["bf16"] = f"no native bf16 ({features.bf16_native.reason}): bf16 is emulated"
+    if "int8" in variants and not features.int8_dot:
+        out["int8"] = f"no int8 dot products ({features.int8_dot.reason}): {INT8_SLOW_PATH}"
     return out
 
 
-def default_variants(
-    variants: Sequence[str], *, include_emulated: bool = False, device: torch.device | str = "cpu"
+def runnable_variants(
+    variants: Sequence[str], device: torch.device | str = "cpu", *, include_slow: bool = False
 ) -> tuple[list[str], dict[str, str]]:
-    """``variants`` minus those this CPU emulates (:func:`emulated_variants`), unless
-    ``include_emulated`` (notebook 02's ``TIME_EMULATED``, the benchmark's
-    ``--include-emulated``).
-
-    Returns:
-        ``(kept, {variant: reason left out})``, in the order of ``variants``.
-    """
-    left_out = {} if include_emulated else emulated_variants(variants, device)
-    return [v for v in variants if v not in left_out], left_out
-
-
-def supported_variants(
-    device: torch.device | str, candidates: Sequence[str], *, include_emulated: bool = False
-) -> tuple[list[str], dict[str, str]]:
-    """Split ``candidates`` into those that run natively on ``device`` and the others.
-
-    Args:
-        device: where they would run.
-        candidates: variant names.
-        include_emulated: count variants this CPU only emulates (:func:`emulated_variants`,
-            e.g. bf16 without native bf16) as runnable: they run, slowly, when asked for.
-
-    Returns:
-        ``(runnable, {variant: reason it is left out})``, in the order of ``candidates``.
-    """
-    emulated = emulated_variants(candidates, device) if include_emulated else {}
-    runnable, left_out = [], {}
-    for variant in candidates:
-        native, why = variant_support(variant, device)
-        if native or variant in emulated:
-            runnable.append(variant)
-        else:
+    """``variants`` split into those to build here and ``{variant: reason}`` for the others:
+    what cannot run (:func:`variant_support`) and, unless ``include_slow``, what runs slowly
+    (:func:`slow_here`). Order kept, duplicates dropped."""
+    variants = list(dict.fromkeys(variants))
+    left_out = {} if include_slow else slow_here(variants, device)
+    for variant in variants:
+        ok, why = variant_support(variant, device)
+        if not ok:
             left_out[variant] = why
-    return runnable, left_out
+    return [v for v in variants if v not in left_out], {
+        v: left_out[v] for v in variants if v in left_out
+    }
 
 
 def load_fp32(model_dir: str):
-    """The fp32 model (eval mode, CPU) and tokenizer saved in ``model_dir``: what every variant
-    is built from.
-
-    Returns:
-        ``(model, tokenizer)``.
-    """
+    """``(model, tokenizer)`` saved in ``model_dir``: fp32, eval mode, CPU."""
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
-    # transformers 5 draws a "Loading weights" bar per model: noise for a local model in notebooks
-    hf_logging.disable_progress_bar()
+    hf_logging.disable_progress_bar()  # a "Loading weights" bar per model: noise in notebooks
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForSequenceClassification.from_pretrained(model_dir).eval()
     # a guard on problem_type would otherwise recompile the compiled model (stack notes §3)
@@ -294,38 +137,22 @@ def load_fp32(model_dir: str):
     return model, tokenizer
 
 
-def build_variant(
-    model: torch.nn.Module,
-    variant: str,
-    device: torch.device | str = "cpu",
-    *,
-    keep_fp32: bool = False,
-    model_dir: str | None = None,
-    tokenizer=None,
-):
-    """``model`` (fp32, eval mode, on CPU) as ``variant`` on ``device``.
+def build_variant(model: torch.nn.Module, variant: str, device: torch.device | str = "cpu", *,
+                  keep_fp32: bool = False, model_dir: str | None = None, tokenizer=None):  # fmt: skip
+    """``model`` (fp32, eval, CPU) as ``variant`` on ``device``.
 
     Args:
-        model: the fp32 model (:func:`load_fp32`).
-        variant: one of :data:`VARIANTS`.
-        device: where it runs.
-        keep_fp32: leave ``model`` itself fp32: ``bf16`` and ``int8`` convert a copy.
-        model_dir: the model's folder, where the ONNX Runtime variants' files are (or are
-            exported to, from ``model``, when ``tokenizer`` is given:
-            :func:`pt2aws.inference.ort.onnx_files`).
-        tokenizer: the model's tokenizer (for that export).
+        keep_fp32: convert a copy for ``bf16``/``int8``, leaving ``model`` fp32.
+        model_dir, tokenizer: where the ONNX Runtime files are, or are exported to from
+            ``model`` (:func:`pt2aws.inference.ort.onnx_files`).
 
     Returns:
-        ``(module, callable)``: the uncompiled module (save or inspect this one; for ONNX
-        Runtime the session wrapper) and what to call for predictions (the compiled module for
-        ``compile`` and ``int8``).
+        ``(module, callable)``: the uncompiled module (or the ONNX Runtime session) and what
+        predictions call (compiled for ``compile`` and ``int8``).
 
     Raises:
         FileNotFoundError: an ONNX Runtime variant without its files and nothing to export from.
     """
-    import copy
-
-    device = torch.device(device)
     if variant in ORT_VARIANTS:
         from pt2aws.inference.ort import OrtClassifier, onnx_files
 
@@ -336,52 +163,67 @@ def build_variant(
     if keep_fp32 and variant in IN_PLACE_VARIANTS:
         model = copy.deepcopy(model)
     if variant == "int8":
-        model = quantize_int8(model)
-    elif variant == "int8-legacy":
-        model = quantize_dynamic_int8(model)  # a quantized copy: the fp32 model stays
+        from torchao.quantization import Int8DynamicActivationInt8WeightConfig, quantize_
+
+        def quantize_this(module: torch.nn.Module, name: str) -> bool:
+            return isinstance(module, torch.nn.Linear) and not name.startswith(INT8_FP32_LAYERS)
+
+        # torchao 0.18 warns once, at the compiled model's first call, that Int8Tensor has no
+        # caching hash: noise for the user
+        warnings.filterwarnings("ignore", message=".*_stable_hash_for_caching.*")
+        quantize_(model, Int8DynamicActivationInt8WeightConfig(), filter_fn=quantize_this)
     elif variant == "bf16":
         model = model.to(torch.bfloat16)
     model = model.to(device)
     return model, torch.compile(model) if variant in COMPILED_VARIANTS else model
 
 
-def quantize_int8(model: torch.nn.Module, keep_fp32: Sequence[str] = INT8_FP32_LAYERS):
-    """torchao int8: dynamic per-token int8 activations and per-channel int8 weights, in place.
-
-    ``torchao.quantization.quantize_(model, Int8DynamicActivationInt8WeightConfig(),
-    filter_fn=...)`` (torchao 0.18); every ``nn.Linear`` whose name does not start with one of
-    ``keep_fp32`` is quantized (torchao itself skips layers with ``in_features <= 16``).
+class Classifier:
+    """A built variant with its tokenizer, classifying through the handler's
+    :func:`pt2aws.serving.handler.classify` (one path for the endpoint and this machine).
 
     Args:
-        model: an fp32 model on CPU.
-        keep_fp32: name prefixes of Linear layers left in fp32 (default :data:`INT8_FP32_LAYERS`).
-
-    Returns:
-        ``model``, quantized in place.
+        model: what predictions call (``model(**encoding).logits``); ``module``: its uncompiled
+            module (default ``model``).
+        config: the model's config (labels, positions).
+        max_length: tokens per window (default the model's limit, ``handler.max_tokens``).
+        long_texts: ``"truncate"`` or ``"windows"`` (windows overlapping by a quarter).
     """
-    from torchao.quantization import Int8DynamicActivationInt8WeightConfig, quantize_
 
-    def quantize_this(module: torch.nn.Module, name: str) -> bool:
-        return isinstance(module, torch.nn.Linear) and not name.startswith(tuple(keep_fp32))
+    def __init__(self, model, tokenizer, config, *, variant: str = "eager", module=None,
+                 max_length: int | None = None, batch_size: int = 32, device="cpu",
+                 long_texts: str = "truncate"):  # fmt: skip
+        from pt2aws.serving.handler import max_tokens
 
-    # torchao 0.18's Int8Tensor warns that it has no caching hash, once, when the compiled model
-    # first runs (after this function returns): noise for the user, so ignored for the process
-    warnings.filterwarnings("ignore", message=".*_stable_hash_for_caching.*")
-    quantize_(model, Int8DynamicActivationInt8WeightConfig(), filter_fn=quantize_this)
-    return model
+        if long_texts not in ("truncate", "windows"):
+            raise ValueError(f"long_texts={long_texts!r}: use truncate or windows")
+        if batch_size < 1:
+            raise ValueError(f"batch_size={batch_size}: need at least 1")
+        self.model, self.module = model, model if module is None else module
+        self.tokenizer, self.config, self.variant = tokenizer, config, variant
+        self.max_length = max_length or max_tokens(config, tokenizer)
+        self.batch_size, self.device, self.long_texts = batch_size, torch.device(device), long_texts
+        self.label_names = [config.id2label[i] for i in range(config.num_labels)]
 
+    def predict_proba(self, texts: Sequence[str]) -> torch.Tensor:
+        """Class probabilities, float32 ``(len(texts), num_labels)``, in input order.
 
-def quantize_dynamic_int8(model: torch.nn.Module):
-    """``nn.Linear`` -> dynamically quantized int8 Linear (weights int8, activations per batch).
+        Raises:
+            TypeError: ``texts`` is one string.
+        """
+        from pt2aws.serving.handler import classify
 
-    Uses ``torch.ao.quantization.quantize_dynamic``: deprecated since torch 2.10 in favour of
-    torchao (:func:`quantize_int8`), but still built in and working in torch 2.13; its warnings
-    are silenced here. On arm64 it uses the QNNPACK engine (fbgemm is x86-only).
-    """
-    from torch.ao.quantization import quantize_dynamic
+        if isinstance(texts, str):
+            raise TypeError("pass a list of texts; wrap a single text in [ ]")
+        stride = self.max_length // 4 if self.long_texts == "windows" else None
+        return classify(list(texts), self.tokenizer, self.model, self.max_length, stride=stride,
+                        batch_size=self.batch_size, device=self.device)[0]  # fmt: skip
 
-    if is_arm64() and "qnnpack" in torch.backends.quantized.supported_engines:
-        torch.backends.quantized.engine = "qnnpack"
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
+    def predict_ids(self, texts: Sequence[str]) -> list[int]:
+        return self.predict_proba(texts).argmax(-1).tolist()
+
+    def predict(self, texts: Sequence[str]) -> list[dict]:
+        """``[{"label", "score", "label_id"}, ...]``, one per text, in order."""
+        scores, ids = self.predict_proba(texts).max(-1)
+        return [{"label": self.label_names[int(i)], "score": float(s), "label_id": int(i)}
+                for s, i in zip(scores, ids)]  # fmt: skip

@@ -1,48 +1,23 @@
 """SageMaker PyTorch inference handler for a Hugging Face sequence classifier.
 
-The SageMaker PyTorch serving toolkit (TorchServe) imports this file from ``code/`` of
-``model.tar.gz`` and calls ``model_fn`` once, then ``input_fn`` -> ``predict_fn`` -> ``output_fn``
-per request. It needs only torch and transformers (``code/requirements.txt``), not pt2aws.
-The project's own serving image (``pt2aws.serving.server``, ``container/``) runs the same
-functions, with the same status codes and bodies.
+Shipped in ``model.tar.gz`` as ``code/inference.py``: the SageMaker PyTorch toolkit (TorchServe)
+and the project's server (:mod:`pt2aws.serving.server`) call ``model_fn`` once, then
+``input_fn`` -> ``predict_fn`` -> ``output_fn`` per request. Needs only torch and transformers;
+:func:`classify` is also what :class:`pt2aws.inference.predictor.Predictor` runs.
 
-Request bodies:
+Requests: ``application/json`` (``{"inputs": "text" | ["a", "b"]}``, a bare string or list),
+``text/csv`` (one text per row; a ``text``/``inputs`` header is skipped), ``text/plain`` (the body
+is one text). A ``charset`` parameter is honoured, a UTF-8 byte-order mark dropped, UTF-16 read
+only when declared; CSV and plain texts get CRLF/CR as LF and are stripped. Answers, by
+``Accept`` (JSON by default, or CSV; q-values and wildcards work), one entry per text:
+``{"label", "score"}``, plus ``"empty": true`` (label and score null), ``"truncated": true`` or
+``"windows": n``. Client mistakes raise ``GenericInferenceToolkitError`` (the toolkit's 4xx):
+415 content type, 406 Accept, 400 body, 413 more than ``PT2AWS_MAX_BATCH`` texts.
 
-* ``application/json``: ``{"inputs": "text"}``, ``{"inputs": ["a", "b"]}``, ``"text"`` or ``["a", "b"]``
-* ``text/csv``: one text per row (a header row named ``text``/``inputs`` is skipped)
-* ``text/plain``: the whole body is one text
-
-Bodies may be bytes or str; a ``charset`` parameter other than UTF-8 is honoured
-(``text/plain; charset=latin-1``, ``charset="UTF-8"``, ``charset=utf8``). A UTF-8 byte-order
-mark (PowerShell ``Out-File -Encoding utf8``, Notepad) is dropped; UTF-16 (Windows PowerShell 5
-``>`` redirection) is read when declared (``charset=utf-16``) and otherwise answered with a 400
-that says so. CSV and plain-text bodies get Windows and old-Mac line endings (CRLF, CR) turned
-into ``\n``, and each of their texts is stripped of surrounding whitespace (a file's trailing
-newline would otherwise reach the model as a token); JSON strings are used exactly as sent.
-
-Response, chosen by ``Accept`` (``application/json`` by default, ``text/csv``; lists with
-q-values and wildcards such as ``text/*`` work): one entry per input, in order::
-
-    [{"label": "positive", "score": 0.98}, ...]          # application/json
-    label,score,empty,truncated                          # text/csv
-    positive,0.98,false,false
-
-Empty or whitespace texts get ``{"label": null, "score": null, "empty": true}`` at their index;
-texts cut to the model's limit carry ``"truncated": true``. Bad requests raise the toolkit's
-error type (``GenericInferenceToolkitError``), which it turns into a 4xx response whose body starts
-with the message (415 unsupported type, 406 unsupported Accept, 400 bad body, 413 too many texts);
-the toolkit appends its traceback after that first line. Any other exception would be a 500.
-
-Environment: ``PT2AWS_VARIANT`` (``eager``, the default; ``auto``: the fastest variant on this
-machine among those ``variants.json`` in the archive records as keeping 99% agreement, measured
-at start-up; or a named one: ``int8``, ``bf16``, ``ort-int8`` (ONNX Runtime, from the archive's
-``onnx/`` files) ...; anything but ``eager`` needs the project's serving image, which has
-pt2aws, torchao and onnxruntime: the AWS DLC serves fp32 eager with torch and transformers
-only, and this file imports onnxruntime only through an ONNX Runtime variant),
-``PT2AWS_LONG_TEXTS`` (``truncate``, the default, or ``windows``: texts over the
-limit read as windows that overlap by ``PT2AWS_WINDOW_OVERLAP`` tokens, default a quarter of
-the limit), ``PT2AWS_MAX_BATCH`` (default 64 texts per request), ``PT2AWS_MAX_LENGTH``
-(default: the model's limit, 512 tokens for RoBERTa).
+Environment: ``PT2AWS_VARIANT`` (``eager``; ``auto`` or a named variant need the pt2aws serving
+image: :func:`pt2aws.inference.selection.serving_variant`), ``PT2AWS_LONG_TEXTS`` (``truncate`` or
+``windows``), ``PT2AWS_WINDOW_OVERLAP`` (tokens, default a quarter of the limit),
+``PT2AWS_MAX_BATCH`` (64), ``PT2AWS_MAX_LENGTH`` (default: the model's limit).
 """
 
 from __future__ import annotations
@@ -52,74 +27,65 @@ import csv
 import io
 import json
 import os
-import sys
 
 import torch
 
-try:  # inside the SageMaker container (and with the `serve` extra): the toolkit maps it to a 4xx
+try:  # inside the SageMaker container: the toolkit turns it into a 4xx
     from sagemaker_inference.errors import GenericInferenceToolkitError
-except ImportError:  # plain torch + transformers
+except ImportError:
 
     class GenericInferenceToolkitError(Exception):
         """Same shape as ``sagemaker_inference.errors.GenericInferenceToolkitError``."""
 
         def __init__(self, status_code, message=None, phrase=None):
-            self.status_code, self.message, self.phrase = (
-                status_code,
-                message or "Invalid Request",
-                phrase,
-            )
-            super().__init__(status_code, self.message, phrase)
+            self.status_code, self.message, self.phrase = status_code, message, phrase
+            super().__init__(status_code, message, phrase)
 
 
-try:  # the toolkit decodes JSON/CSV bodies itself, before input_fn, and answers bad UTF-8 with a
-    # 500 traceback (sagemaker_inference 1.10.1, transformer.py: `if content_type in UTF8_TYPES:
-    # input_data = input_data.decode("utf-8")`). Emptying that list in place hands the raw bytes
-    # to input_fn, which decodes them and answers bad UTF-8 with a 400 naming the problem.
+try:  # the toolkit decodes JSON/CSV as UTF-8 before input_fn and answers bad bytes with a 500
+    # (sagemaker_inference 1.10.1 transformer.py); emptying its list hands input_fn the bytes
     from sagemaker_inference import content_types as _toolkit_content_types
 
     _toolkit_content_types.UTF8_TYPES[:] = []
 except ImportError:
     pass
 
-
 JSON, CSV, TEXT = "application/json", "text/csv", "text/plain"
 ACCEPTED_CONTENT_TYPES = (JSON, CSV, TEXT)
-#: Default limit on texts per request; ``PT2AWS_MAX_BATCH`` overrides it (read per request).
 MAX_BATCH = 64
-#: RoBERTa's real input limit: its config lists 514 positions, 2 of which are padding offsets.
+#: RoBERTa's input limit: 514 positions, 2 of them a padding offset.
 MODEL_MAX_TOKENS = 512
+#: Model types whose position ids start after a 2-slot padding offset.
+OFFSET_POSITION_MODELS = ("roberta", "xlm-roberta", "camembert")
 
 
-class UnsupportedMediaTypeError(GenericInferenceToolkitError):
-    """HTTP 415: a request ``Content-Type`` the handler does not read."""
-
-    def __init__(self, message: str):
-        super().__init__(415, message, "Unsupported Media Type")
-
-
-class NotAcceptableError(GenericInferenceToolkitError):
-    """HTTP 406: an ``Accept`` type the handler cannot produce."""
+class _ClientError(GenericInferenceToolkitError):
+    status, phrase = 400, "Bad Request"
 
     def __init__(self, message: str):
-        super().__init__(406, message, "Not Acceptable")
+        super().__init__(self.status, message, self.phrase)
 
 
-class BadRequestError(GenericInferenceToolkitError):
+class BadRequestError(_ClientError):
     """HTTP 400: the body cannot be read."""
 
-    def __init__(self, message: str):
-        super().__init__(400, message, "Bad Request")
+
+class UnsupportedMediaTypeError(_ClientError):
+    """HTTP 415: a ``Content-Type`` the handler does not read."""
+
+    status, phrase = 415, "Unsupported Media Type"
 
 
-class PayloadTooLargeError(GenericInferenceToolkitError, ValueError):
-    """HTTP 413: a request too large for the endpoint. This handler raises it for more texts
-    than ``PT2AWS_MAX_BATCH`` in one request; pt2aws's endpoint client (``pt2aws.aws.invoke``)
-    for a request over the real-time payload limit, before sending it. Also a ``ValueError``:
-    input the caller can fix (the command line reports it in one line)."""
+class NotAcceptableError(_ClientError):
+    """HTTP 406: an ``Accept`` the handler cannot answer."""
 
-    def __init__(self, message: str):
-        super().__init__(413, message, "Payload Too Large")
+    status, phrase = 406, "Not Acceptable"
+
+
+class PayloadTooLargeError(_ClientError, ValueError):
+    """HTTP 413: too many texts for one request (also raised by ``pt2aws.aws.invoke``)."""
+
+    status, phrase = 413, "Payload Too Large"
 
     def __str__(self) -> str:
         return self.message
@@ -138,13 +104,8 @@ def _charset(content_type: str | None) -> str:
 
 
 def _decode(body: bytes, content_type: str | None) -> str:
-    """Body bytes to text, without a leading byte-order mark.
-
-    A UTF-8 BOM wins over the declared charset (as in the WHATWG Encoding Standard); otherwise
-    the ``charset`` parameter, else UTF-8, decides. A UTF-16 BOM is read only when the charset
-    says UTF-16: guessing would turn a mislabelled body into confident predictions on garbage,
-    so an undeclared UTF-16 body gets a 400 that names the fix.
-    """
+    """Body bytes to text. A UTF-8 BOM wins over the declared charset (WHATWG Encoding);
+    undeclared UTF-16 is a 400 naming the fix rather than predictions on garbage."""
     charset = "utf-8" if body.startswith(codecs.BOM_UTF8) else _charset(content_type)
     try:
         return body.decode(charset).removeprefix("\ufeff")
@@ -167,35 +128,42 @@ def _decode(body: bytes, content_type: str | None) -> str:
         raise BadRequestError(
             f"request body is not valid {name} ({err.reason} at byte {err.start}); {hint}"
         ) from None
-    except (UnicodeError, ValueError) as err:  # codecs such as idna/punycode fail otherwise
+    except (UnicodeError, ValueError) as err:  # codecs such as idna/punycode
         raise BadRequestError(
             f"request body cannot be read as {charset} ({err}); send UTF-8"
         ) from None
 
 
-def _text_lines(text: str) -> str:
-    """CRLF and lone CR (Windows, old Mac) as LF."""
+def _lines(text: str) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 def max_batch() -> int:
-    """Texts allowed per request: ``PT2AWS_MAX_BATCH`` from the environment, else 64.
-
-    Raises:
-        ValueError: ``PT2AWS_MAX_BATCH`` is not a positive integer.
-    """
+    """``PT2AWS_MAX_BATCH`` (texts per request), default 64; ValueError if not a positive int."""
     raw = os.environ.get("PT2AWS_MAX_BATCH", str(MAX_BATCH))
     if not raw.strip().isdigit() or int(raw) < 1:
         raise ValueError(f"PT2AWS_MAX_BATCH={raw!r}: set a positive integer, e.g. 64")
     return int(raw)
 
 
+def max_tokens(config, tokenizer=None) -> int:
+    """The longest input the model accepts, special tokens included: its positions (less the
+    RoBERTa offset), capped by the tokenizer's ``model_max_length`` and 512."""
+    limit = int(getattr(config, "max_position_embeddings", MODEL_MAX_TOKENS))
+    if getattr(config, "model_type", "") in OFFSET_POSITION_MODELS:
+        limit -= 2
+    if tokenizer is not None and int(tokenizer.model_max_length) > 0:
+        limit = min(limit, int(tokenizer.model_max_length))
+    return min(limit, MODEL_MAX_TOKENS)
+
+
 def model_fn(model_dir: str, context=None) -> dict:
     """Load tokenizer and model from ``model_dir`` (the extracted ``model.tar.gz``).
 
     Raises:
-        FileNotFoundError: ``model_dir`` has no ``config.json`` (an archive with a top folder,
-            or without the files ``save_pretrained`` writes).
+        FileNotFoundError: no ``config.json`` at its root (e.g. an archive with a top folder).
+        ValueError: a bad ``PT2AWS_*`` setting, or a variant this machine cannot serve.
+        RuntimeError: a variant other than eager without pt2aws (the AWS DLC).
     """
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
@@ -204,20 +172,15 @@ def model_fn(model_dir: str, context=None) -> dict:
             f"{model_dir} has no config.json: model.tar.gz must hold the files written by "
             "save_pretrained (config.json, weights, tokenizer) at its root, not in a folder"
         )
-
+    long_texts = os.environ.get("PT2AWS_LONG_TEXTS", "truncate").strip().lower()
+    if long_texts not in ("truncate", "windows"):
+        raise ValueError(f"PT2AWS_LONG_TEXTS={long_texts!r}: set truncate or windows")
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForSequenceClassification.from_pretrained(model_dir).eval()
-    limit = getattr(model.config, "max_position_embeddings", MODEL_MAX_TOKENS)
-    if getattr(model.config, "model_type", "") in ("roberta", "xlm-roberta", "camembert"):
-        limit -= 2  # fairseq position offset
-    max_length = int(
-        os.environ.get(
-            "PT2AWS_MAX_LENGTH", min(limit, tokenizer.model_max_length, MODEL_MAX_TOKENS)
-        )
-    )
+    max_length = int(os.environ.get("PT2AWS_MAX_LENGTH", max_tokens(model.config, tokenizer)))
     variant, reason = os.environ.get("PT2AWS_VARIANT", "eager").strip().lower(), "default"
     if variant != "eager":
-        try:  # the project's serving image has pt2aws (and torchao); the AWS DLC does not
+        try:  # the project's serving image has pt2aws; the AWS DLC does not
             from pt2aws.inference.selection import serving_variant
         except ImportError:
             raise RuntimeError(
@@ -229,39 +192,27 @@ def model_fn(model_dir: str, context=None) -> dict:
     fast_math = os.environ.get("DNNL_DEFAULT_FPMATH_MODE", "").upper()
     if fast_math in ("BF16", "ANY"):  # the Graviton guide's setting (Graviton3 and later)
         print(
-            f"pt2aws handler: DNNL_DEFAULT_FPMATH_MODE={fast_math}: oneDNN computes fp32 matrix "
-            "products in bf16 here, so labels can differ from the fp32 agreement recorded at "
-            "packaging; unset it for fp32 maths",
+            f"pt2aws handler: DNNL_DEFAULT_FPMATH_MODE={fast_math}: fp32 matrix products run in "
+            "bf16, so labels can differ from the agreement recorded at packaging",
             flush=True,
         )
-    long_texts = os.environ.get("PT2AWS_LONG_TEXTS", "truncate").strip().lower()
-    if long_texts not in ("truncate", "windows"):
-        raise ValueError(f"PT2AWS_LONG_TEXTS={long_texts!r}: set truncate or windows")
-    overlap = int(os.environ.get("PT2AWS_WINDOW_OVERLAP", max_length // 4))
-    return {
-        "tokenizer": tokenizer,
-        "model": model,
-        "max_length": max_length,
-        "long_texts": long_texts,
-        "window_overlap": overlap,
-        "variant": variant,
-    }
+    stride = int(os.environ.get("PT2AWS_WINDOW_OVERLAP", max_length // 4))
+    return {"tokenizer": tokenizer, "model": model, "max_length": max_length,
+            "long_texts": long_texts, "stride": stride, "variant": variant}  # fmt: skip
 
 
 def model_warmup_fn(model_dir: str, model: dict, context=None) -> None:
-    """One prediction at load time (the toolkit calls this after ``model_fn``), so the first
-    client request does not pay the first forward pass's one-off costs (kernel selection,
-    allocator warm-up)."""
+    """One prediction at load time, so the first request skips the first pass's one-off costs."""
     predict_fn(["warm up"], model)
 
 
 def input_fn(input_data, content_type, context=None) -> list[str]:
-    """Decode a request body into a list of texts.
+    """A request body (bytes or str) as a list of texts.
 
     Raises:
-        UnsupportedMediaTypeError: (415) content type other than JSON, CSV or plain text.
-        BadRequestError: (400) body not in its charset (UTF-8 by default), malformed or too
-            deeply nested JSON, JSON of the wrong shape, or a text with an unpaired surrogate.
+        UnsupportedMediaTypeError: (415) not JSON, CSV or plain text.
+        BadRequestError: (400) not in its charset, malformed or wrongly shaped JSON, unreadable
+            CSV, an unpaired surrogate.
         PayloadTooLargeError: (413) more than ``PT2AWS_MAX_BATCH`` texts.
     """
     media = _media_type(content_type)
@@ -276,22 +227,22 @@ def input_fn(input_data, content_type, context=None) -> list[str]:
             f"{', '.join(ACCEPTED_CONTENT_TYPES)}{hint}"
         )
     if isinstance(input_data, (bytes, bytearray, memoryview)):
-        input_data = _decode(bytes(input_data), content_type)
-    else:  # already decoded by the caller: drop a BOM it kept
-        input_data = input_data.removeprefix("\ufeff")
+        text = _decode(bytes(input_data), content_type)
+    else:
+        text = input_data.removeprefix("\ufeff")
     if media == TEXT:
-        texts = [_text_lines(input_data).strip()]
+        texts = [_lines(text).strip()]
     elif media == CSV:
         try:
-            rows = [row for row in csv.reader(io.StringIO(_text_lines(input_data))) if row]
-        except csv.Error as err:  # e.g. a field over csv.field_size_limit() (131072 chars)
+            rows = [row for row in csv.reader(io.StringIO(_lines(text))) if row]
+        except csv.Error as err:  # e.g. a field over csv.field_size_limit()
             raise BadRequestError(f"request body is not readable CSV: {err}") from None
         if rows and rows[0][0].strip().lower() in ("text", "inputs"):
             rows = rows[1:]
         texts = [",".join(row).strip() for row in rows]
     else:
         try:
-            payload = json.loads(input_data)
+            payload = json.loads(text)
         except json.JSONDecodeError as err:
             raise BadRequestError(
                 f"request body is not valid JSON: {err.msg} at position {err.pos}"
@@ -309,12 +260,12 @@ def input_fn(input_data, content_type, context=None) -> list[str]:
         texts = [payload] if isinstance(payload, str) else payload
         if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
             raise BadRequestError('"inputs" must be a string or a list of strings')
-    for i, text in enumerate(texts):
+    for i, item in enumerate(texts):
         try:
-            text.encode("utf-8")
+            item.encode("utf-8")
         except UnicodeEncodeError as err:  # a JSON "\ud800" escape: no tokenizer reads it
             raise BadRequestError(
-                f"text {i} holds an unpaired surrogate ({text[err.start]!r}): send valid Unicode"
+                f"text {i} holds an unpaired surrogate ({item[err.start]!r}): send valid Unicode"
             ) from None
     limit = max_batch()
     if len(texts) > limit:
@@ -324,91 +275,72 @@ def input_fn(input_data, content_type, context=None) -> list[str]:
     return texts
 
 
-def _windows_module():
-    """The long-text windows module (standard library only): ``code/pt2aws_windows.py`` of the
-    archive (:func:`pt2aws.aws.artifact.package` ships it; the toolkit puts ``code/`` on
-    ``sys.path``), else ``pt2aws/data/windows.py`` beside this package, loaded as a file so
-    that ``pt2aws.data``'s heavier imports (pandas, datasets) are not needed."""
-    try:
-        import pt2aws_windows
+@torch.inference_mode()
+def classify(texts, tokenizer, model, max_length: int, *, stride: int | None = None,
+             batch_size: int = MAX_BATCH, device="cpu") -> tuple[torch.Tensor, list[int]]:  # fmt: skip
+    """Class probabilities of ``texts`` and the number of windows each spans.
 
-        return pt2aws_windows
-    except ImportError:
-        import importlib.util
-        from pathlib import Path
+    Each text is tokenized once into windows of at most ``max_length`` tokens overlapping by
+    ``stride`` (the fast tokenizer's ``return_overflowing_tokens``). ``stride=None`` reads each
+    text's first window (truncation); otherwise every window, a text's probabilities being its
+    windows' mean weighted by their text tokens. Windows run ``batch_size`` at a time, by length.
 
-        path = Path(__file__).resolve().parents[1] / "data" / "windows.py"
-        spec = importlib.util.spec_from_file_location("pt2aws_windows", path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        sys.modules["pt2aws_windows"] = module
-        return module
-
-
-def _windowed_probs(texts: list[str], model: dict) -> tuple[torch.Tensor, list[int]]:
-    """Class probabilities per text from overlapping windows of at most ``max_length`` tokens
-    (``PT2AWS_LONG_TEXTS=windows``), and the number of windows each text needed."""
-    windows = _windows_module()
-    tokenizer, net = model["tokenizer"], model["model"]
-    ids = tokenizer(texts, add_special_tokens=False, truncation=False)["input_ids"]
-    prefix, suffix = windows.special_tokens(tokenizer)
-    spans, owners, weights = windows.plan_windows(
-        ids,
-        max_tokens=model["max_length"],
-        overlap=model["window_overlap"],
-        prefix=prefix,
-        suffix=suffix,
+    Returns:
+        ``(probs, windows)``: float32 ``(len(texts), num_labels)`` in input order; per text its
+        windows (more than 1: longer than ``max_length`` tokens).
+    """
+    n, num_labels = len(texts), model.config.num_labels
+    if n == 0:
+        return torch.empty(0, num_labels), []
+    enc = tokenizer(list(texts), truncation=True, max_length=max_length, stride=stride or 0,
+                    return_overflowing_tokens=True)  # fmt: skip
+    owner = list(enc.pop("overflow_to_sample_mapping"))
+    spans = [owner.count(k) for k in range(n)] if stride is None else None
+    keep = [i for i, o in enumerate(owner) if stride is not None or i == 0 or owner[i - 1] != o]
+    rows = [{key: enc[key][i] for key in enc.keys()} for i in keep]
+    probs = torch.empty(len(rows), num_labels)
+    order = sorted(range(len(rows)), key=lambda i: len(rows[i]["input_ids"]))
+    for start in range(0, len(order), batch_size):
+        idx = order[start : start + batch_size]
+        batch = tokenizer.pad([rows[i] for i in idx], return_tensors="pt").to(device)
+        probs[idx] = model(**batch).logits.float().softmax(-1).cpu()
+    if stride is None:
+        return probs, spans
+    owners = torch.tensor(owner)
+    specials = tokenizer.num_special_tokens_to_add()
+    weights = torch.tensor(
+        [max(1, len(r["input_ids"]) - specials) for r in rows], dtype=torch.float32
     )
-    batch = tokenizer.pad({"input_ids": spans}, return_tensors="pt")
-    with torch.inference_mode():
-        per_window = net(**batch).logits.float().softmax(-1).tolist()
-    combined = windows.combine_by_text(per_window, owners, len(texts), weights=weights)
-    return torch.tensor(combined), [owners.count(k) for k in range(len(texts))]
+    total = torch.zeros(n, num_labels).index_add_(0, owners, probs * weights[:, None])
+    total /= torch.zeros(n).index_add_(0, owners, weights)[:, None]
+    return total, torch.bincount(owners, minlength=n).tolist()
 
 
 def predict_fn(data: list[str], model: dict, context=None) -> list[dict]:
-    """Classify ``data``; one result per text, in input order.
-
-    A text longer than ``max_length`` tokens is cut and flagged ``"truncated": true``, or, with
-    ``PT2AWS_LONG_TEXTS=windows``, read as overlapping windows whose probabilities are averaged
-    (weighted by tokens) and flagged ``"windows": n``.
-    """
-    tokenizer, net, max_length = model["tokenizer"], model["model"], model["max_length"]
+    """One result per text, in order (:func:`classify`): label, score (6 decimals), and
+    ``"truncated": true`` or, with ``PT2AWS_LONG_TEXTS=windows``, ``"windows": n`` for a text
+    over ``max_length`` tokens; empty texts ``{"label": None, "score": None, "empty": True}``."""
     results: list[dict] = [{"label": None, "score": None, "empty": True} for _ in data]
     index = [i for i, t in enumerate(data) if t.strip()]
-    if not index:
-        return results
-    texts = [data[i] for i in index]
-    full = tokenizer(texts, truncation=False)["input_ids"]
-    counts = [1] * len(texts)
-    if model.get("long_texts") == "windows" and any(len(f) > max_length for f in full):
-        probs, counts = _windowed_probs(texts, model)
-    else:
-        enc = tokenizer(
-            texts, truncation=True, max_length=max_length, padding=True, return_tensors="pt"
-        )
-        with torch.inference_mode():
-            probs = net(**enc).logits.float().softmax(-1)
-    scores, ids = probs.max(-1)
+    windows = model.get("long_texts") == "windows"
+    probs, spans = classify([data[i] for i in index], model["tokenizer"], model["model"],
+                            model["max_length"], stride=model["stride"] if windows else None)  # fmt: skip
+    scores, ids = probs.max(-1) if index else ([], [])
+    id2label = model["model"].config.id2label
     for k, i in enumerate(index):
-        results[i] = {
-            "label": net.config.id2label[int(ids[k])],
-            "score": round(float(scores[k]), 6),
-        }
-        if counts[k] > 1:
-            results[i]["windows"] = counts[k]
-        elif len(full[k]) > max_length:
-            results[i]["truncated"] = True
+        results[i] = {"label": id2label[int(ids[k])], "score": round(float(scores[k]), 6)}
+        if spans[k] > 1:
+            results[i].update({"windows": spans[k]} if windows else {"truncated": True})
     return results
 
 
 def _choose_accept(accept: str | None) -> str:
-    """The response media type for an ``Accept`` header (comma list, q-values, wildcards)."""
+    """The response type for an ``Accept`` header (comma list, q-values, wildcards)."""
+    if not (accept or "").strip():
+        return JSON
     options = []
-    for pos, part in enumerate((accept or "").split(",")):
+    for pos, part in enumerate(accept.split(",")):
         media, *params = [x.strip() for x in part.split(";")]
-        if not media:
-            continue
         q = 1.0
         for param in params:
             key, _, value = param.partition("=")
@@ -417,10 +349,8 @@ def _choose_accept(accept: str | None) -> str:
                     q = float(value)
                 except ValueError:
                     q = 0.0
-        if q > 0:
+        if media and q > 0:
             options.append((-q, pos, media.lower()))
-    if not (accept or "").strip():
-        return JSON
     for _, _, media in sorted(options):
         if media in (JSON, CSV):
             return media
@@ -432,16 +362,11 @@ def _choose_accept(accept: str | None) -> str:
 
 
 def output_fn(prediction: list[dict], accept=None, context=None):
-    """Encode predictions as JSON (default) or CSV, chosen by ``accept``.
-
-    CSV has a header ``label,score,empty,truncated`` and one row per input (empty texts: blank
-    label and score, ``empty`` = ``true``).
+    """Predictions as JSON (default) or CSV (``label,score,empty,truncated``), by ``accept``.
 
     Returns:
-        The body as ``str`` when ``accept`` names exactly the type sent (the usual case; both the
-        PyTorch and the Hugging Face toolkits send a string as is); otherwise
-        ``(body, content_type)``, which the PyTorch toolkit uses for the response's
-        ``Content-Type`` (so ``Accept: text/*`` gets ``text/csv``, not ``text/*``).
+        The body as ``str`` when ``accept`` names the type sent; else ``(body, content_type)``,
+        which the PyTorch toolkit uses as ``Content-Type`` (``text/*`` gets ``text/csv``).
 
     Raises:
         NotAcceptableError: (406) an ``Accept`` that allows neither JSON nor CSV.
@@ -454,13 +379,8 @@ def output_fn(prediction: list[dict], accept=None, context=None):
         writer = csv.writer(out, lineterminator="\n")
         writer.writerow(["label", "score", "empty", "truncated"])
         for p in prediction:
-            writer.writerow(
-                [
-                    p["label"] or "",
-                    "" if p["score"] is None else p["score"],
-                    "true" if p.get("empty") else "false",
-                    "true" if p.get("truncated") else "false",
-                ]
-            )
+            writer.writerow([p["label"] or "", "" if p["score"] is None else p["score"],
+                             "true" if p.get("empty") else "false",
+                             "true" if p.get("truncated") else "false"])  # fmt: skip
         body = out.getvalue()
     return body if (accept or JSON).strip() == media else (body, media)

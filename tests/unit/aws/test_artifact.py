@@ -1,6 +1,5 @@
 """Tests of :mod:`pt2aws.aws.artifact`: ``model.tar.gz`` built, checked offline and uploaded."""
 
-import importlib.util
 import io
 import json
 import tarfile
@@ -161,19 +160,6 @@ def test_minimal_good_layout_passes_without_smoke_test(tmp_path):
     assert result["members"] == sorted(GOOD) and result["prediction"] is None
 
 
-def test_the_archive_ships_the_windows_module_the_handler_imports(smoke_model_dir, tmp_path):
-    from pt2aws.aws import artifact
-
-    archive = artifact.package(smoke_model_dir, tmp_path / "model.tar.gz")
-    with tarfile.open(archive) as tar:
-        shipped = tar.extractfile("code/pt2aws_windows.py").read()
-    assert shipped == artifact.WINDOWS_PATH.read_bytes()
-    spec = importlib.util.spec_from_loader("pt2aws_windows", loader=None)
-    module = importlib.util.module_from_spec(spec)
-    exec(compile(shipped, "pt2aws_windows.py", "exec"), module.__dict__)  # stdlib only
-    assert module.combine_window_scores([[0.2, 0.8], [0.6, 0.4]]) == pytest.approx([0.4, 0.6])
-
-
 def test_packaging_records_each_variants_agreement_on_validation_texts(smoke_model_dir, tmp_path):
     import json
     import tarfile
@@ -182,12 +168,10 @@ def test_packaging_records_each_variants_agreement_on_validation_texts(smoke_mod
     from pt2aws.inference.selection import variant_report
 
     texts = [SHORT, LONG, "", "ok phone", "the battery died after a day"]
-    report = variant_report(str(smoke_model_dir), texts, variants=("int8-legacy",), sample=2)
+    report = variant_report(str(smoke_model_dir), texts, variants=("bf16",), sample=2)
     assert report["texts"] == 4 and report["sample"] == [SHORT, LONG]  # empty texts left out
-    assert 0.0 <= report["agreement"]["int8-legacy"] <= 1.0
-    assert report["eligible"] == (
-        ["int8-legacy"] if report["agreement"]["int8-legacy"] >= 0.99 else []
-    )
+    assert 0.0 <= report["agreement"]["bf16"] <= 1.0
+    assert report["eligible"] == (["bf16"] if report["agreement"]["bf16"] >= 0.99 else [])
     archive = artifact.package(smoke_model_dir, tmp_path / "m.tar.gz", variants=report)
     with tarfile.open(archive) as tar:
         assert json.loads(tar.extractfile("variants.json").read()) == report

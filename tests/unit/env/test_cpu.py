@@ -126,16 +126,14 @@ def test_bf16_int8_and_runtime_decisions_follow_cpu_features(monkeypatch):
     import torch
 
     from pt2aws.inference.runtime import runtime_settings
-    from pt2aws.inference.variants import bf16_supported, int8_supported, supported_variants
+    from pt2aws.inference.variants import runnable_variants
     from pt2aws.train.flags import choose_bf16
 
     avx2 = x86(ZEN5, {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"})
     monkeypatch.setattr(env, "cpu_features", lambda: avx2)
-    ok, why = bf16_supported(torch.device("cpu"))
-    assert not ok and "caps torch at AVX2" in why
-    assert int8_supported(torch.device("cpu"))[0] is False
-    runnable, left_out = supported_variants("cpu", ["eager", "bf16", "int8"])
-    assert runnable == ["eager", "int8"] and "EPYC has AVX512-BF16" in left_out["bf16"]
+    runnable, left_out = runnable_variants(["eager", "bf16", "int8"])
+    assert runnable == ["eager"] and "caps torch at AVX2" in left_out["bf16"]
+    assert "EPYC has AVX512-BF16" in left_out["bf16"] and "no int8 dot products" in left_out["int8"]
     choice = choose_bf16(torch.device("cpu"), "auto")
     assert not choice.enabled and "without native bf16" in choice.reason
 

@@ -1,5 +1,6 @@
 """``auto`` builds its candidates from the one loaded fp32 model (issue 18): no second load from
-disk per candidate, the fp32 model left as it is, the losers freed, no import circle."""
+disk per candidate, the fp32 model left as it is, the losers freed, no import circle. The CPU
+is a made-up one with native bf16, so bf16 is a candidate whatever machine runs the tests."""
 
 from __future__ import annotations
 
@@ -11,12 +12,20 @@ import weakref
 
 import pytest
 import torch
+from support.cpu import fake_cpu
 from support.texts import TEXTS
 
+from pt2aws import env
 from pt2aws.inference import selection
 from pt2aws.inference.variants import load_fp32
 
-CANDIDATES = ("eager", "bf16", "int8-legacy")  # no compiler, no export: quick on 2 cores
+CANDIDATES = ("eager", "bf16")  # no compiler, no export: quick on 2 cores
+BF16_CPU = fake_cpu("bf16 x86", "x86_64", {"avx2", "avx512f", "avx512_vnni", "avx512_bf16"})
+
+
+@pytest.fixture(autouse=True)
+def bf16_native(monkeypatch):
+    monkeypatch.setattr(env, "cpu_features", BF16_CPU)
 
 
 @pytest.fixture
@@ -37,40 +46,34 @@ def loads(monkeypatch):
     return calls
 
 
-def test_candidates_are_built_from_the_loaded_model_which_stays_fp32(smoke_model_dir, loads):
+def test_candidates_are_built_from_the_loaded_model_which_stays_fp32_and_losers_are_freed(
+    smoke_model_dir, loads
+):
     model, tokenizer = load_fp32(str(smoke_model_dir))
     before = {k: v.clone() for k, v in model.state_dict().items()}
-    measured = selection.measure_variants(
-        model, tokenizer, TEXTS[:8], CANDIDATES, latency_calls=2, repeats=1
-    )
+    measured = selection.measure_variants(model, tokenizer, TEXTS[:8], CANDIDATES,
+                                          latency_calls=2, repeats=1)  # fmt: skip
     assert len(loads) == 1  # load_fp32 above; no candidate loaded the model again
     assert [r["variant"] for r in measured.rows] == list(CANDIDATES)
-    assert measured.built["eager"][0] is model  # eager is the loaded model itself
-    bf16_module = measured.built["bf16"][0]
-    assert next(bf16_module.parameters()).dtype == torch.bfloat16
+    assert measured.built["eager"].module is model  # eager is the loaded model itself
+    assert next(measured.built["bf16"].module.parameters()).dtype == torch.bfloat16
     after = model.state_dict()
     assert all(
         after[k].dtype == torch.float32 and torch.equal(after[k], v) for k, v in before.items()
     )
-
-
-def test_the_losers_are_freed(smoke_model_dir):
-    model, tokenizer = load_fp32(str(smoke_model_dir))
-    measured = selection.measure_variants(
-        model, tokenizer, TEXTS[:8], CANDIDATES, latency_calls=2, repeats=1
-    )
-    losers = [weakref.ref(measured.built[v][0]) for v in ("bf16", "int8-legacy")]
-    module, call = measured.keep_only("eager")
+    losers = [weakref.ref(measured.built["bf16"].module)]
+    kept = measured.keep_only("eager")
     gc.collect()
-    assert module is model and call is model
-    assert [ref() for ref in losers] == [None, None]
-    assert list(measured.built) == ["eager"]
+    assert kept.module is model and kept.model is model
+    assert [ref() for ref in losers] == [None] and list(measured.built) == ["eager"]
 
 
 def test_predictor_auto_loads_the_model_once(smoke_model_dir, loads, monkeypatch):
     from pt2aws.inference import predictor as predictor_module
 
-    few = functools.partial(selection.choose_by_measurement, candidates=CANDIDATES, repeats=1)
+    few = functools.partial(
+        selection.choose_by_measurement, candidates=CANDIDATES, latency_calls=3, repeats=1
+    )
     monkeypatch.setattr(predictor_module, "choose_by_measurement", few)
     predictor = predictor_module.Predictor(
         str(smoke_model_dir), variant="auto", auto_texts=TEXTS[:8]
@@ -80,7 +83,7 @@ def test_predictor_auto_loads_the_model_once(smoke_model_dir, loads, monkeypatch
     assert len(predictor.predict(TEXTS[:3])) == 3
 
 
-def test_endpoint_auto_loads_the_model_once(smoke_model_dir, loads, tmp_path, monkeypatch):
+def test_endpoint_auto_loads_the_model_once(smoke_model_dir, loads, tmp_path, monkeypatch, capsys):
     import json
     import shutil
 
@@ -88,26 +91,21 @@ def test_endpoint_auto_loads_the_model_once(smoke_model_dir, loads, tmp_path, mo
 
     model_dir = tmp_path / "model"
     shutil.copytree(smoke_model_dir, model_dir)
-    record = {"eligible": ["int8-legacy", "bf16"], "sample": TEXTS[:8], "agreement": {}}
+    record = {"eligible": ["bf16"], "sample": TEXTS[:8], "agreement": {}}
     (model_dir / "variants.json").write_text(json.dumps(record))
     monkeypatch.setenv("PT2AWS_VARIANT", "auto")
+    few = functools.partial(selection.choose_by_measurement, latency_calls=3, repeats=1)
+    monkeypatch.setattr(selection, "choose_by_measurement", few)
     loaded = handler.model_fn(str(model_dir))
     assert len(loads) == 1  # model_fn's own load; the candidates are built from it
-    assert loaded["variant"] in ("eager", "int8-legacy", "bf16")
-
-
-def test_endpoint_auto_leaves_out_ort_variants_the_archive_lacks(smoke_model_dir, capsys):
-    from pt2aws.inference.selection import _with_files
-
-    kept, absent = _with_files(str(smoke_model_dir), ["int8-legacy", "ort-int8"])
-    assert kept == ["int8-legacy"] and "has no model.onnx" in absent["ort-int8"]
+    assert loaded["variant"] in ("eager", "bf16")
+    printed = capsys.readouterr().out  # the start-up log: a line per variant, the table, why
+    assert "bf16: built in" in printed and "| bf16 |" in printed
+    assert f"serving variant {loaded['variant']} (auto, measured at start-up: " in printed
 
 
 def test_selection_does_not_import_the_predictor():
-    """predictor -> selection -> variants/batching: no circle back."""
-    code = (
-        "import sys, pt2aws.inference.selection\n"
-        "print('pt2aws.inference.predictor' in sys.modules)\n"
-    )
+    """predictor -> selection -> variants: no circle back."""
+    code = "import sys, pt2aws.inference.selection\nprint('pt2aws.inference.predictor' in sys.modules)\n"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

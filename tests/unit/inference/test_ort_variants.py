@@ -47,19 +47,15 @@ def test_export_writes_fp32_and_int8_with_a_record(exported):
 
 
 def test_fp32_session_matches_eager_and_int8_stays_close(exported, eager_probs):
-    from pt2aws.inference.batching import BatchedClassifier
-    from pt2aws.modeling import model_max_tokens
+    from pt2aws.inference.variants import Classifier
 
     model_dir, files = exported
     model, tokenizer = load_fp32(str(model_dir))
-    limit = model_max_tokens(model.config, tokenizer)
     probs = {}
     for variant, path in files.items():
         session = ort.OrtClassifier(path, model.config)
         assert session.config is model.config  # the handler reads labels from it
-        runner = BatchedClassifier(
-            session, tokenizer, variant=variant, max_length=limit, num_labels=2, batch_size=5
-        )
+        runner = Classifier(session, tokenizer, model.config, variant=variant, batch_size=5)
         probs[variant] = runner.predict_proba(TEXTS)
     assert (probs["ort-fp32"] - eager_probs).abs().max().item() < 1e-4  # the same fp32 model
     assert (probs["ort-int8"] - eager_probs).abs().max().item() < 0.02
@@ -99,8 +95,6 @@ def test_ort_support_reasons(monkeypatch):
     from pt2aws.inference.variants import variant_support
 
     assert variant_support("ort-int8", "cpu")[0]
-    ok, why = variant_support("ort-fp32", "cuda")
-    assert not ok and "CPU provider" in why
     real = importlib.util.find_spec
     monkeypatch.setattr(
         importlib.util, "find_spec", lambda name: None if name == "onnxruntime" else real(name)
@@ -143,8 +137,11 @@ def test_archive_records_ort_agreement_ships_the_files_and_serves_them(
         handler.model_fn(str(served))
 
 
-def test_the_dlc_handler_never_imports_onnxruntime(smoke_model_dir):
-    """The AWS DLC has torch and transformers only: eager must not touch onnxruntime."""
+def test_the_dlc_handler_stands_alone_and_never_imports_onnxruntime(smoke_model_dir):
+    """The AWS DLC has torch and transformers only: the archive's code/inference.py alone
+    serves eager, long texts as windows included, without pt2aws or onnxruntime."""
+    from support.long_texts import LONG
+
     from pt2aws.serving import HANDLER_PATH
 
     code = (
@@ -152,11 +149,13 @@ def test_the_dlc_handler_never_imports_onnxruntime(smoke_model_dir):
         f"spec = importlib.util.spec_from_file_location('inference', {str(HANDLER_PATH)!r})\n"
         "h = importlib.util.module_from_spec(spec); spec.loader.exec_module(h)\n"
         f"m = h.model_fn({str(smoke_model_dir)!r})\n"
-        "h.predict_fn(['fine'], m)\n"
+        f"print(h.predict_fn(['fine', {LONG!r}], m)[1]['windows'])\n"
         "print(sorted(k for k in sys.modules if k.split('.')[0] in ('onnxruntime', 'onnx', 'pt2aws')))\n"
     )
-    env = {"PT2AWS_VARIANT": "eager", "PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1"}
+    env = {"PT2AWS_VARIANT": "eager", "PT2AWS_LONG_TEXTS": "windows", "PATH": "/usr/bin:/bin",
+           "HF_HUB_OFFLINE": "1"}  # fmt: skip
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
     )
-    assert out.stdout.strip().splitlines()[-1] == "[]"
+    windows, modules = out.stdout.strip().splitlines()[-2:]
+    assert int(windows) > 1 and modules == "[]"

@@ -1,6 +1,7 @@
 """Tests of :mod:`pt2aws.inference.predictor`."""
 
 import pytest
+import torch
 from support.long_texts import LONG, SHORT
 from support.texts import TEXTS
 
@@ -41,44 +42,41 @@ def test_predictor_uses_the_models_limit_and_truncates(smoke_model_dir):
 
 def test_predictor_auto_uses_the_measured_choice(smoke_model_dir, monkeypatch):
     from pt2aws.inference import predictor as predictor_module
-    from pt2aws.inference.selection import Selection
-    from pt2aws.inference.variants import VariantChoice, build_variant
+    from pt2aws.inference.selection import Choice
+    from pt2aws.inference.variants import Classifier, build_variant
 
     calls = []
 
     def fake_choose(model, tokenizer, texts, *, model_dir, device):
         calls.append((model_dir, list(texts), str(device)))
-        module, call = build_variant(model, "int8-legacy", device)
-        return Selection(
-            VariantChoice("int8-legacy", "3.00x eager's batch-32 throughput here"), [], {},
-            module, call,
-        )  # fmt: skip
+        module, call = build_variant(model, "bf16", device)
+        kept = Classifier(call, tokenizer, model.config, module=module)
+        return Choice("bf16", "3.00x eager's batch-32 throughput here"), kept
 
     monkeypatch.setattr(predictor_module, "choose_by_measurement", fake_choose)
     predictor = Predictor(str(smoke_model_dir), variant="auto", auto_texts=TEXTS[:6], device="cpu")
     assert calls == [(str(smoke_model_dir), TEXTS[:6], "cpu")]
-    assert predictor.variant == "int8-legacy" and "x eager" in predictor.variant_reason
+    assert predictor.variant == "bf16" and "x eager" in predictor.variant_reason
+    assert next(predictor.module.parameters()).dtype == torch.bfloat16
     assert len(predictor.predict(TEXTS[:3])) == 3
     with pytest.raises(ValueError, match="auto_texts"):
         Predictor(str(smoke_model_dir), variant="auto")
 
 
-def test_predictor_windows_match_the_handlers(smoke_model_dir):
-    from pt2aws.inference.predictor import Predictor
-
+def test_predictor_windows_are_the_handlers(smoke_model_dir):
     texts = [SHORT, LONG]
     truncating = Predictor(str(smoke_model_dir))
     windowed = Predictor(str(smoke_model_dir), long_texts="windows")
     model = handler.model_fn(str(smoke_model_dir))
-    served = handler.predict_fn(
-        texts, {**model, "long_texts": "windows", "window_overlap": model["max_length"] // 4}
-    )
+    served = handler.predict_fn(texts, {**model, "long_texts": "windows"})
     probs = windowed.predict_proba(texts)
     assert [p["label"] for p in windowed.predict(texts)] == [r["label"] for r in served]
-    assert float(probs[1].max()) == pytest.approx(served[1]["score"], abs=1e-5)
+    assert round(float(probs[1].max()), 6) == served[1]["score"] and served[1]["windows"] > 1
     # a text that fits is classified exactly as with truncation
-    assert truncating.predict_proba([SHORT])[0].tolist() == pytest.approx(
-        probs[0].tolist(), abs=1e-6
+    assert truncating.predict_proba([SHORT]).tolist()[0] == pytest.approx(
+        windowed.predict_proba([SHORT]).tolist()[0], abs=1e-6
     )
     with pytest.raises(ValueError, match="long_texts='summarize'"):
         Predictor(str(smoke_model_dir), long_texts="summarize")
+    with pytest.raises(TypeError, match="list of texts"):
+        truncating.predict("one string")

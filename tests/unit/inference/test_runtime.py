@@ -7,10 +7,8 @@ import os
 import pytest
 import torch
 
-pytest.importorskip("starlette")
-pytest.importorskip("httpx")  # starlette.testclient
+from pt2aws.env.machine import available_cpus
 from pt2aws.inference.runtime import set_runtime_environment
-from pt2aws.serving import server
 
 
 @pytest.mark.parametrize(
@@ -60,4 +58,4 @@ def test_runtime_settings_keep_what_the_environment_sets(monkeypatch):
     assert record["kept"] == {"LRU_CACHE_CAPACITY": "64"} and "torch_threads" not in record
     assert applied["LRU_CACHE_CAPACITY"] == "64"
     assert applied["THP_MEM_ALLOC_ENABLE"] == "1"
-    assert applied["OMP_NUM_THREADS"] == str(server.vcpus())
+    assert applied["OMP_NUM_THREADS"] == str(available_cpus())

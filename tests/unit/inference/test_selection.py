@@ -1,80 +1,36 @@
-"""Tests of :mod:`pt2aws.inference.selection`: ``variant="auto"``, chosen by measurement."""
+"""Tests of :mod:`pt2aws.inference.selection`: ``auto``, chosen by measurement (issue 23), and
+what the archive records (``variants.json``)."""
 
+import functools
 import json
 import shutil
+import warnings
 
 import pytest
 from support.compiler import NO_COMPILER
-from support.cpu import OLD_X86
+from support.cpu import OLD_X86, fake_cpu
 from support.texts import TEXTS
 
+from pt2aws import env
 from pt2aws.inference import selection, variants
+from pt2aws.inference.selection import fastest_agreeing, pick_variant
+
+#: A CPU with native bf16 and no int8 dot products: bf16 is timed, torchao int8 left out.
+BF16_NO_VNNI = fake_cpu("bf16 x86", "x86_64", {"avx2", "avx512f", "avx512_bf16"})
 
 
-# ------------------------------------------------------------------ auto: choice by measurement
-def _rows(**speeds_and_agreement):
-    return [
-        {"variant": name, "samples_per_s": sps, "agreement": agree}
-        for name, (sps, agree) in speeds_and_agreement.items()
-    ]
-
-
-@pytest.fixture
-def fixed_timings(monkeypatch):
-    """Replace measured speeds and agreements by fixed ones (the choice becomes deterministic);
-    the predictors are still built for real."""
-    from pt2aws.inference import measure
-
-    table = {"eager": (100.0, 1.0), "int8-legacy": (300.0, 1.0)}
-
-    def fake_compare(predictors, texts, **kwargs):
-        return [
-            {"variant": n, "p50_ms": 1.0, "p90_ms": 1.0, "p99_ms": 1.0, "samples_per_s": table[n][0],
-             "agreement": table[n][1]}
-            for n in predictors
-        ]  # fmt: skip
-
-    monkeypatch.setattr(measure, "compare_predictors", fake_compare)
-    return table
-
-
-def test_measure_agreement_of_int8_on_given_texts(smoke_model_dir, eager_probs, int8_predictor):
-    from pt2aws.inference.selection import measure_agreement
-    from pt2aws.metrics.agreement import label_agreement
-
-    agreement = measure_agreement(str(smoke_model_dir), TEXTS, "int8")
-    by_hand = label_agreement(eager_probs.argmax(-1).tolist(), int8_predictor.predict_ids(TEXTS))
-    assert agreement == by_hand
-    assert 0.9 <= agreement <= 1.0
-
-
-def test_compare_variants_skips_what_the_hardware_cannot_run(smoke_model_dir, monkeypatch):
-    from pt2aws import env
-    from pt2aws.inference.selection import compare_variants
-
-    monkeypatch.setattr(env, "cpu_features", OLD_X86)
-    result = compare_variants(
-        str(smoke_model_dir), TEXTS, ["int8-legacy", "bf16"], latency_calls=2, repeats=1,
-        device="cpu",
-    )  # fmt: skip
-    assert [r["variant"] for r in result["rows"]] == ["eager", "int8-legacy"]  # eager: reference
-    assert "old x86 has no AVX512-BF16" in result["skipped"]["bf16"]
-    eager, int8 = result["rows"]
-    assert eager["agreement"] == 1.0 and eager["calls"] == 2
-    assert 0.0 <= int8["agreement"] <= 1.0 and int8["setup_s"] > 0
-    agreeing = [r for r in result["rows"] if r["agreement"] >= 0.99]
-    assert result["best"] == max(agreeing, key=lambda r: r["samples_per_s"])["variant"]
-    assert result["auto"]["variant"] in ("eager", "int8-legacy") and result["auto"]["reason"]
+def _row(variant, sps, agreement=1.0, p50=2.0, calls=30):
+    return {
+        "variant": variant,
+        "samples_per_s": sps,
+        "agreement": agreement,
+        "p50_ms": p50,
+        "calls": calls,
+    }
 
 
 def test_fastest_agreeing_needs_the_agreement_target():
-    from pt2aws.inference.selection import fastest_agreeing
-
-    rows = [
-        {"variant": "eager", "samples_per_s": 100.0, "agreement": 1.0},
-        {"variant": "int8", "samples_per_s": 300.0, "agreement": 0.985},
-        {"variant": "bf16", "samples_per_s": 150.0, "agreement": 0.995},
-    ]
+    rows = [_row("eager", 100.0), _row("int8", 300.0, 0.985), _row("bf16", 150.0, 0.995)]
     assert fastest_agreeing(rows)["variant"] == "bf16"
     assert fastest_agreeing(rows, min_agreement=0.98)["variant"] == "int8"
     with pytest.raises(ValueError, match="no variant keeps"):
@@ -82,115 +38,165 @@ def test_fastest_agreeing_needs_the_agreement_target():
 
 
 def test_pick_variant_keeps_eager_unless_another_agrees_and_is_faster():
-    from pt2aws.inference.selection import pick_variant
-
-    choice = pick_variant(_rows(eager=(100.0, 1.0), int8=(250.0, 0.995), bf16=(90.0, 1.0)))
-    assert choice.variant == "int8" and "2.50x" in choice.reason
-    # faster but changes more than 1% of the labels: not eligible
-    assert pick_variant(_rows(eager=(100.0, 1.0), int8=(250.0, 0.985))).variant == "eager"
-    # within the 5% margin of eager: eager (simpler, and the gain is within the noise)
-    choice = pick_variant(_rows(eager=(100.0, 1.0), bf16=(104.0, 1.0)))
-    assert choice.variant == "eager" and "bf16 at 1.04x" in choice.reason
-    with pytest.raises(ValueError, match="eager row"):
-        pick_variant(_rows(int8=(250.0, 1.0)))
-
-
-def test_choose_by_measurement_picks_the_fastest_agreeing(smoke_model_dir, fixed_timings, capsys):
-    from pt2aws import env
-    from pt2aws.inference.selection import choose_by_measurement
-    from pt2aws.inference.variants import load_fp32
-
-    model, tokenizer = load_fp32(str(smoke_model_dir))
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(env, "cpu_features", OLD_X86)
-        chosen = choose_by_measurement(
-            model, tokenizer, TEXTS[:6], candidates=["bf16", "int8-legacy"], device="cpu"
-        )
-    assert chosen.choice.variant == "int8-legacy" and "3.00x" in chosen.choice.reason
-    assert [r["variant"] for r in chosen.rows] == ["eager", "int8-legacy"]
-    printed = capsys.readouterr().out
-    assert "| int8-legacy |" in printed and "bf16: not timed" in printed
-    assert "auto: int8-legacy" in printed
-    fixed_timings["int8-legacy"] = (300.0, 0.98)  # now it changes 2% of the labels
-    chosen = choose_by_measurement(
-        model, tokenizer, TEXTS[:6], candidates=["int8-legacy"], device="cpu", verbose=False
+    choice = pick_variant([_row("eager", 100.0), _row("int8", 250.0, 0.995), _row("bf16", 90.0)])
+    assert choice.variant == "int8" and choice.reason.startswith(
+        "2.50x eager's batch-32 throughput"
     )
-    assert chosen.choice.variant == "eager" and chosen.model is model  # eager: the fp32 model
+    choice = pick_variant([_row("eager", 100.0), _row("int8", 250.0, 0.985)])
+    assert choice.variant == "eager" and choice.left_out == {"int8": "98.5% label agreement < 99%"}
+    choice = pick_variant([_row("eager", 100.0), _row("bf16", 104.0)])  # within the 5% margin
+    assert choice.variant == "eager" and "best other: bf16 at 1.04x" in choice.reason
+    with pytest.raises(ValueError, match="eager row"):
+        pick_variant([_row("int8", 250.0)])
 
 
-def test_auto_leaves_out_a_variant_that_is_slow_for_single_requests():
-    from pt2aws.inference.selection import pick_variant
-
-    rows = [
-        {"variant": "eager", "samples_per_s": 100.0, "agreement": 1.0, "p50_ms": 2.0},
-        {"variant": "bf16", "samples_per_s": 400.0, "agreement": 0.998, "p50_ms": 180.0},
-        {"variant": "int8", "samples_per_s": 300.0, "agreement": 0.995, "p50_ms": 3.0},
-    ]
-    choice = pick_variant(rows)
-    assert choice.variant == "int8"  # bf16 is faster at batch 32 but 90x slower at batch 1
-    rows[2]["p50_ms"] = 5.0  # 2.5x eager's latency: left out too
-    assert pick_variant(rows).variant == "eager"
-
-
-#: Texts of the start-up tests (issue 17: the endpoint starts on the variants that work there).
-STARTUP_TEXTS = ["great phone", "worst service ever", "the battery died", "love it", "meh", "ok"]
-
-
-def test_a_named_compiled_variant_is_refused_at_start_with_the_reason(no_compiler, smoke_model_dir):
-    from transformers import AutoModelForSequenceClassification
-
-    model = AutoModelForSequenceClassification.from_pretrained(smoke_model_dir).eval()
-    with pytest.raises(ValueError, match="PT2AWS_VARIANT=int8: torch.compile on a CPU needs"):
-        selection.serving_variant(str(smoke_model_dir), model, "int8")
+def test_the_reason_names_every_candidate_left_out_and_why():
+    """Issue 23: int8 at 3.03x eager dropped by the latency guard, and the reason said nothing."""
+    rows = [_row("eager", 100.0, p50=12.5), _row("int8", 303.0, 0.996, p50=30.0),
+            _row("ort-fp32", 103.0, p50=11.0), _row("bf16", 400.0, 0.98, p50=9.0)]  # fmt: skip
+    choice = pick_variant(rows, {"ort-int8": "onnx/ has no model.onnx"})
+    assert choice.variant == "eager"
+    assert choice.reason == (
+        "no variant beats eager by 5% here; best other: ort-fp32 at 1.03x; left out: "
+        "ort-int8 (onnx/ has no model.onnx); "
+        "int8 (batch-1 p50 30.0 ms > 2x eager's 12.5 ms (medians of 30 calls)); "
+        "bf16 (98.0% label agreement < 99%)"
+    )
+    assert set(choice.left_out) == {"ort-int8", "int8", "bf16"}
+    rows[1]["p50_ms"] = 7.4  # the same int8, measured quick at batch 1: chosen
+    assert pick_variant(rows).variant == "int8"
 
 
-def test_auto_with_int8_eligible_serves_without_a_compiler(
-    no_compiler, smoke_model_dir, tmp_path, capsys
+def test_auto_measures_close_candidates_again(smoke_model_dir, monkeypatch):
+    """Two candidates within 10%: a second set of rounds decides, pooled with the first."""
+
+    def fake_compare(predictors, texts, **kwargs):
+        first = {"eager": 100.0, "bf16": 106.0}
+        return [{**_row(n, first[n]), "stopped": None, "seconds": 1.0,
+                 "runs_samples_per_s": [first[n]]} for n in predictors]  # fmt: skip
+
+    def fake_again(fns, n, repeats):
+        return {
+            name: {"runs_samples_per_s": [100.0 if name == "eager" else 130.0] * repeats}
+            for name in fns
+        }
+
+    monkeypatch.setattr(selection, "compare_predictors", fake_compare)
+    monkeypatch.setattr(selection, "interleaved_throughput", fake_again)
+    monkeypatch.setattr(env, "cpu_features", BF16_NO_VNNI)
+    model, tokenizer = variants.load_fp32(str(smoke_model_dir))
+    lines = []
+    measured = selection.measure_variants(model, tokenizer, TEXTS[:4], ["bf16"], repeats=3,
+                                          log=lines.append)  # fmt: skip
+    rows = {r["variant"]: r for r in measured.rows}
+    assert "bf16 and eager within 10%: measured again" in lines
+    assert rows["bf16"]["runs_samples_per_s"] == [106.0, 130.0, 130.0, 130.0]
+    assert rows["bf16"]["samples_per_s"] == 130.0 and rows["eager"]["samples_per_s"] == 100.0
+    assert lines[0].startswith("eager: built in ") and lines[1].startswith("bf16: built in ")
+
+
+def test_measure_variants_times_what_runs_here_and_reports_each_line(
+    smoke_model_dir, monkeypatch, capsys
 ):
-    """The case that took the image down: variants.json lists int8 as eligible."""
-    from transformers import AutoModelForSequenceClassification
-
-    model_dir = tmp_path / "model"
-    shutil.copytree(smoke_model_dir, model_dir)
-    record = {"eligible": ["int8", "int8-legacy"], "sample": STARTUP_TEXTS, "agreement": {}}
-    (model_dir / "variants.json").write_text(json.dumps(record))
-    model = AutoModelForSequenceClassification.from_pretrained(model_dir).eval()
-    call, variant, reason = selection.serving_variant(str(model_dir), model, "auto")
-    assert variant in ("eager", "int8-legacy") and reason.startswith("auto, measured at start-up")
+    monkeypatch.setattr(env, "cpu_features", BF16_NO_VNNI)
+    model, tokenizer = variants.load_fp32(str(smoke_model_dir))
+    measured = selection.measure_variants(model, tokenizer, TEXTS, ["int8", "bf16"],
+                                          latency_calls=3, repeats=1, log=print)  # fmt: skip
+    assert [r["variant"] for r in measured.rows] == ["eager", "bf16"]  # eager: the reference
+    assert "bf16 x86 has no AVX512-VNNI" in measured.skipped["int8"]
+    eager, bf16 = measured.rows
+    assert eager["agreement"] == 1.0 and eager["calls"] == 3 and bf16["setup_s"] > 0
+    assert fastest_agreeing(measured.rows)["variant"] in ("eager", "bf16")
+    auto = measured.choice()
+    assert auto.variant in ("eager", "bf16") and "int8 (no int8 dot products" in auto.reason
     printed = capsys.readouterr().out
-    assert f"int8: not timed ({NO_COMPILER})" in printed  # the reason is in the log
-    assert call is not None
+    assert "bf16: built in" in printed and "pass 1/1: eager" in printed
 
 
 def test_auto_skips_a_candidate_that_fails_to_build(smoke_model_dir, monkeypatch, caplog):
     """Any build or first-call failure of a candidate leaves it out; eager still serves."""
     real_build = variants.build_variant
 
-    def broken_int8_legacy(model, variant, device, **kwargs):
-        if variant == "int8-legacy":
+    def broken_bf16(model, variant, device, **kwargs):
+        if variant == "bf16":
             raise RuntimeError("no kernel for this CPU\nlong compiler output ...")
         return real_build(model, variant, device, **kwargs)
 
-    monkeypatch.setattr(selection, "build_variant", broken_int8_legacy)
+    monkeypatch.setattr(env, "cpu_features", BF16_NO_VNNI)
+    monkeypatch.setattr(selection, "build_variant", broken_bf16)
+    model, tokenizer = variants.load_fp32(str(smoke_model_dir))
     with caplog.at_level("WARNING", logger="pt2aws.inference.selection"):
-        result = selection.compare_variants(
-            str(smoke_model_dir), STARTUP_TEXTS, ["int8-legacy"], latency_calls=2, repeats=1,
-            device="cpu",
-        )  # fmt: skip
-    assert [r["variant"] for r in result["rows"]] == ["eager"]
-    assert result["skipped"]["int8-legacy"] == (
-        "failed to build here: RuntimeError: no kernel for this CPU"
-    )
-    assert result["auto"]["variant"] == "eager"
-    assert "variant int8-legacy left out" in caplog.text
+        measured = selection.measure_variants(model, tokenizer, TEXTS[:6], ["bf16"],
+                                              latency_calls=2, repeats=1)  # fmt: skip
+    assert [r["variant"] for r in measured.rows] == ["eager"]
+    assert measured.skipped["bf16"] == "failed to build here: RuntimeError: no kernel for this CPU"
+    auto = measured.choice()
+    assert auto.variant == "eager" and "bf16 (failed to build" in auto.reason
+    assert "variant bf16 left out" in caplog.text
 
-
-def test_eager_failing_is_not_hidden(smoke_model_dir, monkeypatch):
     def broken(model, variant, device, **kwargs):
         raise RuntimeError("eager broke")
 
     monkeypatch.setattr(selection, "build_variant", broken)
     with pytest.raises(RuntimeError, match="eager broke"):
-        selection.compare_variants(
-            str(smoke_model_dir), STARTUP_TEXTS, ["int8"], repeats=1, device="cpu"
-        )
+        selection.measure_variants(model, tokenizer, TEXTS[:6], ["bf16"], repeats=1)
+
+
+def test_a_named_compiled_variant_is_refused_at_start_with_the_reason(no_compiler, smoke_model_dir):
+    model, _ = variants.load_fp32(str(smoke_model_dir))
+    with pytest.raises(ValueError, match="PT2AWS_VARIANT=int8: torch.compile on a CPU needs"):
+        selection.serving_variant(str(smoke_model_dir), model, "int8")
+    with pytest.raises(ValueError, match="PT2AWS_VARIANT='fp4'"):
+        selection.serving_variant(str(smoke_model_dir), model, "fp4")
+
+
+def test_a_named_bf16_is_refused_where_emulated_and_int8_served_saying_it_is_slow(
+    smoke_model_dir, monkeypatch, capsys
+):
+    monkeypatch.setattr(env, "cpu_features", OLD_X86)
+    model, _ = variants.load_fp32(str(smoke_model_dir))
+    with pytest.raises(ValueError, match=r"PT2AWS_VARIANT=bf16: no native bf16 \(old x86 has no"):
+        selection.serving_variant(str(smoke_model_dir), model, "bf16")
+    monkeypatch.setattr(variants, "compiler_missing", lambda: None)
+    _, variant, reason = selection.serving_variant(str(smoke_model_dir), model, "int8")
+    assert (variant, reason) == ("int8", "PT2AWS_VARIANT")
+    assert "PT2AWS_VARIANT=int8: no int8 dot products (old x86 has no" in capsys.readouterr().out
+
+
+def test_auto_with_int8_eligible_serves_without_a_compiler(
+    no_compiler, smoke_model_dir, tmp_path, monkeypatch
+):
+    """The case that took the image down: variants.json lists int8 as eligible (and bf16, slow
+    on this CPU, and ort-int8, whose files this archive lacks)."""
+    monkeypatch.setattr(env, "cpu_features", OLD_X86)
+    model_dir = tmp_path / "model"
+    shutil.copytree(smoke_model_dir, model_dir)
+    record = {"eligible": ["int8", "bf16", "ort-int8"], "sample": TEXTS[:6], "agreement": {}}
+    (model_dir / "variants.json").write_text(json.dumps(record))
+    model, _ = variants.load_fp32(str(model_dir))
+    few = functools.partial(selection.choose_by_measurement, latency_calls=3, repeats=1)
+    monkeypatch.setattr(selection, "choose_by_measurement", few)
+    call, variant, reason = selection.serving_variant(str(model_dir), model, "auto")
+    assert variant == "eager" and reason.startswith("auto, measured at start-up")
+    assert f"int8 ({NO_COMPILER})" in reason  # every candidate left out, with why
+    assert "bf16 (no native bf16 (old x86 has no" in reason
+    assert "ort-int8 (" in reason and "has no model.onnx" in reason
+    assert call is not None
+
+
+def test_the_archive_records_agreement_with_eager_on_validation_texts(smoke_model_dir, eager_probs):
+    from pt2aws.inference.predictor import Predictor
+    from pt2aws.metrics.agreement import label_agreement
+
+    texts = [*TEXTS, "", "  "]  # empty texts are left out
+    report = selection.variant_report(str(smoke_model_dir), texts, ("bf16",), sample=4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # bf16 may be emulated here
+        bf16 = Predictor(str(smoke_model_dir), variant="bf16").predict_ids(TEXTS)
+    by_hand = label_agreement(eager_probs.argmax(-1).tolist(), bf16)
+    assert report["agreement"] == {"bf16": pytest.approx(by_hand, abs=1e-6)}
+    assert 0.9 <= by_hand <= 1.0 and report["texts"] == len(TEXTS)
+    assert report["eligible"] == [v for v, a in report["agreement"].items() if a >= 0.99]
+    assert report["sample"] == TEXTS[:4] and report["target"] == 0.99 and "onnx" not in report
+    with pytest.raises(ValueError, match="needs validation texts"):
+        selection.variant_report(str(smoke_model_dir), ["", " "])

@@ -6,6 +6,7 @@ import codecs
 import json
 
 import pytest
+import torch
 from support.long_texts import LONG, SHORT
 
 from pt2aws.serving import handler
@@ -24,23 +25,27 @@ def test_truncation_is_the_default_and_flags_the_long_text(model):
 
 
 def test_windows_read_the_whole_text_and_say_how_many(model):
-    from pt2aws.data import windows
-
-    windowed = {**model, "long_texts": "windows", "window_overlap": model["max_length"] // 4}
+    windowed = {**model, "long_texts": "windows"}
+    assert model["stride"] == model["max_length"] // 4  # PT2AWS_WINDOW_OVERLAP's default
     short, long = handler.predict_fn([SHORT, LONG], windowed)
-    n_tokens = len(model["tokenizer"](LONG, add_special_tokens=False)["input_ids"])
-    prefix, suffix = windows.special_tokens(model["tokenizer"])
-    expected = len(
-        windows.token_windows(
-            list(range(n_tokens)),
-            max_tokens=model["max_length"],
-            overlap=windowed["window_overlap"],
-            prefix=prefix,
-            suffix=suffix,
-        )
+    tok, net, size, stride = (
+        model["tokenizer"],
+        model["model"],
+        model["max_length"],
+        model["stride"],
     )
-    assert long["windows"] == expected > 1 and "truncated" not in long
-    assert 0.5 <= long["score"] <= 1.0
+    windows = tok(LONG, truncation=True, max_length=size, stride=stride,
+                  return_overflowing_tokens=True)["input_ids"]  # fmt: skip
+    assert long["windows"] == len(windows) > 2 and "truncated" not in long
+    # the text's probabilities: its windows' mean, weighted by their text tokens
+    text_tokens = len(tok(LONG, add_special_tokens=False)["input_ids"])
+    weights = [len(w) - tok.num_special_tokens_to_add() for w in windows]
+    assert sum(weights) == text_tokens + stride * (len(windows) - 1)  # every token, overlaps twice
+    with torch.inference_mode():
+        probs = [net(input_ids=torch.tensor([w])).logits.softmax(-1)[0] for w in windows]
+    mean = sum(w * p for w, p in zip(weights, probs)) / sum(weights)
+    assert long["score"] == pytest.approx(float(mean.max()), abs=1e-6)
+    assert long["label"] == net.config.id2label[int(mean.argmax())]
     # a text that fits is classified exactly as without windows
     assert short == handler.predict_fn([SHORT, LONG], model)[0]
 
@@ -59,14 +64,22 @@ def test_the_endpoint_serves_the_variant_asked_for_or_chosen_by_measurement(
     import json
     import shutil
 
-    from pt2aws.inference import selection
-    from pt2aws.inference.variants import VariantChoice, build_variant
+    from support.cpu import fake_cpu
 
+    from pt2aws import env
+    from pt2aws.inference import selection
+    from pt2aws.inference.variants import Classifier, build_variant
+
+    monkeypatch.setattr(
+        env, "cpu_features", fake_cpu("bf16 x86", "x86_64", {"avx512f", "avx512_bf16"})
+    )
     model_dir = tmp_path / "model"
     shutil.copytree(smoke_model_dir, model_dir)
-    monkeypatch.setenv("PT2AWS_VARIANT", "int8-legacy")
+    monkeypatch.setenv("PT2AWS_VARIANT", "bf16")
     loaded = handler.model_fn(str(model_dir))
-    assert loaded["variant"] == "int8-legacy"
+    assert (
+        loaded["variant"] == "bf16" and next(loaded["model"].parameters()).dtype == torch.bfloat16
+    )
     assert {r["label"] for r in handler.predict_fn([SHORT, LONG], loaded)} <= {
         "negative",
         "positive",
@@ -78,15 +91,15 @@ def test_the_endpoint_serves_the_variant_asked_for_or_chosen_by_measurement(
 
     def fake_choice(model, tokenizer, texts, *, candidates, **kwargs):
         timed.append(list(candidates))
-        module, call = build_variant(model, "int8-legacy", "cpu")
-        choice = VariantChoice("int8-legacy", "fastest agreeing (stub)")
-        return selection.Selection(choice, [], {}, module, call)
+        module, call = build_variant(model, "bf16", "cpu")
+        choice = selection.Choice("bf16", "fastest agreeing (stub)")
+        return choice, Classifier(call, tokenizer, model.config, module=module)
 
     monkeypatch.setattr(selection, "choose_by_measurement", fake_choice)
-    report = {"eligible": ["int8-legacy"], "sample": [SHORT], "agreement": {"int8": 0.9}}
+    report = {"eligible": ["bf16"], "sample": [SHORT], "agreement": {"int8": 0.9}}
     (model_dir / "variants.json").write_text(json.dumps(report))
-    assert handler.model_fn(str(model_dir))["variant"] == "int8-legacy"
-    assert timed == [["int8-legacy"]]  # only what the archive recorded as agreeing
+    assert handler.model_fn(str(model_dir))["variant"] == "bf16"
+    assert timed == [["bf16"]]  # only what the archive recorded as agreeing
 
     monkeypatch.setenv("PT2AWS_VARIANT", "fp4")
     with pytest.raises(ValueError, match="PT2AWS_VARIANT='fp4'"):
@@ -249,9 +262,10 @@ def test_handler_matches_predictor(smoke_model_dir, model):
         handler.input_fn(json.dumps({"inputs": texts}), "application/json"), model
     )
     via_predictor = Predictor(str(smoke_model_dir)).predict(texts)
-    assert [h["label"] for h in via_handler] == [p["label"] for p in via_predictor]
-    for h, p in zip(via_handler, via_predictor):
-        assert h["score"] == pytest.approx(p["score"], abs=1e-4)
+    # one classify path: the same batch gives the same numbers
+    assert via_handler == [
+        {"label": p["label"], "score": round(p["score"], 6)} for p in via_predictor
+    ]
 
 
 def test_unreadable_csv_is_400():

@@ -1,23 +1,9 @@
-"""Start the SageMaker PyTorch serving stack (toolkit + TorchServe) on 127.0.0.1, without Docker.
-
-Run by :class:`pt2aws.standins.torchserve.LocalEndpoint` as ``python ts_launcher.py`` with the
-container's environment (``SAGEMAKER_BASE_DIR``, ``SAGEMAKER_BIND_TO_PORT``, ...) and
-``PT2AWS_TS_LAUNCH`` (JSON: ``config_file``, ``management_port``, ``metrics_port``,
-``grpc_inference_port``, ``grpc_management_port``). Needs the ``serve`` extra, and pt2aws for
-:func:`pt2aws.serving.service.unmet_requirements` (the launcher runs with this project's Python).
-
-It calls the toolkit's own ``start_torchserve`` (what the container's entry point runs) with four
-changes, each needed outside the container (see docs/stack notes, section 8A):
-
-* the TorchServe config file goes to ``config_file`` instead of ``/etc/sagemaker-ts.properties``
-  (not writable here);
-* every address binds 127.0.0.1 instead of 0.0.0.0, and the management, metrics and gRPC ports
-  are free ones instead of the fixed 8080/8082/7070/7071 (several servers can run side by side);
-* the toolkit's look-up of "the" TorchServe process accepts the one that uses our config file
-  (the toolkit refuses to run when it sees any other TorchServe on the machine);
-* ``code/requirements.txt`` is checked, not pip-installed, when everything in it is already
-  installed (it is in this project's environment): installing would change a shared virtualenv.
-"""
+"""Start the SageMaker PyTorch toolkit + TorchServe on 127.0.0.1 without Docker (run by
+:class:`support.torchserve.TorchServe` with the container's environment and ``PT2AWS_TS_LAUNCH``:
+JSON ``config_file`` and the four extra ports). The toolkit's own ``start_torchserve`` with four
+changes needed outside the container (stack notes, section 8A): the config file in a writable
+place; every address on 127.0.0.1 and free ports (servers side by side); its look-up of "the"
+TorchServe process accepts ours; ``code/requirements.txt`` checked, not pip-installed."""
 
 from __future__ import annotations
 
@@ -26,7 +12,7 @@ import os
 import re
 import sys
 
-from pt2aws.serving.service import unmet_requirements
+from pt2aws.serving.server import unmet_requirements
 
 
 def main() -> None:
