@@ -43,22 +43,12 @@ CHROMIUM_ARGS = [
 #: Seconds Run All may take per notebook before the test names the cell still running.
 TIMEOUT_S = float(os.environ.get("PT2AWS_BROWSER_TIMEOUT_S", "900"))
 
-#: Defects known in today's notebooks. A finding that matches an entry is printed, not failed;
-#: an entry that matches nothing fails (so the list cannot go stale). Other streams fix them
-#: (issue 24 items 3 and 5; 01's job wait bar is item 3's kind, found by this test): the lead
-#: empties this list after merging those fixes.
-KNOWN_DEFECTS: list[tuple[str, str, str, str]] = [
-    # (notebook, kind, text in the finding, what it is)
-    ("01_finetune_multi_gpu.ipynb", "pipe-table", "| variant |", "issue 24 item 5: A/B table"),
-    ("01_finetune_multi_gpu.ipynb", "progress", "training job", "job wait bar ends at 0/1"),
-    ("03_deploy_sagemaker_graviton.ipynb", "progress", "InService", "issue 24 item 3"),
-]
-
 # a Markdown table's separator row, e.g. `|---|:---:|` or `--- | ---`
 PIPE_TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)+\|?\s*$", re.M)
 STDERR_ERROR = re.compile(
     r"Traceback \(most recent call last\)|\b\w*(Error|Exception)\b:|^ERROR", re.M
 )
+NAN = re.compile(r"(?<![\w.])NaN(?![\w.])")  # a missing value shown to a learner (issue 24 item 8)
 WIDGET_ERROR = re.compile(r"Error displaying widget|Error rendering|model not found|Loading widget")
 RICH = (
     "text/html",
@@ -122,7 +112,7 @@ def first_line(source: str) -> str:
 
 def findings_of(cells: list[dict]) -> list[dict]:
     """What a learner should not see, per cell: ``{"kind", "cell", "what"}`` with kind one of
-    ``not-executed``, ``error``, ``progress``, ``pipe-table``; ``cell`` names the cell by its
+    ``not-executed``, ``error``, ``progress``, ``pipe-table``, ``nan``; ``cell`` names the cell by its
     index in the opened notebook (the injected-parameters cell counts) and its first line."""
     found = []
 
@@ -149,6 +139,14 @@ def findings_of(cells: list[dict]) -> list[dict]:
             if rule:
                 header = text[: rule.start()].rstrip("\n").rsplit("\n", 1)[-1]
                 add("pipe-table", i, cell, f"Markdown printed as text: {header[:120]}")
+            shown = "\n".join([text, data.get("text/html", ""), data.get("text/plain", "")])
+            if NAN.search(shown):
+                add(
+                    "nan",
+                    i,
+                    cell,
+                    "NaN in the output: " + first_line(shown[NAN.search(shown).start() :]),
+                )
         for bar in cell["bars"]:
             if not bar["percent"] >= 100 or bar["danger"]:  # NaN: never drawn
                 add("progress", i, cell, f"bar at {bar['percent']:.0f}%: {bar['text'][:200]}")
@@ -187,6 +185,9 @@ def test_findings_name_each_kind():
         code | {"outputs": [], "bars": [{"percent": 100.0, "danger": False, "text": "done"}]},
         code | {"outputs": [], "bars": [{"percent": float("nan"), "danger": False, "text": ""}]},
         code | {"outputs": [], "shown": ["Error displaying widget: model not found"]},
+        code | {"outputs": [{"output_type": "display_data",
+                             "data": {"text/html": "<td>NaN</td>", "text/plain": "x  NaN"}}]},
+        code | {"outputs": [{"output_type": "stream", "name": "stdout", "text": "NaNs: 0"}]},
     ]  # fmt: skip
     found = [(f["kind"], f["cell"].split("`")[0].strip()) for f in findings_of(cells)]
     assert found == [
@@ -198,6 +199,7 @@ def test_findings_name_each_kind():
         ("progress", "cell 8"),
         ("progress", "cell 10"),
         ("error", "cell 11"),
+        ("nan", "cell 12"),
     ]
     assert findings_of(cells)[0]["what"] == "Markdown printed as text: | a | b |"
     assert stderr_notes(cells) == ["cell 6 `run()`: UserWarning"]
@@ -321,25 +323,16 @@ def test_run_all_cells_in_jupyterlab(lab, name):
         page.close()
         shutdown_kernels(lab["url"], lab["token"])
     found = findings_of(cells)
-    entries = [k for k in KNOWN_DEFECTS if k[0] == name]
-    known = {e: [f for f in found if f["kind"] == e[1] and e[2] in f["what"]] for e in entries}
-    new = [f for f in found if not any(f in fs for fs in known.values())]
-    gone = [e for e, fs in known.items() if not fs]
     report = {
         "notebook": name,
         "open_s": round(opened_s, 1),
         "run_all_s": round(run_s, 1),
         "code_cells": sum(c["type"] == "code" for c in cells),
-        "findings": new,
-        "known_defects": [f for fs in known.values() for f in fs],
+        "findings": found,
         "stderr": stderr_notes(cells),
         "browser_console_errors": console,
     }
     (lab["out"] / f"{stem}.json").write_text(json.dumps(report, indent=1))
-    for entry, fs in known.items():
-        for f in fs:
-            print(f"known defect ({entry[3]}): {name} {f['kind']}: {f['cell']}: {f['what']}")
-    assert not new, f"{name}, as a learner sees it in JupyterLab:\n" + "\n".join(
-        f"  {f['kind']}: {f['cell']}: {f['what']}" for f in new
+    assert not found, f"{name}, as a learner sees it in JupyterLab:\n" + "\n".join(
+        f"  {f['kind']}: {f['cell']}: {f['what']}" for f in found
     )
-    assert not gone, f"{name}: known defects no longer seen, remove from KNOWN_DEFECTS: {gone}"
