@@ -1,6 +1,5 @@
-"""What ``torch.compile`` does, on a tiny model on CPU (notebook 01, section 2): TorchDynamo's
-graphs and graph breaks, recompiles on new shapes, AOTAutograd's forward and backward graphs,
-TorchInductor's kernels; and the bf16 facts behind autocast. Each returns data to print."""
+"""What ``torch.compile`` does, on a tiny model on CPU (notebook 01, section 2): Dynamo's graphs
+and breaks, recompiles, AOTAutograd's graphs, Inductor's kernels, and the bf16 facts."""
 
 from __future__ import annotations
 
@@ -69,8 +68,7 @@ def _recorder(graphs: list):
 
 
 def capture_graphs(fn, *args) -> dict:
-    """Compile ``fn`` with a recording backend, call it once: ``graph_count``,
-    ``graph_break_count``, ``break_reasons`` (first lines), ``ops_per_graph``, ``graph_code``."""
+    """Compile ``fn`` with a recording backend and call it once: its graphs and breaks."""
     from torch._dynamo.utils import counters
 
     torch._dynamo.reset()
@@ -113,13 +111,9 @@ def graph_breaks(seed: int = 0) -> dict:
 def count_recompiles(
     lengths=None, *, batch_size=16, bucketing=False, pad_to_multiple_of=None, dynamic=False, seed=0
 ) -> dict:
-    """One epoch of ``epoch_batches`` (shuffled or bucketed, as ``--length_bucketing``), each
-    padded to its longest text (rounded up to ``pad_to_multiple_of``), through the compiled tiny
-    model: ``batches``, ``distinct_shapes``, ``compiles``, ``pad_fraction``, ``padded_lengths``.
-
-    ``lengths``: tokens per example, default 96 drawn from 6-48 like tweets. ``dynamic=False``
-    recompiles for every new shape; ``None`` (torch.compile's default) once more, symbolic.
-    """
+    """One epoch of ``epoch_batches`` (shuffled or bucketed), each padded to its longest text
+    (rounded up to ``pad_to_multiple_of``), through the compiled tiny model: batches, distinct
+    shapes, compiles, pad fraction. ``lengths`` default: 96 drawn from 6-48 like tweets."""
     from pt2aws.train.distributed import epoch_batches
 
     if lengths is None:
@@ -167,8 +161,7 @@ def _mlp(seed: int) -> nn.Module:
 
 
 def aot_graphs(seed: int = 0) -> dict:
-    """``{"forward", "backward"}``: the code of the ATen graphs AOTAutograd makes for a 2-layer
-    MLP's loss (the forward also returns the activations the backward saves)."""
+    """``{"forward", "backward"}``: the code of AOTAutograd's ATen graphs of a 2-layer MLP's loss."""
     from functorch.compile import make_boxed_func
     from torch._dynamo.backends.common import aot_autograd
 
@@ -189,9 +182,8 @@ def aot_graphs(seed: int = 0) -> dict:
 
 
 def inductor_code(max_lines: int = 40, seed: int = 0) -> dict:
-    """What TorchInductor generates for a 2-layer MLP on CPU: ``code`` (the module, C++ kernels
-    inside), ``kernels`` (their names), ``glimpse`` (the first kernel's first ``max_lines``
-    lines) and ``lines``."""
+    """What Inductor generates for a 2-layer MLP on CPU: ``code``, ``kernels`` (names),
+    ``glimpse`` (the first kernel's first ``max_lines`` lines) and ``lines``."""
     from torch._inductor.utils import run_and_get_code
 
     with torch.no_grad():  # a warm FX graph cache still returns the code, in seconds
@@ -208,10 +200,8 @@ def inductor_code(max_lines: int = 40, seed: int = 0) -> dict:
 
 
 def precision() -> dict:
-    """bf16, fp16 and fp32: ``formats`` (``torch.finfo``: bits, max, smallest normal, eps),
-    ``sum_of_ones`` (1.0 added 1,000 times: bf16 stops at 256, where the gap between numbers is
-    2: why weights and AdamW state stay fp32), ``exp_12`` (162,754.8: overflows fp16, fits bf16
-    rounded) and ``one_plus_1e-3`` (whether ``1 + 0.001`` differs from 1)."""
+    """bf16, fp16 and fp32: ``formats`` (``torch.finfo``), ``sum_of_ones`` (1.0 added 1,000
+    times: bf16 stops at 256), ``exp_12`` (overflows fp16) and ``one_plus_1e-3``."""
     dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
     out = {"formats": {}, "sum_of_ones": {}, "exp_12": {}, "one_plus_1e-3": {}}
     for name, dtype in dtypes.items():
@@ -232,8 +222,7 @@ def precision() -> dict:
 
 
 def show_source(obj, docstring: bool = True) -> str:
-    """The source of a function or class, dedented, from the installed package (what notebook
-    01 prints, so it never drifts); ``docstring=False`` leaves the docstring out."""
+    """The dedented source of a function or class; ``docstring=False`` leaves its docstring out."""
     source = textwrap.dedent(inspect.getsource(obj))
     body = ast.parse(source).body[0].body
     if docstring or not (isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)):

@@ -1,11 +1,7 @@
-"""DDP, FSDP2 and tensor parallelism side by side on 2 CPU processes (notebook 01, section 6).
-
-One ``torchrun --nproc_per_node 2 -m pt2aws.lessons.parallelism`` (gloo, also on a GPU machine)
-measures, rank by rank: the same MLP after one AdamW step under DDP (a full replica per rank)
-and under FSDP2 (``1 / world_size`` of every tensor), with the peak resident memory of each
-(Linux: the peak is reset between them through ``/proc/self/clear_refs``); then a 2-layer MLP
-split by tensor parallelism (column-wise, then row-wise: Megatron-LM style) against the whole.
-"""
+"""DDP, FSDP2 and tensor parallelism side by side on 2 CPU processes (notebook 01, section 6):
+what each rank holds after one AdamW step of the same MLP under DDP and FSDP2, with its peak
+resident memory, and a 2-layer MLP split column- then row-wise (Megatron-LM) against the whole.
+``torchrun --nproc_per_node 2 -m pt2aws.lessons.parallelism`` (gloo)."""
 
 from __future__ import annotations
 
@@ -29,7 +25,7 @@ PREFIX = "pt2aws-parallelism: "
 
 
 def make_mlp(dim: int = 1024, layers: int = 8) -> nn.Sequential:
-    """``layers`` square ``Linear(dim, dim)`` + ReLU blocks: ``layers * (dim**2 + dim)`` params."""
+    """``layers`` square ``Linear(dim, dim)`` + ReLU blocks."""
     return nn.Sequential(*(nn.Sequential(nn.Linear(dim, dim), nn.ReLU()) for _ in range(layers)))
 
 
@@ -84,8 +80,8 @@ def _memory(mode: str, dim: int, layers: int) -> dict:
 
 
 def _tensor_parallel(dim: int) -> dict:
-    """Column-wise first layer, row-wise second; the local and full shapes, and the output's
-    largest difference from the unsplit MLP."""
+    """Column-wise first layer, row-wise second: local and full shapes, and the output's largest
+    difference from the unsplit MLP."""
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor.parallel import (
         ColwiseParallel,
@@ -114,8 +110,8 @@ def _tensor_parallel(dim: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    """A worker under torchrun: ``--out FILE.json [--dim D --layers L --tp-dim T]``; rank 0
-    writes ``{"world_size", "ddp", "fsdp", "tp"}``, each a list of one dict per rank."""
+    """A worker under torchrun; rank 0 writes ``{"world_size", "ddp", "fsdp", "tp"}`` (one dict
+    per rank each) to ``--out``."""
     import argparse
 
     parser = argparse.ArgumentParser(description="pt2aws parallelism lesson worker")
@@ -143,12 +139,8 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 def run(dim=1024, layers=8, tp_dim=16, timeout_s: float = 300, stream=None) -> dict:
-    """Run the lesson on 2 CPU processes; :func:`main`'s result. ``stream``: where a line per
-    strategy measured goes, as it is.
-
-    Raises:
-        RuntimeError: the run failed or timed out (the message holds its output).
-    """
+    """Run the lesson on 2 CPU processes: :func:`main`'s result; a line per strategy measured to
+    ``stream``. Raises RuntimeError: the run failed or timed out (with its output)."""
     with tempfile.TemporaryDirectory(prefix="pt2aws-parallelism-") as tmp:
         out = Path(tmp) / "result.json"
         cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
@@ -173,9 +165,8 @@ def run(dim=1024, layers=8, tp_dim=16, timeout_s: float = 300, stream=None) -> d
 
 
 def memory_table(result: dict) -> list[dict]:
-    """Rank 0's bytes per strategy: parameters, gradients, AdamW state, their ``total_bytes``,
-    the peak RSS and its growth over the process before the model (which also counts DDP's
-    buckets and FSDP's all-gather buffers)."""
+    """Rank 0's bytes per strategy: parameters, gradients, AdamW state, ``total_bytes``, the peak
+    RSS and its growth (which also counts DDP's buckets and FSDP's all-gather buffers)."""
     rows = []
     for mode in ("ddp", "fsdp"):
         rank0 = result[mode][0]

