@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from types import SimpleNamespace
 
 from pt2aws.sizing import catalog, pricing
 from pt2aws.sizing.pricing import CATALOG_REGION
@@ -47,13 +46,9 @@ def published_anchor(processor: str) -> dict:
     """``{"utilisation", "flops_per_request", "anchor", "anchor_detail"}`` of AWS's published
     figure for ``"Graviton3"`` or ``"Inferentia2"`` (the catalog's ``serving_anchors``)."""
     a = catalog.data()["serving_anchors"][processor]
-    shape = SimpleNamespace(
-        non_embedding_parameters=a["non_embedding_parameters"],
-        num_layers=a["num_layers"],
-        hidden_size=a["hidden_size"],
-    )
+    shape = (a["non_embedding_parameters"], a["num_layers"], a["hidden_size"], a["tokens"])
     rate = a.get("inferences_per_s") or a["batch"] / a["seconds_per_batch"]
-    achieved = rate * flops_per_request(shape, a["tokens"])
+    achieved = rate * forward_flops_per_token(*shape) * a["tokens"]
     peak = catalog.peak_flops(a["instance"])
     src = catalog.source(a["source"])
     return {
