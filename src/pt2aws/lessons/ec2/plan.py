@@ -122,13 +122,7 @@ def sagemaker_endpoint_settings(instance_type: str, region: str) -> dict:
 
 
 def launch_plan(
-    train_instance,
-    nodes=1,
-    serve_instance="c7g.xlarge",
-    *,
-    session=None,
-    region="us-east-1",
-    subnet_id=None,
+    train_instance, nodes=1, serve_instance="c7g.xlarge", *, session=None, region="us-east-1"
 ):
     """Everything to train on ``nodes`` x ``train_instance`` and serve on ``serve_instance``;
     ``session``: where to read the AMI and dry-run the request (None: no AWS call)."""
@@ -137,8 +131,7 @@ def launch_plan(
     with images.reported_by_caller():  # the plan's "support" rows carry each notice
         parameter = images.dlami_parameter(it.name)
         ami = lookup_ami(session, parameter) if session else None
-        multi_efa = it.efa and nodes > 1
-        subnet = subnet_id or ("subnet-REPLACE" if multi_efa else None)
+        subnet = "subnet-REPLACE" if it.efa and nodes > 1 else None  # the reader's subnet
         request = run_instances_request(
             it.name, ami or "ami-RESOLVE-FROM-SSM", nodes, name="pt2aws-train", subnet_id=subnet
         )

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from pt2aws.env.machine import available_cpus, cpu_name, default_num_threads
-from pt2aws.lessons.training_ab.variants import FLAG_OF, BenchSettings, Variant, default_variants
+from pt2aws.lessons.training_ab.variants import FLAG_OF, BenchSettings, Variant
 from pt2aws.processes import die_with_parent
 from pt2aws.train.progress import PROGRESS_ENV, parse
 
@@ -66,7 +66,7 @@ def run_variant(variant: Variant, settings: BenchSettings, output_dir, on_step=N
     if variant.runner == "trainer":
         cmd = [sys.executable, "-m", "pt2aws.lessons.training_ab", "trainer"]
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false"}
-    env |= {PROGRESS_ENV: "lines", **settings.extra_env}
+    env[PROGRESS_ENV] = "lines"
     output, records, stopped, timed_out = [], [], False, threading.Event()
     load, started = os.getloadavg()[0], time.perf_counter()
     with subprocess.Popen(
@@ -104,9 +104,8 @@ def run_variant(variant: Variant, settings: BenchSettings, output_dir, on_step=N
     if not records:
         raise RuntimeError(f"{variant.name}: no training step reported")
     figures = _figures(records, settings, None if stopped else output_dir)
-    if stopped or not settings.keep_models:  # a stopped run's half-written folder goes
-        for sub in ("model", "trainer", "checkpoints") if not stopped else ("",):
-            shutil.rmtree(output_dir / sub, ignore_errors=True)
+    for sub in ("model", "trainer", "checkpoints") if not stopped else ("",):  # all, if stopped
+        shutil.rmtree(output_dir / sub, ignore_errors=True)
     return figures | {
         "wall_s": time.perf_counter() - started,
         "train_s": records[-1]["train_time_s"],
@@ -115,14 +114,14 @@ def run_variant(variant: Variant, settings: BenchSettings, output_dir, on_step=N
     }
 
 
-def run_ab(settings: BenchSettings, out_dir, variants=None, stream=None, on_result=None) -> dict:
+def run_ab(settings: BenchSettings, out_dir, variants, stream=None, on_result=None) -> dict:
     """Every variant ``settings.repeats`` times, interleaved; ``ab.json`` and ``on_result``
     after every run. With ``settings.budget_s`` each run gets an equal share of the training
     seconds left. ``stream``: where the bar and lines go (None: quiet). Returns ``{"settings",
     "device", "torch", "cpus", "rows", "runs", "failed"}``."""
     import torch
 
-    out_dir, variants = Path(out_dir), list(variants or default_variants())
+    out_dir, variants = Path(out_dir), list(variants)
     out_dir.mkdir(parents=True, exist_ok=True)
     runs, failed = {v.name: [] for v in variants}, {}
     device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None

@@ -4,7 +4,7 @@ bucketing, and HF ``Trainer`` peers."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 
@@ -107,8 +107,6 @@ class BenchSettings:
     seed: int = 42
     timeout_s: int = 900
     num_threads: int | None = None
-    keep_models: bool = False
-    extra_env: dict = field(default_factory=dict)
     budget_s: float | None = None
 
     def train_args(self, variant: Variant, output_dir: Path) -> list[str]:
