@@ -93,10 +93,10 @@ def capture_graphs(fn, *args) -> dict:
     }
 
 
-def graph_breaks(seed: int = 0) -> dict:
+def graph_breaks() -> dict:
     """:func:`capture_graphs` of the step with a graph break and of the one without."""
-    torch.manual_seed(seed)
-    gen = torch.Generator().manual_seed(seed)
+    torch.manual_seed(0)
+    gen = torch.Generator().manual_seed(0)
     ids, labels = (
         torch.randint(0, 100, (4, 16), generator=gen),
         torch.randint(0, 2, (4,), generator=gen),
@@ -109,21 +109,19 @@ def graph_breaks(seed: int = 0) -> dict:
 
 
 def count_recompiles(
-    lengths=None, *, batch_size=16, bucketing=False, pad_to_multiple_of=None, dynamic=False, seed=0
-) -> dict:
+    lengths, *, batch_size=16, bucketing=False, pad_to_multiple_of=1, dynamic=False
+):
     """One epoch of ``epoch_batches`` (shuffled or bucketed), each padded to its longest text
     (rounded up to ``pad_to_multiple_of``), through the compiled tiny model: batches, distinct
-    shapes, compiles, pad fraction. ``lengths`` default: 96 drawn from 6-48 like tweets."""
+    shapes, compiles, pad fraction."""
     from pt2aws.train.distributed import epoch_batches
 
-    if lengths is None:
-        lengths = torch.randint(6, 49, (96,), generator=torch.Generator().manual_seed(0)).tolist()
-    batches = epoch_batches(lengths, batch_size, seed=seed, bucketing=bucketing)
-    multiple = pad_to_multiple_of or 1
+    batches = epoch_batches(lengths, batch_size, seed=0, bucketing=bucketing)
+    multiple = pad_to_multiple_of
     shapes = [
         (len(b), math.ceil(max(lengths[i] for i in b) / multiple) * multiple) for b in batches
     ]
-    torch.manual_seed(seed)
+    torch.manual_seed(0)
     graphs = []
     torch._dynamo.reset()
     compiled = torch.compile(TinyClassifier().eval(), backend=_recorder(graphs), dynamic=dynamic)
@@ -140,8 +138,10 @@ def count_recompiles(
     }
 
 
-def recompile_table(lengths=None, batch_size: int = 16) -> list[dict]:
-    """:func:`count_recompiles` for the settings worth comparing, one row each."""
+def recompile_table() -> list[dict]:
+    """:func:`count_recompiles` for the settings worth comparing, one row each, on 96 lengths
+    drawn from 6-48 tokens like tweets."""
+    lengths = torch.randint(6, 49, (96,), generator=torch.Generator().manual_seed(0)).tolist()
     settings = {
         "shuffled, pad to longest, static shapes": {},
         "shuffled, pad to multiple of 8, static": {"pad_to_multiple_of": 8},
@@ -150,22 +150,22 @@ def recompile_table(lengths=None, batch_size: int = 16) -> list[dict]:
         "bucketed, pad to longest, dynamic=None": {"bucketing": True, "dynamic": None},
     }
     return [
-        {"setting": name, **count_recompiles(lengths, batch_size=batch_size, **kwargs)}
+        {"setting": name, **count_recompiles(lengths, **kwargs)}
         for name, kwargs in settings.items()
     ]
 
 
-def _mlp(seed: int) -> nn.Module:
-    torch.manual_seed(seed)
+def _mlp() -> nn.Module:
+    torch.manual_seed(0)
     return nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 2))
 
 
-def aot_graphs(seed: int = 0) -> dict:
+def aot_graphs() -> dict:
     """``{"forward", "backward"}``: the code of AOTAutograd's ATen graphs of a 2-layer MLP's loss."""
     from functorch.compile import make_boxed_func
     from torch._dynamo.backends.common import aot_autograd
 
-    captured, mlp = {}, _mlp(seed)
+    captured, mlp = {}, _mlp()
 
     def keep(name):
         def compiler(gm, example_inputs):
@@ -181,13 +181,13 @@ def aot_graphs(seed: int = 0) -> dict:
     return captured
 
 
-def inductor_code(max_lines: int = 40, seed: int = 0) -> dict:
+def inductor_code(max_lines: int = 40) -> dict:
     """What Inductor generates for a 2-layer MLP on CPU: ``code``, ``kernels`` (names),
     ``glimpse`` (the first kernel's first ``max_lines`` lines) and ``lines``."""
     from torch._inductor.utils import run_and_get_code
 
     with torch.no_grad():  # a warm FX graph cache still returns the code, in seconds
-        _, codes = run_and_get_code(torch.compile(_mlp(seed)), torch.randn(4, 8))
+        _, codes = run_and_get_code(torch.compile(_mlp()), torch.randn(4, 8))
     lines = "\n".join(codes).splitlines()
     kernels = [line.split(" = ")[0] for line in lines if "async_compile.cpp" in line]
     start = next((i for i, line in enumerate(lines) if "async_compile.cpp" in line), 0)

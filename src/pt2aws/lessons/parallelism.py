@@ -109,43 +109,32 @@ def _tensor_parallel(dim: int) -> dict:
     }
 
 
-def main(argv: list[str] | None = None) -> dict:
+def main(out: str) -> dict:
     """A worker under torchrun; rank 0 writes ``{"world_size", "ddp", "fsdp", "tp"}`` (one dict
-    per rank each) to ``--out``."""
-    import argparse
-
-    parser = argparse.ArgumentParser(description="pt2aws parallelism lesson worker")
-    parser.add_argument("--out", required=True)
-    parser.add_argument("--dim", type=int, default=1024)
-    parser.add_argument("--layers", type=int, default=8)
-    parser.add_argument("--tp-dim", type=int, default=16)
-    args = parser.parse_args(argv)
+    per rank each) to ``out``: 8 x ``Linear(1024, 1024)`` for DDP and FSDP, width 16 for TP."""
     info = compute_init(num_threads=1)
     warm = nn.Linear(64, 64)  # kernels and thread pools load on a first step: not the model's
     warm(torch.randn(8, 64)).sum().backward()
     torch.optim.AdamW(warm.parameters()).step()
     result = {"world_size": info.world_size}
     for mode in ("ddp", "fsdp", "tp"):
-        mine = (
-            _tensor_parallel(args.tp_dim) if mode == "tp" else _memory(mode, args.dim, args.layers)
-        )
+        mine = _tensor_parallel(16) if mode == "tp" else _memory(mode, 1024, 8)
         result[mode] = all_gather(mine, info)
         if info.is_main:
             print(f"{PREFIX}{mode} measured on {info.world_size} processes", flush=True)
     if info.is_main:
-        Path(args.out).write_text(json.dumps(result, indent=2))
+        Path(out).write_text(json.dumps(result, indent=2))
     compute_cleanup(info, succeeded=True)
     return result
 
 
-def run(dim=1024, layers=8, tp_dim=16, timeout_s: float = 300, stream=None) -> dict:
+def run(timeout_s: float = 300, stream=None) -> dict:
     """Run the lesson on 2 CPU processes: :func:`main`'s result; a line per strategy measured to
     ``stream``. Raises RuntimeError: the run failed or timed out (with its output)."""
     with tempfile.TemporaryDirectory(prefix="pt2aws-parallelism-") as tmp:
         out = Path(tmp) / "result.json"
         cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
-        cmd += ["-m", "pt2aws.lessons.parallelism", "--out", str(out), "--dim", str(dim)]
-        cmd += ["--layers", str(layers), "--tp-dim", str(tp_dim)]
+        cmd += ["-m", "pt2aws.lessons.parallelism", str(out)]
         # blocks of 64 KiB and more go back to the OS when freed (glibc): RSS follows the live
         # tensors; CUDA_VISIBLE_DEVICES="": CPU tensors and gloo on a GPU machine too
         env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536", "CUDA_VISIBLE_DEVICES": ""}
@@ -170,9 +159,8 @@ def memory_table(result: dict) -> list[dict]:
     rows = []
     for mode in ("ddp", "fsdp"):
         rank0 = result[mode][0]
-        total = sum(
-            rank0[k] for k in ("parameters_bytes", "gradients_bytes", "optimizer_state_bytes")
-        )
+        parts = ("parameters_bytes", "gradients_bytes", "optimizer_state_bytes")
+        total = sum(rank0[k] for k in parts)
         rows.append(
             {"parallelism": mode, "world_size": result["world_size"], **rank0, "total_bytes": total}
         )
@@ -180,5 +168,5 @@ def memory_table(result: dict) -> list[dict]:
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1])
     exit_worker(0)

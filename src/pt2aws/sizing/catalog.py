@@ -54,10 +54,6 @@ class InstanceType:
     def peak_precision(self) -> str:
         return "bf16" if self.accelerator else "fp32"
 
-    @property
-    def verified(self) -> bool:
-        return all(s["verified"] for s in self.sources.values())
-
 
 _ROW_FIELDS = (
     "name kind cpu vcpus memory_gib accelerator accelerator_count interconnect efa".split()

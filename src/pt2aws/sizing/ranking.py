@@ -60,11 +60,9 @@ def _training_row(it, plan: dict, flops: float, mfu: float, overhead_s: float, r
     notes = ["needs the AWS Neuron SDK (torch-neuronx)"] if it.kind == "trainium" else []
     if not catalog.availability(it.name)["sagemaker_training"]:
         notes.append("EC2 only (not a SageMaker training type)")
-    devices = (
-        f"{it.accelerator_count} x {it.accelerator}"
-        if it.accelerator
-        else f"{it.vcpus} vCPU {it.cpu}"
-    )
+    devices = f"{it.vcpus} vCPU {it.cpu}"
+    if it.accelerator:
+        devices = f"{it.accelerator_count} x {it.accelerator}"
     return {
         "instance": it.name,
         "kind": it.kind,
@@ -114,19 +112,14 @@ def rank_training(
     return rows
 
 
-def rank_inference(
-    model, seq_len=128, instances=None, region=CATALOG_REGION, prices=None, local=None
-):
-    """The priced cost rows of ``instances`` whose device memory holds the bf16 weights, cheapest
-    first, ``cheapest`` and ``fastest`` (most inferences/s) marked."""
+def rank_inference(model, seq_len=128, region=CATALOG_REGION, prices=None, local=None):
+    """The priced cost rows of :data:`DEFAULT_INFERENCE_INSTANCES` whose device memory holds the
+    bf16 weights, cheapest first, ``cheapest`` and ``fastest`` (most inferences/s) marked."""
     spec = model_spec(model)
     need = strategy.inference_memory(spec, 1, seq_len)["total"]
-    memory = {n: catalog.instance_memory_bytes(n) for n in instances or DEFAULT_INFERENCE_INSTANCES}
-    names = [
-        n
-        for n, held in memory.items()
-        if held is None or need <= held * (1 - strategy.MEMORY_RESERVE)
-    ]
+    usable = 1 - strategy.MEMORY_RESERVE
+    memory = {n: catalog.instance_memory_bytes(n) for n in DEFAULT_INFERENCE_INSTANCES}
+    names = [n for n, held in memory.items() if held is None or need <= held * usable]
     rows = serving_cost.cost_rows(spec, seq_len, names, region=region, prices=prices, local=local)
     rows = [r for r in rows if r["usd_per_1m"] is not None]
     _flag(rows, "usd_per_1m", lambda r: r["inferences_per_s"])

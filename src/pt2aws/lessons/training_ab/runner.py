@@ -64,7 +64,7 @@ def run_variant(variant: Variant, settings: BenchSettings, output_dir, on_step=N
     output_dir, threads = Path(output_dir), settings.num_threads or default_num_threads()
     cmd = [sys.executable, "-m", "pt2aws.train"]
     if variant.runner == "trainer":
-        cmd = [sys.executable, "-m", "pt2aws.lessons.training_ab", "trainer"]
+        cmd = [sys.executable, "-m", "pt2aws.lessons.training_ab.trainer_peer"]
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false"}
     env[PROGRESS_ENV] = "lines"
     output, records, stopped, timed_out = [], [], False, threading.Event()

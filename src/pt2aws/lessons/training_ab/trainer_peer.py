@@ -1,7 +1,7 @@
 """The A/B's peer: the same fine-tune with HF ``transformers.Trainer`` from ``pt2aws.train``'s
-flags, on its batches with the same init, dropout stream, schedule, clipping and padding (at
-equal flags the per-step losses agree); it writes ``metrics.json`` and ``train_log.jsonl`` alike.
-"""
+flags (``python -m pt2aws.lessons.training_ab.trainer_peer --<flags>``), on its batches with the
+same init, dropout stream, schedule, clipping and padding (at equal flags the per-step losses
+agree); it writes ``metrics.json`` and ``train_log.jsonl`` as ``pt2aws.train`` does."""
 
 from __future__ import annotations
 
@@ -150,13 +150,6 @@ def trainer_main(argv: list[str] | None = None) -> dict:
     return metrics
 
 
-def main(argv: list[str] | None = None) -> dict:
-    """``python -m pt2aws.lessons.training_ab trainer --<pt2aws.train flags>``."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] != ["trainer"]:
-        raise SystemExit(
-            "usage: python -m pt2aws.lessons.training_ab trainer --<pt2aws.train flags> "
-            "(the A/B itself: python benchmarks/train_speed.py --help)"
-        )
+if __name__ == "__main__":
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    return trainer_main(argv[1:])
+    trainer_main()
