@@ -161,16 +161,24 @@ def peak_flops(instance_type: str) -> dict | None:
     row = find(instance_type)
     if row is not None and row.accelerator:
         basis = f"{row.accelerator_count} x {row.accelerator} dense bf16"
-        return {"flops": row.peak_tflops * 1e12, "precision": "bf16", "basis": basis,
-                "source": row.sources["peak"]}  # fmt: skip
+        return {
+            "flops": row.peak_tflops * 1e12,
+            "precision": "bf16",
+            "basis": basis,
+            "source": row.sources["peak"],
+        }
     processor = family_processor(instance_type) or ""
     cpu = data()["cpus"].get(processor)
     if not cpu:
         return None
     vcpus, per_vcpu = instance_vcpus(instance_type), cpu["peak_fp32_gflops_per_vcpu"]
     basis = f"{vcpus} vCPUs x {per_vcpu:g} GFLOP/s fp32 ({processor})"
-    return {"flops": vcpus * per_vcpu * 1e9, "precision": "fp32", "basis": basis,
-            "source": source(cpu["source"])}  # fmt: skip
+    return {
+        "flops": vcpus * per_vcpu * 1e9,
+        "precision": "fp32",
+        "basis": basis,
+        "source": source(cpu["source"]),
+    }
 
 
 def peak_bf16_flops(device_name: str) -> float | None:

@@ -27,12 +27,15 @@ def _marks(row: dict) -> str:
 
 def training_frame(rec: dict, limit: int | None = None) -> pd.DataFrame:
     """The first ``limit`` training rows of a :func:`~pt2aws.sizing.ranking.recommend` result."""
-    columns = {"instance": "instance", "accelerators": "accelerators", "nodes": "nodes",
-               "strategy": "strategy", "memory_per_device_gb": "GB/device",
-               "peak_precision": "peak", "time_s": "time", "cost_usd": "USD", "best": "best",
-               "note": "note"}  # fmt: skip
+    names = {
+        "memory_per_device_gb": "GB/device",
+        "peak_precision": "peak",
+        "time_s": "time",
+        "cost_usd": "USD",
+    }
+    columns = ["instance", "accelerators", "nodes", "strategy", *names, "best", "note"]
     rows = rec["training"][:limit]
-    frame = pd.DataFrame(rows, columns=list(columns)).rename(columns=columns)
+    frame = pd.DataFrame(rows, columns=columns).rename(columns=names)
     frame = frame.assign(time=frame["time"].map(duration), best=[_marks(r) for r in rows])
     return _frame(frame.round({"GB/device": 2, "USD": 2}))
 
@@ -45,9 +48,13 @@ def one_per_device(rows: list[dict]) -> list[dict]:
     return list(device.values())
 
 
+def _usd(usd: float | None):
+    """4 decimals, ``<0.0001`` below, None for no price."""
+    return None if usd is None else "<0.0001" if usd < 1e-4 else round(usd, 4)
+
+
 def cost_frame(rows: list[dict]) -> pd.DataFrame:
-    """Serving cost rows (:mod:`pt2aws.sizing.serving_cost`'s schema), the anchor of each; USD
-    per 1M to 4 decimals (``<0.0001`` below)."""
+    """Serving cost rows (:mod:`pt2aws.sizing.serving_cost`'s schema), the anchor of each."""
     return _frame(
         [
             {
@@ -56,14 +63,13 @@ def cost_frame(rows: list[dict]) -> pd.DataFrame:
                 "vCPUs": r["vcpus"],
                 "inferences/s": round(r["inferences_per_s"], 1),
                 "USD/hour": r["usd_per_hour"],
-                "USD per 1M": None if r["usd_per_1m"] is None
-                else "<0.0001" if r["usd_per_1m"] < 1e-4 else round(r["usd_per_1m"], 4),
+                "USD per 1M": _usd(r["usd_per_1m"]),
                 **({"best": _marks(r)} if "cheapest" in r else {}),
                 "anchor": r["anchor"],
             }
             for r in rows
         ]
-    )  # fmt: skip
+    )
 
 
 def cost_notes(rows: list[dict]) -> str:
@@ -124,18 +130,20 @@ def format_sizing(rec: dict) -> str:
 
 def training_summary(rec: dict, compare: str = "p4d.24xlarge") -> str:
     """The cheapest, the fastest and the source blog's ``compare`` row, with time and cost."""
-    rows, parts = rec["training"], []
-    for label, pick in (("cheapest", "cheapest"), ("fastest (compute time)", "fastest"),
-                        (compare, None)):  # fmt: skip
-        r = next((r for r in rows if (r[pick] if pick else r["instance"] == compare)), None)
-        cost = r and ("no price" if r["cost_usd"] is None else f"{r['cost_usd']:.2f} USD")
-        described = (
-            f"{r['nodes']} x {r['instance']} ({duration(r['time_s'])}, {cost})"
-            if r
-            else "does not fit"
-        )
-        parts.append(f"{label}: {described}")
-    return "; ".join(parts)
+
+    def describe(r: dict | None) -> str:
+        if r is None:
+            return "does not fit"
+        cost = "no price" if r["cost_usd"] is None else f"{r['cost_usd']:.2f} USD"
+        return f"{r['nodes']} x {r['instance']} ({duration(r['time_s'])}, {cost})"
+
+    rows = rec["training"]
+    parts = {
+        "cheapest": next((r for r in rows if r["cheapest"]), None),
+        "fastest (compute time)": next((r for r in rows if r["fastest"]), None),
+        compare: next((r for r in rows if r["instance"] == compare), None),
+    }
+    return "; ".join(f"{label}: {describe(r)}" for label, r in parts.items())
 
 
 def format_recommendation(rec: dict, limit: int | None = 12) -> str:

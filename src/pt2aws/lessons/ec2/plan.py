@@ -69,9 +69,14 @@ def run_instances_request(
                 "group allowing all traffic to itself"
             )
         request["NetworkInterfaces"] = [
-            {"DeviceIndex": 0, "InterfaceType": "efa", "SubnetId": subnet_id, "Groups": [],
-             "DeleteOnTermination": True}
-        ]  # fmt: skip
+            {
+                "DeviceIndex": 0,
+                "InterfaceType": "efa",
+                "SubnetId": subnet_id,
+                "Groups": [],
+                "DeleteOnTermination": True,
+            }
+        ]
         request["Placement"] = {"GroupName": f"{name}-cluster"}
     elif subnet_id:
         request["SubnetId"] = subnet_id
