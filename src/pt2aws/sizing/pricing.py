@@ -156,11 +156,8 @@ def live_price(session, instance_type: str, use: str, region: str | None = None,
     region = region or session.region
     service, filters = product_filters(instance_type, use, region)
     if client is None:  # short timeouts and one retry: an offline machine falls back quickly
-        config = Config(
-            connect_timeout=5,
-            read_timeout=15,
-            retries={"mode": "standard", "total_max_attempts": 2},
-        )
+        retries = {"mode": "standard", "total_max_attempts": 2}
+        config = Config(connect_timeout=5, read_timeout=15, retries=retries)
         endpoint = price_list_region(region)
         client = session.boto().client("pricing", region_name=endpoint, config=config)
     try:
