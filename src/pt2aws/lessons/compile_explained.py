@@ -83,12 +83,10 @@ def capture_graphs(fn, *args) -> dict:
     finally:
         dynamo_log.setLevel(level)
     reasons = [r.splitlines()[0] for r, n in counters["graph_break"].items() for _ in range(n)]
-    ops = ("call_function", "call_method", "call_module")
     return {
         "graph_count": len(graphs),
         "graph_break_count": len(reasons),
         "break_reasons": reasons,
-        "ops_per_graph": [sum(n.op in ops for n in gm.graph.nodes) for gm in graphs],
         "graph_code": [gm.code.strip() for gm in graphs],
     }
 
@@ -182,8 +180,8 @@ def aot_graphs() -> dict:
 
 
 def inductor_code(max_lines: int = 40) -> dict:
-    """What Inductor generates for a 2-layer MLP on CPU: ``code``, ``kernels`` (names),
-    ``glimpse`` (the first kernel's first ``max_lines`` lines) and ``lines``."""
+    """What Inductor generates for a 2-layer MLP on CPU: ``kernels`` (names), ``glimpse`` (the
+    first kernel's first ``max_lines`` lines) and ``lines``."""
     from torch._inductor.utils import run_and_get_code
 
     with torch.no_grad():  # a warm FX graph cache still returns the code, in seconds
@@ -192,7 +190,6 @@ def inductor_code(max_lines: int = 40) -> dict:
     kernels = [line.split(" = ")[0] for line in lines if "async_compile.cpp" in line]
     start = next((i for i, line in enumerate(lines) if "async_compile.cpp" in line), 0)
     return {
-        "code": "\n".join(lines),
         "kernels": kernels,
         "glimpse": "\n".join(lines[start : start + max_lines]),
         "lines": len(lines),
