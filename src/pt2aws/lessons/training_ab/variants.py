@@ -64,28 +64,29 @@ def choose_variants(
     if only:
         return [v for v in VARIANTS if v.name in only], []
     keep, left_out, cuda = default_variants(trainer=trainer), [], torch.cuda.is_available()
-    if compile_switch == "off" or (compile_switch == "auto" and not cuda):
-        dropped = [v.name for v in keep if v.torch_compile == "on"]
-        keep = [v for v in keep if v.torch_compile != "on"]
-        if compile_switch == "auto":
-            left_out.append(
-                f"left out {', '.join(dropped)}: CPU, where compiling costs tens of seconds per "
-                'process; AB_COMPILE = "on" runs them'
-            )
     if cuda:
-        native, why = torch.cuda.is_bf16_supported(), "this GPU lacks bf16"
+        bf16_fast, bf16_why = torch.cuda.is_bf16_supported(), "this GPU lacks bf16"
     else:
         from pt2aws.env import cpu_features
 
-        native, why = bool(cpu_features().bf16_native), cpu_features().bf16_native.reason
-    if bf16_switch == "off" or (bf16_switch == "auto" and not native):
-        dropped = [v.name for v in keep if v.bf16 == "on"]
-        keep = [v for v in keep if v.bf16 != "on"]
-        if bf16_switch == "auto" and dropped:
-            left_out.append(
-                f"left out {', '.join(dropped)}: {why}; bf16 is emulated there, many times "
-                'slower (the training measures it for itself); AB_BF16 = "on" runs them'
-            )
+        bf16_fast, bf16_why = bool(cpu_features().bf16_native), cpu_features().bf16_native.reason
+    slow_compile = (
+        'CPU, where compiling costs tens of seconds per process; AB_COMPILE = "on" runs them'
+    )
+    emulated = (
+        f"{bf16_why}; bf16 is emulated there, many times slower (the training measures it for "
+        'itself); AB_BF16 = "on" runs them'
+    )
+    rules = (
+        ("torch_compile", compile_switch, cuda, slow_compile),
+        ("bf16", bf16_switch, bf16_fast, emulated),
+    )
+    for flag, switch, fast, why in rules:
+        if switch == "off" or (switch == "auto" and not fast):
+            dropped = [v.name for v in keep if getattr(v, flag) == "on"]
+            keep = [v for v in keep if getattr(v, flag) != "on"]
+            if switch == "auto" and dropped:
+                left_out.append(f"left out {', '.join(dropped)}: {why}")
     return keep, left_out
 
 
