@@ -1,6 +1,5 @@
-"""What ``torch.compile`` does, on a tiny model on CPU (notebook 01, section 2): TorchDynamo's
-graphs and graph breaks, recompiles on new shapes, AOTAutograd's forward and backward graphs,
-TorchInductor's kernels; and the bf16 facts behind autocast. Each returns data to print."""
+"""What ``torch.compile`` does, on a tiny model on CPU (notebook 01, section 2): Dynamo's graphs
+and breaks, recompiles, AOTAutograd's graphs, Inductor's kernels, and the bf16 facts."""
 
 from __future__ import annotations
 
@@ -69,8 +68,7 @@ def _recorder(graphs: list):
 
 
 def capture_graphs(fn, *args) -> dict:
-    """Compile ``fn`` with a recording backend, call it once: ``graph_count``,
-    ``graph_break_count``, ``break_reasons`` (first lines), ``ops_per_graph``, ``graph_code``."""
+    """Compile ``fn`` with a recording backend and call it once: its graphs and breaks."""
     from torch._dynamo.utils import counters
 
     torch._dynamo.reset()
@@ -85,20 +83,18 @@ def capture_graphs(fn, *args) -> dict:
     finally:
         dynamo_log.setLevel(level)
     reasons = [r.splitlines()[0] for r, n in counters["graph_break"].items() for _ in range(n)]
-    ops = ("call_function", "call_method", "call_module")
     return {
         "graph_count": len(graphs),
         "graph_break_count": len(reasons),
         "break_reasons": reasons,
-        "ops_per_graph": [sum(n.op in ops for n in gm.graph.nodes) for gm in graphs],
         "graph_code": [gm.code.strip() for gm in graphs],
     }
 
 
-def graph_breaks(seed: int = 0) -> dict:
+def graph_breaks() -> dict:
     """:func:`capture_graphs` of the step with a graph break and of the one without."""
-    torch.manual_seed(seed)
-    gen = torch.Generator().manual_seed(seed)
+    torch.manual_seed(0)
+    gen = torch.Generator().manual_seed(0)
     ids, labels = (
         torch.randint(0, 100, (4, 16), generator=gen),
         torch.randint(0, 2, (4,), generator=gen),
@@ -111,25 +107,19 @@ def graph_breaks(seed: int = 0) -> dict:
 
 
 def count_recompiles(
-    lengths=None, *, batch_size=16, bucketing=False, pad_to_multiple_of=None, dynamic=False, seed=0
-) -> dict:
-    """One epoch of ``epoch_batches`` (shuffled or bucketed, as ``--length_bucketing``), each
-    padded to its longest text (rounded up to ``pad_to_multiple_of``), through the compiled tiny
-    model: ``batches``, ``distinct_shapes``, ``compiles``, ``pad_fraction``, ``padded_lengths``.
-
-    ``lengths``: tokens per example, default 96 drawn from 6-48 like tweets. ``dynamic=False``
-    recompiles for every new shape; ``None`` (torch.compile's default) once more, symbolic.
-    """
+    lengths, *, batch_size=16, bucketing=False, pad_to_multiple_of=1, dynamic=False
+):
+    """One epoch of ``epoch_batches`` (shuffled or bucketed), each padded to its longest text
+    (rounded up to ``pad_to_multiple_of``), through the compiled tiny model: batches, distinct
+    shapes, compiles, pad fraction."""
     from pt2aws.train.distributed import epoch_batches
 
-    if lengths is None:
-        lengths = torch.randint(6, 49, (96,), generator=torch.Generator().manual_seed(0)).tolist()
-    batches = epoch_batches(lengths, batch_size, seed=seed, bucketing=bucketing)
-    multiple = pad_to_multiple_of or 1
+    batches = epoch_batches(lengths, batch_size, seed=0, bucketing=bucketing)
+    multiple = pad_to_multiple_of
     shapes = [
         (len(b), math.ceil(max(lengths[i] for i in b) / multiple) * multiple) for b in batches
     ]
-    torch.manual_seed(seed)
+    torch.manual_seed(0)
     graphs = []
     torch._dynamo.reset()
     compiled = torch.compile(TinyClassifier().eval(), backend=_recorder(graphs), dynamic=dynamic)
@@ -146,8 +136,10 @@ def count_recompiles(
     }
 
 
-def recompile_table(lengths=None, batch_size: int = 16) -> list[dict]:
-    """:func:`count_recompiles` for the settings worth comparing, one row each."""
+def recompile_table() -> list[dict]:
+    """:func:`count_recompiles` for the settings worth comparing, one row each, on 96 lengths
+    drawn from 6-48 tokens like tweets."""
+    lengths = torch.randint(6, 49, (96,), generator=torch.Generator().manual_seed(0)).tolist()
     settings = {
         "shuffled, pad to longest, static shapes": {},
         "shuffled, pad to multiple of 8, static": {"pad_to_multiple_of": 8},
@@ -156,23 +148,22 @@ def recompile_table(lengths=None, batch_size: int = 16) -> list[dict]:
         "bucketed, pad to longest, dynamic=None": {"bucketing": True, "dynamic": None},
     }
     return [
-        {"setting": name, **count_recompiles(lengths, batch_size=batch_size, **kwargs)}
+        {"setting": name, **count_recompiles(lengths, **kwargs)}
         for name, kwargs in settings.items()
     ]
 
 
-def _mlp(seed: int) -> nn.Module:
-    torch.manual_seed(seed)
+def _mlp() -> nn.Module:
+    torch.manual_seed(0)
     return nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 2))
 
 
-def aot_graphs(seed: int = 0) -> dict:
-    """``{"forward", "backward"}``: the code of the ATen graphs AOTAutograd makes for a 2-layer
-    MLP's loss (the forward also returns the activations the backward saves)."""
+def aot_graphs() -> dict:
+    """``{"forward", "backward"}``: the code of AOTAutograd's ATen graphs of a 2-layer MLP's loss."""
     from functorch.compile import make_boxed_func
     from torch._dynamo.backends.common import aot_autograd
 
-    captured, mlp = {}, _mlp(seed)
+    captured, mlp = {}, _mlp()
 
     def keep(name):
         def compiler(gm, example_inputs):
@@ -188,19 +179,17 @@ def aot_graphs(seed: int = 0) -> dict:
     return captured
 
 
-def inductor_code(max_lines: int = 40, seed: int = 0) -> dict:
-    """What TorchInductor generates for a 2-layer MLP on CPU: ``code`` (the module, C++ kernels
-    inside), ``kernels`` (their names), ``glimpse`` (the first kernel's first ``max_lines``
-    lines) and ``lines``."""
+def inductor_code(max_lines: int = 40) -> dict:
+    """What Inductor generates for a 2-layer MLP on CPU: ``kernels`` (names), ``glimpse`` (the
+    first kernel's first ``max_lines`` lines) and ``lines``."""
     from torch._inductor.utils import run_and_get_code
 
     with torch.no_grad():  # a warm FX graph cache still returns the code, in seconds
-        _, codes = run_and_get_code(torch.compile(_mlp(seed)), torch.randn(4, 8))
+        _, codes = run_and_get_code(torch.compile(_mlp()), torch.randn(4, 8))
     lines = "\n".join(codes).splitlines()
     kernels = [line.split(" = ")[0] for line in lines if "async_compile.cpp" in line]
     start = next((i for i, line in enumerate(lines) if "async_compile.cpp" in line), 0)
     return {
-        "code": "\n".join(lines),
         "kernels": kernels,
         "glimpse": "\n".join(lines[start : start + max_lines]),
         "lines": len(lines),
@@ -208,10 +197,8 @@ def inductor_code(max_lines: int = 40, seed: int = 0) -> dict:
 
 
 def precision() -> dict:
-    """bf16, fp16 and fp32: ``formats`` (``torch.finfo``: bits, max, smallest normal, eps),
-    ``sum_of_ones`` (1.0 added 1,000 times: bf16 stops at 256, where the gap between numbers is
-    2: why weights and AdamW state stay fp32), ``exp_12`` (162,754.8: overflows fp16, fits bf16
-    rounded) and ``one_plus_1e-3`` (whether ``1 + 0.001`` differs from 1)."""
+    """bf16, fp16 and fp32: ``formats`` (``torch.finfo``), ``sum_of_ones`` (1.0 added 1,000
+    times: bf16 stops at 256), ``exp_12`` (overflows fp16) and ``one_plus_1e-3``."""
     dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
     out = {"formats": {}, "sum_of_ones": {}, "exp_12": {}, "one_plus_1e-3": {}}
     for name, dtype in dtypes.items():
@@ -232,8 +219,7 @@ def precision() -> dict:
 
 
 def show_source(obj, docstring: bool = True) -> str:
-    """The source of a function or class, dedented, from the installed package (what notebook
-    01 prints, so it never drifts); ``docstring=False`` leaves the docstring out."""
+    """The dedented source of a function or class; ``docstring=False`` leaves its docstring out."""
     source = textwrap.dedent(inspect.getsource(obj))
     body = ast.parse(source).body[0].body
     if docstring or not (isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)):

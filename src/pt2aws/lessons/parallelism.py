@@ -1,11 +1,7 @@
-"""DDP, FSDP2 and tensor parallelism side by side on 2 CPU processes (notebook 01, section 6).
-
-One ``torchrun --nproc_per_node 2 -m pt2aws.lessons.parallelism`` (gloo, also on a GPU machine)
-measures, rank by rank: the same MLP after one AdamW step under DDP (a full replica per rank)
-and under FSDP2 (``1 / world_size`` of every tensor), with the peak resident memory of each
-(Linux: the peak is reset between them through ``/proc/self/clear_refs``); then a 2-layer MLP
-split by tensor parallelism (column-wise, then row-wise: Megatron-LM style) against the whole.
-"""
+"""DDP, FSDP2 and tensor parallelism side by side on 2 CPU processes (notebook 01, section 6):
+what each rank holds after one AdamW step of the same MLP under DDP and FSDP2, with its peak
+resident memory, and a 2-layer MLP split column- then row-wise (Megatron-LM) against the whole.
+``torchrun --nproc_per_node 2 -m pt2aws.lessons.parallelism`` (gloo)."""
 
 from __future__ import annotations
 
@@ -29,7 +25,7 @@ PREFIX = "pt2aws-parallelism: "
 
 
 def make_mlp(dim: int = 1024, layers: int = 8) -> nn.Sequential:
-    """``layers`` square ``Linear(dim, dim)`` + ReLU blocks: ``layers * (dim**2 + dim)`` params."""
+    """``layers`` square ``Linear(dim, dim)`` + ReLU blocks."""
     return nn.Sequential(*(nn.Sequential(nn.Linear(dim, dim), nn.ReLU()) for _ in range(layers)))
 
 
@@ -84,8 +80,8 @@ def _memory(mode: str, dim: int, layers: int) -> dict:
 
 
 def _tensor_parallel(dim: int) -> dict:
-    """Column-wise first layer, row-wise second; the local and full shapes, and the output's
-    largest difference from the unsplit MLP."""
+    """Column-wise first layer, row-wise second: local and full shapes, and the output's largest
+    difference from the unsplit MLP."""
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor.parallel import (
         ColwiseParallel,
@@ -113,47 +109,32 @@ def _tensor_parallel(dim: int) -> dict:
     }
 
 
-def main(argv: list[str] | None = None) -> dict:
-    """A worker under torchrun: ``--out FILE.json [--dim D --layers L --tp-dim T]``; rank 0
-    writes ``{"world_size", "ddp", "fsdp", "tp"}``, each a list of one dict per rank."""
-    import argparse
-
-    parser = argparse.ArgumentParser(description="pt2aws parallelism lesson worker")
-    parser.add_argument("--out", required=True)
-    parser.add_argument("--dim", type=int, default=1024)
-    parser.add_argument("--layers", type=int, default=8)
-    parser.add_argument("--tp-dim", type=int, default=16)
-    args = parser.parse_args(argv)
+def main(out: str) -> dict:
+    """A worker under torchrun; rank 0 writes ``{"world_size", "ddp", "fsdp", "tp"}`` (one dict
+    per rank each) to ``out``: 8 x ``Linear(1024, 1024)`` for DDP and FSDP, width 16 for TP."""
     info = compute_init(num_threads=1)
     warm = nn.Linear(64, 64)  # kernels and thread pools load on a first step: not the model's
     warm(torch.randn(8, 64)).sum().backward()
     torch.optim.AdamW(warm.parameters()).step()
     result = {"world_size": info.world_size}
     for mode in ("ddp", "fsdp", "tp"):
-        mine = (
-            _tensor_parallel(args.tp_dim) if mode == "tp" else _memory(mode, args.dim, args.layers)
-        )
+        mine = _tensor_parallel(16) if mode == "tp" else _memory(mode, 1024, 8)
         result[mode] = all_gather(mine, info)
         if info.is_main:
             print(f"{PREFIX}{mode} measured on {info.world_size} processes", flush=True)
     if info.is_main:
-        Path(args.out).write_text(json.dumps(result, indent=2))
+        Path(out).write_text(json.dumps(result, indent=2))
     compute_cleanup(info, succeeded=True)
     return result
 
 
-def run(dim=1024, layers=8, tp_dim=16, timeout_s: float = 300, stream=None) -> dict:
-    """Run the lesson on 2 CPU processes; :func:`main`'s result. ``stream``: where a line per
-    strategy measured goes, as it is.
-
-    Raises:
-        RuntimeError: the run failed or timed out (the message holds its output).
-    """
+def run(timeout_s: float = 300, stream=None) -> dict:
+    """Run the lesson on 2 CPU processes: :func:`main`'s result; a line per strategy measured to
+    ``stream``. Raises RuntimeError: the run failed or timed out (with its output)."""
     with tempfile.TemporaryDirectory(prefix="pt2aws-parallelism-") as tmp:
         out = Path(tmp) / "result.json"
         cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
-        cmd += ["-m", "pt2aws.lessons.parallelism", "--out", str(out), "--dim", str(dim)]
-        cmd += ["--layers", str(layers), "--tp-dim", str(tp_dim)]
+        cmd += ["-m", "pt2aws.lessons.parallelism", str(out)]
         # blocks of 64 KiB and more go back to the OS when freed (glibc): RSS follows the live
         # tensors; CUDA_VISIBLE_DEVICES="": CPU tensors and gloo on a GPU machine too
         env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536", "CUDA_VISIBLE_DEVICES": ""}
@@ -173,15 +154,13 @@ def run(dim=1024, layers=8, tp_dim=16, timeout_s: float = 300, stream=None) -> d
 
 
 def memory_table(result: dict) -> list[dict]:
-    """Rank 0's bytes per strategy: parameters, gradients, AdamW state, their ``total_bytes``,
-    the peak RSS and its growth over the process before the model (which also counts DDP's
-    buckets and FSDP's all-gather buffers)."""
+    """Rank 0's bytes per strategy: parameters, gradients, AdamW state, ``total_bytes``, the peak
+    RSS and its growth (which also counts DDP's buckets and FSDP's all-gather buffers)."""
     rows = []
     for mode in ("ddp", "fsdp"):
         rank0 = result[mode][0]
-        total = sum(
-            rank0[k] for k in ("parameters_bytes", "gradients_bytes", "optimizer_state_bytes")
-        )
+        parts = ("parameters_bytes", "gradients_bytes", "optimizer_state_bytes")
+        total = sum(rank0[k] for k in parts)
         rows.append(
             {"parallelism": mode, "world_size": result["world_size"], **rank0, "total_bytes": total}
         )
@@ -189,5 +168,5 @@ def memory_table(result: dict) -> list[dict]:
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1])
     exit_worker(0)

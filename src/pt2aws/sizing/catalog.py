@@ -1,11 +1,11 @@
-"""Instance, accelerator and processor facts from ``instances.json`` (each names its source, date
-and whether it was verified), and which instance types the AWS APIs accept (botocore)."""
+"""Instance, accelerator and processor facts from ``instances.json`` (each with its source), and
+the instance types the AWS APIs accept (botocore)."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 CATALOG_PATH = Path(__file__).with_name("instances.json")
@@ -13,7 +13,7 @@ CATALOG_PATH = Path(__file__).with_name("instances.json")
 
 @lru_cache(maxsize=1)
 def data() -> dict:
-    """The parsed ``instances.json`` (read once per process)."""
+    """The parsed ``instances.json``."""
     return json.loads(CATALOG_PATH.read_text())
 
 
@@ -24,13 +24,9 @@ def source(source_id: str) -> dict:
 
 @dataclass(frozen=True)
 class InstanceType:
-    """One catalog row (EC2 name; SageMaker adds ``ml.``).
-
-    ``kind`` is ``gpu`` | ``trainium`` | ``inferentia`` | ``cpu``; ``memory_gib`` the instance
-    RAM (GiB), ``accelerator_memory_gb`` per accelerator (GB, 0 on CPUs); ``peak_tflops`` the
-    whole instance's peak (TFLOP/s): dense bf16 of the accelerators, or on CPUs vCPUs x the fp32
-    vector peak per vCPU; ``sources``: ``{"specs", "price", "peak"}`` -> source entries.
-    """
+    """One catalog row (EC2 name). ``kind``: gpu | trainium | inferentia | cpu; ``memory_gib``:
+    RAM; ``accelerator_memory_gb``: per accelerator (0 on CPUs); ``peak_tflops``: the instance's
+    dense bf16 (accelerators) or fp32 vector peak (CPUs); ``sources``: specs, price, peak."""
 
     name: str
     kind: str
@@ -52,16 +48,11 @@ class InstanceType:
 
     @property
     def device_memory_bytes(self) -> float:
-        """Memory of one training device, bytes (accelerator memory, else instance RAM)."""
         return self.accelerator_memory_gb * 1e9 if self.accelerator else self.memory_gib * 2**30
 
     @property
     def peak_precision(self) -> str:
         return "bf16" if self.accelerator else "fp32"
-
-    @property
-    def verified(self) -> bool:
-        return all(s["verified"] for s in self.sources.values())
 
 
 _ROW_FIELDS = (
@@ -70,22 +61,15 @@ _ROW_FIELDS = (
 
 
 def _instance(row: dict) -> InstanceType:
-    d = data()
     if row["accelerator"]:
-        acc = d["accelerators"][row["accelerator"]]
+        acc = data()["accelerators"][row["accelerator"]]
         memory, peak = acc["memory_gb"], acc["peak_bf16_tflops"] * row["accelerator_count"]
-        peak_source = acc["source"]
     else:
-        cpu = d["cpus"][row["cpu"]]
-        memory, peak = 0.0, cpu["peak_fp32_gflops_per_vcpu"] * row["vcpus"] / 1e3
-        peak_source = cpu["source"]
-    sources = {k: source(v) for k, v in row["sources"].items()} | {"peak": source(peak_source)}
-    return InstanceType(
-        **{field: row[field] for field in _ROW_FIELDS},
-        accelerator_memory_gb=memory,
-        peak_tflops=peak,
-        sources=sources,
-    )
+        acc = data()["cpus"][row["cpu"]]
+        memory, peak = 0.0, acc["peak_fp32_gflops_per_vcpu"] * row["vcpus"] / 1e3
+    sources = {k: source(v) for k, v in row["sources"].items()} | {"peak": source(acc["source"])}
+    fields = {field: row[field] for field in _ROW_FIELDS}
+    return InstanceType(**fields, accelerator_memory_gb=memory, peak_tflops=peak, sources=sources)
 
 
 @lru_cache(maxsize=1)
@@ -140,7 +124,6 @@ def is_graviton(instance_type: str) -> bool:
 
 
 def architecture(instance_type: str) -> str:
-    """``"arm64"`` for Graviton families, else ``"x86_64"``."""
     return "arm64" if is_graviton(instance_type) else "x86_64"
 
 
@@ -150,23 +133,21 @@ def has_bf16(instance_type: str) -> bool:
 
 
 def instance_vcpus(instance_type: str) -> int:
-    """vCPUs: the catalog row, else the size rule (``large`` 2, each step doubles; a Graviton
-    ``medium`` 1, an x86 one 2; source ``aws-ec2-sizes``). Raises ValueError for another size."""
+    """vCPUs: the catalog row's, else the size rule (``size_vcpus``; an x86 ``medium`` has 2).
+    Raises ValueError for another size."""
     row = find(instance_type)
     if row:
         return row.vcpus
     family, size = instance_family(instance_type), instance_type.rsplit(".", 1)[1]
-    sizes = data()["size_vcpus"]
     if size == "medium" and not is_graviton(instance_type):
         return 2
-    if size not in sizes or size == "note":
+    if size not in data()["size_vcpus"] or size == "note":
         raise ValueError(f"unknown size {size!r} in {instance_type} (family {family}): pass vcpus=")
-    return sizes[size]
+    return data()["size_vcpus"][size]
 
 
 def instance_memory_bytes(instance_type: str) -> float | None:
-    """Memory of one device: the row's (accelerator, else RAM), else vCPUs x the family's RAM
-    per vCPU (c 2, m 4, r 8 GiB); None for another family."""
+    """Memory of one device: the row's, else vCPUs x the family's RAM per vCPU; None if unknown."""
     row = find(instance_type)
     if row:
         return row.device_memory_bytes
@@ -175,15 +156,15 @@ def instance_memory_bytes(instance_type: str) -> float | None:
 
 
 def peak_flops(instance_type: str) -> dict | None:
-    """Peak FLOP/s of any size of a known family, ``{"flops", "precision", "basis", "source"}``:
-    the row's accelerators' dense bf16, or vCPUs x the processor's fp32 vector peak per vCPU;
-    None for an unknown processor."""
+    """Peak FLOP/s of any size of a known family, ``{"flops", "precision", "basis", "source"}``
+    (accelerators' dense bf16, else vCPUs x fp32 per vCPU); None for an unknown processor."""
     row = find(instance_type)
     if row is not None and row.accelerator:
+        basis = f"{row.accelerator_count} x {row.accelerator} dense bf16"
         return {
             "flops": row.peak_tflops * 1e12,
             "precision": "bf16",
-            "basis": f"{row.accelerator_count} x {row.accelerator} dense bf16",
+            "basis": basis,
             "source": row.sources["peak"],
         }
     processor = family_processor(instance_type) or ""
@@ -191,17 +172,18 @@ def peak_flops(instance_type: str) -> dict | None:
     if not cpu:
         return None
     vcpus, per_vcpu = instance_vcpus(instance_type), cpu["peak_fp32_gflops_per_vcpu"]
+    basis = f"{vcpus} vCPUs x {per_vcpu:g} GFLOP/s fp32 ({processor})"
     return {
         "flops": vcpus * per_vcpu * 1e9,
         "precision": "fp32",
-        "basis": f"{vcpus} vCPUs x {per_vcpu:g} GFLOP/s fp32 ({processor})",
+        "basis": basis,
         "source": source(cpu["source"]),
     }
 
 
 def peak_bf16_flops(device_name: str) -> float | None:
     """Dense bf16 FLOP/s of the GPU ``torch.cuda.get_device_name()`` names (the longest matching
-    ``device_names`` pattern wins: ``"H100 PCIe"`` before ``"H100"``), None if unknown."""
+    ``device_names`` pattern wins), None if unknown."""
     matches = [
         (len(pattern), acc["peak_bf16_tflops"] * 1e12)
         for acc in data()["accelerators"].values()
@@ -211,25 +193,24 @@ def peak_bf16_flops(device_name: str) -> float | None:
     return max(matches)[1] if matches else None
 
 
-@lru_cache(maxsize=1)
-def _enums() -> dict[str, frozenset]:
-    import botocore.session
-
-    session = botocore.session.get_session()
-    sm = session.get_service_model("sagemaker")
-    return {
-        "ec2": frozenset(session.get_service_model("ec2").shape_for("InstanceType").enum),
-        "training": frozenset(sm.shape_for("TrainingInstanceType").enum),
-        "hosting": frozenset(sm.shape_for("ProductionVariantInstanceType").enum),
-    }
+_API_SHAPES = {
+    "ec2": ("ec2", "InstanceType"),
+    "training": ("sagemaker", "TrainingInstanceType"),
+    "hosting": ("sagemaker", "ProductionVariantInstanceType"),
+}
 
 
+@cache
 def botocore_instance_types(api: str) -> frozenset[str]:
     """Types ``"ec2"`` (bare names), ``"training"`` or ``"hosting"`` (``ml.`` names) accept, from
-    the installed botocore's service models. Raises ValueError for another ``api``."""
-    if api not in _enums():
-        raise ValueError(f"api {api!r}: choose one of {', '.join(_enums())}")
-    return _enums()[api]
+    botocore's service models. Raises ValueError for another ``api``."""
+    import botocore.session
+
+    if api not in _API_SHAPES:
+        raise ValueError(f"api {api!r}: choose one of {', '.join(_API_SHAPES)}")
+    service, shape = _API_SHAPES[api]
+    model = botocore.session.get_session().get_service_model(service)
+    return frozenset(model.shape_for(shape).enum)
 
 
 def availability(name: str) -> dict[str, bool]:

@@ -1,13 +1,5 @@
-"""On-demand prices (USD per instance-hour) and the one price x hours, :func:`instance_cost`.
-
-A price is the dated table's (``instances.json``: EC2 per row, SageMaker hosting and training
-in their own tables, us-east-1 unless a row names another region) or the AWS Price List API's,
-read now where credentials allow (:func:`refresh_prices`). ``GetProducts`` filters: EC2 pins
-one Linux shared-tenancy on-demand rate (without ``marketoption`` p5's Capacity Block reads
-$0.00, without ``licenseModel`` Windows rates match: AWS's offer file of 2026-09-10); SageMaker
-uses the SDK's own filters (``instanceName``, ``locationType``, ``regionCode``) and keeps the
-product whose usage type's component is ``Host`` or ``Train`` (``USE1-Host:ml.c7g.xlarge``).
-"""
+"""On-demand prices (USD per instance-hour): the dated table in ``instances.json`` or the AWS
+Price List API (:func:`refresh_prices`), and the one price x hours, :func:`instance_cost`."""
 
 from __future__ import annotations
 
@@ -18,9 +10,7 @@ from dataclasses import dataclass
 
 from pt2aws.sizing import catalog
 
-#: Region of the table's figures unless a row's ``regional_prices`` names another.
 CATALOG_REGION = "us-east-1"
-#: What a price is for: an EC2 instance, a SageMaker endpoint, a SageMaker training job.
 USES = ("ec2", "hosting", "training")
 _TABLES = {"hosting": "sagemaker_hosting_prices", "training": "sagemaker_training_prices"}
 #: Set to ``off`` never to call the Price List API.
@@ -29,9 +19,8 @@ OFF_SWITCH = "PT2AWS_PRICE_LIST"
 
 @dataclass(frozen=True)
 class InstancePrice:
-    """USD per instance-hour of ``instance_type`` for ``use`` in ``region`` (``asked_region``:
-    where it was asked for; they differ when the table has no figure there); ``source``: a
-    catalog source entry or the Price List API's."""
+    """USD per instance-hour of ``instance_type`` for ``use`` (ec2 | hosting | training) in
+    ``region`` (``asked_region`` differs where the table has no figure for it)."""
 
     instance_type: str
     usd_per_hour: float
@@ -54,8 +43,8 @@ class InstancePrice:
         """``0.1734 USD/h (UNVERIFIED, sagemaker-hosting-pricing 2026-11-30, us-east-1)``."""
         mark = "verified" if self.verified else "UNVERIFIED"
         note = f"; {self.region_note}" if self.region_note else ""
-        src = self.source
-        return f"{self.usd_per_hour:.6g} USD/h ({mark}, {src['id']} {src['date']}, {self.region}{note})"
+        where = f"{self.source['id']} {self.source['date']}, {self.region}{note}"
+        return f"{self.usd_per_hour:.6g} USD/h ({mark}, {where})"
 
 
 def _use(instance_type: str, use: str | None) -> str:
@@ -66,9 +55,8 @@ def _use(instance_type: str, use: str | None) -> str:
 
 
 def price(instance_type: str, use: str | None = None, region: str = CATALOG_REGION):
-    """The table's :class:`InstancePrice`, or None where it has none (p5e, trn2, an unlisted
-    SageMaker type). ``use`` None: ``hosting`` for ``ml.`` names, else ``ec2``; another region
-    than the row's gives the us-east-1 figure with a region note. Raises ValueError (``use``)."""
+    """The table's :class:`InstancePrice`, or None. ``use`` None: ``hosting`` for ``ml.`` names,
+    else ``ec2``; a region without a figure gets us-east-1's, noted. Raises ValueError (use)."""
     use, region = _use(instance_type, use), region or CATALOG_REGION
     if use == "ec2":
         bare = instance_type.removeprefix("ml.")
@@ -101,30 +89,28 @@ def instance_cost(
     region: str = CATALOG_REGION,
     known: InstancePrice | None = None,
 ) -> tuple[float | None, InstancePrice | None]:
-    """``(USD, price)`` of ``count`` instances for ``hours`` each (hours x count x USD/hour), the
-    price :func:`price`'s or ``known`` (one read elsewhere: the Price List API); ``(None, None)``
-    without a price. Raises ValueError: negative ``hours``, ``count`` < 1, an unknown ``use``."""
+    """``(hours x count x USD/hour, price)``, the price :func:`price`'s or ``known`` (a live one);
+    ``(None, None)`` without one. Raises ValueError: hours < 0, count < 1, an unknown ``use``."""
     if hours < 0 or count < 1:
         raise ValueError(f"need hours >= 0 and count >= 1, got {hours} and {count}")
     found = known or price(instance_type, use, region)
     return (hours * count * found.usd_per_hour, found) if found else (None, None)
 
 
-# The AWS Price List API.
 class PriceUnavailable(RuntimeError):
     """The Price List API gave no price; the message is the reason."""
 
 
 def price_list_region(region: str) -> str:
-    """The Price List API endpoint for ``region`` (as the SageMaker SDK: Europe and Africa ask
-    eu-central-1, Asia-Pacific ap-south-1, the rest us-east-1)."""
+    """The Price List API endpoint for ``region`` (as the SageMaker SDK picks it)."""
     if region.startswith(("eu", "af")):
         return "eu-central-1"
     return "ap-south-1" if region.startswith(("ap", "cn")) else "us-east-1"
 
 
 def product_filters(instance_type: str, use: str, region: str) -> tuple[str, list[dict]]:
-    """``(ServiceCode, Filters)`` of ``GetProducts`` for one on-demand rate."""
+    """``(ServiceCode, Filters)`` of ``GetProducts`` for one on-demand rate (EC2: without
+    ``marketoption`` a Capacity Block matches, without ``licenseModel`` Windows rates do)."""
     use = _use(instance_type, use)
     if use == "ec2":
         service = "AmazonEC2"
@@ -147,7 +133,7 @@ def product_filters(instance_type: str, use: str, region: str) -> tuple[str, lis
 
 def on_demand_rate(product: dict | str, use: str) -> tuple[float, str] | None:
     """``(USD per hour, usage type)`` of one ``GetProducts`` item, or None (another SageMaker
-    component, or no hourly on-demand rate)."""
+    component than ``Host``/``Train``, or no hourly on-demand rate)."""
     item = json.loads(product) if isinstance(product, str) else product
     usage = item.get("product", {}).get("attributes", {}).get("usagetype", "")
     wanted = {"hosting": "Host", "training": "Train"}.get(use)
@@ -162,23 +148,16 @@ def on_demand_rate(product: dict | str, use: str) -> tuple[float, str] | None:
 
 
 def live_price(session, instance_type: str, use: str, region: str | None = None, client=None):
-    """The :class:`InstancePrice` read now from the Price List API (source
-    ``aws-price-list-api``, verified). ``client``: a ready ``pricing`` client (tests).
-
-    Raises:
-        PriceUnavailable: refused, unreachable, or not exactly one rate; the message says which.
-    """
+    """The :class:`InstancePrice` read now from the Price List API; ``client``: a ready
+    ``pricing`` client. Raises PriceUnavailable: refused, unreachable, or not exactly one rate."""
     from botocore.config import Config
     from botocore.exceptions import BotoCoreError, ClientError
 
     region = region or session.region
     service, filters = product_filters(instance_type, use, region)
     if client is None:  # short timeouts and one retry: an offline machine falls back quickly
-        config = Config(
-            connect_timeout=5,
-            read_timeout=15,
-            retries={"mode": "standard", "total_max_attempts": 2},
-        )
+        retries = {"mode": "standard", "total_max_attempts": 2}
+        config = Config(connect_timeout=5, read_timeout=15, retries=retries)
         endpoint = price_list_region(region)
         client = session.boto().client("pricing", region_name=endpoint, config=config)
     try:
@@ -204,21 +183,17 @@ def live_price(session, instance_type: str, use: str, region: str | None = None,
             f"rates: {found}"
         )
     (usd, usage), *_ = rates
+    url = f"AWS Price List API GetProducts ({service}, {usage})"
     today = datetime.date.today().isoformat()
-    src = {
-        "id": "aws-price-list-api",
-        "url": f"AWS Price List API GetProducts ({service}, {usage})",
-        "date": today,
-        "verified": True,
-    }
+    src = {"id": "aws-price-list-api", "url": url, "date": today, "verified": True}
     return InstancePrice(instance_type, usd, src, use, region, region)
 
 
 def refresh_prices(
     session, instance_types, use=None, region=None, *, enabled=True, client=None
 ) -> tuple[dict[str, InstancePrice], list[str]]:
-    """``({instance: price read now}, [notes])`` where the Price List API answers; the notes say
-    where the prices come from and, for each instance left to the table, why."""
+    """``({instance: price read now}, [notes])``; the notes say where the prices come from and,
+    for each instance left to the table, why."""
     reason = _why_not(session) if enabled else "price refresh not asked for"
     if reason:
         return {}, [f"prices: the dated table in pt2aws/sizing/instances.json ({reason})"]
@@ -237,7 +212,6 @@ def refresh_prices(
 
 
 def _why_not(session) -> str | None:
-    """Why the Price List API is not asked at all, or None."""
     if os.environ.get(OFF_SWITCH, "").lower() in ("off", "0", "false", "no"):
         return f"price refresh off: {OFF_SWITCH}={os.environ[OFF_SWITCH]}"
     if session is None:

@@ -1,21 +1,16 @@
-"""Instances ranked by estimated training cost and time and by serving cost per 1M requests;
-:func:`recommend`, what notebook 00 and ``pt2aws recommend`` show.
+"""Instances ranked by estimated training cost and time and by serving cost per 1M requests.
 
-Training time = ``(6N + 12LdT) x tokens / (nodes x peak x MFU)`` (Kaplan et al. 2020 §2.1;
-:func:`pt2aws.train.throughput.training_flops_per_token`, the count of the run's own MFU), 8/6
-of it with activation recomputation; the peak is bf16 on accelerators, fp32 on CPUs (where the
-recipe may train in bf16: then faster than its row). Cost = (time + paid start-up) x nodes x
-EC2 on-demand price. Serving: :mod:`pt2aws.sizing.serving_cost`'s rows.
+Training time = ``(6N + 12LdT) x tokens / (nodes x peak x MFU)`` (Kaplan et al. 2020 §2.1), 8/6 of
+it with recomputation; the peak is bf16 on accelerators, fp32 on CPUs. Cost = (time + paid
+start-up) x nodes x EC2 on-demand price. Serving: :mod:`pt2aws.sizing.serving_cost`'s rows.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-from pt2aws.sizing import catalog, serving_cost
-from pt2aws.sizing.memory import MEMORY_RESERVE, inference_memory, training_memory
+from pt2aws.sizing import catalog, serving_cost, strategy
 from pt2aws.sizing.pricing import CATALOG_REGION, instance_cost
-from pt2aws.sizing.strategy import plan_training, workload_class
 from pt2aws.sizing.workload import model_spec
 from pt2aws.train.throughput import training_flops_per_token
 
@@ -24,8 +19,7 @@ from pt2aws.train.throughput import training_flops_per_token
 DEFAULT_MFU = {"gpu": 0.35, "trainium": 0.30, "cpu": 0.10}
 #: Paid start-up per training run and node, seconds: boot, image pull, data and model load (ours).
 DEFAULT_OVERHEAD_S = 600.0
-#: Serving rows of notebook 00: notebook 03's endpoints, then one GPU / Inferentia size per
-#: family at its EC2 price (the catalog has no SageMaker hosting price for them).
+#: Notebook 00's serving rows: notebook 03's endpoints, then GPU / Inferentia rows at EC2 prices.
 DEFAULT_INFERENCE_INSTANCES = (
     *serving_cost.DEFAULT_COMPARISON,
     "g5.xlarge",
@@ -43,11 +37,9 @@ def training_flops(spec, tokens: float, seq_len: float) -> float:
     return tokens * training_flops_per_token(n, layers, width, seq_len)
 
 
-def _mfus(mfu) -> dict:
-    """``{kind: MFU}`` from None (the defaults), one number, or a dict."""
-    if mfu is None:
-        return dict(DEFAULT_MFU)
-    return dict.fromkeys(DEFAULT_MFU, float(mfu)) if isinstance(mfu, (int, float)) else mfu
+def _mfus(mfu: float | None) -> dict:
+    """``{kind: MFU}``: the defaults, or ``mfu`` for every kind."""
+    return dict(DEFAULT_MFU) if mfu is None else dict.fromkeys(DEFAULT_MFU, float(mfu))
 
 
 def _flag(rows: list[dict], cost: str, speed) -> None:
@@ -68,11 +60,9 @@ def _training_row(it, plan: dict, flops: float, mfu: float, overhead_s: float, r
     notes = ["needs the AWS Neuron SDK (torch-neuronx)"] if it.kind == "trainium" else []
     if not catalog.availability(it.name)["sagemaker_training"]:
         notes.append("EC2 only (not a SageMaker training type)")
-    devices = (
-        f"{it.accelerator_count} x {it.accelerator}"
-        if it.accelerator
-        else f"{it.vcpus} vCPU {it.cpu}"
-    )
+    devices = f"{it.vcpus} vCPU {it.cpu}"
+    if it.accelerator:
+        devices = f"{it.accelerator_count} x {it.accelerator}"
     return {
         "instance": it.name,
         "kind": it.kind,
@@ -103,14 +93,9 @@ def rank_training(
     overhead_s: float = DEFAULT_OVERHEAD_S,
     region: str = CATALOG_REGION,
 ) -> list[dict]:
-    """Every catalog row (or ``instances``) that fits training, cheapest first: ``instance,
-    kind, accelerators, nodes, strategy, memory_per_device_gb, peak_tflops, peak_precision,
-    mfu, time_s`` (compute only), ``usd_per_hour, cost_usd`` (None without a price), ``price,
-    note, cheapest, fastest``. ``mfu``: one number or per kind (default :data:`DEFAULT_MFU`).
-
-    Raises:
-        ValueError: non-positive tokens or epochs.
-    """
+    """Every catalog row (or ``instances``) that fits training, cheapest first, ``cheapest`` and
+    ``fastest`` marked (``time_s``: compute only; ``cost_usd`` None without a price); ``mfu``:
+    one for all kinds (default :data:`DEFAULT_MFU`). Raises ValueError: tokens or epochs <= 0."""
     if train_tokens <= 0 or epochs <= 0:
         raise ValueError(f"train_tokens ({train_tokens}) and epochs ({epochs}) must be positive")
     spec, mfus = model_spec(model), _mfus(mfu)
@@ -120,23 +105,21 @@ def rank_training(
     for it in catalog.load_catalog():
         if wanted and it.name not in wanted:
             continue
-        plan = plan_training(spec, it, micro_batch, seq_len, precision)
+        plan = strategy.plan_training(spec, it, micro_batch, seq_len, precision)
         if plan:
             rows.append(_training_row(it, plan, flops, mfus[it.kind], overhead_s, region))
     _flag(rows, "cost_usd", lambda r: -r["time_s"])
     return rows
 
 
-def rank_inference(
-    model, seq_len=128, instances=None, region=CATALOG_REGION, prices=None, local=None
-):
-    """:func:`pt2aws.sizing.serving_cost.cost_rows` of ``instances`` (default
-    :data:`DEFAULT_INFERENCE_INSTANCES`) whose device memory holds the bf16 weights and which
-    have a price, cheapest first, with ``cheapest`` / ``fastest`` (most inferences/s)."""
+def rank_inference(model, seq_len=128, region=CATALOG_REGION, prices=None, local=None):
+    """The priced cost rows of :data:`DEFAULT_INFERENCE_INSTANCES` whose device memory holds the
+    bf16 weights, cheapest first, ``cheapest`` and ``fastest`` (most inferences/s) marked."""
     spec = model_spec(model)
-    need = inference_memory(spec, 1, seq_len)["total"]
-    memory = {n: catalog.instance_memory_bytes(n) for n in instances or DEFAULT_INFERENCE_INSTANCES}
-    names = [n for n, held in memory.items() if held is None or need <= held * (1 - MEMORY_RESERVE)]
+    need = strategy.inference_memory(spec, 1, seq_len)["total"]
+    usable = 1 - strategy.MEMORY_RESERVE
+    memory = {n: catalog.instance_memory_bytes(n) for n in DEFAULT_INFERENCE_INSTANCES}
+    names = [n for n, held in memory.items() if held is None or need <= held * usable]
     rows = serving_cost.cost_rows(spec, seq_len, names, region=region, prices=prices, local=local)
     rows = [r for r in rows if r["usd_per_1m"] is not None]
     _flag(rows, "usd_per_1m", lambda r: r["inferences_per_s"])
@@ -151,21 +134,13 @@ def recommend(
     prices=None,
     local=None,
 ) -> dict:
-    """Memory, workload class and both rankings of a :class:`~pt2aws.sizing.workload.Workload`,
-    JSON-serialisable. ``prices``: live serving prices; ``local``: the x86 anchor
-    (:func:`pt2aws.sizing.serving_cost.local_anchor`); ``recommended``: the cheapest priced
-    training row pt2aws runs as is (CUDA or CPU)."""
+    """Memory, workload class and both rankings of a :class:`~pt2aws.sizing.workload.Workload`
+    (JSON); ``prices``: live serving prices; ``local``: the x86 anchor; ``recommended``: the
+    cheapest priced training row pt2aws runs as is."""
     spec, w = model_spec(workload.model), workload
+    shape = (w.micro_batch, w.seq_len, w.precision)
     training = rank_training(
-        spec,
-        w.train_tokens,
-        w.epochs,
-        w.micro_batch,
-        w.seq_len,
-        w.precision,
-        mfu=mfu,
-        overhead_s=overhead_s,
-        region=region,
+        spec, w.train_tokens, w.epochs, *shape, mfu=mfu, overhead_s=overhead_s, region=region
     )
     inference = rank_inference(spec, w.seq_len, region=region, prices=prices, local=local)
     runnable = [r for r in training if r["kind"] in RUNNABLE_KINDS and r["cost_usd"] is not None]
@@ -176,10 +151,10 @@ def recommend(
         "model": dataclasses.asdict(spec),
         "workload": summary,
         "memory": {
-            "training_one_device": training_memory(spec, w.micro_batch, w.seq_len, w.precision),
-            "inference_bf16": inference_memory(spec, 1, w.seq_len),
+            "training_one_device": strategy.training_memory(spec, *shape),
+            "inference_bf16": strategy.inference_memory(spec, 1, w.seq_len),
         },
-        "class": workload_class(spec, w.micro_batch, w.seq_len, w.precision),
+        "class": strategy.workload_class(spec, *shape),
         "training": training,
         "inference": inference,
         "cheapest": next((r["instance"] for r in training if r["cheapest"]), None),
@@ -191,6 +166,6 @@ def recommend(
         "assumptions": {
             "mfu": _mfus(mfu),
             "overhead_s": overhead_s,
-            "memory_reserve": MEMORY_RESERVE,
+            "memory_reserve": strategy.MEMORY_RESERVE,
         },
     }

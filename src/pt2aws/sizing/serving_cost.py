@@ -1,17 +1,14 @@
-"""What serving costs per 1M inferences: the one FLOPs model, the measured points the
-utilisation comes from, and the one cost-row schema of notebooks 00 and 03 and ``pt2aws
-recommend``::
+"""What serving costs per 1M inferences: the one FLOPs model, the measured anchors of the
+utilisation, and the one cost-row schema of notebooks 00 and 03 and ``pt2aws recommend``::
 
     inferences/s      = peak FLOP/s x utilisation / FLOPs per request
     FLOPs per request = (2N + 4LdT) x T    (a third of training's 6N + 12LdT per token)
     utilisation       = an anchor's achieved FLOP/s / the peak of the machine that achieved it
-    USD per 1M        = instance_cost(hours = 1e6 / (inferences/s x 3600))
 
-N the non-embedding parameters, L layers, d width, T tokens per request. Anchors, each row
-naming its own: arm64 rows, AWS's published Graviton3 figure; x86 rows, notebook 02's fp32
-eager throughput against this machine's peak (:func:`local_anchor`), the Graviton3 figure
-until notebook 02 has run; Inferentia2, AWS Neuron's published figure; GPU and Trainium rows,
-:data:`ASSUMED_UTILISATION`. The anchors' figures and sources are in ``instances.json``.
+Anchors (figures and sources in ``instances.json``): arm64 rows, AWS's published Graviton3
+figure; x86 rows, notebook 02's fp32 eager throughput against this machine's peak (the Graviton3
+figure until it has run); Inferentia2, AWS Neuron's figure; GPU and Trainium rows,
+:data:`ASSUMED_UTILISATION`, an assumption.
 """
 
 from __future__ import annotations
@@ -19,45 +16,39 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from types import SimpleNamespace
 
 from pt2aws.sizing import catalog, pricing
+from pt2aws.sizing.pricing import CATALOG_REGION
 from pt2aws.train.throughput import training_flops_per_token
 
 #: Utilisation of rows without a measured anchor (GPUs, Trainium): our assumption.
 ASSUMED_UTILISATION = 0.10
 #: Notebook 03's SageMaker endpoints: Graviton2/3/4 and a comparable x86 instance.
 DEFAULT_COMPARISON = ("ml.c6g.xlarge", "ml.c7g.xlarge", "ml.c8g.xlarge", "ml.c6i.xlarge")
-#: A request this many times smaller than its anchor's is bound by per-call overhead, not FLOPs:
-#: its row is an upper bound, and says so (our threshold).
+#: A request this many times smaller than its anchor's is overhead-bound: an upper bound (ours).
 SMALL_REQUEST = 10
 #: Texts per forward pass of notebook 02's throughput table.
 MEASURED_BATCH = 32
 
 
 def forward_flops_per_token(n: float, num_layers: int, hidden_size: int, tokens: float) -> float:
-    """``2N + 4LdT``: a third of :func:`pt2aws.train.throughput.training_flops_per_token`."""
+    """``2N + 4LdT``: a third of training's."""
     return training_flops_per_token(n, num_layers, hidden_size, tokens) / 3
 
 
 def flops_per_request(model, tokens: float) -> float:
-    """FLOPs of one request of ``tokens`` tokens; ``model`` has ``non_embedding_parameters``,
-    ``num_layers`` and ``hidden_size`` (:class:`pt2aws.sizing.workload.ModelSpec`)."""
+    """FLOPs of one request of ``tokens`` tokens (``model``: a ModelSpec's shape fields)."""
     n, layers, width = model.non_embedding_parameters, model.num_layers, model.hidden_size
     return forward_flops_per_token(n, layers, width, tokens) * tokens
 
 
 def published_anchor(processor: str) -> dict:
-    """The utilisation AWS's published figure for ``"Graviton3"`` or ``"Inferentia2"`` gives:
-    ``{"utilisation", "anchor", "anchor_detail"}`` (``serving_anchors`` of the catalog)."""
+    """``{"utilisation", "flops_per_request", "anchor", "anchor_detail"}`` of AWS's published
+    figure for ``"Graviton3"`` or ``"Inferentia2"`` (the catalog's ``serving_anchors``)."""
     a = catalog.data()["serving_anchors"][processor]
-    shape = SimpleNamespace(
-        non_embedding_parameters=a["non_embedding_parameters"],
-        num_layers=a["num_layers"],
-        hidden_size=a["hidden_size"],
-    )
+    shape = (a["non_embedding_parameters"], a["num_layers"], a["hidden_size"], a["tokens"])
     rate = a.get("inferences_per_s") or a["batch"] / a["seconds_per_batch"]
-    achieved = rate * flops_per_request(shape, a["tokens"])
+    achieved = rate * forward_flops_per_token(*shape) * a["tokens"]
     peak = catalog.peak_flops(a["instance"])
     src = catalog.source(a["source"])
     return {
@@ -71,13 +62,8 @@ def published_anchor(processor: str) -> dict:
 
 
 def machine_peak(cpuinfo: str | None = None, isa: str | None = None, vcpus: int | None = None):
-    """This machine's fp32 peak, ``{"flops", "basis"}``, or None (no clock in ``cpuinfo``).
-
-    A Graviton (its ``CPU part``): the catalog's peak per vCPU. x86: physical cores x fp32 FLOP
-    per cycle of the ISA torch dispatches (``isa_fp32_flops_per_cycle``: AVX-512 64, AVX2 32)
-    x the ``cpu MHz`` of ``/proc/cpuinfo`` (turbo not counted); cores = vCPUs / (``siblings`` /
-    ``cpu cores``). Defaults: ``/proc/cpuinfo``, ``cpu_features().isa``, ``os.cpu_count()``.
-    """
+    """This machine's fp32 peak ``{"flops", "basis"}``, or None (no clock in ``cpuinfo``): a
+    Graviton's from the catalog; x86: physical cores x FLOP/cycle of the ISA x ``cpu MHz``."""
     if cpuinfo is None:
         cpuinfo = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").is_file() else ""
     info: dict[str, str] = {}
@@ -115,10 +101,9 @@ def token_lengths(model_dir: str | Path, texts: list[str]) -> list[int]:
 
 
 def local_anchor(run, peak: dict | None = None) -> dict | None:
-    """``{"utilisation", "anchor", "anchor_detail"}`` notebook 02 measured in ``run`` (a
-    :class:`pt2aws.rundir.RunDir`): its fp32 eager throughput at batch 32 on the texts it timed
-    (length-sorted batches, each padded to its longest) over ``peak`` (default
-    :func:`machine_peak`); None before notebook 02 has run."""
+    """The anchor notebook 02 measured in ``run``: fp32 eager at batch 32 on the texts it timed
+    (length-sorted, padded to each batch's longest) over ``peak`` (default :func:`machine_peak`);
+    None before notebook 02 has run."""
     path = run.inference_metrics
     metrics = json.loads(path.read_text()) if path.is_file() else {}
     eager = next((r for r in metrics.get("variants", []) if r["variant"] == "eager"), None)
@@ -148,8 +133,7 @@ def local_anchor(run, peak: dict | None = None) -> dict | None:
 
 
 def utilisation(instance_type: str, local: dict | None = None) -> dict:
-    """The anchor of ``instance_type``'s row (module docstring): ``{"utilisation", "anchor",
-    "anchor_detail"}``; ``local``: :func:`local_anchor`'s answer, for x86 rows."""
+    """The anchor of ``instance_type``'s row; ``local``: :func:`local_anchor`'s, for x86 rows."""
     row = catalog.find(instance_type)
     kind = row.kind if row else "cpu"
     if kind == "inferentia":
@@ -169,28 +153,32 @@ def utilisation(instance_type: str, local: dict | None = None) -> dict:
     return graviton
 
 
-def _row(name: str, rate: float, anchor: dict, basis: str, region: str, known=None) -> dict:
-    """One cost row, the schema every table shows, for ``rate`` inferences/s."""
-    usd, found = pricing.instance_cost(name, None, 1e6 / (rate * 3600), region=region, known=known)
-    row = catalog.find(name)
+def _row(name, rate, anchor, basis, region, known=None, here=None) -> dict:
+    """One cost row, the schema every table shows, for ``rate`` inferences/s; ``here``:
+    ``(processor, arch, vcpus)`` of this machine (not an AWS instance: no price)."""
+    usd = found = None
+    price = "not an AWS instance"
+    if here is None:  # an AWS instance: the catalog's facts, the price's cost
+        hours = 1e6 / (rate * 3600)
+        usd, found = pricing.instance_cost(name, None, hours, region=region, known=known)
+        price = found.describe() if found else "no price known"
+        row = catalog.find(name)
+        processor = (row and row.accelerator) or catalog.family_processor(name) or ""
+        here = processor, catalog.architecture(name), catalog.instance_vcpus(name)
     return {
         "instance": name,
-        "processor": (row and row.accelerator) or catalog.family_processor(name) or "",
-        "arch": catalog.architecture(name),
-        "vcpus": catalog.instance_vcpus(name),
+        **dict(zip(("processor", "arch", "vcpus"), here, strict=True)),
         "inferences_per_s": rate,
         "usd_per_hour": found.usd_per_hour if found else None,
         "usd_per_1m": usd,
-        "price": found.describe() if found else "no price known",
+        "price": price,
         "anchor": anchor["anchor"],
         "anchor_detail": anchor["anchor_detail"],
         "basis": basis,
     }
 
 
-def cost_row(
-    instance_type, model, tokens, *, region=pricing.CATALOG_REGION, price=None, local=None
-):
+def cost_row(instance_type, model, tokens, *, region=CATALOG_REGION, price=None, local=None):
     """The row of ``instance_type`` serving ``model`` at ``tokens`` tokens per request
     (``price``: a live price, else the table's), or None when its peak is unknown."""
     peak = catalog.peak_flops(instance_type)
@@ -204,16 +192,9 @@ def cost_row(
 
 
 def cost_rows(
-    model,
-    tokens,
-    instances=DEFAULT_COMPARISON,
-    *,
-    region=pricing.CATALOG_REGION,
-    prices=None,
-    local=None,
+    model, tokens, instances=DEFAULT_COMPARISON, *, region=CATALOG_REGION, prices=None, local=None
 ):
-    """:func:`cost_row` of each of ``instances`` with a known peak; ``prices``: live prices by
-    instance (:func:`pt2aws.sizing.pricing.refresh_prices`)."""
+    """:func:`cost_row` of each of ``instances`` with a known peak; ``prices``: live ones."""
     prices = prices or {}
     rows = [
         cost_row(n, model, tokens, region=region, price=prices.get(n), local=local)
@@ -222,52 +203,42 @@ def cost_rows(
     return [r for r in rows if r is not None]
 
 
-def load_test_row(record: dict, request_tokens: float, region=pricing.CATALOG_REGION, prices=None):
-    """The row notebook 03's load test measured (:func:`pt2aws.aws.deploy.deployment_record`):
-    the deployed instance on AWS, *this machine* (no price) on the emulator; None without one.
-    ``request_tokens``: mean tokens of its requests (not the estimates' length)."""
+def load_test_row(record: dict, request_tokens: float, region=CATALOG_REGION, prices=None):
+    """The row notebook 03's load test measured (the deployed instance on AWS, *this machine*
+    on the emulator), or None; ``request_tokens``: mean tokens of its requests."""
     load = record.get("load_test") or {}
     if not load.get("requests"):
         return None
     what = f"{load['requests']} requests of one text, {request_tokens:.0f} tokens on average"
     if record["target"] == "aws":
         name, how = record["instance_type"], f"load test on the endpoint, {what}"
-        measured = {"anchor": "measured: load test", "anchor_detail": how}
-        return _row(name, load["throughput_per_s"], measured, how, region, (prices or {}).get(name))
-    from pt2aws.env.machine import cpu_name
+        known = (prices or {}).get(name)
+        here = None
+    else:
+        from pt2aws.env.machine import cpu_name
 
-    how = f"load test through {record['answer_source']}, {what}"
-    return {
-        "instance": f"this machine ({cpu_name()}, {os.cpu_count()} vCPUs)",
-        "processor": cpu_name(),
-        "arch": os.uname().machine,
-        "vcpus": os.cpu_count(),
-        "inferences_per_s": load["throughput_per_s"],
-        "usd_per_hour": None,
-        "usd_per_1m": None,
-        "price": "not an AWS instance",
-        "anchor": "measured: load test",
-        "anchor_detail": how,
-        "basis": how,
-    }
+        name = f"this machine ({cpu_name()}, {os.cpu_count()} vCPUs)"
+        how, known = f"load test through {record['answer_source']}, {what}", None
+        here = cpu_name(), os.uname().machine, os.cpu_count()
+    measured = {"anchor": "measured: load test", "anchor_detail": how}
+    return _row(name, load["throughput_per_s"], measured, how, region, known, here)
 
 
 def tokens_per_request(train_metrics: str | Path) -> int:
-    """The length the model was trained at (``metrics.json``'s ``sequence_length``)."""
+    """The length the model was trained at (its ``metrics.json``)."""
     return int(json.loads(Path(train_metrics).read_text())["sequence_length"]["train_max_length"])
 
 
 def served_variant(image: str | None, metrics: dict) -> str:
-    """The variant an endpoint on ``image`` serves: ``custom`` (``PT2AWS_VARIANT=auto``:
-    notebook 02's ``auto`` stands in), else ``eager`` (the DLC's handler)."""
+    """The variant an endpoint on ``image`` serves: notebook 02's ``auto`` on ``custom``, else
+    ``eager`` (the DLC's handler)."""
     if image == "custom":
         return (metrics.get("auto_variant") or {}).get("variant") or "eager"
     return "eager"
 
 
 def batched_vs_single(metrics_path: str | Path, load_test: dict | None, image: str | None) -> str:
-    """Notebook 02's batch-32 throughput of the served variant beside the load test's one text
-    per request, both measured on this machine when the emulator ran the load test."""
+    """Notebook 02's batch-32 throughput of the served variant beside the load test's."""
     path = Path(metrics_path)
     metrics = json.loads(path.read_text()) if path.is_file() else {}
     variant = served_variant(image, metrics)

@@ -1,5 +1,5 @@
-"""The tables notebook 00, notebook 03 and ``pt2aws recommend`` show, as pandas DataFrames
-(numbers rounded, no NaN: an unknown figure reads ``-``), and the sizing head as text."""
+"""The tables notebooks 00 and 03 and ``pt2aws recommend`` show, as pandas DataFrames (numbers
+rounded, an unknown figure ``-``), and the recommendation as text."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pandas as pd
 from pt2aws.sizing import catalog, pricing
 
 
-def _frame(records: list[dict]) -> pd.DataFrame:
+def _frame(records: list[dict] | pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(records).astype(object).where(lambda df: df.notna(), "-")
 
 
@@ -21,34 +21,23 @@ def duration(seconds: float) -> str:
     return f"{seconds / 60:.1f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
 
 
-def _usd(usd: float | None):
-    """4 decimals, ``<0.0001`` below (not ``0.0``), None for no price."""
-    return None if usd is None else "<0.0001" if usd < 1e-4 else round(usd, 4)
-
-
 def _marks(row: dict) -> str:
     return " ".join(m for m in ("cheapest", "fastest") if row[m])
 
 
 def training_frame(rec: dict, limit: int | None = None) -> pd.DataFrame:
     """The first ``limit`` training rows of a :func:`~pt2aws.sizing.ranking.recommend` result."""
-    return _frame(
-        [
-            {
-                "instance": r["instance"],
-                "accelerators": r["accelerators"],
-                "nodes": r["nodes"],
-                "strategy": r["strategy"],
-                "GB/device": round(r["memory_per_device_gb"], 2),
-                "peak": r["peak_precision"],
-                "time": duration(r["time_s"]),
-                "USD": None if r["cost_usd"] is None else round(r["cost_usd"], 2),
-                "best": _marks(r),
-                "note": r["note"],
-            }
-            for r in rec["training"][:limit]
-        ]
-    )
+    names = {
+        "memory_per_device_gb": "GB/device",
+        "peak_precision": "peak",
+        "time_s": "time",
+        "cost_usd": "USD",
+    }
+    columns = ["instance", "accelerators", "nodes", "strategy", *names, "best", "note"]
+    rows = rec["training"][:limit]
+    frame = pd.DataFrame(rows, columns=columns).rename(columns=names)
+    frame = frame.assign(time=frame["time"].map(duration), best=[_marks(r) for r in rows])
+    return _frame(frame.round({"GB/device": 2, "USD": 2}))
 
 
 def one_per_device(rows: list[dict]) -> list[dict]:
@@ -57,6 +46,11 @@ def one_per_device(rows: list[dict]) -> list[dict]:
     for r in rows:
         device.setdefault("cpu" if r["kind"] == "cpu" else r["accelerators"].split(" x ")[-1], r)
     return list(device.values())
+
+
+def _usd(usd: float | None):
+    """4 decimals, ``<0.0001`` below, None for no price."""
+    return None if usd is None else "<0.0001" if usd < 1e-4 else round(usd, 4)
 
 
 def cost_frame(rows: list[dict]) -> pd.DataFrame:
@@ -79,8 +73,7 @@ def cost_frame(rows: list[dict]) -> pd.DataFrame:
 
 
 def cost_notes(rows: list[dict]) -> str:
-    """The lines under a cost table: each anchor's measurement once, then each row's arithmetic
-    and price."""
+    """The lines under a cost table: each anchor's measurement once, each row's arithmetic."""
     anchors = {}
     for r in rows:  # an x86 stand-in shares the Graviton3 figure's line
         anchors.setdefault(r["anchor_detail"], r["anchor"].split(" (stand-in")[0])
@@ -94,14 +87,13 @@ def catalog_frame(region: str = pricing.CATALOG_REGION) -> pd.DataFrame:
     for it in catalog.load_catalog():
         price, src = pricing.price(it.name, "ec2", region), it.sources["price"]
         where = f" ({price.region})" if price and price.region_note else ""
+        devices = f"{it.accelerator_count} x {it.accelerator}" if it.accelerator else it.cpu
         records.append(
             {
                 "instance": it.name,
                 "kind": it.kind,
                 "vCPUs": it.vcpus,
-                "accelerators": f"{it.accelerator_count} x {it.accelerator}"
-                if it.accelerator
-                else it.cpu,
+                "accelerators": devices,
                 "peak TFLOP/s": f"{it.peak_tflops:.4g} {it.peak_precision}",
                 "USD/hour": f"{price.usd_per_hour:g}{where}" if price else "none known",
                 "price source": f"{src['id']} {src['date']}, {'verified' if src['verified'] else 'UNVERIFIED'}",
@@ -120,6 +112,7 @@ def format_sizing(rec: dict) -> str:
     """Model, data, memory (GB) and workload class: the head of a recommendation."""
     m, w, c = rec["model"], rec["workload"], rec["class"]
     mem, inf = rec["memory"]["training_one_device"], rec["memory"]["inference_bf16"]
+    gb = {k: f"{mem[k] / 1e9:.2f}" for k in ("weights", "gradients", "optimizer", "activations")}
     return "\n".join(
         [
             f"model {m['name']}: {m['parameters']:,} parameters (h={m['hidden_size']}, "
@@ -127,9 +120,8 @@ def format_sizing(rec: dict) -> str:
             f"data: {w['train_examples']:,} examples x {w['seq_len']} tokens x {w['epochs']:g} epochs; "
             f"{w['training_flops']:.3g} FLOPs ((6N + 12LdT) x tokens, N non-embedding)",
             f"training memory on one device ({w['precision']}, micro-batch {w['micro_batch']}): "
-            f"weights {mem['weights'] / 1e9:.2f} + gradients {mem['gradients'] / 1e9:.2f} + AdamW "
-            f"{mem['optimizer'] / 1e9:.2f} + activations {mem['activations'] / 1e9:.2f} = "
-            f"{mem['total'] / 1e9:.2f} GB",
+            f"weights {gb['weights']} + gradients {gb['gradients']} + AdamW {gb['optimizer']} + "
+            f"activations {gb['activations']} = {mem['total'] / 1e9:.2f} GB",
             f"inference memory (bf16, batch 1): {inf['total'] / 1e9:.3f} GB",
             f"workload class: {c['class']} ({c['reason']}) -> {c['strategy']}",
         ]
@@ -156,28 +148,30 @@ def training_summary(rec: dict, compare: str = "p4d.24xlarge") -> str:
 
 def format_recommendation(rec: dict, limit: int | None = 12) -> str:
     """What ``pt2aws recommend`` prints: the head, both rankings, the anchors, the choice."""
-    inference = rec["inference"]
+    inference, choice, a = rec["inference"], rec["recommended"], rec["assumptions"]
+    serving = (
+        cost_frame(inference).to_string(index=False)
+        if inference
+        else "no instance holds the weights"
+    )
+    chosen = (
+        f"{choice['nodes']} x {choice['instance']} ({choice['strategy']})"
+        if choice
+        else "none fits"
+    )
     return "\n".join(
         [
             format_sizing(rec),
             "",
-            f"Training, cheapest first (MFU {rec['assumptions']['mfu']}; cost = (time + "
-            f"{rec['assumptions']['overhead_s']:.0f} s start-up) x nodes x EC2 on-demand):",
+            f"Training, cheapest first (MFU {a['mfu']}; cost = (time + {a['overhead_s']:.0f} s "
+            "start-up) x nodes x EC2 on-demand):",
             training_frame(rec, limit).to_string(index=False),
             training_summary(rec),
             "",
             "Serving, cost per 1M requests (estimated; each row's anchor below):",
-            cost_frame(inference).to_string(index=False)
-            if inference
-            else "no instance holds the weights",
+            serving,
             cost_notes(inference),
             "",
-            "recommended for pt2aws as is: "
-            + (
-                f"{rec['recommended']['nodes']} x {rec['recommended']['instance']} "
-                f"({rec['recommended']['strategy']})"
-                if rec["recommended"]
-                else "none fits"
-            ),
+            f"recommended for pt2aws as is: {chosen}",
         ]
     )

@@ -1,5 +1,4 @@
-"""What to size: a model's shape (:class:`ModelSpec`, counted offline) and a training job
-(:class:`Workload`)."""
+"""What to size: a model's shape (:class:`ModelSpec`) and a training job (:class:`Workload`)."""
 
 from __future__ import annotations
 
@@ -14,8 +13,8 @@ PRECISIONS = ("mixed", "bf16", "fp32")
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """A transformer's parameters (count), width, layers, heads and embedding-table parameters
-    (looked up, not multiplied: out of the FLOPs; 0 when unknown)."""
+    """A transformer's parameters, width, layers, heads and embedding-table parameters (looked
+    up, not multiplied: out of the FLOPs; 0 when unknown)."""
 
     name: str
     parameters: int
@@ -34,41 +33,30 @@ class ModelSpec:
         return self.parameters - self.embedding_parameters
 
     @classmethod
-    def from_config(cls, config, name: str | None = None, build: bool = False) -> ModelSpec:
-        """The parameters of ``AutoModelForSequenceClassification.from_config(config)``: BERT and
-        RoBERTa in closed form (embeddings ``(vocab + positions + types)·h + 2h``, per layer
-        ``4(h² + h) + 2hf + f + h + 4h``, head ``h² + h + hn + n``; the tests check it against
-        the built model), other configs (or ``build``) built on the ``meta`` device."""
-        h, n = config.hidden_size, config.num_labels
-        if config.model_type in ("bert", "roberta") and not build:
-            f = config.intermediate_size
-            positions = config.max_position_embeddings + config.type_vocab_size
-            tables = (config.vocab_size + positions) * h
-            layer = 4 * (h * h + h) + 2 * h * f + f + h + 4 * h
-            total = tables + 2 * h + config.num_hidden_layers * layer + h * h + h + h * n + n
-        else:
-            import torch
-            from transformers import AutoModelForSequenceClassification
+    def from_config(cls, config, name: str | None = None) -> ModelSpec:
+        """The shape of ``AutoModelForSequenceClassification.from_config(config)``, built on the
+        ``meta`` device (no memory, no weights)."""
+        import torch
+        from transformers import AutoModelForSequenceClassification
 
-            from pt2aws.train.throughput import non_embedding_parameters
+        from pt2aws.train.throughput import non_embedding_parameters
 
-            with torch.device("meta"):
-                model = AutoModelForSequenceClassification.from_config(config)
-            total = sum(p.numel() for p in model.parameters())
-            tables = total - non_embedding_parameters(model)
+        with torch.device("meta"):
+            model = AutoModelForSequenceClassification.from_config(config)
+        total = sum(p.numel() for p in model.parameters())
         return cls(
             name=name or getattr(config, "_name_or_path", "") or config.model_type,
             parameters=total,
-            hidden_size=h,
+            hidden_size=config.hidden_size,
             num_layers=config.num_hidden_layers,
             num_heads=config.num_attention_heads,
-            embedding_parameters=tables,
+            embedding_parameters=total - non_embedding_parameters(model),
         )
 
     @classmethod
     def from_parameters(cls, parameters: float, name: str | None = None) -> ModelSpec:
-        """A shape for a bare count (our estimate, close to published LLMs: parameters = 12 L h²
-        with h = 128 L, heads h / 128; 70e9 gives L 71, h 9088; Llama-2-70B: 80, 8192)."""
+        """A shape for a bare count (ours: parameters = 12 L h², h = 128 L, heads h / 128; 70e9
+        gives L 71, h 9088, Llama-2-70B has 80, 8192)."""
         if parameters <= 0:
             raise ValueError(f"parameters must be positive, got {parameters!r}")
         layers = max(1, round((parameters / (12 * 128**2)) ** (1 / 3)))
@@ -92,11 +80,7 @@ def _config(name: str):
 
 def model_spec(model) -> ModelSpec:
     """A :class:`ModelSpec` from a spec, a ``transformers`` config, a count, ``"70B"`` /
-    ``"350M"``, or a name of the catalog's ``models`` (``FacebookAI/`` prefix accepted).
-
-    Raises:
-        ValueError: anything else (the message lists the accepted forms).
-    """
+    ``"350M"``, or a name of the catalog's ``models``. Raises ValueError for anything else."""
     if isinstance(model, ModelSpec):
         return model
     if isinstance(model, (int, float)):
@@ -118,8 +102,8 @@ def model_spec(model) -> ModelSpec:
 
 @dataclass
 class Workload:
-    """A training job: the model (anything :func:`model_spec` takes), examples, tokens per
-    example (padded), epochs, sequences per device per step, precision (:data:`PRECISIONS`)."""
+    """A training job: the model (anything :func:`model_spec` takes), examples, padded tokens per
+    example, epochs, sequences per device per step, precision (:data:`PRECISIONS`)."""
 
     model: object
     train_examples: int = 1_000_000
@@ -136,13 +120,13 @@ class Workload:
 
     @property
     def train_tokens(self) -> int:
-        """Tokens per epoch: examples x seq_len."""
+        """Tokens per epoch."""
         return self.train_examples * self.seq_len
 
 
 def profile_workload(profile: str, train_examples=None, model=None, epochs=None) -> Workload:
-    """The :class:`Workload` of a pt2aws profile; ``train_examples`` default: the profile's cap,
-    else its training split's size (loads the data, a few seconds)."""
+    """The :class:`Workload` of a pt2aws profile (``train_examples`` default: the profile's cap,
+    else its training split's size)."""
     from pt2aws.config import get_profile
 
     prof = get_profile(profile)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from support.roberta_base import EMBEDDINGS, ROBERTA_BASE, H
 
-from pt2aws.sizing import catalog, memory, workload
+from pt2aws.sizing import catalog, strategy, workload
 
 
 def test_roberta_base_parameter_count_matches_hand_count():
@@ -21,9 +21,6 @@ def test_roberta_base_parameter_count_matches_hand_count():
     default = workload.model_spec(RobertaConfig(num_labels=2))
     assert default.parameters - ROBERTA_BASE == (512 - 514) * H + (2 - 1) * H
     assert workload.model_spec("roberta-large").parameters == 355_361_794
-    for name in ("roberta-base", "minilm-l6"):  # the closed form is the model transformers builds
-        built = workload.ModelSpec.from_config(workload._config(name), name=name, build=True)
-        assert built == workload.model_spec(name)
 
 
 def test_a_bare_count_gets_an_estimated_shape():
@@ -45,15 +42,15 @@ def test_bad_input_errors_name_the_fix():
     with pytest.raises(ValueError, match="roberta-base"):
         workload.model_spec("gpt-unknown")
     with pytest.raises(ValueError, match="choose one of"):
-        memory.training_memory("roberta-base", precision="fp8")
+        strategy.training_memory("roberta-base", precision="fp8")
     with pytest.raises(KeyError, match="not in the catalog"):
         catalog.get_instance("x9.huge")
     with pytest.raises(ValueError, match="train_examples"):
         workload.Workload("roberta-base", train_examples=0)
     with pytest.raises(ValueError, match="choose one of mixed, bf16, fp32"):
         workload.Workload("roberta-base", precision="fp8")
-    assert set(workload.PRECISIONS) == set(memory.STATE_BYTES_PER_PARAM)
-    assert set(workload.PRECISIONS) == set(memory.INFERENCE_BYTES_PER_PARAM)
+    assert set(workload.PRECISIONS) == set(strategy.STATE_BYTES_PER_PARAM)
+    assert set(workload.PRECISIONS) == set(strategy.INFERENCE_BYTES_PER_PARAM)
 
 
 def test_tiny_roberta_count_matches_the_model_modeling_builds():

@@ -1,10 +1,6 @@
-"""The launch plan for a chosen instance: the DLAMI ID (public SSM parameter), the EC2
-``RunInstances`` request and its ``DryRun``, the SageMaker training and endpoint settings.
-
-Nothing starts an instance. A dry run answers ``DryRunOperation`` when the permissions are there
-and the request is well formed; it does not reserve capacity or check the vCPU quota (EC2 API
-reference, ``DryRun``). Every call goes where the session points: an account or the emulator.
-"""
+"""The launch plan for a chosen instance: the AMI (public SSM parameter), the EC2
+``RunInstances`` request and its ``DryRun`` (checks permissions and the request, not capacity or
+quota), the SageMaker training and endpoint settings. Nothing starts an instance."""
 
 from __future__ import annotations
 
@@ -18,11 +14,7 @@ class LaunchPlanError(ValueError):
 
 
 def lookup_ami(session, parameter: str) -> str:
-    """The AMI ID in the public SSM ``parameter`` of the session's region.
-
-    Raises:
-        LaunchPlanError: no such parameter there, or no ``ssm:GetParameter``.
-    """
+    """The AMI ID in the public SSM ``parameter``. Raises LaunchPlanError: none, or denied."""
     from botocore.exceptions import ClientError
 
     try:
@@ -41,24 +33,12 @@ def lookup_ami(session, parameter: str) -> str:
 
 
 def run_instances_request(
-    instance_type: str,
-    image_id: str,
-    count: int = 1,
-    *,
-    name: str = "pt2aws",
-    subnet_id: str | None = None,
-    security_group_ids: list[str] | None = None,
-    volume_gb: int = 200,
-    instance_profile: str | None = None,
+    instance_type: str, image_id: str, count: int = 1, *, name="pt2aws", subnet_id=None
 ) -> dict:
-    """Keyword arguments of ``ec2.run_instances``: IMDSv2, a gp3 root volume, a ``Name`` tag;
-    ``count`` > 1 EFA instances get an EFA interface and a cluster placement group
-    ``<name>-cluster``. ``instance_profile``: one allowing SSM, ECR pulls and S3 (run.py).
-
-    Raises:
-        LaunchPlanError: a type EC2 does not know (botocore), count < 1, or multi-node EFA
-            without ``subnet_id``.
-    """
+    """Keyword arguments of ``ec2.run_instances``: IMDSv2, a 200 GB gp3 root volume, a ``Name``
+    tag; ``count`` > 1 EFA instances get an EFA interface and a placement group
+    ``<name>-cluster``. Raises LaunchPlanError: a type EC2 does not know, count < 1, or
+    multi-node EFA without ``subnet_id``."""
     bare = instance_type.removeprefix("ml.")
     if not catalog.availability(bare)["ec2"]:
         raise LaunchPlanError(
@@ -68,42 +48,38 @@ def run_instances_request(
         raise LaunchPlanError(f"count must be >= 1, got {count}")
     row = catalog.find(bare)
     neuron = row is not None and row.kind in ("trainium", "inferentia")
+    volume = {"VolumeSize": 200, "VolumeType": "gp3", "DeleteOnTermination": True}
     request = {
         "ImageId": image_id,
         "InstanceType": bare,
         "MinCount": count,
         "MaxCount": count,
         "BlockDeviceMappings": [
-            {
-                "DeviceName": "/dev/sda1" if neuron else "/dev/xvda",  # Ubuntu / Amazon Linux
-                "Ebs": {"VolumeSize": volume_gb, "VolumeType": "gp3", "DeleteOnTermination": True},
-            }
+            {"DeviceName": "/dev/sda1" if neuron else "/dev/xvda", "Ebs": volume}  # Ubuntu / AL
         ],
         "TagSpecifications": [
             {"ResourceType": "instance", "Tags": [{"Key": "Name", "Value": name}]}
         ],
         "MetadataOptions": {"HttpTokens": "required"},
     }
-    if instance_profile:
-        request["IamInstanceProfile"] = {"Name": instance_profile}
-    groups = list(security_group_ids or [])
     if row is not None and row.efa and count > 1:
         if not subnet_id:
             raise LaunchPlanError(
                 f"{count} x {bare} with EFA need subnet_id (one subnet, one AZ) and a security "
                 "group allowing all traffic to itself"
             )
-        interface = {
-            "DeviceIndex": 0,
-            "InterfaceType": "efa",
-            "SubnetId": subnet_id,
-            "Groups": groups,
-        }
-        request["NetworkInterfaces"] = [interface | {"DeleteOnTermination": True}]
+        request["NetworkInterfaces"] = [
+            {
+                "DeviceIndex": 0,
+                "InterfaceType": "efa",
+                "SubnetId": subnet_id,
+                "Groups": [],
+                "DeleteOnTermination": True,
+            }
+        ]
         request["Placement"] = {"GroupName": f"{name}-cluster"}
-    else:
-        request.update({"SubnetId": subnet_id} if subnet_id else {})
-        request.update({"SecurityGroupIds": groups} if groups else {})
+    elif subnet_id:
+        request["SubnetId"] = subnet_id
     return request
 
 
@@ -122,8 +98,7 @@ def dry_run(session, request: dict) -> dict:
 
 
 def sagemaker_training_settings(instance_type: str, nodes: int, region: str) -> dict:
-    """``ModelTrainer`` settings: ``{"training_image", "instance_type", "instance_count",
-    "distributed", "available"}`` (no image: not a SageMaker training type, or Neuron)."""
+    """``ModelTrainer`` settings (no image: not a SageMaker training type, or Neuron)."""
     it = catalog.get_instance(instance_type)
     try:
         image = images.training_image_uri(f"ml.{it.name}", region)
@@ -139,7 +114,7 @@ def sagemaker_training_settings(instance_type: str, nodes: int, region: str) -> 
 
 
 def sagemaker_endpoint_settings(instance_type: str, region: str) -> dict:
-    """``{"image_uri", "instance_type", "environment", "available"}`` of a real-time endpoint."""
+    """The image, type and environment of a real-time endpoint."""
     it = catalog.get_instance(instance_type)
     name = f"ml.{it.name}"
     hosting = catalog.availability(it.name)["sagemaker_hosting"]
@@ -152,28 +127,16 @@ def sagemaker_endpoint_settings(instance_type: str, region: str) -> dict:
 
 
 def launch_plan(
-    train_instance,
-    nodes=1,
-    serve_instance="c7g.xlarge",
-    *,
-    session=None,
-    region="us-east-1",
-    subnet_id=None,
+    train_instance, nodes=1, serve_instance="c7g.xlarge", *, session=None, region="us-east-1"
 ):
-    """Everything to train on ``nodes`` x ``train_instance`` and serve on ``serve_instance``.
-
-    ``session``: where to read the AMI and dry-run the request (an account: nothing starts;
-    or the emulator); None: no AWS call. Returns ``{"target", "region", "train_instance",
-    "nodes", "ec2": {"ssm_parameter", "ami_id", "request", "dry_run", "dlc_image"},
-    "sagemaker_training", "sagemaker_endpoint", "support", "next_steps"}``.
-    """
+    """Everything to train on ``nodes`` x ``train_instance`` and serve on ``serve_instance``;
+    ``session``: where to read the AMI and dry-run the request (None: no AWS call)."""
     it = catalog.get_instance(train_instance)
     region = session.region if session else region
     with images.reported_by_caller():  # the plan's "support" rows carry each notice
         parameter = images.dlami_parameter(it.name)
         ami = lookup_ami(session, parameter) if session else None
-        multi_efa = it.efa and nodes > 1
-        subnet = subnet_id or ("subnet-REPLACE" if multi_efa else None)
+        subnet = "subnet-REPLACE" if it.efa and nodes > 1 else None  # the reader's subnet
         request = run_instances_request(
             it.name, ami or "ami-RESOLVE-FROM-SSM", nodes, name="pt2aws-train", subnet_id=subnet
         )
@@ -206,8 +169,7 @@ def _ec2_dlc(instance_type: str, region: str) -> str | None:
 
 
 def _support(it) -> list[dict]:
-    """Patch support of each image the plan names (the DLAMI for GPU instances, the EC2 and
-    SageMaker training DLCs, the arm64 inference DLC)."""
+    """Patch support of each image the plan names."""
     facts = images.image_facts()["training"]["ec2"]["versions"]
     rows = [images.dlami_support(images.DLAMI_PYTORCH_VERSION)] if it.kind == "gpu" else []
     rows += [

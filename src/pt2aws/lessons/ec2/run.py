@@ -1,13 +1,8 @@
-"""The source blog's EC2 route: train inside the AWS training DLC on a DLAMI instance, with the
-commands sent through SSM Run Command (``AWS-RunShellScript``: no SSH key, no open port).
-
-The instance fetches the bundle (the package, pinned requirements, the prepared data and a
-local model: what a SageMaker job gets as channels), logs in to the DLC registry, pulls the
-training DLC and runs ``torchrun`` in it (``--gpus all``, ``--ipc host``: the data loader and
-NCCL share memory; ``--network host``: EFA and the rendezvous), then uploads the run folder as
-``model.tar.gz``. Its instance profile allows SSM (``AmazonSSMManagedInstanceCore``), ECR pulls
-and S3 on the bucket. DLC flags: aws/deep-learning-containers ``docs/pytorch/deployment/ec2.md``.
-"""
+"""The source blog's EC2 route: train inside the AWS training DLC on a DLAMI instance, the
+commands sent through SSM Run Command (no SSH key, no open port). The instance fetches the bundle
+(package, requirements, data, a local model), pulls the DLC, runs ``torchrun`` in it and uploads
+the run folder as ``model.tar.gz`` (DLC flags: aws/deep-learning-containers
+``docs/pytorch/deployment/ec2.md``)."""
 
 from __future__ import annotations
 
@@ -27,7 +22,6 @@ from pt2aws.aws.training_job import (
 )
 from pt2aws.sizing.catalog import get_instance
 
-#: The bundle's folder on the instance, mounted as /workspace in the container.
 HOST_DIR = "/opt/pt2aws"
 CONTAINER_DIR = "/workspace"
 SSM_DOCUMENT = "AWS-RunShellScript"
@@ -36,8 +30,7 @@ RDZV_PORT = 29500
 
 
 def stage_bundle(cfg, work_dir: str | Path) -> Path:
-    """``<work_dir>/bundle.tar.gz``: ``code/`` (package, requirements), ``train/data.jsonl``
-    and, for a local model folder, ``model/``."""
+    """``<work_dir>/bundle.tar.gz``: ``code/``, ``train/data.jsonl`` and a local ``model/``."""
     work_dir = Path(work_dir)
     code = stage_source(work_dir / "code")
     data = prepare_data(cfg, work_dir / DATA_CHANNEL)
@@ -53,11 +46,7 @@ def stage_bundle(cfg, work_dir: str | Path) -> Path:
 
 def torchrun_args(cfg, *, nproc_per_node: int, nodes: int = 1, head_address: str = "") -> list[str]:
     """``torchrun ... -m pt2aws.train --<field> <value> ...`` with the container's paths.
-
-    Raises:
-        ValueError: counts below 1, or ``nodes`` > 1 without ``head_address`` (the first
-            instance's private IP).
-    """
+    Raises ValueError: counts below 1, or ``nodes`` > 1 without ``head_address``."""
     if nproc_per_node < 1 or nodes < 1:
         raise ValueError(f"nproc_per_node ({nproc_per_node}) and nodes ({nodes}) must be >= 1")
     output = f"{CONTAINER_DIR}/output"
@@ -77,8 +66,7 @@ def torchrun_args(cfg, *, nproc_per_node: int, nodes: int = 1, head_address: str
 
 
 def docker_run_command(image_uri: str, train_command: list[str], *, gpu: bool, efa: bool) -> str:
-    """``docker run`` of the DLC: the bundle at /workspace, the pinned requirements installed,
-    then ``train_command`` with the bundled package on ``PYTHONPATH``."""
+    """``docker run`` of the DLC: requirements installed, then ``train_command``."""
     inner = (
         f"pip install --no-cache-dir -r {CONTAINER_DIR}/code/requirements.txt && "
         f"PYTHONPATH={CONTAINER_DIR}/code {shlex.join(train_command)}"
@@ -92,25 +80,13 @@ def docker_run_command(image_uri: str, train_command: list[str], *, gpu: bool, e
 
 
 def training_commands(
-    instance_type,
-    cfg,
-    *,
-    region,
-    bundle_s3,
-    output_s3,
-    nodes=1,
-    head_address="",
-    dlc_version=EC2_DLC_VERSION,
+    instance_type, cfg, *, region, bundle_s3, output_s3, nodes=1, head_address=""
 ) -> list[str]:
-    """The lines SSM runs as root on every instance: fetch the bundle, log in to the registry,
-    pull and run the DLC, upload ``output/train`` to ``output_s3``.
-
-    Raises:
-        pt2aws.aws.images.TrainingImageError: an arm64 CPU instance, an unknown version.
-        KeyError: a type not in the catalog.
-    """
+    """The lines SSM runs as root on every instance: fetch the bundle, pull and run the DLC,
+    upload ``output/train`` to ``output_s3``. Raises TrainingImageError (an arm64 CPU
+    instance) or KeyError (a type not in the catalog)."""
     it = get_instance(instance_type)
-    image, gpu = training_image_for(it.name, region, dlc_version)
+    image, gpu = training_image_for(it.name, region, EC2_DLC_VERSION)
     train = torchrun_args(cfg, nproc_per_node=it.devices, nodes=nodes, head_address=head_address)
     lines = ["set -euo pipefail", f"mkdir -p {HOST_DIR} && cd {HOST_DIR}"]
     if not gpu:  # the Amazon Linux 2023 AMI of CPU instances has no Docker (the DLAMI has)
@@ -127,45 +103,13 @@ def training_commands(
     ]
 
 
-def send_commands(
-    session, instance_ids, commands, *, timeout_s=8 * 3600, bucket="", prefix=""
-) -> dict:
-    """Send ``commands`` with SSM Run Command (full output to ``s3://bucket/prefix`` when given:
-    the API keeps the first 24,000 characters). Returns ``{"command_id", "instance_ids",
-    "document", "status"}``."""
-    request = {
-        "InstanceIds": list(instance_ids),
-        "DocumentName": SSM_DOCUMENT,
-        "Comment": "pt2aws: torchrun -m pt2aws.train in the AWS training DLC",
-        "Parameters": {"commands": commands, "executionTimeout": [str(timeout_s)]},
-    }
-    if bucket:
-        request.update(OutputS3BucketName=bucket, OutputS3KeyPrefix=prefix)
-    sent = session.client("ssm").send_command(**request)["Command"]
-    return {
-        "command_id": sent["CommandId"],
-        "instance_ids": sent["InstanceIds"],
-        "document": sent["DocumentName"],
-        "status": sent["Status"],
-    }
-
-
 def run_on(
     session, instance_type, cfg, *, work_dir, instance_ids=None, bucket="", **command_kwargs
 ) -> dict:
-    """Stage and upload the bundle to ``s3://<bucket>/pt2aws-ec2/<name>/``, then send
-    :func:`training_commands` to ``instance_ids`` (on the emulator default: one emulated
-    instance, which runs nothing). Follow it with ``aws ssm get-command-invocation``, then
-    :func:`pt2aws.aws.training_job.fetch_model` of ``output_s3``.
-
-    Returns:
-        ``{"target", "region", "instance_type", "image_uri", "bundle_s3", "output_s3",
-        "commands", "command_id", "instance_ids", "document", "status"}``.
-
-    Raises:
-        ValueError: an AWS session without ``instance_ids``.
-        pt2aws.aws.images.TrainingImageError: before any AWS call.
-    """
+    """Upload the bundle to ``s3://<bucket>/pt2aws-ec2/<name>/`` and send
+    :func:`training_commands` to ``instance_ids`` (on the emulator: one emulated instance, which
+    runs nothing); full output to S3 (the API keeps 24,000 characters). Raises ValueError: an
+    AWS session without ``instance_ids``; TrainingImageError, before any AWS call."""
     from pt2aws.aws.artifact import upload_archive
     from pt2aws.aws.session import default_bucket, resource_name
 
@@ -174,8 +118,7 @@ def run_on(
             "AWS_TARGET='aws' needs instance_ids: launch the instances from the launch plan "
             "(notebook 00: DLAMI, instance profile with SSM, ECR read and S3 access) first"
         )
-    version = command_kwargs.get("dlc_version", EC2_DLC_VERSION)
-    image, _ = training_image_for(get_instance(instance_type).name, session.region, version)
+    image, _ = training_image_for(get_instance(instance_type).name, session.region, EC2_DLC_VERSION)
     bucket = bucket or default_bucket(session)
     prefix = f"pt2aws-ec2/{resource_name('pt2aws-ec2')}"
     bundle = stage_bundle(cfg, work_dir)
@@ -189,8 +132,14 @@ def run_on(
         output_s3=output_s3,
         **command_kwargs,
     )
-    ids = instance_ids or [session.emulator.launch_instance(instance_type)]
-    sent = send_commands(session, ids, commands, bucket=bucket, prefix=prefix)
+    sent = session.client("ssm").send_command(
+        InstanceIds=instance_ids or [session.emulator.launch_instance(instance_type)],
+        DocumentName=SSM_DOCUMENT,
+        Comment="pt2aws: torchrun -m pt2aws.train in the AWS training DLC",
+        Parameters={"commands": commands, "executionTimeout": [str(8 * 3600)]},
+        OutputS3BucketName=bucket,
+        OutputS3KeyPrefix=prefix,
+    )["Command"]
     return {
         "target": session.target,
         "region": session.region,
@@ -199,5 +148,8 @@ def run_on(
         "bundle_s3": bundle_s3,
         "output_s3": output_s3,
         "commands": commands,
-        **sent,
+        "command_id": sent["CommandId"],
+        "instance_ids": sent["InstanceIds"],
+        "document": sent["DocumentName"],
+        "status": sent["Status"],
     }

