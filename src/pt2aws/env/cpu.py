@@ -1,18 +1,17 @@
 """What this CPU does natively, as this process uses it: the one answer to "is bf16/int8 native
 here" (``cpu_features().bf16_native``, ``.int8_dot``, each with its ``.reason``).
 
-Three inputs: the CPU as the kernel presents it (aarch64: the auxiliary vector ``AT_HWCAP``/
-``AT_HWCAP2``, bits from Linux ``arch/arm64/include/uapi/asm/hwcap.h``, never ``/proc/cpuinfo``,
-which under QEMU user mode is the host's; x86: ``torch.cpu.get_capabilities()``, i.e. CPUID, else
-``/proc/cpuinfo`` flags); the caps in the environment that make torch run this CPU as a weaker one
-(``ATEN_CPU_CAPABILITY``: ATen's kernels; ``ONEDNN_MAX_CPU_ISA``/``DNNL_MAX_CPU_ISA``: oneDNN's,
-which do the bf16 and int8 matmuls, https://oneapi-src.github.io/oneDNN/dev_guide_cpu_dispatcher_control.html;
-``MKL_ENABLE_INSTRUCTIONS``: MKL's fp32 GEMM only); and torch's dispatch level
-(``torch.backends.cpu.get_cpu_capability()``). :func:`features_from` is the pure part.
+Inputs: the CPU as the kernel presents it (aarch64: ``getauxval(AT_HWCAP/AT_HWCAP2)``, bits of
+Linux ``arch/arm64/include/uapi/asm/hwcap.h``, not ``/proc/cpuinfo``, the host's under QEMU; x86:
+``torch.cpu.get_capabilities()``, else ``/proc/cpuinfo``), the caps in the environment
+(``ATEN_CPU_CAPABILITY`` for ATen; ``ONEDNN_MAX_CPU_ISA``/``DNNL_MAX_CPU_ISA`` for oneDNN's bf16
+and int8 matmuls, https://oneapi-src.github.io/oneDNN/dev_guide_cpu_dispatcher_control.html;
+``MKL_ENABLE_INSTRUCTIONS``), and torch's dispatch level. :func:`features_from` is the pure part.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import platform
@@ -23,14 +22,9 @@ from pathlib import Path
 from pt2aws.env.machine import is_arm64
 
 #: Environment variables that cap the instruction set torch's libraries use.
-CAP_VARIABLES = (
-    "ATEN_CPU_CAPABILITY",
-    "ONEDNN_MAX_CPU_ISA",
-    "DNNL_MAX_CPU_ISA",
-    "MKL_ENABLE_INSTRUCTIONS",
+CAP_VARIABLES = tuple(
+    "ATEN_CPU_CAPABILITY ONEDNN_MAX_CPU_ISA DNNL_MAX_CPU_ISA MKL_ENABLE_INSTRUCTIONS".split()
 )
-#: The caps that emulate an AVX2-only x86 CPU (no AVX-512, bf16, VNNI or AMX) on a newer one.
-AVX2_CAPS = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
 #: aarch64 HWCAP bits (AT_HWCAP = 16, AT_HWCAP2 = 26): Linux arch/arm64/include/uapi/asm/hwcap.h.
 AT_HWCAP, AT_HWCAP2 = 16, 26
 HWCAP_BITS = {"asimd": 1, "asimddp": 20, "sve": 22}
@@ -65,10 +59,8 @@ class Capability:
 
 @dataclass(frozen=True)
 class CpuFeatures:
-    """This CPU as this process uses it. ``hardware``: feature names in ``/proc/cpuinfo``
-    spelling, before any cap; ``isa``: torch's ATen dispatch level; ``caps``: the cap variables
-    set; ``bf16_native``: AVX512-BF16/AMX-BF16 or Arm BF16, not capped away; ``int8_dot``:
-    AVX512-VNNI/AVX-VNNI/AMX-INT8 or Arm SDOT/UDOT/I8MM; ``notes``: caps that contradict."""
+    """This CPU as this process uses it: ``hardware`` (``/proc/cpuinfo`` spelling, uncapped),
+    ``isa`` (ATen's dispatch level), ``caps`` set, capabilities after the caps, ``notes``."""
 
     arch: str
     model: str
@@ -85,7 +77,6 @@ class CpuFeatures:
 
     @property
     def description(self) -> str:
-        """One line: the CPU, torch's ISA, the caps, bf16, int8, AMX (x86) or SVE (Arm)."""
         caps = " ".join(f"{k}={v}" for k, v in self.caps.items())
         parts = [
             f"{self.model} ({self.arch}), torch dispatches {self.isa}"
@@ -101,14 +92,8 @@ class CpuFeatures:
 
     def as_dict(self) -> dict:
         """JSON-serialisable form; each capability as ``{"available", "reason"}``."""
-        out = {k: getattr(self, k) for k in ("arch", "model", "isa", "source", "caps", "notes")}
-        out.update(hardware=sorted(self.hardware), description=self.description)
-        for name in ("bf16_native", "int8_dot", "amx", "avx512", "sve"):
-            out[name] = {
-                "available": getattr(self, name).available,
-                "reason": getattr(self, name).reason,
-            }
-        return out
+        out = dataclasses.asdict(self) | {"description": self.description}
+        return out | {"hardware": sorted(self.hardware)}
 
 
 def hardware_from_auxv(hwcap: int, hwcap2: int) -> frozenset[str]:
@@ -199,7 +184,6 @@ def features_from(
         )
 
     def check(pairs, what: str, needs_512: bool, onednn_allows: bool) -> Capability:
-        """Present when the hardware has one of ``pairs`` (flag, name) and no cap takes it."""
         found = [name for flag, name in pairs if flag in hw]
         if not found:
             return Capability(False, f"{model} has no {what}")
@@ -246,13 +230,8 @@ def _arm(hw, caps, onednn, model) -> tuple[Capability, ...]:
 
 
 def cpu_features(environ: Mapping[str, str] | None = None) -> CpuFeatures:
-    """What this CPU does natively for this process; e.g. ``cpu_features().bf16_native`` is
-    truthy on a Graviton3 or a Sapphire Rapids, and its ``.reason`` says why (not).
-
-    The hardware is probed once per process (``import torch`` included); the caps are read from
-    ``environ`` (default ``os.environ``) on every call. Libraries read their caps at start-up, so
-    change them for a new process, not this one.
-    """
+    """What this CPU does natively for this process (``.bf16_native`` on a Graviton3 or a
+    Sapphire Rapids); the hardware is probed once, the caps read from ``environ`` each call."""
     machine = platform.machine()
     hardware, source, model, isa = _probe(machine)
     isa = isa if environ is None else None  # torch's level reflects this process's caps only
@@ -262,14 +241,9 @@ def cpu_features(environ: Mapping[str, str] | None = None) -> CpuFeatures:
 
 
 def inductor_cache_for_caps(environ: dict | None = None) -> str | None:
-    """Give ``torch.compile`` a cache folder of its own while a cap is set.
-
-    TorchInductor reuses the C++ kernels in ``TORCHINDUCTOR_CACHE_DIR`` across processes and its
-    key ignores :data:`CAP_VARIABLES`: kernels cached under one cap crashed or answered NaN under
-    another (``benchmarks/README.md``, ``cpu_caps.py``). With a cap set and no folder chosen, this
-    sets ``TORCHINDUCTOR_CACHE_DIR=<tmp>/torchinductor_<user>_<caps>`` in ``environ`` (default
-    ``os.environ``; ``import pt2aws`` calls it, subprocesses inherit it) and returns it, else None.
-    """
+    """With a cap set and no ``TORCHINDUCTOR_CACHE_DIR``, set it to
+    ``<tmp>/torchinductor_<user>_<caps>`` in ``environ`` and return it: Inductor's cache key
+    ignores the caps, and kernels cached under one crashed under another (benchmarks/README.md)."""
     import getpass
     import re
     import tempfile

@@ -1,5 +1,4 @@
-"""The problems an environment report shows, each one sentence that names its fix. Reads only
-the report (and ``/dev/nvidia0`` under ``root``), so tests can hand it any machine."""
+"""The problems an environment report shows, each one sentence that names its fix."""
 
 from __future__ import annotations
 
@@ -57,9 +56,7 @@ def problems(report: dict, root: str | Path = "/") -> list[str]:
     features = cpu.get("features") or {}
     if not cpu["bf16"]:
         generation = f" ({cpu['graviton_generation']})" if cpu.get("graviton_generation") else ""
-        why = (features.get("bf16_native") or {}).get(
-            "reason"
-        ) or f"no bf16 instructions{generation}"
+        why = (features.get("bf16_native") or {}).get("reason") or f"no bf16{generation}"
         notes.append(
             f"no native bf16 ({why}): bf16 is emulated and slow here, so training and serving "
             "stay fp32; Graviton3+ (c7g/c8g) or Sapphire Rapids (c7i, AMX) run bf16 faster"

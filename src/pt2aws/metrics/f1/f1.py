@@ -1,4 +1,7 @@
-"""F1 (macro and per class) as a Hugging Face ``evaluate`` metric module, shipped with pt2aws."""
+"""F1 (``average="macro"`` or per class with ``average=None``) as an ``evaluate`` module.
+
+``labels`` fixes the classes and their order; a class never seen scores 0 (``zero_division=0``).
+"""
 
 import datasets
 import evaluate
@@ -6,20 +9,12 @@ from sklearn.metrics import f1_score
 
 
 class F1(evaluate.Metric):
-    """F1 = 2PR / (P + R) per class; ``average="macro"`` is their unweighted mean.
-
-    ``labels`` fixes the classes (and the order of per-class scores); classes absent from both
-    predictions and references score 0 (``zero_division=0``).
-    """
-
     def _info(self):
+        ids = datasets.Value("int32")
         return evaluate.MetricInfo(
             description="F1 score, macro average or per class.",
             citation="Pedregosa et al., Scikit-learn: Machine Learning in Python, JMLR 12, 2011.",
-            inputs_description="predictions, references: class ids (int); labels; average.",
-            features=datasets.Features(
-                {"predictions": datasets.Value("int32"), "references": datasets.Value("int32")}
-            ),
+            features=datasets.Features({"predictions": ids, "references": ids}),
         )
 
     def _compute(self, predictions, references, labels=None, average="macro"):
