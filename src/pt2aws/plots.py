@@ -1,8 +1,5 @@
-"""Matplotlib figures the notebooks show and save under ``<run>/plots/``.
-
-Every function returns the ``matplotlib.figure.Figure`` and, given ``path``, also saves it there
-as PNG (110 dpi; parent folders are created). matplotlib is imported inside each function.
-"""
+"""Matplotlib figures the notebooks show; each returns the figure and, given ``path``, saves it
+there as PNG (110 dpi)."""
 
 from __future__ import annotations
 
@@ -18,8 +15,8 @@ def _save(fig, path: str | Path | None):
 
 
 def plot_training(log: Sequence[dict], history: Sequence[dict], path: str | Path | None = None):
-    """Training loss (nats) per logged step of ``log`` (``{"step", "loss"}`` rows of
-    ``train_log.jsonl``) and validation accuracy per epoch of ``history``."""
+    """Training loss (nats) per step of ``log`` (``train_log.jsonl`` rows) and validation
+    accuracy per epoch of ``history``."""
     import matplotlib.pyplot as plt
 
     fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(10, 3.5))
@@ -37,8 +34,7 @@ def plot_training(log: Sequence[dict], history: Sequence[dict], path: str | Path
 
 
 def plot_confusion_matrix(matrix: Sequence[Sequence[int]], label_names: Sequence[str], path=None):
-    """Confusion matrix heat map of counts ``matrix`` (rows true, columns predicted labels, in
-    the id order of ``label_names``)."""
+    """Heat map of confusion counts ``matrix`` (rows true, columns predicted, ``label_names``)."""
     import matplotlib.pyplot as plt
     import numpy as np
     from sklearn.metrics import ConfusionMatrixDisplay
@@ -68,8 +64,7 @@ def plot_bars(values: dict[str, float], *, ylabel: str, title: str, path: str | 
 
 
 def plot_memory_breakdown(rec: dict, path: str | Path | None = None):
-    """Stacked bars, GB (1e9 bytes), of a :func:`pt2aws.sizing.ranking.recommend` result's
-    ``memory``: training on one device (weights, gradients, AdamW, activations), inference."""
+    """Stacked bars, GB (1e9 bytes), of a ``ranking.recommend`` result's ``memory``."""
     import pandas as pd
 
     memory = {
@@ -89,15 +84,9 @@ def plot_memory_breakdown(rec: dict, path: str | Path | None = None):
 
 
 def plot_time_vs_cost(rec: dict, path: str | Path | None = None):
-    """Estimated training time (hours) vs cost (USD) per instance, log-log, rows without a price
-    left out. Labelled: the Pareto front (no instance both faster and cheaper), the cheapest of
-    each kind and the recommended instance; points within 4% of both axes share one label, and each label takes the first
-    corner of its point where it overlaps no label placed before it.
-
-    Args:
-        rec: a :func:`pt2aws.sizing.ranking.recommend` result (its ``training`` rows).
-        path: PNG to write, or None.
-    """
+    """Training time (hours) vs cost (USD) per instance of a ``ranking.recommend`` result,
+    log-log. Labelled: the Pareto front, the cheapest of each kind, the recommended; points
+    within 4% on both axes share a label, placed at the first corner overlapping no other."""
     import matplotlib.pyplot as plt
     import numpy as np
 

@@ -16,11 +16,7 @@ SHIPPED = ("accuracy", "f1", "confusion_matrix")
 
 @cache
 def load_metric(name: str):
-    """The ``evaluate`` module ``name`` (one of :data:`SHIPPED`), loaded from this package.
-
-    Raises:
-        ValueError: a metric pt2aws does not ship.
-    """
+    """The ``evaluate`` module ``name`` loaded from this package; ValueError if not shipped."""
     if name not in SHIPPED:
         raise ValueError(f"metric {name!r} is not shipped with pt2aws; choose from {SHIPPED}")
     import evaluate
@@ -31,20 +27,11 @@ def load_metric(name: str):
 def classification_metrics(
     references: Sequence[int], predictions: Sequence[int], label_names: Sequence[str]
 ) -> dict:
-    """``{"accuracy", "f1" (macro), "f1_per_class": {name: f1}, "confusion_matrix" (rows true,
-    columns predicted, ids of ``label_names``), "num_examples"}``.
-
-    Raises:
-        ValueError: ``references`` and ``predictions`` differ in length, or are empty.
-    """
-    data = {
-        "predictions": [int(p) for p in predictions],
-        "references": [int(r) for r in references],
-    }
+    """``{"accuracy", "f1" (macro), "f1_per_class", "confusion_matrix" (rows true), "num_examples"}``;
+    ValueError when ``references`` and ``predictions`` differ in length or are empty."""
     if len(references) != len(predictions) or not references:
-        raise ValueError(
-            f"need as many predictions as references (> 0), got {len(predictions)} and {len(references)}"
-        )
+        raise ValueError(f"need as many predictions as references (> 0), got {len(predictions)}")
+    data = {"predictions": list(map(int, predictions)), "references": list(map(int, references))}
     labels = list(range(len(label_names)))
     per_class = load_metric("f1").compute(**data, labels=labels, average=None)["f1"]
     matrix = load_metric("confusion_matrix").compute(**data, labels=labels)

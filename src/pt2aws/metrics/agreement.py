@@ -7,7 +7,5 @@ AGREEMENT_TARGET = 0.99
 def label_agreement(reference, other) -> float:
     """Fraction of positions where two label sequences agree; ValueError if lengths differ or 0."""
     if len(reference) != len(other) or not reference:
-        raise ValueError(
-            f"label_agreement needs equal length, got {len(reference)} and {len(other)}"
-        )
+        raise ValueError(f"label_agreement needs equal length, got {len(reference)}, {len(other)}")
     return sum(a == b for a, b in zip(reference, other)) / len(reference)

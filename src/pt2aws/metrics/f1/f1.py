@@ -1,7 +1,4 @@
-"""F1 (``average="macro"`` or per class with ``average=None``) as an ``evaluate`` module.
-
-``labels`` fixes the classes and their order; a class never seen scores 0 (``zero_division=0``).
-"""
+"""F1 (macro, or per class in ``labels`` order with ``average=None``; unseen: 0) for ``evaluate``."""
 
 import datasets
 import evaluate
