@@ -3,12 +3,14 @@ in ``<run>/notebooks/``, their outputs in ``<run>/``, ``summary.md`` from :mod:`
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import signal
 import sys
 import time
 from pathlib import Path
 
+from pt2aws.config import TrainConfig
 from pt2aws.errors import ArgumentParser, MissingFileError, run_cli
 from pt2aws.rundir import RunDir
 
@@ -18,16 +20,11 @@ NOTEBOOKS = (
     "02_local_inference.ipynb",
     "03_deploy_sagemaker_graviton.ipynb",
 )
-#: ``make run`` variables (``--data`` ...) that become notebook 01's parameters, with their help.
-DATA_OPTIONS = {
-    "data": ("DATASET", "a CSV/TSV/JSONL/JSON/Parquet file or hub id"),
-    "model": ("MODEL", "tiny-roberta, minilm-l6, a folder or hub id"),
-    "text_column": ("TEXT_COLUMN", "name or 0-based position"),
-    "label_column": ("LABEL_COLUMN", "name or 0-based position"),
-    "header": ("HEADER", "auto | true | false (CSV/TSV)"),
-    "encoding": ("ENCODING", "auto or a codec, e.g. latin-1"),
-    "label_map": ("LABEL_MAP", 'e.g. "1=positive,-1=negative"'),
-    "max_length": ("MAX_LENGTH", "training tokens per text: a number, or auto (the data's)"),
+#: ``make run`` options that become notebook 01's parameters: option -> (parameter, TrainConfig
+#: field, whose help they show).
+DATA_OPTIONS = {"data": ("DATASET", "dataset"), "model": ("MODEL", "model_name_or_path")} | {
+    name: (name.upper(), name)
+    for name in ("text_column", "label_column", "header", "encoding", "label_map", "max_length")
 }
 
 
@@ -106,8 +103,9 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--runs-dir", default="runs")
     parser.add_argument("--run-dir", default=None, help="default: runs/<UTC timestamp>")
     data = parser.add_argument_group("your own data (notebook 01's parameters; empty: default)")
-    for option, (_, help) in DATA_OPTIONS.items():
-        data.add_argument(f"--{option.replace('_', '-')}", default="", help=help)
+    helps = {f.name: f.metadata["help"] for f in dataclasses.fields(TrainConfig)}
+    for option, (_, field) in DATA_OPTIONS.items():
+        data.add_argument(f"--{option.replace('_', '-')}", default="", help=helps[field])
     return parser
 
 
