@@ -62,10 +62,9 @@ def _recommend(args) -> int:
     workload = profile_workload(
         args.profile, train_examples=args.examples, model=args.model, epochs=args.epochs
     )
-    if args.seq_len is not None:
-        workload.seq_len = args.seq_len
-    if args.micro_batch is not None:
-        workload.micro_batch = args.micro_batch
+    for name in ("seq_len", "micro_batch"):
+        if getattr(args, name) is not None:
+            setattr(workload, name, getattr(args, name))
     workload.precision = args.precision
     prices, notes = {}, ["prices: the dated table in pt2aws/sizing/instances.json (--prices table)"]
     if args.prices == "auto":  # the AWS Price List API where credentials allow, else the table
@@ -94,8 +93,7 @@ def _recommend(args) -> int:
     print(tables.format_recommendation(rec, limit=args.top))
     print("\n".join(notes))
     if plan:
-        print()
-        print(ec2_plan.format_launch_plan(plan))
+        print("\n" + ec2_plan.format_launch_plan(plan))
     return 0
 
 

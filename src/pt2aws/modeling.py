@@ -110,9 +110,9 @@ def build_tiny_roberta_tokenizer(
 
 
 def _label_config(label_names: Sequence[str]) -> dict:
-    names = list(label_names)
-    label2id = {n: i for i, n in enumerate(names)}
-    return {"num_labels": len(names), "id2label": dict(enumerate(names)), "label2id": label2id}
+    id2label = dict(enumerate(label_names))
+    label2id = {n: i for i, n in id2label.items()}
+    return {"num_labels": len(id2label), "id2label": id2label, "label2id": label2id}
 
 
 def build_tiny_roberta(tokenizer, label_names: Sequence[str]):
@@ -157,13 +157,11 @@ def load_tokenizer_and_model(
             choice = choose_max_length(tokenizer, texts, model_max_tokens=ROBERTA_MAX_TOKENS)
             tokenizer.model_max_length = choice.max_length
         return tokenizer, build_tiny_roberta(tokenizer, label_names)
-    if name == MINILM_L6:
-        path = minilm_path()
-    else:
+    path = minilm_path() if name == MINILM_L6 else name
+    if name != MINILM_L6:
         ensure_hub_reachable(
             name, kind="model", offline_alternative=f"{MINILM_L6} (or {TINY_ROBERTA})"
         )
-        path = name
     tokenizer = AutoTokenizer.from_pretrained(path)
     kwargs = _label_config(label_names) | {"ignore_mismatched_sizes": True}
     if os.path.isdir(path):

@@ -157,28 +157,24 @@ def _name_classes(frame, stats, mapping, three_class, standard: bool):
                 f"keys {sorted(k for k, v in mapping.items() if v in missing)}; the data's labels "
                 f"are {raw_found[:20]}. Fix the keys of {flag('label_map')}"
             )
-    found = sorted(frame["label"].unique())
+    found = names = sorted(frame["label"].unique())
     if mapping:
-        names, stats["label_source"] = found, "label map"
+        stats["label_source"] = "label map"
     elif standard or set(BINARY_LABELS) <= set(found):
-        names, stats["label_source"] = (
-            list(THREE_CLASS_LABELS if three_class else BINARY_LABELS),
-            "standard names",
-        )
+        names = list(THREE_CLASS_LABELS if three_class else BINARY_LABELS)
+        stats["label_source"] = "standard names"
     elif all(is_numeric(v) for v in found):
         example = option("label_map", suggest_label_map(found))
         why = "labels %s are numbers, used as class names (the endpoint answers %r); name them: %s"
         logger.warning(why, found[:10], found[0], example)
-        names, stats["label_source"] = found, "numeric values used as names (no label map)"
+        stats["label_source"] = "numeric values used as names (no label map)"
     else:
-        names, stats["label_source"] = found, "values used as names"
+        stats["label_source"] = "values used as names"
     unknown = [n for n in names if n not in found]
     if unknown:
         raise DataError(f"label(s) {unknown} not in the data; found {found[:20]}")
     if len(names) < 2:
-        raise DataError(
-            f"need at least 2 classes to classify, found {found[:20]}; check {flag('label_column')} and the label map"
-        )
+        raise DataError(f"need 2 or more classes, found {found[:20]}; check {flag('label_column')}")
     if len(names) > MAX_CLASSES or (len(names) > 2 and len(names) > len(frame) // 2):
         raise DataError(
             f"the label column has {len(names):,} distinct values in {len(frame):,} rows (e.g. "

