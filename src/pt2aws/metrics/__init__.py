@@ -29,9 +29,9 @@ def classification_metrics(
 ) -> dict:
     """``{"accuracy", "f1" (macro), "f1_per_class", "confusion_matrix" (rows true), "num_examples"}``;
     ValueError when ``references`` and ``predictions`` differ in length or are empty."""
-    if len(references) != len(predictions) or not references:
-        raise ValueError(f"need as many predictions as references (> 0), got {len(predictions)}")
     data = {"predictions": list(map(int, predictions)), "references": list(map(int, references))}
+    if len(data["references"]) != len(data["predictions"]) or not data["references"]:
+        raise ValueError(f"need as many predictions as references (> 0), got {len(predictions)}")
     labels = list(range(len(label_names)))
     per_class = load_metric("f1").compute(**data, labels=labels, average=None)["f1"]
     matrix = load_metric("confusion_matrix").compute(**data, labels=labels)
