@@ -45,11 +45,11 @@ class LengthChoice:
         return {**asdict(self), "description": self.describe()}
 
 
-def token_lengths(tokenizer, texts: Sequence[str], *, batch_size: int = 1024) -> list[int]:
-    """Tokens per text (special tokens included, no truncation)."""
+def token_lengths(tokenizer, texts: Sequence[str]) -> list[int]:
+    """Tokens per text (special tokens included, no truncation), 1,024 texts a call."""
     lengths: list[int] = []
-    for start in range(0, len(texts), batch_size):
-        ids = tokenizer(list(texts[start : start + batch_size]), truncation=False, verbose=False)
+    for start in range(0, len(texts), 1024):
+        ids = tokenizer(list(texts[start : start + 1024]), truncation=False, verbose=False)
         lengths.extend(len(x) for x in ids["input_ids"])
     return lengths
 
