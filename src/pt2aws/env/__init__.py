@@ -40,11 +40,10 @@ def collect(profile: str = "local", disk_path: str | Path = ".") -> dict:
 
 
 def format_report(report: dict) -> str:
-    """:func:`collect`'s report as lines of text."""
+    """:func:`collect`'s report as lines of text (``cpu["processor"]``: the caller's
+    ``(generation, core)`` of the Arm ``cpu_part``, e.g. ``sizing.catalog.processor_by_cpu_part``)."""
     cpu, mem, disk, efa = report["cpu"], report["memory_bytes"], report["disk"], report["efa"]
-    gen = (
-        f", {cpu['graviton_generation']} ({cpu['core']})" if cpu.get("graviton_generation") else ""
-    )
+    gen = ", {} ({})".format(*cpu["processor"]) if cpu.get("processor") else ""
     lines = [
         f"Python {report['python']} on {report['arch']} ({report['platform']})",
         "versions: " + ", ".join(f"{k} {v}" for k, v in report["versions"].items() if v),

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pt2aws.env.machine import is_arm64
+from pt2aws.env.machine import cpu_name, is_arm64
 
 #: Environment variables that cap the instruction set torch's libraries use.
 CAP_VARIABLES = tuple(
@@ -129,19 +129,18 @@ def _auxv() -> tuple[int, int] | None:
 
 
 @functools.lru_cache(maxsize=1)
-def _probe(machine: str) -> tuple[frozenset[str], str, str, str]:
-    """This machine's ``(hardware, source, model, torch ISA)``; probed once per process."""
+def _probe(machine: str) -> tuple[frozenset[str], str, str]:
+    """This machine's ``(hardware, source, torch ISA)``; probed once per process."""
     import torch
 
     caps, isa = dict(torch.cpu.get_capabilities()), torch.backends.cpu.get_cpu_capability()
-    model = str(caps.get("cpu_name") or "")
     auxv = _auxv() if is_arm64(machine) and platform.system() == "Linux" else None
     if auxv and auxv[0]:
-        return hardware_from_auxv(*auxv), "getauxval(AT_HWCAP, AT_HWCAP2)", model, isa
+        return hardware_from_auxv(*auxv), "getauxval(AT_HWCAP, AT_HWCAP2)", isa
     if hardware_from_torch(caps) or is_arm64(machine):
-        return hardware_from_torch(caps), "torch.cpu.get_capabilities()", model, isa
+        return hardware_from_torch(caps), "torch.cpu.get_capabilities()", isa
     text = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").is_file() else ""
-    return hardware_from_cpuinfo(text), "/proc/cpuinfo flags", model, isa
+    return hardware_from_cpuinfo(text), "/proc/cpuinfo flags", isa
 
 
 def features_from(
@@ -233,11 +232,10 @@ def cpu_features(environ: Mapping[str, str] | None = None) -> CpuFeatures:
     """What this CPU does natively for this process (``.bf16_native`` on a Graviton3 or a
     Sapphire Rapids); the hardware is probed once, the caps read from ``environ`` each call."""
     machine = platform.machine()
-    hardware, source, model, isa = _probe(machine)
+    hardware, source, isa = _probe(machine)
     isa = isa if environ is None else None  # torch's level reflects this process's caps only
-    return features_from(
-        machine, hardware, environ=environ, isa=isa, model=model or machine, source=source
-    )
+    model = cpu_name(machine=machine)
+    return features_from(machine, hardware, environ=environ, isa=isa, model=model, source=source)
 
 
 def inductor_cache_for_caps(environ: dict | None = None) -> str | None:

@@ -30,15 +30,19 @@ def default_num_threads(local_processes: int | None = None) -> int:
     return max(1, available_cpus() // max(1, local_processes))
 
 
-def cpu_name(root: str | Path = "/") -> str:
-    """The CPU model from ``/proc/cpuinfo`` (``model name``), else ``platform.processor()``."""
+def cpu_name(root: str | Path = "/", machine: str | None = None) -> str:
+    """The CPU model: ``/proc/cpuinfo``'s first ``model name`` (not an x86 host's on arm64, as
+    under QEMU user mode), else the architecture."""
     try:
-        for line in (Path(root) / "proc" / "cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
+        text = (Path(root) / "proc" / "cpuinfo").read_text()
     except OSError:
-        pass
-    return platform.processor() or platform.machine() or "unknown CPU"
+        text = ""
+    first: dict[str, str] = {}
+    for line in text.splitlines():
+        key, _, value = (s.strip() for s in line.partition(":"))
+        first.setdefault(key, value)
+    name = None if is_arm64(machine) and "flags" in first else first.get("model name")
+    return name or machine or platform.machine() or "unknown CPU"
 
 
 def peak_memory_bytes(device=None) -> int:

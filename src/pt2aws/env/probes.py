@@ -12,7 +12,7 @@ from importlib import metadata
 from pathlib import Path
 
 from pt2aws.env.cpu import cpu_features, features_from, hardware_from_cpuinfo
-from pt2aws.env.machine import is_arm64
+from pt2aws.env.machine import cpu_name, is_arm64
 
 PACKAGES = ("transformers", "datasets", "sagemaker", "boto3", "pt2aws")
 
@@ -25,10 +25,9 @@ def _read(path: Path) -> str:
 
 
 def cpu_info(root: str | Path = "/", machine: str | None = None, features=None) -> dict:
-    """CPU model, cores, Graviton generation (``CPU part``) and native features
-    (:func:`cpu_features`, ``features``, or another ``root``'s ``proc/cpuinfo`` flags)."""
-    from pt2aws.sizing.catalog import processor_by_cpu_part
-
+    """CPU model (:func:`cpu_name`), cores, Arm ``CPU part`` (None under QEMU, where
+    ``/proc/cpuinfo`` is the x86 host's) and native features (:func:`cpu_features`,
+    ``features``, or another ``root``'s ``proc/cpuinfo`` flags)."""
     machine, text = machine or platform.machine(), _read(Path(root) / "proc" / "cpuinfo")
     processors, first, cores, physical = 0, {}, set(), "0"
     for line in text.splitlines():
@@ -38,28 +37,20 @@ def cpu_info(root: str | Path = "/", machine: str | None = None, features=None) 
         physical = value if key == "physical id" else physical
         if key == "core id":
             cores.add((physical, value))
+    model, arm = cpu_name(root, machine), is_arm64(machine)
     if features is None and Path(root) == Path("/"):
         features = cpu_features()
     elif features is None:
-        model = first.get("model name") or machine
         features = features_from(machine, hardware_from_cpuinfo(text), environ={}, model=model)
-    arm = is_arm64(machine)
-    host_x86 = arm and "flags" in first  # under QEMU user mode /proc/cpuinfo is the x86 host's
-    generation, core = processor_by_cpu_part(first.get("CPU part", "").lower()) or (None, None)
-    if host_x86:
-        generation = core = None
-    model = None if host_x86 else first.get("model name")
     logical = (os.cpu_count() if Path(root) == Path("/") else None) or processors or None
     flags = {n: getattr(features, n).available for n in ("int8_dot", "amx", "avx512", "sve")}
     return {
-        "model": model or (f"{generation} ({core})" if generation else features.model or machine),
+        "model": model,
+        "cpu_part": first.get("CPU part") if arm and "flags" not in first else None,
         "logical_cores": logical,
         "physical_cores": len(cores) or (logical if arm else None),
-        "graviton_generation": generation,
-        "core": core,
         "bf16": features.bf16_native.available,
         **flags,
-        "graviton": bool(generation) or (arm and bool({"sve", "bf16"} & features.hardware)),
         "isa": features.isa,
         "features": features.as_dict(),
     }
