@@ -1,13 +1,9 @@
 """What this CPU does natively, as this process uses it: the one answer to "is bf16/int8 native
-here" (``cpu_features().bf16_native``, ``.int8_dot``, each with its ``.reason``).
-
-Inputs: the CPU as the kernel presents it (aarch64: ``getauxval(AT_HWCAP/AT_HWCAP2)``, bits of
-Linux ``arch/arm64/include/uapi/asm/hwcap.h``, not ``/proc/cpuinfo``, the host's under QEMU; x86:
-``torch.cpu.get_capabilities()``, else ``/proc/cpuinfo``), the caps in the environment
-(``ATEN_CPU_CAPABILITY`` for ATen; ``ONEDNN_MAX_CPU_ISA``/``DNNL_MAX_CPU_ISA`` for oneDNN's bf16
-and int8 matmuls, https://oneapi-src.github.io/oneDNN/dev_guide_cpu_dispatcher_control.html;
-``MKL_ENABLE_INSTRUCTIONS``), and torch's dispatch level. :func:`features_from` is the pure part.
-"""
+here" (``cpu_features().bf16_native``, ``.int8_dot``, each with its ``.reason``). Inputs: aarch64
+``getauxval(AT_HWCAP/AT_HWCAP2)`` (not ``/proc/cpuinfo``, the host's under QEMU), x86
+``torch.cpu.get_capabilities()`` else ``/proc/cpuinfo``; the caps in :data:`CAP_VARIABLES`
+(oneDNN's: https://oneapi-src.github.io/oneDNN/dev_guide_cpu_dispatcher_control.html); torch's
+dispatch level. :func:`features_from` is the pure part."""
 
 from __future__ import annotations
 
@@ -40,10 +36,16 @@ ONEDNN_ISAS = frozenset(
     "AVX512_CORE_FP16 AVX512_CORE_AMX AVX512_CORE_AMX_FP16 AVX10_1_512 AVX10_1_512_AMX "
     "AVX10_1_512_AMX_FP16 AVX10_2_512 AVX10_2_512_AMX_2 ASIMD SVE_128 SVE_256 SVE_512".split()
 )
-# ONEDNN_MAX_CPU_ISA prefixes that still allow AVX-512, bf16, AVX-512 VNNI and AVX-VNNI.
-_ONEDNN_AVX512 = ("AVX512_CORE", "AVX10")
 _ONEDNN_BF16 = ("AVX512_CORE_BF16", "AVX512_CORE_FP16", "AVX512_CORE_AMX", "AVX10")
 _ONEDNN_VNNI = ("AVX512_CORE_VNNI", *_ONEDNN_BF16)
+#: x86 capability: (its ``/proc/cpuinfo`` flags and names, the ONEDNN_MAX_CPU_ISA prefixes that
+#: still allow it); each needs ATen's AVX-512 level too.
+X86_CAPABILITIES = {
+    "bf16_native": ({"avx512_bf16": "AVX512-BF16", "amx_bf16": "AMX-BF16"}, _ONEDNN_BF16),
+    "int8_dot": ({"avx512_vnni": "AVX512-VNNI", "amx_int8": "AMX-INT8"}, _ONEDNN_VNNI),
+    "amx": ({"amx_tile": "AMX"}, ("AVX512_CORE_AMX", "AVX10")),
+    "avx512": ({"avx512f": "AVX-512"}, ("AVX512_CORE", "AVX10")),
+}
 
 
 @dataclass(frozen=True)
@@ -182,32 +184,26 @@ def features_from(
             "AVX-512/bf16/VNNI kernels; set ONEDNN_MAX_CPU_ISA too (AVX2 emulates an AVX2 CPU)"
         )
 
-    def check(pairs, what: str, needs_512: bool, onednn_allows: bool) -> Capability:
-        found = [name for flag, name in pairs if flag in hw]
+    def check(flags: dict, allowed: tuple, needs_512: bool = True) -> Capability:
+        found = [name for flag, name in flags.items() if flag in hw]
         if not found:
-            return Capability(False, f"{model} has no {what}")
+            return Capability(False, f"{model} has no {' or '.join(flags.values())}")
         has = f"{model} has {'/'.join(found)}"
         if needs_512 and not isa.startswith("AVX512"):
             return Capability(False, f"{has}, but ATEN_CPU_CAPABILITY={aten} caps torch at {isa}")
-        if onednn and not onednn_allows:
+        if onednn and not onednn.startswith(allowed):
             return Capability(False, f"{has}, but {onednn_name}={onednn} caps oneDNN below it")
         return Capability(True, has)
 
-    bf16_flags = (("avx512_bf16", "AVX512-BF16"), ("amx_bf16", "AMX-BF16"))
-    bf16 = check(bf16_flags, "AVX512-BF16 or AMX-BF16", True, onednn.startswith(_ONEDNN_BF16))
-    vnni_flags = (("avx512_vnni", "AVX512-VNNI"), ("amx_int8", "AMX-INT8"))
-    vnni = check(vnni_flags, "AVX512-VNNI or AMX-INT8", True, onednn.startswith(_ONEDNN_VNNI))
+    got = {name: check(*spec) for name, spec in X86_CAPABILITIES.items()}
     # AVX-VNNI (256-bit) survives an ATen AVX2 cap only where oneDNN is explicitly allowed it
-    vnni_256_allowed = onednn.startswith(("AVX2_VNNI", *_ONEDNN_VNNI))
     vnni_256 = check(
-        (("avx_vnni", "AVX-VNNI"),), "AVX-VNNI", bool(aten) and not onednn, vnni_256_allowed
+        {"avx_vnni": "AVX-VNNI"}, ("AVX2_VNNI", *_ONEDNN_VNNI), bool(aten) and not onednn
     )
-    usable = [c.reason for c in (vnni, vnni_256) if c]
-    reasons = usable or list(dict.fromkeys([vnni.reason, vnni_256.reason]))
-    int8 = Capability(bool(usable), "; ".join(reasons))
-    amx = check((("amx_tile", "AMX"),), "AMX", True, "AMX" in onednn or onednn.startswith("AVX10"))
-    avx512 = check((("avx512f", "AVX-512"),), "AVX-512", True, onednn.startswith(_ONEDNN_AVX512))
-    return done(bf16, int8, amx, avx512, Capability(False, "SVE is an Arm extension"))
+    usable = [c.reason for c in (got["int8_dot"], vnni_256) if c]
+    reasons = usable or list(dict.fromkeys([got["int8_dot"].reason, vnni_256.reason]))
+    got["int8_dot"] = Capability(bool(usable), "; ".join(reasons))
+    return done(**got, sve=Capability(False, "SVE is an Arm extension"))
 
 
 def _arm(hw, caps, onednn, model) -> tuple[Capability, ...]:
