@@ -1,6 +1,6 @@
 """``pt2aws`` command line: ``env``, ``recommend``, ``train``, ``run``, ``serve``, ``cleanup``.
 
-Examples::
+Examples (a user error prints one line and exits 2; --debug shows the traceback)::
 
     pt2aws env --profile full
     pt2aws recommend --model roberta-base --examples 1000000 --epochs 3   # what notebook 00 prints
@@ -9,9 +9,6 @@ Examples::
     pt2aws run --profile local                                 # what `make run` does
     pt2aws serve runs/x/deploy/model.tar.gz --port 8080       # local SageMaker endpoint (Ctrl-C stops)
     pt2aws cleanup --prefix pt2aws- --region us-east-1 --yes   # delete leftover SageMaker resources
-
-A user error prints one line naming the problem and the fix and exits with status 2; --debug
-anywhere shows the traceback (:mod:`pt2aws.errors`).
 """
 
 from __future__ import annotations
@@ -19,16 +16,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 from pt2aws.errors import ArgumentParser, MissingFileError, UserError, run_cli
 
-#: The verbs (``train`` and ``run`` pass their flags on to their own parsers).
 VERBS = ("env", "recommend", "train", "run", "serve", "cleanup")
+PROFILES = ("smoke", "local", "full")
 
 
-def _number(kind: type, ok: Callable[[float], bool], requirement: str) -> Callable[[str], float]:
+def _number(kind: type, ok, requirement: str):
     """An argparse ``type=`` that parses ``kind`` and rejects values failing ``ok``."""
 
     def parse(text: str):
@@ -52,26 +48,30 @@ _port = _number(int, lambda v: 1 <= v <= 65535, "a TCP port in 1-65535")
 
 def _env(args) -> int:
     from pt2aws import env
+    from pt2aws.sizing.catalog import processor_by_cpu_part
 
     report = env.collect(args.profile)
+    report["cpu"]["processor"] = processor_by_cpu_part(report["cpu"]["cpu_part"] or "")
     print(json.dumps(report, indent=2) if args.json else env.format_report(report))
     return 0
 
 
 def _recommend(args) -> int:
     from pt2aws.lessons.ec2 import plan as ec2_plan
-    from pt2aws.sizing import ranking, tables
+    from pt2aws.sizing import pricing, ranking, tables
     from pt2aws.sizing.workload import profile_workload
 
     workload = profile_workload(
         args.profile, train_examples=args.examples, model=args.model, epochs=args.epochs
     )
-    if args.seq_len is not None:
-        workload.seq_len = args.seq_len
-    if args.micro_batch is not None:
-        workload.micro_batch = args.micro_batch
+    for name in ("seq_len", "micro_batch"):
+        if getattr(args, name) is not None:
+            setattr(workload, name, getattr(args, name))
     workload.precision = args.precision
-    prices, notes = _serving_prices(args.prices, args.region, ranking.DEFAULT_INFERENCE_INSTANCES)
+    prices, notes = {}, ["prices: the dated table in pt2aws/sizing/instances.json (--prices table)"]
+    if args.prices == "auto":  # the AWS Price List API where credentials allow, else the table
+        session, instances = _session("aws", args.region), ranking.DEFAULT_INFERENCE_INSTANCES
+        prices, notes = pricing.refresh_prices(session, instances, region=args.region)
     rec = ranking.recommend(
         workload, mfu=args.mfu, overhead_s=args.overhead_s, region=args.region, prices=prices
     )
@@ -95,23 +95,12 @@ def _recommend(args) -> int:
     print(tables.format_recommendation(rec, limit=args.top))
     print("\n".join(notes))
     if plan:
-        print()
-        print(ec2_plan.format_launch_plan(plan))
+        print("\n" + ec2_plan.format_launch_plan(plan))
     return 0
 
 
-def _serving_prices(mode: str, region: str, instances) -> tuple[dict, list[str]]:
-    """Serving prices from the AWS Price List API where credentials allow (``mode`` auto), else
-    the catalog's dated table; the notes say which, and why."""
-    from pt2aws.sizing import pricing
-
-    if mode == "table":
-        return {}, ["prices: the dated table in pt2aws/sizing/instances.json (--prices table)"]
-    return pricing.refresh_prices(_session("aws", region), instances, region=region)
-
-
 def _session(target: str, region: str | None):
-    """The session ``--aws-target`` names: ``aws`` (your account) or ``emulator`` (local)."""
+    """``aws`` (your account) or ``emulator`` (local moto)."""
     if target == "emulator":
         from pt2aws.emulator import server as aws_emulator
 
@@ -156,8 +145,8 @@ def _serve(args) -> int:
 
     if not Path(args.model).exists():
         raise MissingFileError(
-            f"model {args.model} does not exist: pass a model.tar.gz (a run's "
-            "deploy/model.tar.gz) or a folder written by save_pretrained (a run's train/model)"
+            f"model {args.model} does not exist: pass a model.tar.gz (a run's deploy/) or a "
+            "folder written by save_pretrained (a run's train/model)"
         )
     missing = server_missing()
     if missing:
@@ -185,75 +174,60 @@ def build_parser() -> ArgumentParser:
         prog="pt2aws", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    p_env = sub.add_parser("env", help="environment report and suggested instance")
-    p_env.add_argument("--profile", default="local", choices=("smoke", "local", "full"))
-    p_env.add_argument("--json", action="store_true", help="print the report as JSON")
-    p_env.set_defaults(func=_env)
-    _add_recommend(sub)
-    p_clean = sub.add_parser(
-        "cleanup",
-        help="list (and with --yes delete) SageMaker models/configs/endpoints/autoscaling by prefix",
-    )
-    p_clean.add_argument("--prefix", required=True)
-    p_clean.add_argument("--region", default=None)
-    p_clean.add_argument("--yes", action="store_true", help="really delete (default: dry run)")
-    p_clean.set_defaults(func=_cleanup)
-    p_serve = sub.add_parser(
-        "serve",
-        help="serve model.tar.gz (or a model folder) locally with the serving image's server",
-    )
-    p_serve.add_argument("model", help="model.tar.gz or a folder written by save_pretrained")
-    p_serve.add_argument("--port", type=_port, default=None, help="inference port (default: free)")
-    p_serve.add_argument("--workers", type=_positive_int, default=1, help="server worker processes")
-    p_serve.add_argument("--workdir", default=None, help="logs/config (default: MODEL's dir/serve)")
-    p_serve.set_defaults(func=_serve)
-    sub.add_parser("train", help="fine-tune (flags: python -m pt2aws.train --help)")
-    sub.add_parser("run", help="run notebooks 00-03 into runs/<timestamp> (flags: --profile)")
-    return parser
+    env = sub.add_parser("env", help="environment report and suggested instance")
+    env.add_argument("--profile", default="local", choices=PROFILES)
+    env.add_argument("--json", action="store_true", help="print the report as JSON")
+    env.set_defaults(func=_env)
 
-
-def _add_recommend(sub) -> None:
-    p_rec = sub.add_parser(
-        "recommend", help="size a workload: memory, class, instances ranked by cost, launch plan"
+    rec = sub.add_parser(
+        "recommend", help="size a workload: memory, instances by cost, launch plan"
     )
-    p_rec.add_argument(
-        "--profile",
-        default="full",
-        choices=("smoke", "local", "full"),
-        help="defaults for model, sequence length, batch and epochs (default full: roberta-base)",
+    rec.add_argument(
+        "--profile", default="full", choices=PROFILES, help="defaults (full: roberta-base)"
     )
-    p_rec.add_argument("--model", default=None, help="roberta-base, 70B, 350M, a count (7e9)")
-    p_rec.add_argument("--examples", type=_positive_int, default=None, help="training examples")
-    p_rec.add_argument("--epochs", type=_positive_float, default=None)
-    p_rec.add_argument("--seq-len", type=_positive_int, default=None, help="tokens per example")
-    p_rec.add_argument(
-        "--micro-batch", type=_positive_int, default=None, help="sequences per device"
-    )
-    p_rec.add_argument("--precision", default="mixed", choices=("mixed", "bf16", "fp32"))
-    p_rec.add_argument("--mfu", type=_fraction, default=None, help="assumed MFU for all kinds")
-    p_rec.add_argument(
-        "--overhead-s",
-        type=_non_negative_float,
-        default=600.0,
-        help="paid start-up per node, seconds",
-    )
-    p_rec.add_argument("--top", type=_positive_int, default=None, help="rows of the training table")
-    p_rec.add_argument(
+    for name, kind, default, help in (
+        ("--model", str, None, "roberta-base, 70B, 350M, a count (7e9)"),
+        ("--examples", _positive_int, None, "training examples"),
+        ("--epochs", _positive_float, None, "epochs"),
+        ("--seq-len", _positive_int, None, "tokens per example"),
+        ("--micro-batch", _positive_int, None, "sequences per device"),
+        ("--mfu", _fraction, None, "assumed MFU for all kinds"),
+        ("--overhead-s", _non_negative_float, 600.0, "paid start-up per node, seconds"),
+        ("--top", _positive_int, None, "rows of the training table"),
+        ("--region", str, "us-east-1", "prices and launch plan region"),
+    ):
+        rec.add_argument(name, type=kind, default=default, help=help)
+    rec.add_argument("--precision", default="mixed", choices=("mixed", "bf16", "fp32"))
+    rec.add_argument(
         "--aws-target",
         default="none",
         choices=("none", "emulator", "aws"),
         help="launch plan: none (no AWS call), emulator (local moto), aws (DryRun in your account)",
     )
-    p_rec.add_argument("--region", default="us-east-1", help="prices and launch plan region")
-    p_rec.add_argument(
+    rec.add_argument(
         "--prices",
         default="auto",
         choices=("auto", "table"),
-        help="auto: the AWS Price List API where credentials allow, else the dated table; "
-        "table: the dated table only",
+        help="auto: the AWS Price List API where credentials allow, else the dated table",
     )
-    p_rec.add_argument("--json", action="store_true", help="print JSON")
-    p_rec.set_defaults(func=_recommend)
+    rec.add_argument("--json", action="store_true", help="print JSON")
+    rec.set_defaults(func=_recommend)
+
+    clean = sub.add_parser("cleanup", help="list (--yes: delete) SageMaker resources by prefix")
+    clean.add_argument("--prefix", required=True)
+    clean.add_argument("--region", default=None)
+    clean.add_argument("--yes", action="store_true", help="really delete (default: dry run)")
+    clean.set_defaults(func=_cleanup)
+
+    serve = sub.add_parser("serve", help="serve model.tar.gz (or a model folder) locally")
+    serve.add_argument("model", help="model.tar.gz or a folder written by save_pretrained")
+    serve.add_argument("--port", type=_port, default=None, help="inference port (default: free)")
+    serve.add_argument("--workers", type=_positive_int, default=1, help="server processes")
+    serve.add_argument("--workdir", default=None, help="logs/config (default: MODEL's dir/serve)")
+    serve.set_defaults(func=_serve)
+    sub.add_parser("train", help="fine-tune (flags: python -m pt2aws.train --help)")
+    sub.add_parser("run", help="run notebooks 00-03 into runs/<timestamp> (flags: --profile)")
+    return parser
 
 
 def _dispatch(argv: list[str]) -> int:
@@ -271,10 +245,7 @@ def _dispatch(argv: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run ``pt2aws <verb>`` with ``argv`` (default ``sys.argv[1:]``); returns the exit status.
-
-    A user error prints one line on stderr and returns 2 (:func:`pt2aws.errors.run_cli`).
-    """
+    """Run ``pt2aws <verb>`` with ``argv`` (default ``sys.argv[1:]``); 2 after a user error."""
     argv = sys.argv[1:] if argv is None else list(argv)
     verb = next((a for a in argv if a in VERBS), None)
     return run_cli(_dispatch, argv, prog=f"pt2aws {verb}" if verb else "pt2aws")

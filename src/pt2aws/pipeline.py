@@ -1,17 +1,16 @@
-"""``make run``: execute notebooks 00-03 in order with papermill into one run folder.
-
-Each executed notebook lands in ``<run>/notebooks/``; the notebooks write their metrics and plots
-into ``<run>/``; ``summary.md`` (:mod:`pt2aws.report`) collects the key figures at the end.
-"""
+"""``make run``: execute notebooks 00-03 with papermill into one run folder (executed notebooks
+in ``<run>/notebooks/``, their outputs in ``<run>/``, ``summary.md`` from :mod:`pt2aws.report`)."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import signal
 import sys
 import time
 from pathlib import Path
 
+from pt2aws.config import TrainConfig
 from pt2aws.errors import ArgumentParser, MissingFileError, run_cli
 from pt2aws.rundir import RunDir
 
@@ -21,27 +20,21 @@ NOTEBOOKS = (
     "02_local_inference.ipynb",
     "03_deploy_sagemaker_graviton.ipynb",
 )
-#: ``make run`` variables (``--data`` ...) that become notebook 01's parameters, with their help.
-DATA_OPTIONS = {
-    "data": ("DATASET", "a CSV/TSV/JSONL/JSON/Parquet file or hub id"),
-    "model": ("MODEL", "tiny-roberta, minilm-l6, a folder or hub id"),
-    "text_column": ("TEXT_COLUMN", "name or 0-based position"),
-    "label_column": ("LABEL_COLUMN", "name or 0-based position"),
-    "header": ("HEADER", "auto | true | false (CSV/TSV)"),
-    "encoding": ("ENCODING", "auto or a codec, e.g. latin-1"),
-    "label_map": ("LABEL_MAP", 'e.g. "1=positive,-1=negative"'),
-    "max_length": ("MAX_LENGTH", "training tokens per text: a number, or auto (the data's)"),
+#: ``make run`` options that become notebook 01's parameters: option -> (parameter, TrainConfig
+#: field, whose help they show).
+DATA_OPTIONS = {"data": ("DATASET", "dataset"), "model": ("MODEL", "model_name_or_path")} | {
+    name: (name.upper(), name)
+    for name in ("text_column", "label_column", "header", "encoding", "label_map", "max_length")
 }
 
 
 def notebooks_dir() -> Path:
-    """The repository's ``notebooks/`` folder (this package is installed in editable mode)."""
+    """The repository's ``notebooks/`` folder (the package is installed in editable mode)."""
     return Path(__file__).resolve().parents[2] / "notebooks"
 
 
 class _PrefixedStream(io.TextIOBase):
-    """Writes to ``sink`` with ``prefix`` at the start of every line (also after ``\\r``, so a
-    progress bar redrawn in place keeps its prefix)."""
+    """Writes to ``sink`` with ``prefix`` at the start of every line (also after ``\\r``)."""
 
     def __init__(self, sink, prefix: str):
         self.sink, self.prefix, self.at_line_start = sink, prefix, True
@@ -62,19 +55,15 @@ def run_notebooks(
     run_dir: str | Path,
     *,
     profile: str = "local",
-    kernel_name: str = "python3",
     notebooks: tuple[str, ...] = NOTEBOOKS,
     extra_parameters: dict | None = None,
     per_notebook: dict[str, dict] | None = None,
     stream=None,
 ) -> dict[str, float]:
-    """Execute ``notebooks`` in order into ``run_dir``; returns seconds per notebook.
-
-    Every notebook gets ``PROFILE``, ``RUN_DIR``, ``extra_parameters`` and its own
-    ``per_notebook[name]``. Cell output streams live to ``stream`` (default ``sys.stdout``;
-    ``False``: nowhere), each line prefixed with the notebook's number. Stops at the first failing
-    notebook (``PapermillExecutionError``; the partly executed notebook is kept).
-    """
+    """Execute ``notebooks`` in order into ``run_dir`` with ``PROFILE``, ``RUN_DIR``,
+    ``extra_parameters`` and ``per_notebook[name]``; returns seconds per notebook. Cell output
+    streams to ``stream`` (default stdout; ``False``: nowhere) prefixed with the notebook's number.
+    Raises ``PapermillExecutionError`` at the first failing notebook (kept, partly executed)."""
     import papermill as pm
     from traitlets.config import Config
 
@@ -93,7 +82,7 @@ def run_notebooks(
             str(notebooks_dir() / name),
             str(run.notebooks_dir / name),
             parameters=parameters | (per_notebook or {}).get(name, {}),
-            kernel_name=kernel_name,
+            kernel_name="python3",
             cwd=str(notebooks_dir()),
             progress_bar=False,
             stdout_file=out,
@@ -114,18 +103,15 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--runs-dir", default="runs")
     parser.add_argument("--run-dir", default=None, help="default: runs/<UTC timestamp>")
     data = parser.add_argument_group("your own data (notebook 01's parameters; empty: default)")
-    for option, (_, help) in DATA_OPTIONS.items():
-        data.add_argument(f"--{option.replace('_', '-')}", default="", help=help)
+    helps = {f.name: f.metadata["help"] for f in dataclasses.fields(TrainConfig)}
+    for option, (_, field) in DATA_OPTIONS.items():
+        data.add_argument(f"--{option.replace('_', '-')}", default="", help=helps[field])
     return parser
 
 
 def data_parameters(args) -> dict:
-    """Notebook 01's parameters for the data options given (empty ones keep the defaults).
-
-    Raises:
-        MissingFileError: ``--data`` is a path that does not exist (before any notebook runs).
-        pt2aws.errors.DataError: an unreadable ``--label-map``.
-    """
+    """Notebook 01's parameters for the data options given; MissingFileError (a ``--data`` path
+    that does not exist) or DataError (``--label-map``) before any notebook runs."""
     from pt2aws.data.labels import parse_label_map
     from pt2aws.data.readers import looks_like_path
 

@@ -1,8 +1,5 @@
-"""Matplotlib figures the notebooks show and save under ``<run>/plots/``.
-
-Every function returns the ``matplotlib.figure.Figure`` and, given ``path``, also saves it there
-as PNG (110 dpi; parent folders are created). matplotlib is imported inside each function.
-"""
+"""Matplotlib figures the notebooks show; each returns the figure and, given ``path``, saves it
+there as PNG (110 dpi)."""
 
 from __future__ import annotations
 
@@ -18,8 +15,8 @@ def _save(fig, path: str | Path | None):
 
 
 def plot_training(log: Sequence[dict], history: Sequence[dict], path: str | Path | None = None):
-    """Training loss (nats) per logged step of ``log`` (``{"step", "loss"}`` rows of
-    ``train_log.jsonl``) and validation accuracy per epoch of ``history``."""
+    """Training loss (nats) per step of ``log`` (``train_log.jsonl`` rows) and validation
+    accuracy per epoch of ``history``."""
     import matplotlib.pyplot as plt
 
     fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(10, 3.5))
@@ -37,8 +34,7 @@ def plot_training(log: Sequence[dict], history: Sequence[dict], path: str | Path
 
 
 def plot_confusion_matrix(matrix: Sequence[Sequence[int]], label_names: Sequence[str], path=None):
-    """Confusion matrix heat map of counts ``matrix`` (rows true, columns predicted labels, in
-    the id order of ``label_names``)."""
+    """Heat map of confusion counts ``matrix`` (rows true, columns predicted, ``label_names``)."""
     import matplotlib.pyplot as plt
     import numpy as np
     from sklearn.metrics import ConfusionMatrixDisplay
@@ -68,8 +64,7 @@ def plot_bars(values: dict[str, float], *, ylabel: str, title: str, path: str | 
 
 
 def plot_memory_breakdown(rec: dict, path: str | Path | None = None):
-    """Stacked bars, GB (1e9 bytes), of a :func:`pt2aws.sizing.ranking.recommend` result's
-    ``memory``: training on one device (weights, gradients, AdamW, activations), inference."""
+    """Stacked bars, GB (1e9 bytes), of a ``ranking.recommend`` result's ``memory``."""
     import pandas as pd
 
     memory = {
@@ -89,15 +84,9 @@ def plot_memory_breakdown(rec: dict, path: str | Path | None = None):
 
 
 def plot_time_vs_cost(rec: dict, path: str | Path | None = None):
-    """Estimated training time (hours) vs cost (USD) per instance, log-log, rows without a price
-    left out. Labelled: the Pareto front (no instance both faster and cheaper), the cheapest of
-    each kind and the recommended instance; points within 4% of both axes share one label, and each label takes the first
-    corner of its point where it overlaps no label placed before it.
-
-    Args:
-        rec: a :func:`pt2aws.sizing.ranking.recommend` result (its ``training`` rows).
-        path: PNG to write, or None.
-    """
+    """Training time (hours) vs cost (USD) per instance of a ``ranking.recommend`` result,
+    log-log. Labelled: the Pareto front, the cheapest of each kind, the recommended; points
+    within 4% on both axes share a label, placed at the first corner overlapping no other."""
     import matplotlib.pyplot as plt
     import numpy as np
 
@@ -109,13 +98,9 @@ def plot_time_vs_cost(rec: dict, path: str | Path | None = None):
     for kind, color in {"gpu": "tab:green", "trainium": "tab:purple", "cpu": "tab:gray"}.items():
         points = 10 ** xy[[r["kind"] == kind for r in rows]]
         ax.scatter(points[:, 0], points[:, 1], color=color, label=kind)
-    ax.set(
-        xscale="log",
-        yscale="log",
-        xlabel="estimated training time, compute only (hours)",
-        ylabel="estimated cost (USD, EC2 on-demand)",
-        title=f"{rec['model']['name']}: time vs cost per instance",
-    )
+    ax.set(xscale="log", yscale="log", xlabel="estimated training time, compute only (hours)")
+    ax.set(ylabel="estimated cost (USD, EC2 on-demand)")
+    ax.set_title(f"{rec['model']['name']}: time vs cost per instance")
     ax.legend(fontsize=8, title="labelled: no other is faster and cheaper", title_fontsize=7)
     fig.tight_layout()
     cheapest = {r["kind"]: r for r in sorted(rows, key=lambda r: -r["cost_usd"])}.values()
@@ -135,14 +120,10 @@ def plot_time_vs_cost(rec: dict, path: str | Path | None = None):
     boxes = []
     for point, names in groups:
         for corner, (dx, dy) in enumerate(((5, 5), (5, -5), (-5, 5), (-5, -5))):
+            ha, va = ("left" if dx > 0 else "right"), ("bottom" if dy > 0 else "top")
+            text, at = "\n".join(names), 10**point
             label = ax.annotate(
-                "\n".join(names),
-                10**point,
-                xytext=(dx, dy),
-                textcoords="offset points",
-                fontsize=7,
-                ha="left" if dx > 0 else "right",
-                va="bottom" if dy > 0 else "top",
+                text, at, (dx, dy), textcoords="offset points", ha=ha, va=va, fontsize=7
             )
             box = label.get_window_extent(fig.canvas.get_renderer())
             if corner == 3 or not any(box.overlaps(b) for b in boxes):  # the last corner stays

@@ -1,5 +1,5 @@
 """Subprocesses and ports: a free TCP port, a child that dies with its parent, a process group
-stopped with everything it started. Standard library only."""
+stopped with everything it started."""
 
 from __future__ import annotations
 
@@ -13,17 +13,15 @@ from pathlib import Path
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port on ``host`` that is free now (the OS picks it). Another process can take it
-    before the caller binds it: callers that start servers retry on "address in use"."""
+    """A TCP port on ``host`` free now (another process may take it before the caller binds)."""
     with socket.socket() as s:
         s.bind((host, 0))
         return s.getsockname()[1]
 
 
 def die_with_parent():
-    """A ``preexec_fn`` that sends the child SIGTERM when its parent dies (Linux
-    ``prctl(PR_SET_PDEATHSIG)``), or ``None`` elsewhere: a killed notebook kernel or
-    ``make run`` then stops the ``torchrun`` it started instead of leaving it training."""
+    """A ``preexec_fn`` sending the child SIGTERM when its parent dies (Linux
+    ``prctl(PR_SET_PDEATHSIG)``; ``None`` elsewhere): a killed kernel stops its ``torchrun``."""
     if not sys.platform.startswith("linux"):
         return None
 
@@ -37,9 +35,8 @@ def die_with_parent():
 
 
 def stop_process_group(proc: subprocess.Popen, timeout_s: float = 15.0) -> None:
-    """Stop ``proc`` (started with ``start_new_session=True``) and every process of its group:
-    SIGTERM to ``proc``, then to the group, SIGKILL after ``timeout_s``; returns once ``proc`` is
-    reaped. Safe on a process that has already exited."""
+    """Stop ``proc`` (``start_new_session=True``) and its process group: SIGTERM to ``proc``,
+    then the group, SIGKILL after ``timeout_s``; returns once reaped (also when already gone)."""
     pgid = proc.pid  # start_new_session: the group id is the leader's pid
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
@@ -63,8 +60,7 @@ def stop_process_group(proc: subprocess.Popen, timeout_s: float = 15.0) -> None:
 
 
 def process_group_alive(pgid: int) -> bool:
-    """Whether any process of group ``pgid`` is alive; zombies (``/proc/<pid>/stat`` state Z),
-    which ``killpg(pgid, 0)`` still counts, do not."""
+    """Whether a process of group ``pgid`` is alive, zombies (which ``killpg`` counts) not."""
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:

@@ -1,8 +1,5 @@
-"""``summary.md``: the key figures of a run folder, written at the end of ``make run``.
-
-One function per notebook reads what it recorded (the JSON files of :class:`pt2aws.rundir.RunDir`)
-and returns Markdown lines; a stage that did not run is reported as missing, not hidden.
-"""
+"""``summary.md``: the key figures of a run folder (``make run``), one function per notebook;
+a stage that did not run is reported as missing, not hidden."""
 
 from __future__ import annotations
 
@@ -26,7 +23,6 @@ def _fmt(value, digits: int = 4) -> str:
 
 
 def _table(header: str, rows: list[list]) -> list[str]:
-    """A Markdown table: ``header`` like ``"metric | value"``, one row per list of cells."""
     rule = " | ".join("---" for _ in header.split("|"))
     return [f"| {header} |", f"| {rule} |", *(f"| {' | '.join(map(str, r))} |" for r in rows)]
 
@@ -44,16 +40,16 @@ def _environment(env: dict | None, sizing: dict | None) -> list[str]:
             f"- profile: `{env.get('profile')}`; torch {env.get('versions', {}).get('torch')}, "
             f"{env.get('accelerator', 'cpu')}; suggested instance: {env.get('suggested_instance')}",
         ]
-        described = (cpu.get("features") or {}).get("description")  # cpu_features().description
+        described = (cpu.get("features") or {}).get("description")
         if described:
             lines.append(f"- CPU: {described}; {cpu.get('logical_cores', '?')} logical cores")
         lines.append("")
     if sizing:
-        choice = sizing.get("recommended") or {}
+        choice, model, kind = sizing.get("recommended") or {}, sizing["model"], sizing["class"]
         lines += [
             "## Sizing (notebook 00)",
-            f"- {sizing['model']['name']}: {sizing['model']['parameters']:,} parameters; workload "
-            f"class **{sizing['class']['class']}** ({sizing['class']['strategy']})",
+            f"- {model['name']}: {model['parameters']:,} parameters; workload class "
+            f"**{kind['class']}** ({kind['strategy']})",
             f"- recommended: {choice.get('nodes', '?')} x `{choice.get('instance')}`; cheapest "
             f"`{sizing.get('cheapest')}`, fastest `{sizing.get('fastest')}` (estimates)",
             "",
@@ -65,51 +61,37 @@ def _training(train: dict | None) -> list[str]:
     if not train:
         return ["## Fine-tuning: missing (train/metrics.json not found)", ""]
     rows = [[key, _fmt(train.get(key))] for key in TRAINING_KEYS]
-    if (train.get("data") or {}).get("source"):
-        rows.insert(
-            0,
-            [
-                "data",
-                f"{train['data']['source']}, classes {', '.join(train.get('label_names', []))}",
-            ],
-        )
-    flags = train.get("flags", {}).items()
-    rows.append(["flags", ", ".join(f"{k}={'on' if v['enabled'] else 'off'}" for k, v in flags)])
+    source = (train.get("data") or {}).get("source")
+    if source:
+        rows.insert(0, ["data", f"{source}, classes {', '.join(train.get('label_names', []))}"])
+    flags = ", ".join(
+        f"{k}={'on' if v['enabled'] else 'off'}" for k, v in train.get("flags", {}).items()
+    )
+    rows.append(["flags", flags])
     length = train.get("sequence_length")
     if length:
-        rows.append(
-            [
-                "sequence length",
-                f"train {length['train_max_length']}, serve {length['serve_max_length']} tokens",
-            ]
-        )
+        served = f"train {length['train_max_length']}, serve {length['serve_max_length']} tokens"
+        rows.append(["sequence length", served])
     return ["## Fine-tuning (notebook 01)", *_table("metric | value", rows), ""]
 
 
 def _ab_and_job(ab: dict | None, job: dict | None) -> list[str]:
     lines = []
     if ab and ab.get("rows"):
+        header = "variant | samples/s | vs baseline | vs Trainer | final loss"
         rows = [
-            [
-                r["variant"],
-                _fmt(r.get("samples_per_s"), 1),
-                _fmt(r.get("vs_baseline"), 2),
-                _fmt(r.get("vs_trainer"), 2),
-                _fmt(r.get("final_loss")),
-            ]
+            [r["variant"], _fmt(r.get("samples_per_s"), 1), _fmt(r.get("vs_baseline"), 2)]
+            + [_fmt(r.get("vs_trainer"), 2), _fmt(r.get("final_loss"))]
             for r in ab["rows"]
         ]
-        header = "variant | samples/s | vs baseline | vs Trainer | final loss"
-        lines += [
-            f"## Training speed A/B (notebook 01; {ab.get('device')})",
-            *_table(header, rows),
-            "",
-        ]
+        lines += [f"## Training speed A/B (notebook 01; {ab.get('device')})", *_table(header, rows)]
+        lines.append("")
     if job:
         status = (job.get("final") or {}).get("status", job.get("status"))
+        image = job.get("spec", {}).get("image_uri")
         lines += [
-            f"- SageMaker training job ({job.get('target')}): `{job.get('name')}` {status}, image "
-            f"`{job.get('spec', {}).get('image_uri')}`",
+            f"- SageMaker training job ({job.get('target')}): `{job.get('name')}` {status}, "
+            f"image `{image}`",
             "",
         ]
     return lines
@@ -127,12 +109,8 @@ def _inference(infer: dict | None) -> list[str]:
     ]
     if infer.get("best_variant"):
         speed = _fmt(infer.get("throughput_samples_per_second"), 1)
-        rows.append(
-            [
-                "best variant (>= 99% agreement)",
-                f"{infer['best_variant']}: {speed} samples/s (batch 32)",
-            ]
-        )
+        best = f"{infer['best_variant']}: {speed} samples/s (batch 32)"
+        rows.append(["best variant (>= 99% agreement)", best])
     left_out = [f"- {name} left out: {why}" for name, why in (infer.get("left_out") or {}).items()]
     return ["## Local inference (notebook 02)", *_table("metric | value", rows), "", *left_out, ""]
 
@@ -150,14 +128,13 @@ def _deployment(deploy: dict | None, cost_md: Path) -> list[str]:
         f"{deploy.get('matches_local')}",
         "",
     ]
-    return lines + (
-        ["### Cost per 1M inferences", cost_md.read_text(), ""] if cost_md.is_file() else []
-    )
+    if cost_md.is_file():
+        lines += ["### Cost per 1M inferences", cost_md.read_text(), ""]
+    return lines
 
 
 def write_summary(run_dir: str | Path, timings_s: dict[str, float] | None = None) -> Path:
-    """Write ``summary.md`` with the key figures found in ``run_dir`` and ``timings_s`` (seconds
-    per notebook, as ``make run`` measures them); returns its path."""
+    """Write ``summary.md`` from ``run_dir`` and ``timings_s`` (seconds per notebook); its path."""
     run = RunDir(run_dir)
     lines = [f"# pt2aws run {run.root.name}", ""]
     sizing = (_load(run.recommendation_json) or {}).get("recommendation")
@@ -167,9 +144,7 @@ def write_summary(run_dir: str | Path, timings_s: dict[str, float] | None = None
     lines += _inference(_load(run.inference_metrics))
     lines += _deployment(_load(run.deploy_json), run.cost_md)
     if timings_s:
-        rows = [[k, f"{v:.1f}"] for k, v in timings_s.items()] + [
-            ["total", f"{sum(timings_s.values()):.1f}"]
-        ]
+        rows = [[k, f"{v:.1f}"] for k, v in {**timings_s, "total": sum(timings_s.values())}.items()]
         lines += ["## Timings", *_table("notebook | seconds", rows), ""]
     plots = sorted(run.plots_dir.glob("*.png"))
     if plots:

@@ -1,9 +1,5 @@
-"""The run folder: how notebooks pass state to each other, every path named once.
-
-``runs/<UTC timestamp>/`` (``make run``) or any folder a notebook's ``RUN_DIR`` names holds the
-paths of :data:`PATHS`; each notebook reads what an earlier one wrote through :class:`RunDir`, so
-a workshop can restart at any step, and a missing file names the notebook that writes it.
-"""
+"""The run folder (``RUN_DIR``, ``runs/<UTC timestamp>/``): how notebooks pass state to each
+other, every path named once in :data:`PATHS`; a missing file names the notebook that writes it."""
 
 from __future__ import annotations
 
@@ -13,8 +9,6 @@ from pathlib import Path
 
 from pt2aws.errors import MissingFileError
 
-#: The link to the newest run (the notebooks' default ``RUN_DIR`` is ``../runs/latest``).
-LATEST = "latest"
 #: ``RunDir`` attribute -> path inside the run folder.
 PATHS = {
     "env_json": "env.json",  # 00: environment report
@@ -69,21 +63,16 @@ class RunDir:
     @classmethod
     def new(cls, runs: str | Path = "runs") -> RunDir:
         """Create ``runs/<UTC YYYYmmdd-HHMMSS>`` and point ``runs/latest`` (the notebooks'
-        default ``RUN_DIR``) at it.
-
-        Raises:
-            FileExistsError: a run of the same second exists.
-        """
+        default ``RUN_DIR``) at it; FileExistsError if a run of the same second exists."""
         path = Path(runs) / time.strftime("%Y%m%d-%H%M%S", time.gmtime())
         path.mkdir(parents=True, exist_ok=False)
-        latest = Path(runs) / LATEST
+        latest = Path(runs) / "latest"
         if latest.is_symlink() or not latest.exists():  # never replace a real folder
             latest.unlink(missing_ok=True)
             latest.symlink_to(path.name, target_is_directory=True)
         return cls(path)
 
-    def plot(self, name: str) -> Path:
-        """``plots/<name>.png``."""
+    def plot(self, name: str) -> Path:  # plots/<name>.png
         return self.plots_dir / f"{name.removesuffix('.png')}.png"
 
     def writer_of(self, path: str | Path) -> str:
@@ -95,11 +84,7 @@ class RunDir:
         return WRITERS.get(first, "an earlier notebook")
 
     def require(self, path: str | Path) -> Path:
-        """``path`` if it exists.
-
-        Raises:
-            MissingFileError: naming the notebook to run first.
-        """
+        """``path`` if it exists, else MissingFileError naming the notebook to run first."""
         if not Path(path).exists():
             raise MissingFileError(
                 f"{path} not found: run {self.writer_of(path)} first with RUN_DIR = {str(self.root)!r}"
@@ -107,11 +92,9 @@ class RunDir:
         return Path(path)
 
     def read_json(self, path: str | Path) -> dict:
-        """A JSON file of this run (:meth:`require` first)."""
         return json.loads(self.require(path).read_text())
 
     def read_jsonl(self, path: str | Path) -> list[dict]:
-        """A JSON Lines file of this run (:meth:`require` first)."""
         return read_jsonl(self.require(path))
 
 

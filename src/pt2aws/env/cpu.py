@@ -1,18 +1,13 @@
 """What this CPU does natively, as this process uses it: the one answer to "is bf16/int8 native
-here" (``cpu_features().bf16_native``, ``.int8_dot``, each with its ``.reason``).
-
-Three inputs: the CPU as the kernel presents it (aarch64: the auxiliary vector ``AT_HWCAP``/
-``AT_HWCAP2``, bits from Linux ``arch/arm64/include/uapi/asm/hwcap.h``, never ``/proc/cpuinfo``,
-which under QEMU user mode is the host's; x86: ``torch.cpu.get_capabilities()``, i.e. CPUID, else
-``/proc/cpuinfo`` flags); the caps in the environment that make torch run this CPU as a weaker one
-(``ATEN_CPU_CAPABILITY``: ATen's kernels; ``ONEDNN_MAX_CPU_ISA``/``DNNL_MAX_CPU_ISA``: oneDNN's,
-which do the bf16 and int8 matmuls, https://oneapi-src.github.io/oneDNN/dev_guide_cpu_dispatcher_control.html;
-``MKL_ENABLE_INSTRUCTIONS``: MKL's fp32 GEMM only); and torch's dispatch level
-(``torch.backends.cpu.get_cpu_capability()``). :func:`features_from` is the pure part.
-"""
+here" (``cpu_features().bf16_native``, ``.int8_dot``, each with its ``.reason``). Inputs: aarch64
+``getauxval(AT_HWCAP/AT_HWCAP2)`` (not ``/proc/cpuinfo``, the host's under QEMU), x86
+``torch.cpu.get_capabilities()`` else ``/proc/cpuinfo``; the caps in :data:`CAP_VARIABLES`
+(oneDNN's: https://oneapi-src.github.io/oneDNN/dev_guide_cpu_dispatcher_control.html); torch's
+dispatch level. :func:`features_from` is the pure part."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import platform
@@ -20,17 +15,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pt2aws.env.machine import is_arm64
+from pt2aws.env.machine import cpu_name, is_arm64
 
 #: Environment variables that cap the instruction set torch's libraries use.
-CAP_VARIABLES = (
-    "ATEN_CPU_CAPABILITY",
-    "ONEDNN_MAX_CPU_ISA",
-    "DNNL_MAX_CPU_ISA",
-    "MKL_ENABLE_INSTRUCTIONS",
+CAP_VARIABLES = tuple(
+    "ATEN_CPU_CAPABILITY ONEDNN_MAX_CPU_ISA DNNL_MAX_CPU_ISA MKL_ENABLE_INSTRUCTIONS".split()
 )
-#: The caps that emulate an AVX2-only x86 CPU (no AVX-512, bf16, VNNI or AMX) on a newer one.
-AVX2_CAPS = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
 #: aarch64 HWCAP bits (AT_HWCAP = 16, AT_HWCAP2 = 26): Linux arch/arm64/include/uapi/asm/hwcap.h.
 AT_HWCAP, AT_HWCAP2 = 16, 26
 HWCAP_BITS = {"asimd": 1, "asimddp": 20, "sve": 22}
@@ -46,10 +36,16 @@ ONEDNN_ISAS = frozenset(
     "AVX512_CORE_FP16 AVX512_CORE_AMX AVX512_CORE_AMX_FP16 AVX10_1_512 AVX10_1_512_AMX "
     "AVX10_1_512_AMX_FP16 AVX10_2_512 AVX10_2_512_AMX_2 ASIMD SVE_128 SVE_256 SVE_512".split()
 )
-# ONEDNN_MAX_CPU_ISA prefixes that still allow AVX-512, bf16, AVX-512 VNNI and AVX-VNNI.
-_ONEDNN_AVX512 = ("AVX512_CORE", "AVX10")
 _ONEDNN_BF16 = ("AVX512_CORE_BF16", "AVX512_CORE_FP16", "AVX512_CORE_AMX", "AVX10")
 _ONEDNN_VNNI = ("AVX512_CORE_VNNI", *_ONEDNN_BF16)
+#: x86 capability: (its ``/proc/cpuinfo`` flags and names, the ONEDNN_MAX_CPU_ISA prefixes that
+#: still allow it); each needs ATen's AVX-512 level too.
+X86_CAPABILITIES = {
+    "bf16_native": ({"avx512_bf16": "AVX512-BF16", "amx_bf16": "AMX-BF16"}, _ONEDNN_BF16),
+    "int8_dot": ({"avx512_vnni": "AVX512-VNNI", "amx_int8": "AMX-INT8"}, _ONEDNN_VNNI),
+    "amx": ({"amx_tile": "AMX"}, ("AVX512_CORE_AMX", "AVX10")),
+    "avx512": ({"avx512f": "AVX-512"}, ("AVX512_CORE", "AVX10")),
+}
 
 
 @dataclass(frozen=True)
@@ -65,10 +61,8 @@ class Capability:
 
 @dataclass(frozen=True)
 class CpuFeatures:
-    """This CPU as this process uses it. ``hardware``: feature names in ``/proc/cpuinfo``
-    spelling, before any cap; ``isa``: torch's ATen dispatch level; ``caps``: the cap variables
-    set; ``bf16_native``: AVX512-BF16/AMX-BF16 or Arm BF16, not capped away; ``int8_dot``:
-    AVX512-VNNI/AVX-VNNI/AMX-INT8 or Arm SDOT/UDOT/I8MM; ``notes``: caps that contradict."""
+    """This CPU as this process uses it: ``hardware`` (``/proc/cpuinfo`` spelling, uncapped),
+    ``isa`` (ATen's dispatch level), ``caps`` set, capabilities after the caps, ``notes``."""
 
     arch: str
     model: str
@@ -85,7 +79,6 @@ class CpuFeatures:
 
     @property
     def description(self) -> str:
-        """One line: the CPU, torch's ISA, the caps, bf16, int8, AMX (x86) or SVE (Arm)."""
         caps = " ".join(f"{k}={v}" for k, v in self.caps.items())
         parts = [
             f"{self.model} ({self.arch}), torch dispatches {self.isa}"
@@ -101,14 +94,8 @@ class CpuFeatures:
 
     def as_dict(self) -> dict:
         """JSON-serialisable form; each capability as ``{"available", "reason"}``."""
-        out = {k: getattr(self, k) for k in ("arch", "model", "isa", "source", "caps", "notes")}
-        out.update(hardware=sorted(self.hardware), description=self.description)
-        for name in ("bf16_native", "int8_dot", "amx", "avx512", "sve"):
-            out[name] = {
-                "available": getattr(self, name).available,
-                "reason": getattr(self, name).reason,
-            }
-        return out
+        out = dataclasses.asdict(self) | {"description": self.description}
+        return out | {"hardware": sorted(self.hardware)}
 
 
 def hardware_from_auxv(hwcap: int, hwcap2: int) -> frozenset[str]:
@@ -144,19 +131,18 @@ def _auxv() -> tuple[int, int] | None:
 
 
 @functools.lru_cache(maxsize=1)
-def _probe(machine: str) -> tuple[frozenset[str], str, str, str]:
-    """This machine's ``(hardware, source, model, torch ISA)``; probed once per process."""
+def _probe(machine: str) -> tuple[frozenset[str], str, str]:
+    """This machine's ``(hardware, source, torch ISA)``; probed once per process."""
     import torch
 
     caps, isa = dict(torch.cpu.get_capabilities()), torch.backends.cpu.get_cpu_capability()
-    model = str(caps.get("cpu_name") or "")
     auxv = _auxv() if is_arm64(machine) and platform.system() == "Linux" else None
     if auxv and auxv[0]:
-        return hardware_from_auxv(*auxv), "getauxval(AT_HWCAP, AT_HWCAP2)", model, isa
+        return hardware_from_auxv(*auxv), "getauxval(AT_HWCAP, AT_HWCAP2)", isa
     if hardware_from_torch(caps) or is_arm64(machine):
-        return hardware_from_torch(caps), "torch.cpu.get_capabilities()", model, isa
+        return hardware_from_torch(caps), "torch.cpu.get_capabilities()", isa
     text = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").is_file() else ""
-    return hardware_from_cpuinfo(text), "/proc/cpuinfo flags", model, isa
+    return hardware_from_cpuinfo(text), "/proc/cpuinfo flags", isa
 
 
 def features_from(
@@ -198,33 +184,26 @@ def features_from(
             "AVX-512/bf16/VNNI kernels; set ONEDNN_MAX_CPU_ISA too (AVX2 emulates an AVX2 CPU)"
         )
 
-    def check(pairs, what: str, needs_512: bool, onednn_allows: bool) -> Capability:
-        """Present when the hardware has one of ``pairs`` (flag, name) and no cap takes it."""
-        found = [name for flag, name in pairs if flag in hw]
+    def check(flags: dict, allowed: tuple, needs_512: bool = True) -> Capability:
+        found = [name for flag, name in flags.items() if flag in hw]
         if not found:
-            return Capability(False, f"{model} has no {what}")
+            return Capability(False, f"{model} has no {' or '.join(flags.values())}")
         has = f"{model} has {'/'.join(found)}"
         if needs_512 and not isa.startswith("AVX512"):
             return Capability(False, f"{has}, but ATEN_CPU_CAPABILITY={aten} caps torch at {isa}")
-        if onednn and not onednn_allows:
+        if onednn and not onednn.startswith(allowed):
             return Capability(False, f"{has}, but {onednn_name}={onednn} caps oneDNN below it")
         return Capability(True, has)
 
-    bf16_flags = (("avx512_bf16", "AVX512-BF16"), ("amx_bf16", "AMX-BF16"))
-    bf16 = check(bf16_flags, "AVX512-BF16 or AMX-BF16", True, onednn.startswith(_ONEDNN_BF16))
-    vnni_flags = (("avx512_vnni", "AVX512-VNNI"), ("amx_int8", "AMX-INT8"))
-    vnni = check(vnni_flags, "AVX512-VNNI or AMX-INT8", True, onednn.startswith(_ONEDNN_VNNI))
+    got = {name: check(*spec) for name, spec in X86_CAPABILITIES.items()}
     # AVX-VNNI (256-bit) survives an ATen AVX2 cap only where oneDNN is explicitly allowed it
-    vnni_256_allowed = onednn.startswith(("AVX2_VNNI", *_ONEDNN_VNNI))
     vnni_256 = check(
-        (("avx_vnni", "AVX-VNNI"),), "AVX-VNNI", bool(aten) and not onednn, vnni_256_allowed
+        {"avx_vnni": "AVX-VNNI"}, ("AVX2_VNNI", *_ONEDNN_VNNI), bool(aten) and not onednn
     )
-    usable = [c.reason for c in (vnni, vnni_256) if c]
-    reasons = usable or list(dict.fromkeys([vnni.reason, vnni_256.reason]))
-    int8 = Capability(bool(usable), "; ".join(reasons))
-    amx = check((("amx_tile", "AMX"),), "AMX", True, "AMX" in onednn or onednn.startswith("AVX10"))
-    avx512 = check((("avx512f", "AVX-512"),), "AVX-512", True, onednn.startswith(_ONEDNN_AVX512))
-    return done(bf16, int8, amx, avx512, Capability(False, "SVE is an Arm extension"))
+    usable = [c.reason for c in (got["int8_dot"], vnni_256) if c]
+    reasons = usable or list(dict.fromkeys([got["int8_dot"].reason, vnni_256.reason]))
+    got["int8_dot"] = Capability(bool(usable), "; ".join(reasons))
+    return done(**got, sve=Capability(False, "SVE is an Arm extension"))
 
 
 def _arm(hw, caps, onednn, model) -> tuple[Capability, ...]:
@@ -246,30 +225,19 @@ def _arm(hw, caps, onednn, model) -> tuple[Capability, ...]:
 
 
 def cpu_features(environ: Mapping[str, str] | None = None) -> CpuFeatures:
-    """What this CPU does natively for this process; e.g. ``cpu_features().bf16_native`` is
-    truthy on a Graviton3 or a Sapphire Rapids, and its ``.reason`` says why (not).
-
-    The hardware is probed once per process (``import torch`` included); the caps are read from
-    ``environ`` (default ``os.environ``) on every call. Libraries read their caps at start-up, so
-    change them for a new process, not this one.
-    """
+    """What this CPU does natively for this process (``.bf16_native`` on a Graviton3 or a
+    Sapphire Rapids); the hardware is probed once, the caps read from ``environ`` each call."""
     machine = platform.machine()
-    hardware, source, model, isa = _probe(machine)
+    hardware, source, isa = _probe(machine)
     isa = isa if environ is None else None  # torch's level reflects this process's caps only
-    return features_from(
-        machine, hardware, environ=environ, isa=isa, model=model or machine, source=source
-    )
+    model = cpu_name(machine=machine)
+    return features_from(machine, hardware, environ=environ, isa=isa, model=model, source=source)
 
 
 def inductor_cache_for_caps(environ: dict | None = None) -> str | None:
-    """Give ``torch.compile`` a cache folder of its own while a cap is set.
-
-    TorchInductor reuses the C++ kernels in ``TORCHINDUCTOR_CACHE_DIR`` across processes and its
-    key ignores :data:`CAP_VARIABLES`: kernels cached under one cap crashed or answered NaN under
-    another (``benchmarks/README.md``, ``cpu_caps.py``). With a cap set and no folder chosen, this
-    sets ``TORCHINDUCTOR_CACHE_DIR=<tmp>/torchinductor_<user>_<caps>`` in ``environ`` (default
-    ``os.environ``; ``import pt2aws`` calls it, subprocesses inherit it) and returns it, else None.
-    """
+    """With a cap set and no ``TORCHINDUCTOR_CACHE_DIR``, set it to
+    ``<tmp>/torchinductor_<user>_<caps>`` in ``environ`` and return it: Inductor's cache key
+    ignores the caps, and kernels cached under one crashed under another (benchmarks/README.md)."""
     import getpass
     import re
     import tempfile

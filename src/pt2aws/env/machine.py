@@ -1,5 +1,4 @@
-"""Facts of this machine and process that several stages need, each defined once (no torch at
-import)."""
+"""Facts of this machine and process that several stages need, each defined once."""
 
 from __future__ import annotations
 
@@ -12,8 +11,7 @@ ARM64_MACHINES = ("aarch64", "arm64")
 
 
 def is_arm64(machine: str | None = None) -> bool:
-    """True on 64-bit Arm (AWS Graviton, Apple silicon), or for the ``platform.machine()``
-    value ``machine``."""
+    """True on 64-bit Arm (Graviton, Apple silicon), or for ``platform.machine()`` value ``machine``."""
     return (machine or platform.machine()).lower() in ARM64_MACHINES
 
 
@@ -26,29 +24,30 @@ def available_cpus() -> int:
 
 
 def default_num_threads(local_processes: int | None = None) -> int:
-    """Intra-op threads for one of ``local_processes`` (default ``LOCAL_WORLD_SIZE``, set by
-    torchrun, else 1) CPU processes sharing this machine: ``available_cpus() // local_processes``,
-    at least 1."""
+    """``available_cpus() // local_processes`` (default ``LOCAL_WORLD_SIZE``, else 1), at least 1."""
     if local_processes is None:
         local_processes = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
     return max(1, available_cpus() // max(1, local_processes))
 
 
-def cpu_name(root: str | Path = "/") -> str:
-    """The CPU model from ``/proc/cpuinfo`` (``model name``), else ``platform.processor()``."""
+def cpu_name(root: str | Path = "/", machine: str | None = None) -> str:
+    """The CPU model: ``/proc/cpuinfo``'s first ``model name`` (not an x86 host's on arm64, as
+    under QEMU user mode), else the architecture."""
     try:
-        for line in (Path(root) / "proc" / "cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
+        text = (Path(root) / "proc" / "cpuinfo").read_text()
     except OSError:
-        pass
-    return platform.processor() or platform.machine() or "unknown CPU"
+        text = ""
+    first: dict[str, str] = {}
+    for line in text.splitlines():
+        key, _, value = (s.strip() for s in line.partition(":"))
+        first.setdefault(key, value)
+    name = None if is_arm64(machine) and "flags" in first else first.get("model name")
+    return name or machine or platform.machine() or "unknown CPU"
 
 
 def peak_memory_bytes(device=None) -> int:
-    """Peak memory of this process on ``device`` (a ``torch.device``, ``"cuda"`` or ``"cpu"``;
-    default CPU), bytes: CUDA ``torch.cuda.max_memory_allocated`` (tensors, since the last
-    reset); CPU the peak resident set size (``ru_maxrss``: KiB on Linux, bytes on macOS)."""
+    """Peak memory of this process on ``device`` (default CPU), bytes: CUDA
+    ``max_memory_allocated``; CPU the peak RSS (``ru_maxrss``: KiB on Linux, bytes on macOS)."""
     kind = getattr(device, "type", device) or "cpu"
     if kind == "cuda":
         import torch

@@ -1,6 +1,5 @@
-"""Probes of this machine for the environment report: CPU, GPUs, memory, disk, EFA, platform,
-package versions. Each returns JSON-serialisable values and never fails on a CPU-only machine;
-the file-reading ones take a ``root`` (default ``/``) so tests can hand them a fake tree."""
+"""Probes for the environment report, JSON-serialisable, never failing on a CPU-only machine;
+the file-reading ones take a ``root`` (default ``/``), a fake tree in tests."""
 
 from __future__ import annotations
 
@@ -13,7 +12,7 @@ from importlib import metadata
 from pathlib import Path
 
 from pt2aws.env.cpu import cpu_features, features_from, hardware_from_cpuinfo
-from pt2aws.env.machine import is_arm64
+from pt2aws.env.machine import cpu_name, is_arm64
 
 PACKAGES = ("transformers", "datasets", "sagemaker", "boto3", "pt2aws")
 
@@ -26,17 +25,9 @@ def _read(path: Path) -> str:
 
 
 def cpu_info(root: str | Path = "/", machine: str | None = None, features=None) -> dict:
-    """CPU model, cores and native features (:func:`pt2aws.env.cpu.cpu_features`, or
-    ``features``; with another ``root``, the flags of its ``proc/cpuinfo``, uncapped).
-
-    Returns:
-        ``{"model", "logical_cores", "physical_cores", "graviton_generation", "core", "bf16",
-        "int8_dot", "amx", "avx512", "sve", "graviton", "isa", "features"}`` (``features``:
-        :meth:`CpuFeatures.as_dict`, with the reasons; the generation and core from the
-        ``CPU part`` and the instance catalog).
-    """
-    from pt2aws.sizing.catalog import processor_by_cpu_part
-
+    """CPU model (:func:`cpu_name`), cores, Arm ``CPU part`` (None under QEMU, where
+    ``/proc/cpuinfo`` is the x86 host's) and native features (:func:`cpu_features`,
+    ``features``, or another ``root``'s ``proc/cpuinfo`` flags)."""
     machine, text = machine or platform.machine(), _read(Path(root) / "proc" / "cpuinfo")
     processors, first, cores, physical = 0, {}, set(), "0"
     for line in text.splitlines():
@@ -46,37 +37,28 @@ def cpu_info(root: str | Path = "/", machine: str | None = None, features=None) 
         physical = value if key == "physical id" else physical
         if key == "core id":
             cores.add((physical, value))
+    model, arm = cpu_name(root, machine), is_arm64(machine)
     if features is None and Path(root) == Path("/"):
         features = cpu_features()
     elif features is None:
-        model = first.get("model name") or machine
         features = features_from(machine, hardware_from_cpuinfo(text), environ={}, model=model)
-    arm = is_arm64(machine)
-    host_x86 = arm and "flags" in first  # under QEMU user mode /proc/cpuinfo is the x86 host's
-    generation, core = processor_by_cpu_part(first.get("CPU part", "").lower()) or (None, None)
-    if host_x86:
-        generation = core = None
-    model = None if host_x86 else first.get("model name")
     logical = (os.cpu_count() if Path(root) == Path("/") else None) or processors or None
     flags = {n: getattr(features, n).available for n in ("int8_dot", "amx", "avx512", "sve")}
     return {
-        "model": model or (f"{generation} ({core})" if generation else features.model or machine),
+        "model": model,
+        "cpu_part": first.get("CPU part") if arm and "flags" not in first else None,
         "logical_cores": logical,
         "physical_cores": len(cores) or (logical if arm else None),
-        "graviton_generation": generation,
-        "core": core,
         "bf16": features.bf16_native.available,
         **flags,
-        "graviton": bool(generation) or (arm and bool({"sve", "bf16"} & features.hardware)),
         "isa": features.isa,
         "features": features.as_dict(),
     }
 
 
 def gpu_info() -> list[dict]:
-    """Per visible CUDA GPU: ``index``, ``name``, ``memory_bytes``, ``compute_capability``
-    ("8.0"), ``bf16`` (8.0 or newer), ``peers`` (reachable by P2P) and ``nvlink`` (from
-    ``nvidia-smi topo -m``; None when unknown)."""
+    """Per CUDA GPU: name, memory, compute capability, bf16, P2P ``peers``, ``nvlink``
+    (``nvidia-smi topo -m``; None when unknown)."""
     import torch
 
     count = torch.cuda.device_count() if torch.cuda.is_available() else 0
@@ -115,8 +97,7 @@ def memory_bytes() -> int | None:
 
 
 def disk_info(path: str | Path = ".") -> dict:
-    """``{"path", "total_bytes", "free_bytes"}`` of the file system holding ``path`` (or its
-    nearest existing parent)."""
+    """``{"path", "total_bytes", "free_bytes"}`` of ``path`` or its nearest existing parent."""
     path = Path(path)
     while not path.exists() and path != path.parent:
         path = path.parent
@@ -125,8 +106,7 @@ def disk_info(path: str | Path = ".") -> dict:
 
 
 def efa_info(root: str | Path = "/") -> dict:
-    """Elastic Fabric Adapters: ``{"present", "devices"}``, the RDMA devices of
-    ``/sys/class/infiniband`` whose kernel driver is ``efa``."""
+    """``{"present", "devices"}``: RDMA devices in ``/sys/class/infiniband`` with driver ``efa``."""
     base = Path(root) / "sys" / "class" / "infiniband"
     devices = [
         d.name for d in sorted(base.glob("*")) if (d / "device/driver").resolve().name == "efa"
@@ -135,13 +115,9 @@ def efa_info(root: str | Path = "/") -> dict:
 
 
 def platform_info(root: str | Path = "/", environ: Mapping[str, str] | None = None) -> dict:
-    """Where this runs: ``{"dlami", "dlc", "sagemaker", "container", "summary"}``.
-
-    Signals AWS documents: the DLAMI keeps ``/opt/dlami`` and its PyTorch in ``/opt/pytorch``;
-    Deep Learning Containers set ``DLC_CONTAINER_TYPE``; SageMaker Studio and notebook instances
-    write ``/opt/ml/metadata/resource-metadata.json`` (Studio's has a ``DomainId``); training
-    jobs set ``TRAINING_JOB_NAME`` or ``SM_TRAINING_ENV``.
-    """
+    """``{"dlami", "dlc", "sagemaker", "container", "summary"}`` from what AWS documents:
+    ``/opt/dlami``, ``DLC_CONTAINER_TYPE``, ``/opt/ml/metadata/resource-metadata.json`` (Studio's
+    has a ``DomainId``), ``TRAINING_JOB_NAME``/``SM_TRAINING_ENV``."""
     root, env = Path(root), os.environ if environ is None else environ
     dlami = (root / "opt" / "dlami").is_dir() or (root / "opt" / "pytorch" / "bin").is_dir()
     dlc = env.get("DLC_CONTAINER_TYPE") or None
@@ -165,8 +141,7 @@ def platform_info(root: str | Path = "/", environ: Mapping[str, str] | None = No
 
 
 def versions() -> dict:
-    """torch, its CUDA, cuDNN and NCCL (None on a CPU build or without a GPU), and the packages
-    pt2aws uses (None when not installed)."""
+    """torch, CUDA, cuDNN, NCCL and :data:`PACKAGES` versions (None where absent)."""
     import torch
 
     gpu = torch.cuda.is_available()

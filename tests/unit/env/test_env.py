@@ -32,3 +32,5 @@ def test_env_report_on_cpu_machine():
         assert any("profile full needs a GPU" in n for n in report["notes"])
     text = env.format_report(report)
     assert "profile full" in text
+    report["cpu"]["processor"] = ("Graviton3", "Neoverse V1")  # what the caller joins
+    assert f"CPU: {report['cpu']['model']}, Graviton3 (Neoverse V1)," in env.format_report(report)

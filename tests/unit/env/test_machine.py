@@ -21,4 +21,4 @@ def test_cpu_name_reads_proc_cpuinfo(tmp_path):
     (tmp_path / "proc").mkdir()
     (tmp_path / "proc" / "cpuinfo").write_text("processor\t: 0\nmodel name\t: Test CPU @ 1GHz\n")
     assert machine.cpu_name(tmp_path) == "Test CPU @ 1GHz"
-    assert machine.cpu_name(tmp_path / "missing")  # falls back to platform, never empty
+    assert machine.cpu_name(tmp_path / "missing", "aarch64") == "aarch64"  # the architecture

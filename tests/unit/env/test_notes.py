@@ -18,7 +18,7 @@ def test_problems_come_with_fixes(tmp_path):
     report = {
         "profile": "full",
         "gpus": [dict(gpu, index=i) for i in range(8)],
-        "cpu": {"bf16": False, "graviton_generation": "Graviton2"},
+        "cpu": {"bf16": False, "features": {"bf16_native": {"reason": "G2 has no BF16"}}},
         "versions": {"cuda": "12.8", "sagemaker": None},
         "memory_bytes": 4 * 2**30,
         "disk": {"path": "/x", "free_bytes": 2**30, "total_bytes": 8 * 2**30},
@@ -27,5 +27,9 @@ def test_problems_come_with_fixes(tmp_path):
     notes = "\n".join(env.problems(report, root=tmp_path))
     assert "without bf16" in notes and "fp32" in notes
     assert "peer-to-peer" in notes and "no NVLink" in notes and "no EFA" in notes
-    assert "(Graviton2)" in notes and "4.0 GiB of RAM" in notes and "1.0 GiB free" in notes
+    assert (
+        "no native bf16 (G2 has no BF16)" in notes
+        and "4.0 GiB of RAM" in notes
+        and "1.0 GiB free" in notes
+    )
     assert "pip install sagemaker==3.27.0" in notes

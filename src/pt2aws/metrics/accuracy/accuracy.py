@@ -1,4 +1,4 @@
-"""Accuracy as a Hugging Face ``evaluate`` metric module, shipped with pt2aws (loads offline)."""
+"""Accuracy as an ``evaluate`` metric module (scikit-learn ``accuracy_score``), loads offline."""
 
 import datasets
 import evaluate
@@ -6,16 +6,12 @@ from sklearn.metrics import accuracy_score
 
 
 class Accuracy(evaluate.Metric):
-    """Fraction of predictions equal to the references (scikit-learn ``accuracy_score``)."""
-
     def _info(self):
+        ids = datasets.Value("int32")
         return evaluate.MetricInfo(
-            description="Accuracy: correct predictions / all predictions.",
+            description="Accuracy: correct predictions / all predictions (class ids).",
             citation="Pedregosa et al., Scikit-learn: Machine Learning in Python, JMLR 12, 2011.",
-            inputs_description="predictions, references: class ids (int).",
-            features=datasets.Features(
-                {"predictions": datasets.Value("int32"), "references": datasets.Value("int32")}
-            ),
+            features=datasets.Features({"predictions": ids, "references": ids}),
         )
 
     def _compute(self, predictions, references):
