@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import random
-import re
 import shutil
 import warnings
 from dataclasses import dataclass, field
@@ -23,7 +22,6 @@ from pt2aws.train.distributed import DistInfo, all_gather
 from pt2aws.train.recipe import Prepared
 
 TRAINER_STATE = "trainer_state.pt"
-_NAME = re.compile(r"^step-(\d+)$")
 
 #: Fields a resumed run may change; every other field must match the checkpoint's.
 RESUMABLE_CHANGES = set(
@@ -47,13 +45,7 @@ class TrainState:
 
 def list_checkpoints(checkpoint_dir: str | Path) -> list[Path]:
     """Complete checkpoints in ``checkpoint_dir`` (DCP's ``.metadata`` written), oldest first."""
-    folder = Path(checkpoint_dir)
-    found = [
-        (int(m.group(1)), p)
-        for p in (folder.iterdir() if folder.is_dir() else [])
-        if (m := _NAME.match(p.name)) and (p / ".metadata").is_file()
-    ]
-    return [p for _, p in sorted(found)]
+    return [p.parent for p in sorted(Path(checkpoint_dir).glob("step-*/.metadata"))]
 
 
 def latest_checkpoint(checkpoint_dir: str | Path) -> Path | None:

@@ -8,6 +8,7 @@ import sys
 from dataclasses import dataclass, field
 
 import torch
+import torch.distributed as dist
 
 from pt2aws.env.machine import default_num_threads
 
@@ -40,8 +41,6 @@ def compute_init(num_threads: int | None = None) -> DistInfo:
         device = torch.device("cpu")
         torch.set_num_threads(num_threads or default_num_threads())
     if world_size > 1:
-        import torch.distributed as dist
-
         backend = "nccl" if device.type == "cuda" else "gloo"
         restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
         if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True" and restart != "0":
@@ -62,8 +61,6 @@ def compute_cleanup(info: DistInfo, *, succeeded: bool) -> None:
     called without an active exception") and ``destroy_process_group``; after a failure neither."""
     if info.world_size == 1 or not succeeded:
         return
-    import torch.distributed as dist
-
     dist.barrier()
     dist.destroy_process_group()
 
@@ -73,7 +70,7 @@ def all_reduce_sum(values: list[float], info: DistInfo) -> list[float]:
     if info.world_size == 1:
         return list(values)
     tensor = torch.tensor(values, dtype=torch.float64, device=info.device)
-    torch.distributed.all_reduce(tensor)
+    dist.all_reduce(tensor)
     return tensor.tolist()
 
 
@@ -82,7 +79,7 @@ def all_gather(obj, info: DistInfo) -> list:
     if info.world_size == 1:
         return [obj]
     out = [None] * info.world_size
-    torch.distributed.all_gather_object(out, obj)
+    dist.all_gather_object(out, obj)
     return out
 
 

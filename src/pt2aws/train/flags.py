@@ -14,6 +14,8 @@ from pathlib import Path
 
 import torch
 
+from pt2aws import env
+
 #: ``auto`` turns a flag on where it measured at least this much faster than without it.
 FASTER = 1.05
 
@@ -35,10 +37,8 @@ def cache_file() -> Path:
 
 def measure_key(model: str, batch_size: int, max_length, threads: int) -> str:
     """What a measurement holds for: this CPU (caps included), torch, threads, model, shape."""
-    from pt2aws.env import cpu_features
-
     return (
-        f"{cpu_features().description}; torch {torch.__version__}; {threads} threads; "
+        f"{env.cpu_features().description}; torch {torch.__version__}; {threads} threads; "
         f"{model}; batch {batch_size} x {max_length} tokens"
     )
 
@@ -61,10 +61,10 @@ def record(flag: str, key: str, ratio: float, how: str) -> dict:
     return entry
 
 
-def time_interleaved(arms: dict, repeats=3, steps=2, close=0.1, what="steps") -> tuple[float, str]:
+def time_interleaved(arms: dict, what="steps", repeats=3, steps=2) -> tuple[float, str]:
     """``(ratio, how)``: the first arm's median seconds per step (``arm(i)``) over the second's:
     a warm-up and a timed step each (outside 0.5-2x: done), then ``repeats`` alternating blocks of
-    ``steps`` steps (A B, B A, ...), as many again within ``close`` of 1."""
+    ``steps`` steps (A B, B A, ...), as many again within 10% of 1x."""
     names, times, done = list(arms), {name: [] for name in arms}, [0]
 
     def block(order, n: int) -> float:
@@ -85,7 +85,7 @@ def time_interleaved(arms: dict, repeats=3, steps=2, close=0.1, what="steps") ->
     for kept in times.values():
         kept.clear()
     blocks = 0
-    while blocks < repeats or (blocks == repeats and abs(ratio - 1) < close):
+    while blocks < repeats or (blocks == repeats and abs(ratio - 1) < 0.1):
         for _ in range(repeats):
             ratio = block(names[:: -1 if blocks % 2 == 0 else 1], steps)
             blocks += 1
@@ -152,9 +152,7 @@ def choose_bf16(device: torch.device, requested: str, probe=None, key=None) -> C
         return Choice(requested == "on", "requested")
     if cuda:
         return Choice(supported, "GPU has bf16" if supported else "GPU lacks bf16 (pre-Ampere)")
-    from pt2aws.env import cpu_features
-
-    native = cpu_features().bf16_native
+    native = env.cpu_features().bf16_native
     where = f"CPU {'with' if native else 'without'} native bf16 ({native.reason})"
     unmeasured = Choice(False, f"not measured (no model to time); {where}; --bf16 on forces it")
     return measured("bf16", key, probe, "fp32's speed", unmeasured)

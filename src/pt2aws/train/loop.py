@@ -19,9 +19,15 @@ from pathlib import Path
 import torch
 
 from pt2aws.config import TrainConfig, saved_config_path
-from pt2aws.data import parse_label_map, sequence_length_record, token_lengths
+from pt2aws.data import (
+    choose_max_length,
+    load_sentiment_data,
+    parse_label_map,
+    sequence_length_record,
+    token_lengths,
+)
 from pt2aws.env.machine import peak_memory_bytes
-from pt2aws.modeling import model_max_tokens
+from pt2aws.modeling import count_parameters, load_tokenizer_and_model, model_max_tokens
 from pt2aws.sizing.catalog import peak_bf16_flops
 from pt2aws.train import checkpoint, distributed, throughput
 from pt2aws.train.distributed import DistInfo
@@ -38,9 +44,6 @@ def load_data_and_model(cfg: TrainConfig):
     Raises:
         pt2aws.data.DataError, pt2aws.data.DataFileNotFoundError: data the user must fix.
     """
-    from pt2aws.data import choose_max_length, load_sentiment_data
-    from pt2aws.modeling import load_tokenizer_and_model
-
     data = load_sentiment_data(
         cfg.dataset,
         **cfg.reader_options(),
@@ -223,8 +226,6 @@ class FineTune:
 
     def _finish(self) -> dict:
         """Throughput, test metrics, the replica check (all ranks); rank 0 writes the run."""
-        from pt2aws.modeling import count_parameters
-
         cfg, info, module, monitor = self.cfg, self.info, self.prep.module, self.monitor
         num_params = count_parameters(module)  # DTensor parameters report their global size
         # MFU against the peak of the precision the matmuls run in: the catalog has GPUs' bf16
