@@ -66,9 +66,8 @@ def unmet_requirements(path: str | os.PathLike) -> list[str]:
     from packaging.requirements import Requirement
 
     unmet = []
-    for line in filter(
-        None, (ln.split("#")[0].strip() for ln in Path(path).read_text().splitlines())
-    ):
+    lines = (line.split("#")[0].strip() for line in Path(path).read_text().splitlines())
+    for line in filter(None, lines):
         req = Requirement(line)
         try:
             version = metadata.version(req.name)
@@ -100,9 +99,8 @@ def load_handler(model_dir: str | os.PathLike, *, builtin: bool = True) -> Modul
     else:
         from pt2aws.serving import handler as module
     logger.info("handler: %s", module.__file__)
-    missing = [
-        f for f in ("model_fn", "input_fn", "predict_fn", "output_fn") if not hasattr(module, f)
-    ]
+    needed = ("model_fn", "input_fn", "predict_fn", "output_fn")
+    missing = [f for f in needed if not hasattr(module, f)]
     if missing:
         raise AttributeError(f"handler {module.__file__} does not define {', '.join(missing)}")
     return module
@@ -167,9 +165,8 @@ class ModelService:
             logger.error("handler failed:\n%s", traceback.format_exc())
             return Reply.error(500, str(err))
         out_body, media = out if isinstance(out, tuple) else (out, accept)
-        return Reply(
-            200, out_body.encode() if isinstance(out_body, str) else bytes(out_body), media
-        )
+        out_body = out_body.encode() if isinstance(out_body, str) else bytes(out_body)
+        return Reply(200, out_body, media)
 
 
 def _too_large(limit: int) -> Reply:
@@ -291,21 +288,16 @@ def main(argv: list[str] | None = None) -> int:
         print("this image serves SageMaker real-time inference: run it as `<image> serve` "
               f"(got {' '.join(argv) or 'no command'!r})", file=sys.stderr)  # fmt: skip
         return 2
-    parser = argparse.ArgumentParser(prog="python -m pt2aws.serving.server")
-    parser.add_argument("command", choices=["serve"])
+    parser = argparse.ArgumentParser(prog="python -m pt2aws.serving.server serve")
     parser.add_argument("--host", default="0.0.0.0")
     parser.add_argument("--port", type=int, default=None, help="0: a free port")
     parser.add_argument("--model-dir", default=None, help="default: /opt/ml/model")
     parser.add_argument("--workers", type=int, default=None)
-    args = parser.parse_args(argv)
+    args = parser.parse_args(argv[1:])
     _configure_logging()
     try:
         workers = worker_count(args.workers)
-        port = (
-            args.port
-            if args.port is not None
-            else _positive("SAGEMAKER_BIND_TO_PORT", DEFAULT_PORT)
-        )
+        port = _positive("SAGEMAKER_BIND_TO_PORT", DEFAULT_PORT) if args.port is None else args.port
         max_request_bytes()  # validated once, not in every worker
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
