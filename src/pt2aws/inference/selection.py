@@ -16,6 +16,7 @@ from pathlib import Path
 
 import torch
 
+from pt2aws.env.machine import cpu_name
 from pt2aws.inference.measure import compare_predictors, format_table, interleaved_throughput
 from pt2aws.inference.variants import (
     COMPILED_VARIANTS,
@@ -188,8 +189,7 @@ def serving_variant(model_dir: str, model, requested: str, tokenizer=None) -> tu
     without their files left out); a named one is built.
 
     Raises:
-        ValueError: an unknown variant, one this machine cannot run (bf16 emulated included),
-            or missing ONNX files.
+        ValueError: unknown, not runnable here (bf16 emulated included), ONNX files missing.
     """
     record = Path(model_dir) / "variants.json"
     if requested == "auto" and not record.is_file():
@@ -219,28 +219,17 @@ def serving_variant(model_dir: str, model, requested: str, tokenizer=None) -> tu
         raise ValueError(f"PT2AWS_VARIANT={requested}: {absent.get(requested, slow)}")
     if slow:
         print(f"pt2aws handler: PT2AWS_VARIANT={requested}: {slow}", flush=True)
-    return (
-        build_variant(model, requested, "cpu", model_dir=model_dir)[1],
-        requested,
-        "PT2AWS_VARIANT",
-    )
+    call = build_variant(model, requested, "cpu", model_dir=model_dir)[1]
+    return call, requested, "PT2AWS_VARIANT"
 
 
 def variant_report(model_dir: str, validation_texts: Sequence[str],
                    variants: Sequence[str] = RECORDED_VARIANTS, *, sample: int = SAMPLE_TEXTS) -> dict:  # fmt: skip
-    """What ``model.tar.gz`` records (``variants.json``): each variant's label agreement with
-    fp32 eager on the non-empty ``validation_texts``, run uncompiled (compiling changes speed,
-    not numerics) on this CPU; an ONNX Runtime variant exports its files into ``model_dir/onnx/``.
-
-    Returns:
-        ``{"target", "texts", "agreement": {variant: float}, "eligible": [variant],
-        "sample": [str], "measured_on"}``, plus ``"onnx"`` (the export record) when recorded.
-
-    Raises:
-        ValueError: no validation texts.
+    """``variants.json``: ``{"target", "texts", "agreement": {variant: float}, "eligible",
+    "sample", "measured_on"[, "onnx"]}``, each variant's label agreement with fp32 eager on the
+    non-empty ``validation_texts``, run uncompiled (compiling changes speed, not numerics) on
+    this CPU; ONNX variants export their files into ``model_dir/onnx/``. ValueError: no texts.
     """
-    from pt2aws.env.machine import cpu_name
-
     texts = [t for t in validation_texts if t.strip()]
     if not texts:
         raise ValueError("variant_report needs validation texts (the split is empty)")

@@ -66,12 +66,8 @@ def compute_cleanup(info: DistInfo, *, succeeded: bool) -> None:
 
 
 def all_reduce_sum(values: list[float], info: DistInfo) -> list[float]:
-    """Element-wise sum of ``values`` over all ranks (float64), identical on every rank."""
-    if info.world_size == 1:
-        return list(values)
-    tensor = torch.tensor(values, dtype=torch.float64, device=info.device)
-    dist.all_reduce(tensor)
-    return tensor.tolist()
+    """Element-wise sum of ``values`` over all ranks, identical on every rank."""
+    return [sum(column) for column in zip(*all_gather(list(values), info))]
 
 
 def all_gather(obj, info: DistInfo) -> list:
