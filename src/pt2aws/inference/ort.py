@@ -47,11 +47,8 @@ def weights_digest(model_dir: str | Path) -> str:
 
 def onnx_files(model_dir: str | Path, model=None, tokenizer=None) -> dict[str, Path]:
     """``{"ort-fp32": path, "ort-int8": path}`` in ``model_dir/onnx``, exported from ``model``
-    and ``tokenizer`` first when missing or made from other weights.
-
-    Raises:
-        FileNotFoundError: missing or stale, and nothing to export from.
-    """
+    and ``tokenizer`` first when missing or made from other weights; FileNotFoundError if
+    missing or stale with nothing to export from."""
     folder = Path(model_dir) / ONNX_DIR
     files = {variant: folder / name for variant, name in ONNX_FILES.items()}
     record = folder / EXPORT_RECORD

@@ -89,11 +89,8 @@ def slow_here(variants: Sequence[str], device: torch.device | str = "cpu") -> di
 def require_variant(
     variant: str, device: torch.device | str = "cpu", name="variant "
 ) -> str | None:
-    """Why ``variant`` runs slowly on ``device`` (None: it does not).
-
-    Raises:
-        ValueError: unknown, or it cannot run there, as ``{name}{variant}: why``.
-    """
+    """Why ``variant`` runs slowly on ``device`` (None: it does not); ValueError
+    ``{name}{variant}: why`` where it is unknown or cannot run there."""
     ok, why = variant_support(variant, device)
     if not ok:
         raise ValueError(f"{name}{variant}: {why}")
@@ -183,11 +180,8 @@ class Classifier:
         self.label_names = [config.id2label[i] for i in range(config.num_labels)]
 
     def predict_proba(self, texts: Sequence[str]) -> torch.Tensor:
-        """Class probabilities, float32 ``(len(texts), num_labels)``, in input order.
-
-        Raises:
-            TypeError: ``texts`` is one string.
-        """
+        """Class probabilities, float32 ``(len(texts), num_labels)``, in input order; TypeError
+        for one string."""
         from pt2aws.serving.handler import classify
 
         if isinstance(texts, str):

@@ -82,10 +82,7 @@ def unmet_requirements(path: str | os.PathLike) -> list[str]:
 def load_handler(model_dir: str | os.PathLike, *, builtin: bool = True) -> ModuleType:
     """The handler as the SageMaker PyTorch toolkit imports it: ``code/$SAGEMAKER_PROGRAM``
     (``inference.py``; ``code/`` on ``sys.path``), else with ``builtin`` the built-in one.
-
-    Raises:
-        FileNotFoundError: no handler file and ``builtin`` is False.
-        AttributeError: it lacks one of ``model_fn``/``input_fn``/``predict_fn``/``output_fn``.
+    FileNotFoundError: none and not ``builtin``; AttributeError: one of the four ``*_fn`` missing.
     """
     path = Path(model_dir) / "code" / os.environ.get("SAGEMAKER_PROGRAM", "inference.py")
     if path.is_file():
@@ -123,11 +120,8 @@ class ModelService:
 
     def load(self) -> None:
         """Import the handler, check ``code/requirements.txt``, ``model_fn``, ``model_warmup_fn``
-        if any and a warm-up request; then :attr:`ready`.
-
-        Raises:
-            FileNotFoundError: no model folder. RuntimeError: the warm-up was not a 200.
-        """
+        if any and a warm-up request, then :attr:`ready`. FileNotFoundError: no model folder;
+        RuntimeError: the warm-up was not a 200."""
         t0 = time.perf_counter()
         if not self.model_dir.is_dir():
             raise FileNotFoundError(

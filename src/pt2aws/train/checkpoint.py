@@ -117,12 +117,8 @@ def save_checkpoint(
 
 
 def resume(cfg: TrainConfig, info: DistInfo, prep: Prepared, scheduler) -> TrainState:
-    """The state to continue from (``TrainState()``: none), everything restored from the
-    checkpoint rank 0 picked (``--resume auto``: the newest complete one).
-
-    Raises:
-        ValueError: the checkpoint belongs to a run with other settings.
-    """
+    """The state to continue from (``TrainState()``: none), all restored from the checkpoint rank
+    0 picked (``--resume auto``: the newest); ValueError for a run of other settings."""
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 

@@ -92,10 +92,7 @@ def epoch_batches(
     """This rank's batches (example indices) for one epoch, as many and as large on every rank:
     ``DistributedSampler``'s, or with ``bucketing`` a seeded permutation sorted by ``lengths``
     within windows of 50 global batches, the batches shuffled, each dealt out over the ranks.
-
-    Raises:
-        ValueError: fewer examples than ranks.
-    """
+    ValueError: fewer examples than ranks."""
     from torch.utils.data import DistributedSampler
 
     n = len(lengths)

@@ -139,11 +139,8 @@ def measured(flag: str, key: str | None, probe, versus: str, unmeasured: Choice)
 
 
 def choose_bf16(device: torch.device, requested: str, probe=None, key=None) -> Choice:
-    """``--bf16``: on Ampere+ GPUs; on CPU measured (``probe``: a :func:`bf16_probe`).
-
-    Raises:
-        ValueError: ``on`` on a GPU without bf16.
-    """
+    """``--bf16``: on Ampere+ GPUs, measured on CPU (a :func:`bf16_probe`); ValueError for
+    ``on`` on a GPU without bf16."""
     cuda = device.type == "cuda"
     supported = torch.cuda.is_bf16_supported() if cuda else True
     if requested == "on" and not supported:
@@ -169,11 +166,8 @@ def choose_compile(device: torch.device, requested: str, key=None) -> Choice:
 
 
 def choose_fused_adamw(device: torch.device, requested: str, probe=None, key=None) -> Choice:
-    """``--fused_adamw`` where torch has it: on for CUDA, measured on CPU (a :func:`fused_probe`).
-
-    Raises:
-        ValueError: ``on`` where the installed torch has no fused AdamW for ``device``.
-    """
+    """``--fused_adamw`` where torch has it: on for CUDA, measured on CPU (a :func:`fused_probe`);
+    ValueError for ``on`` where torch has no fused AdamW for ``device``."""
     try:
         torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1, device=device))], fused=True)
         supported = True
@@ -192,11 +186,7 @@ def choose_fused_adamw(device: torch.device, requested: str, probe=None, key=Non
 
 def resolve_flags(cfg, device: torch.device, model=None, batches=None) -> dict[str, Choice]:
     """Every flag of ``cfg`` for ``device``, in print order; on CPU ``auto`` times ``model`` on
-    ``batches(pad_to_multiple_of_8)`` (a few of the run's first batches).
-
-    Raises:
-        ValueError: a flag forced ``on`` where the hardware or torch cannot do it.
-    """
+    ``batches(pad_to_multiple_of_8)``. ValueError: a flag forced ``on`` that cannot be."""
     cuda = device.type == "cuda"
     key = None
     if model is not None:

@@ -50,11 +50,7 @@ def launch_training(
     cfg: TrainConfig, *, nproc_per_node=None, max_restarts=0, stream=None, env=None
 ) -> dict:
     """Train ``cfg`` under torchrun (``--config <output_dir>/train_config.json``, ``env`` added),
-    its output echoed to ``stream`` (stdout) with the steps as one bar; returns ``metrics.json``.
-
-    Raises:
-        TrainingFailedError: non-zero exit, with the last 40 lines of output.
-    """
+    echoing to ``stream`` with one bar; ``metrics.json``, or TrainingFailedError with its tail."""
     stream = stream or sys.stdout
     config_file = cfg.to_json(saved_config_path(cfg.output_dir))
     args = ["--config", str(config_file)]

@@ -40,10 +40,7 @@ from pt2aws.train.recipe import prepare_model_and_optimizer, train_step
 def load_data_and_model(cfg: TrainConfig):
     """``(data, tokenizer, model, sdpa_choice)`` as ``cfg`` names them (also for the HF Trainer
     peer), the model on CPU; ``max_length="auto"`` is chosen from the data and set in ``cfg``.
-
-    Raises:
-        pt2aws.data.DataError, pt2aws.data.DataFileNotFoundError: data the user must fix.
-    """
+    Raises ``pt2aws.data.DataError``/``DataFileNotFoundError``: data the user must fix."""
     data = load_sentiment_data(
         cfg.dataset,
         **cfg.reader_options(),
@@ -280,13 +277,8 @@ class FineTune:
 
 def parse_args(argv: list[str] | None = None) -> TrainConfig:
     """``--<field> <value>`` flags into a validated :class:`TrainConfig`; ``--config FILE.json``
-    (a run's ``train_config.json``) gives defaults the flags override.
-
-    Raises:
-        FileNotFoundError: no such ``--config`` file.
-        ValueError: an unknown key in the file, or a value out of range.
-        pt2aws.data.DataError: an unreadable ``--label_map``.
-    """
+    gives defaults they override. Raises FileNotFoundError (no such file), ValueError (unknown
+    key, value out of range), ``pt2aws.data.DataError`` (an unreadable ``--label_map``)."""
     from transformers import HfArgumentParser
 
     argv = list(sys.argv[1:] if argv is None else argv)
