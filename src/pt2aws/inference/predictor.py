@@ -17,20 +17,12 @@ from pt2aws.inference.variants import Classifier, build_variant, load_fp32, requ
 
 
 class Predictor(Classifier):
-    """A :class:`~pt2aws.inference.variants.Classifier` loaded from ``model_dir``.
-
-    Args:
-        device: ``"cpu"``, ``"cuda"`` or None (CUDA when available).
-        batch_size: texts per forward pass (sorted by length first, so each pads little).
-        max_length: tokens per text (default the model's limit: 512 for RoBERTa).
-        variant: a :data:`~pt2aws.inference.variants.VARIANTS` name, or ``"auto"``: the fastest
-            here keeping 99% agreement on ``auto_texts``, measured (it prints its table).
-        long_texts: ``"truncate"`` or ``"windows"`` (as ``PT2AWS_LONG_TEXTS`` on the endpoint).
-
-    Raises:
-        ValueError: an unknown variant or one this device cannot run, ``auto`` without
-            ``auto_texts``, a bad ``long_texts`` or ``batch_size``. A slow one warns.
-    """
+    """A :class:`~pt2aws.inference.variants.Classifier` loaded from ``model_dir`` on ``device``
+    (None: CUDA when available), ``batch_size`` texts a pass, up to ``max_length`` tokens (the
+    model's limit), as ``variant`` (:data:`~pt2aws.inference.variants.VARIANTS`, or ``"auto"``:
+    the fastest keeping 99% agreement on ``auto_texts``, measured; a slow one warns);
+    ``long_texts``: ``"truncate"`` or ``"windows"``. ValueError: a variant this device cannot
+    run, ``auto`` without texts, a bad ``long_texts`` or ``batch_size``."""
 
     def __init__(self, model_dir: str, *, device: str | None = None, batch_size: int = 32,
                  max_length: int | None = None, variant: str = "eager",

@@ -129,11 +129,8 @@ def build_variant(model: torch.nn.Module, variant: str, device: torch.device | s
                   keep_fp32: bool = False, model_dir: str | None = None, tokenizer=None):  # fmt: skip
     """``(module, callable)``: ``model`` (fp32, eval, CPU) as ``variant`` on ``device``, the
     uncompiled module (or ONNX Runtime session) and what predictions call. ``keep_fp32``: convert
-    a copy; ``model_dir``/``tokenizer``: where the ONNX files are or are exported to.
-
-    Raises:
-        FileNotFoundError: an ONNX Runtime variant without its files and nothing to export from.
-    """
+    a copy; ``model_dir``/``tokenizer``: where the ONNX files are or are exported to (else
+    FileNotFoundError)."""
     if variant in ORT_VARIANTS:
         from pt2aws.inference.ort import OrtClassifier, onnx_files
 

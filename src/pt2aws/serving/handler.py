@@ -151,13 +151,9 @@ def max_tokens(config, tokenizer=None) -> int:
 
 
 def model_fn(model_dir: str, context=None) -> dict:
-    """Tokenizer and model from ``model_dir`` (the extracted ``model.tar.gz``).
-
-    Raises:
-        FileNotFoundError: no ``config.json`` at its root (e.g. an archive with a top folder).
-        ValueError: a bad ``PT2AWS_*`` setting, or a variant this machine cannot serve.
-        RuntimeError: a variant other than eager without pt2aws (the AWS DLC).
-    """
+    """Tokenizer and model from ``model_dir`` (the extracted ``model.tar.gz``). Raises
+    FileNotFoundError (no ``config.json`` at its root), ValueError (a bad ``PT2AWS_*`` setting),
+    RuntimeError (a variant other than eager without pt2aws: the AWS DLC)."""
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     if not os.path.isfile(os.path.join(model_dir, "config.json")):
@@ -200,13 +196,8 @@ def model_warmup_fn(model_dir: str, model: dict, context=None) -> None:
 
 
 def input_fn(input_data, content_type, context=None) -> list[str]:
-    """A request body (bytes or str) as a list of texts.
-
-    Raises:
-        UnsupportedMediaTypeError: (415) not JSON, CSV or plain text.
-        BadRequestError: (400) not in its charset, bad JSON or CSV, an unpaired surrogate.
-        PayloadTooLargeError: (413) more than ``PT2AWS_MAX_BATCH`` texts.
-    """
+    """A request body (bytes or str) as a list of texts; 415 not JSON, CSV or plain text, 400
+    not in its charset, bad JSON or CSV, an unpaired surrogate, 413 over ``PT2AWS_MAX_BATCH``."""
     media = _media_type(content_type)
     if media not in ACCEPTED_CONTENT_TYPES:
         hint = (

@@ -57,11 +57,8 @@ class LocalServer:
                 "--workers", str(self.workers)]  # fmt: skip
 
     def start(self) -> LocalServer:
-        """Start and wait up to ``timeout_s`` for ``GET /ping`` = 200.
-
-        Raises:
-            FileNotFoundError: no such model. ServerError: it exited or stayed unhealthy.
-        """
+        """Start and wait up to ``timeout_s`` for ``GET /ping`` = 200; FileNotFoundError: no such
+        model, ServerError: it exited or stayed unhealthy (stopped; the message has the log)."""
         self.workdir.mkdir(parents=True, exist_ok=True)
         model_dir = self.model
         if not self.model.is_dir():
