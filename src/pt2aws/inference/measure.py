@@ -1,7 +1,5 @@
-"""Timing inference (``auto``, notebook 02, the endpoint load test, the cost model, benchmarks):
-wall-clock ``time.perf_counter`` seconds on a machine that does other things too, so
-predictors (``predict_ids(texts)``, ``batch_size``) are compared in rounds, each once per
-round, and medians are reported."""
+"""Timing inference in wall-clock seconds on a shared machine: predictors (``predict_ids(texts)``,
+``batch_size``) are compared in rounds, each once per round, and medians are reported."""
 
 from __future__ import annotations
 
@@ -19,8 +17,8 @@ MIN_CALLS, MIN_PASSES = 3, 1
 
 
 def latency_summary(seconds: Sequence[float]) -> dict:
-    """``{"p50_ms", "p90_ms", "p99_ms", "mean_ms", "max_ms", "calls"}`` of per-call seconds
-    (``numpy.percentile``'s linear interpolation); ValueError for none."""
+    """``{"p50_ms", "p90_ms", "p99_ms", "mean_ms", "max_ms", "calls"}`` of per-call seconds;
+    ValueError for none."""
     if len(seconds) == 0:
         raise ValueError("latency_summary needs at least one timing")
     ms = 1000.0 * np.asarray(seconds, dtype=float)
@@ -38,10 +36,10 @@ def _timed(fn: Callable[[], object]) -> float:
     return time.perf_counter() - t0
 
 
-def time_calls(fn: Callable[[], object], calls: int, warmup: int = 2) -> list[float]:
-    """Seconds per call of ``fn``, ``calls`` times after ``warmup`` untimed calls."""
-    for _ in range(warmup):
-        fn()
+def time_calls(fn: Callable[[], object], calls: int) -> list[float]:
+    """Seconds per call of ``fn``, ``calls`` times after 2 untimed calls."""
+    fn()
+    fn()
     return [_timed(fn) for _ in range(calls)]
 
 
@@ -61,24 +59,15 @@ def interleaved_throughput(fns: dict[str, Callable[[], object]], n_samples: int,
     }
 
 
-def throughput(fn: Callable[[], object], n_samples: int, repeats: int = 3) -> dict:
-    """:func:`interleaved_throughput` of one function."""
-    return interleaved_throughput({"fn": fn}, n_samples, repeats)["fn"]
-
-
-def compare_predictors(predictors: dict, texts: Sequence[str], *, reference: str = "eager",
-                       latency_calls: int = 10, repeats: int = 3, spent: dict | None = None,
+def compare_predictors(predictors: dict, texts: Sequence[str], *, latency_calls: int = 10, repeats: int = 3, spent: dict | None = None,
                        share_s: float | None = None, log: Callable[[str], None] | None = None,
                        ) -> list[dict]:  # fmt: skip
-    """Label agreement with ``reference``, batch-1 latency and batch-32 throughput of each: one
-    pass over ``texts`` and one call each (labels, warm-up), then ``latency_calls`` rounds of
-    one-text calls and ``repeats`` rounds of batch-32 passes. With ``share_s``, a predictor whose
-    seconds (``spent[name]``, e.g. its build, plus its calls) reach it stops after
-    :data:`MIN_CALLS` calls and :data:`MIN_PASSES` passes (``"stopped"`` says so).
-
-    Returns:
-        Rows: ``variant``, :func:`latency_summary`'s keys, ``samples_per_s`` (median),
-        ``runs_samples_per_s``, ``agreement``, ``stopped`` (None or why), ``seconds``.
+    """Label agreement with ``eager``, batch-1 latency and batch-32 throughput of each: a
+    pass over ``texts`` and a call (labels, warm-up), then ``latency_calls`` rounds of one-text
+    calls and ``repeats`` rounds of batch-32 passes. With ``share_s``, a predictor whose seconds
+    (``spent``, e.g. its build, plus its calls) reach it stops at :data:`MIN_CALLS` calls and
+    :data:`MIN_PASSES` passes. Rows: ``variant``, :func:`latency_summary`'s keys,
+    ``samples_per_s`` (median), ``runs_samples_per_s``, ``agreement``, ``stopped``, ``seconds``.
     """
     from pt2aws.metrics.agreement import label_agreement
 
@@ -89,8 +78,8 @@ def compare_predictors(predictors: dict, texts: Sequence[str], *, reference: str
         labels[name] = p.predict_ids(texts)
         p.predict_ids(texts[:1])  # warm-up at batch 1 (a compiled model may specialise)
         spent[name] += time.perf_counter() - t0
-    seconds: dict[str, list[float]] = {name: [] for name in predictors}
-    rates: dict[str, list[float]] = {name: [] for name in predictors}
+    seconds = {name: [] for name in predictors}
+    rates = {name: [] for name in predictors}
 
     def active(name: str, done: int, minimum: int) -> bool:
         return share_s is None or done < minimum or spent[name] < share_s
@@ -123,7 +112,7 @@ def compare_predictors(predictors: dict, texts: Sequence[str], *, reference: str
             **latency_summary(seconds[name]),
             "samples_per_s": statistics.median(rates[name]),
             "runs_samples_per_s": rates[name],
-            "agreement": label_agreement(labels[reference], labels[name]),
+            "agreement": label_agreement(labels["eager"], labels[name]),
             "stopped": None
             if len(seconds[name]) == latency_calls and len(rates[name]) == repeats
             else "share of the budget reached",
@@ -134,8 +123,8 @@ def compare_predictors(predictors: dict, texts: Sequence[str], *, reference: str
 
 
 def format_table(rows: Sequence[dict], baseline: str = "eager") -> str:
-    """A Markdown table of :func:`compare_predictors` rows (``max ms`` instead of p99 below
-    :data:`P99_MIN_CALLS` calls; ``x <baseline>``: ratio of samples/s)."""
+    """A Markdown table of :func:`compare_predictors` rows (max instead of p99 below
+    :data:`P99_MIN_CALLS` calls)."""
     base = next((r["samples_per_s"] for r in rows if r["variant"] == baseline), None)
     few = any(r["calls"] < P99_MIN_CALLS for r in rows)
     tail, key = ("max ms", "max_ms") if few else ("p99 ms", "p99_ms")

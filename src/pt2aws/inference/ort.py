@@ -1,16 +1,7 @@
-"""ONNX Runtime variants (``ort-fp32``, ``ort-int8``): exported once into ``<model>/onnx/``,
-which :func:`pt2aws.aws.artifact.package` ships when ``variants.json`` records them.
-
-1. ``torch.onnx.export`` (TorchScript exporter, ``dynamo=False``: no network, no onnxscript),
-   dynamic batch and sequence axes;
-2. ONNX Runtime's transformer optimizer (``model_type="bert"``, right for RoBERTa too) fuses
-   LayerNorm, residual adds and GELU at the portable ``opt_level=1`` (the file runs on x86 and
-   Graviton; sessions add machine-specific optimizations when they load it): ``model.onnx``;
-3. ``onnxruntime.quantization.quantize_dynamic``: int8 weights per output channel, uint8
-   activations per tensor, the classification head kept fp32: ``model_int8.onnx``.
-
-``export.json`` records the weights' SHA-256, so a retrained model is exported again.
-"""
+"""ONNX Runtime variants (``ort-fp32``, ``ort-int8``), exported once into ``<model>/onnx/``:
+``torch.onnx.export`` (TorchScript, dynamic axes), the transformer optimizer's portable fusions
+(``opt_level=1``, x86 and Graviton): ``model.onnx``; ``quantize_dynamic`` (int8 weights per
+channel, the head fp32): ``model_int8.onnx``. ``export.json`` records the weights' SHA-256."""
 
 from __future__ import annotations
 
@@ -56,11 +47,8 @@ def weights_digest(model_dir: str | Path) -> str:
 
 def onnx_files(model_dir: str | Path, model=None, tokenizer=None) -> dict[str, Path]:
     """``{"ort-fp32": path, "ort-int8": path}`` in ``model_dir/onnx``, exported from ``model``
-    (fp32, left as it is) and ``tokenizer`` first when missing or made from other weights.
-
-    Raises:
-        FileNotFoundError: missing or stale, and nothing to export from.
-    """
+    and ``tokenizer`` first when missing or made from other weights; FileNotFoundError if
+    missing or stale with nothing to export from."""
     folder = Path(model_dir) / ONNX_DIR
     files = {variant: folder / name for variant, name in ONNX_FILES.items()}
     record = folder / EXPORT_RECORD
@@ -94,8 +82,7 @@ def _quiet():
 
 
 def export_variants(model, tokenizer, folder: str | Path, *, weights_sha256: str = "") -> dict:
-    """``model`` as ``folder/model.onnx`` (fp32, fused) and ``model_int8.onnx``; returns the
-    record written to ``folder/export.json``."""
+    """``model`` as ``folder/model.onnx`` and ``model_int8.onnx``; returns ``export.json``'s record."""
     import onnx
     import onnxruntime
     from onnxruntime.quantization import QuantType, quantize_dynamic
@@ -103,11 +90,8 @@ def export_variants(model, tokenizer, folder: str | Path, *, weights_sha256: str
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    raw, fp32, int8 = (
-        folder / "model.raw.onnx",
-        folder / ONNX_FILES["ort-fp32"],
-        folder / ONNX_FILES["ort-int8"],
-    )
+    raw = folder / "model.raw.onnx"
+    fp32, int8 = (folder / ONNX_FILES[v] for v in ("ort-fp32", "ort-int8"))
     names = list(tokenizer.model_input_names)
     sample = tokenizer(
         ["an example", "a second, longer example"], padding=True, return_tensors="pt"
@@ -164,20 +148,14 @@ def export_variants(model, tokenizer, folder: str | Path, *, weights_sha256: str
 
 
 class OrtClassifier:
-    """An ONNX Runtime session called like a ``transformers`` classifier:
-    ``model(**encoding).logits`` (float32 torch tensor) and ``model.config``.
+    """An ONNX Runtime session (a file from :func:`onnx_files`) called like a ``transformers``
+    classifier: ``model(**encoding).logits`` (float32 tensor), ``model.config``; torch's threads."""
 
-    Args:
-        path: a file from :func:`onnx_files`.
-        config: the model's ``transformers`` config (labels).
-        threads: intra-op threads (default ``torch.get_num_threads()``, as the PyTorch variants).
-    """
-
-    def __init__(self, path: str | Path, config, *, threads: int | None = None):
+    def __init__(self, path: str | Path, config):
         import onnxruntime as ort
 
         options = ort.SessionOptions()
-        options.intra_op_num_threads = threads or torch.get_num_threads()
+        options.intra_op_num_threads = torch.get_num_threads()
         options.inter_op_num_threads = 1
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])

@@ -13,62 +13,34 @@ from collections.abc import Sequence
 import torch
 
 from pt2aws.inference.selection import choose_by_measurement
-from pt2aws.inference.variants import (
-    VARIANTS,
-    Classifier,
-    build_variant,
-    load_fp32,
-    slow_here,
-    variant_support,
-)
+from pt2aws.inference.variants import Classifier, build_variant, load_fp32, require_variant
 
 
 class Predictor(Classifier):
-    """A :class:`~pt2aws.inference.variants.Classifier` loaded from ``model_dir``.
-
-    Args:
-        device: ``"cpu"``, ``"cuda"`` or None (CUDA when available).
-        batch_size: texts per forward pass (sorted by length first, so each pads little).
-        max_length: tokens per text (default the model's limit: 512 for RoBERTa).
-        variant: one of :data:`~pt2aws.inference.variants.VARIANTS`, or ``"auto"``: the fastest
-            here keeping 99% agreement on ``auto_texts``, by measurement
-            (:func:`~pt2aws.inference.selection.choose_by_measurement`, which prints its table).
-        long_texts: ``"truncate"`` or ``"windows"`` (as ``PT2AWS_LONG_TEXTS`` on the endpoint).
-
-    Raises:
-        ValueError: an unknown variant or one this device cannot run, ``auto`` without
-            ``auto_texts``, a bad ``long_texts`` or ``batch_size``. A variant this CPU runs
-            slowly (bf16 emulated) runs with a warning.
-    """
+    """A :class:`~pt2aws.inference.variants.Classifier` loaded from ``model_dir`` on ``device``
+    (None: CUDA when available), ``batch_size`` texts a pass, up to ``max_length`` tokens (the
+    model's limit), as ``variant`` (:data:`~pt2aws.inference.variants.VARIANTS`, or ``"auto"``:
+    the fastest keeping 99% agreement on ``auto_texts``, measured; a slow one warns);
+    ``long_texts``: ``"truncate"`` or ``"windows"``. ValueError: a variant this device cannot
+    run, ``auto`` without texts, a bad ``long_texts`` or ``batch_size``."""
 
     def __init__(self, model_dir: str, *, device: str | None = None, batch_size: int = 32,
                  max_length: int | None = None, variant: str = "eager",
                  auto_texts: Sequence[str] | None = None, long_texts: str = "truncate"):  # fmt: skip
-        if variant not in (*VARIANTS, "auto"):
-            raise ValueError(f"variant {variant!r}: choose one of {', '.join(VARIANTS)} or auto")
         if variant == "auto" and not auto_texts:
             raise ValueError("variant auto chooses by measurement: pass auto_texts=[...]")
         device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-        self.variant_reason = "requested"
-        if variant != "auto":
-            ok, why = variant_support(variant, device)
-            if not ok:
-                raise ValueError(f"variant {variant}: {why}")
-            slow = slow_here([variant], device).get(variant)
-            if slow:
-                warnings.warn(f"variant {variant}: {slow}; likely slow here", stacklevel=2)
-                self.variant_reason = f"requested; {slow}"
+        slow = None if variant == "auto" else require_variant(variant, device)
+        if slow:
+            warnings.warn(f"variant {variant}: {slow}; likely slow here", stacklevel=2)
+        self.variant_reason = f"requested; {slow}" if slow else "requested"
         model, tokenizer = load_fp32(model_dir)
         if variant == "auto":
             choice, kept = choose_by_measurement(
                 model, tokenizer, auto_texts, model_dir=model_dir, device=device
             )
-            variant, self.variant_reason, module, call = (
-                choice.variant,
-                choice.reason,
-                kept.module,
-                kept.model,
-            )
+            variant, self.variant_reason = choice.variant, choice.reason
+            module, call = kept.module, kept.model
         else:
             module, call = build_variant(
                 model, variant, device, model_dir=model_dir, tokenizer=tokenizer

@@ -7,18 +7,13 @@ from __future__ import annotations
 def inference_record(*, test_metrics: dict, majority_baseline: float, measured, auto, agreement_texts: int,
                      runtime: dict, cpu: str, budget_s: float | None = None,
                      handler_agrees: bool | None = None, endpoint: dict | None = None) -> dict:  # fmt: skip
-    """Every key always present (None where a part did not run): the test split's
-    ``accuracy``, ``f1`` (macro), ``f1_per_class``, ``confusion_matrix`` (rows true),
-    ``num_examples``, ``majority_baseline_accuracy``; ``variants`` (``measured.rows``),
-    ``left_out`` (``{variant: why}`` not timed), ``budget_s``, ``agreement_texts``,
-    ``best_variant`` (the fastest keeping 99%) with its ``throughput_samples_per_second`` (batch
-    32) and ``latency_p50_ms``, ``auto_variant`` (``{"variant", "reason", "left_out"}``),
-    ``runtime``, ``cpu``, ``fp32_matmul``, ``handler_agrees`` and ``endpoint`` (the local server
-    check).
-
-    Args:
-        measured: a :class:`pt2aws.inference.selection.Measured`; ``auto``: its ``Choice``.
-    """
+    """Every key always present (None where a part did not run): the test split's ``accuracy``,
+    ``f1`` (macro), ``f1_per_class``, ``confusion_matrix`` (rows true), ``num_examples``,
+    ``majority_baseline_accuracy``; ``variants`` (``measured.rows``, a
+    :class:`~pt2aws.inference.selection.Measured`), ``left_out``, ``budget_s``,
+    ``agreement_texts``, ``best_variant`` (the fastest keeping 99%) with its
+    ``throughput_samples_per_second`` and ``latency_p50_ms``, ``auto_variant`` (``auto``'s
+    choice), ``runtime``, ``cpu``, ``fp32_matmul``, ``handler_agrees``, ``endpoint``."""
     from pt2aws.inference.runtime import fp32_matmul_mode
     from pt2aws.inference.selection import fastest_agreeing
 

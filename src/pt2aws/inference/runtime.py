@@ -1,8 +1,6 @@
-"""CPU inference runtime settings, from the AWS Graviton Technical Guide (aws-graviton-getting-
-started, machinelearning/pytorch.md, checked 2026-11): ``DNNL_DEFAULT_FPMATH_MODE=BF16`` (oneDNN's
-bf16 kernels for fp32 models, where the CPU has bf16: Graviton3+), ``LRU_CACHE_CAPACITY=1024``
-(oneDNN primitive cache), ``THP_MEM_ALLOC_ENABLE=1`` (huge pages), ``OMP_NUM_THREADS`` = vCPUs
-/ processes. torch reads them at import: the server sets them before its workers start."""
+"""CPU inference runtime settings from the AWS Graviton Technical Guide (aws-graviton-getting-
+started, machinelearning/pytorch.md), read by torch at import: the server sets them before its
+workers start."""
 
 from __future__ import annotations
 
@@ -14,12 +12,7 @@ logger = logging.getLogger(__name__)
 
 def graviton_settings(*, arm64: bool, bf16: bool, vcpus: int, processes: int = 1) -> dict:
     """``{"env": {name: str}, "reasons": {name: str}, "threads": int}`` for CPU inference
-    (``DNNL_DEFAULT_FPMATH_MODE`` only on arm64 with bf16); also an instance type's, for
-    :mod:`pt2aws.aws.hosting`.
-
-    Raises:
-        ValueError: ``vcpus`` or ``processes`` below 1.
-    """
+    (``DNNL_DEFAULT_FPMATH_MODE`` only on arm64 with bf16); ValueError for counts below 1."""
     if vcpus < 1 or processes < 1:
         raise ValueError(f"vcpus ({vcpus}) and processes ({processes}) must be >= 1")
     threads = max(1, vcpus // processes)
@@ -32,23 +25,19 @@ def graviton_settings(*, arm64: bool, bf16: bool, vcpus: int, processes: int = 1
         "LRU_CACHE_CAPACITY": "oneDNN primitive cache: reuse kernels across input shapes",
         "THP_MEM_ALLOC_ENABLE": "transparent huge pages for large tensors: fewer TLB misses",
         "OMP_NUM_THREADS": f"{vcpus} vCPUs / {processes} process(es)",
-        "DNNL_DEFAULT_FPMATH_MODE": "arm64 with bf16 (Graviton3+): bf16 fast math"
-        if arm64 and bf16
-        else "not set: "
-        + (
-            "arm64 without bf16 (Graviton2)"
-            if arm64
-            else "x86 (the guide's setting is for Graviton)"
-        ),
+        "DNNL_DEFAULT_FPMATH_MODE": "not set: x86 (the guide's setting is for Graviton)",
     }
+    if arm64:
+        reasons["DNNL_DEFAULT_FPMATH_MODE"] = "not set: arm64 without bf16 (Graviton2)"
     if arm64 and bf16:
         env["DNNL_DEFAULT_FPMATH_MODE"] = "BF16"
+        reasons["DNNL_DEFAULT_FPMATH_MODE"] = "arm64 with bf16 (Graviton3+): bf16 fast math"
     return {"env": env, "reasons": reasons, "threads": threads}
 
 
 def runtime_settings(num_processes: int = 1, cpu: dict | None = None) -> dict:
-    """:func:`graviton_settings` for this machine (``cpu``: ``{"bf16", "graviton"}`` instead of
-    :func:`pt2aws.env.cpu_features`), plus ``"thp_mode"`` (the kernel's THP mode, or None)."""
+    """:func:`graviton_settings` for this machine (or ``cpu``: ``{"bf16", "graviton"}``), plus
+    ``"thp_mode"`` (the kernel's transparent huge page mode, or None)."""
     from pt2aws.env.machine import available_cpus, is_arm64
 
     if cpu is None:
@@ -66,13 +55,13 @@ def runtime_settings(num_processes: int = 1, cpu: dict | None = None) -> dict:
     return settings
 
 
-def set_runtime_environment(num_processes: int = 1, *, override: bool = False) -> dict:
-    """Put :func:`runtime_settings` in ``os.environ``, keeping variables already set (the
-    endpoint's ``Environment``) unless ``override``; logs each. Adds ``"applied"``/``"kept"``."""
+def set_runtime_environment(num_processes: int = 1) -> dict:
+    """Put :func:`runtime_settings` in ``os.environ``, keeping variables already set; logs each.
+    Adds ``"applied"``/``"kept"``."""
     settings = runtime_settings(num_processes)
     settings["applied"], settings["kept"] = {}, {}
     for name, value in settings["env"].items():
-        if name in os.environ and not override:
+        if name in os.environ:
             settings["kept"][name] = os.environ[name]
         else:
             os.environ[name] = settings["applied"][name] = value
@@ -81,18 +70,18 @@ def set_runtime_environment(num_processes: int = 1, *, override: bool = False) -
     return settings
 
 
-def apply_runtime_settings(num_processes: int = 1, *, override: bool = False) -> dict:
+def apply_runtime_settings() -> dict:
     """:func:`set_runtime_environment`, then ``torch.set_num_threads``; adds ``"torch_threads"``."""
     import torch
 
-    settings = set_runtime_environment(num_processes, override=override)
+    settings = set_runtime_environment()
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", settings["threads"])))
     return {**settings, "torch_threads": torch.get_num_threads()}
 
 
 def fp32_matmul_mode(env: dict[str, str]) -> str:
-    """``"fp32"``, or ``"bf16 (<name>=<mode>)"`` where oneDNN's fast-math mode makes fp32
-    matrix products bf16 ("may introduce a drop in accuracy", oneDNN's fpmath-mode page)."""
+    """``"fp32"``, or ``"bf16 (<name>=<mode>)"`` where oneDNN's fast-math mode makes fp32 matrix
+    products bf16."""
     for name in ("ONEDNN_DEFAULT_FPMATH_MODE", "DNNL_DEFAULT_FPMATH_MODE"):
         if (env.get(name) or "").upper() in ("BF16", "ANY"):
             return f"bf16 ({name}={env[name].upper()})"

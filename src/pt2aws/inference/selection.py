@@ -1,10 +1,6 @@
-"""``auto``: the variant chosen by measuring it where it serves, among those that keep labels.
-
-Agreement belongs to the model and the variant: measured once where the archive is packaged
-(:func:`variant_report`, ``variants.json``). Speed belongs to the machine: the endpoint times
-the recorded ``eligible`` variants at start-up (:func:`serving_variant`), as notebook 02 and
-``Predictor(variant="auto")`` do here (:func:`measure_variants`, :func:`choose_by_measurement`).
-"""
+"""``auto``: the fastest variant that keeps labels, measured where it serves. Agreement is
+recorded where the archive is packaged (:func:`variant_report`, ``variants.json``); the endpoint
+times the ``eligible`` ones at start-up (:func:`serving_variant`), as notebook 02 does here."""
 
 from __future__ import annotations
 
@@ -20,6 +16,7 @@ from pathlib import Path
 
 import torch
 
+from pt2aws.env.machine import cpu_name
 from pt2aws.inference.measure import compare_predictors, format_table, interleaved_throughput
 from pt2aws.inference.variants import (
     COMPILED_VARIANTS,
@@ -28,9 +25,8 @@ from pt2aws.inference.variants import (
     Classifier,
     build_variant,
     load_fp32,
+    require_variant,
     runnable_variants,
-    slow_here,
-    variant_support,
 )
 from pt2aws.metrics.agreement import AGREEMENT_TARGET, label_agreement
 
@@ -61,11 +57,8 @@ class Choice:
 
 
 def fastest_agreeing(rows: Sequence[dict], min_agreement: float = AGREEMENT_TARGET) -> dict:
-    """The row with the most ``samples_per_s`` among those with ``agreement >= min_agreement``.
-
-    Raises:
-        ValueError: none qualifies.
-    """
+    """The row with the most ``samples_per_s`` of those with ``agreement >= min_agreement``;
+    ValueError if none."""
     good = [r for r in rows if r["agreement"] >= min_agreement]
     if not good:
         raise ValueError(f"no variant keeps >= {min_agreement:.0%} label agreement with fp32 eager")
@@ -73,14 +66,9 @@ def fastest_agreeing(rows: Sequence[dict], min_agreement: float = AGREEMENT_TARG
 
 
 def pick_variant(rows: Sequence[dict], left_out: dict[str, str] | None = None) -> Choice:
-    """The ``auto`` rule on measured rows (one is ``eager``): the fastest at batch 32 with at
-    least 99% agreement and a batch-1 median latency within :data:`MAX_LATENCY_RATIO` of
-    eager's, if it beats eager by :data:`MARGIN`. The reason names every row failing a test
-    and every variant in ``left_out`` (not timed), with why.
-
-    Raises:
-        ValueError: no ``eager`` row.
-    """
+    """The ``auto`` rule: the fastest row at batch 32 with 99% agreement and a batch-1 p50 within
+    :data:`MAX_LATENCY_RATIO` of eager's, if :data:`MARGIN` faster than eager; the reason names
+    each row failing a test and each ``left_out`` variant, with why. ValueError: no eager row."""
     eager = next((r for r in rows if r["variant"] == "eager"), None)
     if eager is None:
         raise ValueError("choosing a variant needs the eager row: it is the reference")
@@ -110,8 +98,8 @@ def pick_variant(rows: Sequence[dict], left_out: dict[str, str] | None = None) -
 
 @dataclass
 class Measured:
-    """:func:`measure_variants`' result: ``rows`` (:func:`~.measure.compare_predictors`' plus
-    ``setup_s``: build and first batch, compile included), ``skipped`` and ``built``."""
+    """``rows`` (:func:`~.measure.compare_predictors`' plus ``setup_s``: build and first batch),
+    ``skipped`` (``{variant: why}``) and the ``built`` predictors."""
 
     rows: list[dict]
     skipped: dict[str, str]
@@ -135,15 +123,11 @@ def measure_variants(model, tokenizer, texts: Sequence[str], variants: Sequence[
                      repeats: int = AUTO_REPEATS, device="cpu", include_slow: bool = False,
                      budget_s: float | None = None, log: Callable[[str], None] | None = None,
                      ) -> Measured:  # fmt: skip
-    """Build ``eager`` and each of ``variants`` from the fp32 ``model`` (only ``bf16``/``int8``
-    copy it), time them in rounds (:func:`~.measure.compare_predictors`) and time the two
-    fastest again when within :data:`CLOSE`.
-
-    What cannot run here, or runs slowly (unless ``include_slow``), is skipped with
-    :func:`~.variants.runnable_variants`' reason; a failed build with its error (``eager``'s
-    raises). ``budget_s``: each variant gets an equal share, its build counted (a cold
-    ``torch.compile`` included). ``log`` gets a line per variant built and per round.
-    """
+    """Build ``eager`` and ``variants`` from the fp32 ``model``, time them in rounds
+    (:func:`~.measure.compare_predictors`), the two fastest again when within :data:`CLOSE`.
+    What cannot run or runs slowly (unless ``include_slow``) or fails to build is skipped with
+    why (eager's failure raises); ``budget_s`` is shared equally, builds counted; ``log`` gets
+    a line per build and per round."""
     say = log or (lambda line: None)
     runnable, skipped = runnable_variants(["eager", *variants], device, include_slow=include_slow)
     share = budget_s / len(runnable) if budget_s else None
@@ -187,37 +171,31 @@ def measure_variants(model, tokenizer, texts: Sequence[str], variants: Sequence[
 def choose_by_measurement(model, tokenizer, texts: Sequence[str], *, model_dir: str | None = None,
                           candidates: Sequence[str] = AUTO_CANDIDATES, device=None,
                           latency_calls: int = AUTO_LATENCY_CALLS, repeats: int = AUTO_REPEATS,
-                          left_out: dict[str, str] | None = None,
-                          verbose: bool = True) -> tuple[Choice, Classifier]:  # fmt: skip
-    """:func:`measure_variants` of ``candidates`` on ``texts`` (64-128 validation texts are
-    plenty), then :func:`pick_variant`; the others are freed. ``left_out``: candidates dropped
-    beforehand, with why. ``verbose`` prints the lines, the table and the choice."""
+                          left_out: dict[str, str] | None = None) -> tuple[Choice, Classifier]:  # fmt: skip
+    """:func:`measure_variants` of ``candidates`` on ``texts`` (64-128 are plenty), then
+    :func:`pick_variant` (``left_out``: dropped beforehand, with why); the others are freed."""
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     measured = measure_variants(model, tokenizer, texts, candidates, model_dir=model_dir,
                                 latency_calls=latency_calls, repeats=repeats, device=device,
-                                log=print if verbose else None)  # fmt: skip
+                                log=print)  # fmt: skip
     choice = measured.choice(left_out)
-    if verbose:
-        print(format_table(measured.rows), f"auto: {choice.variant} ({choice.reason})", sep="\n",
-              flush=True)  # fmt: skip
+    print(format_table(measured.rows), f"auto: {choice.variant} ({choice.reason})", sep="\n")
     return choice, measured.keep_only(choice.variant)
 
 
 def serving_variant(model_dir: str, model, requested: str, tokenizer=None) -> tuple:
-    """The variant an endpoint serves (``PT2AWS_VARIANT``), built from the loaded fp32 model:
-    ``auto`` measures what ``variants.json`` records as eligible (eager without a record; ONNX
-    Runtime ones whose files the archive lacks left out); a named one is built.
-
-    Returns:
-        ``(callable model, variant, reason)``.
+    """``(callable model, variant, reason)`` an endpoint serves (``PT2AWS_VARIANT``), from the
+    fp32 model: ``auto`` measures ``variants.json``'s ``eligible`` (eager without it; ONNX ones
+    without their files left out); a named one is built.
 
     Raises:
-        ValueError: an unknown variant, one this machine cannot run (bf16 emulated included),
-            or missing ONNX files.
+        ValueError: unknown, not runnable here (bf16 emulated included), ONNX files missing.
     """
     record = Path(model_dir) / "variants.json"
     if requested == "auto" and not record.is_file():
         return model, "eager", "auto: the archive records no variant agreement (variants.json)"
+    if requested not in (*VARIANTS, "auto"):
+        raise ValueError(f"PT2AWS_VARIANT={requested!r}: use auto or one of {', '.join(VARIANTS)}")
     wanted = json.loads(record.read_text())["eligible"] if requested == "auto" else [requested]
     absent = {}
     if set(wanted) & set(ORT_VARIANTS):
@@ -236,39 +214,22 @@ def serving_variant(model_dir: str, model, requested: str, tokenizer=None) -> tu
             candidates=[v for v in wanted if v not in absent], device="cpu", left_out=absent,
         )  # fmt: skip
         return kept.model, choice.variant, f"auto, measured at start-up: {choice.reason}"
-    if requested not in VARIANTS:
-        raise ValueError(f"PT2AWS_VARIANT={requested!r}: use auto or one of {', '.join(VARIANTS)}")
-    ok, why = variant_support(requested, "cpu")
-    slow = slow_here([requested]).get(requested)
-    if not ok or absent or (slow and requested == "bf16"):  # bf16 emulated: refused, not slow
-        raise ValueError(
-            f"PT2AWS_VARIANT={requested}: {absent.get(requested, why if not ok else slow)}"
-        )
+    slow = require_variant(requested, "cpu", name="PT2AWS_VARIANT=")
+    if absent or (slow and requested == "bf16"):  # bf16 emulated: refused, not slow
+        raise ValueError(f"PT2AWS_VARIANT={requested}: {absent.get(requested, slow)}")
     if slow:
         print(f"pt2aws handler: PT2AWS_VARIANT={requested}: {slow}", flush=True)
-    return (
-        build_variant(model, requested, "cpu", model_dir=model_dir)[1],
-        requested,
-        "PT2AWS_VARIANT",
-    )
+    call = build_variant(model, requested, "cpu", model_dir=model_dir)[1]
+    return call, requested, "PT2AWS_VARIANT"
 
 
 def variant_report(model_dir: str, validation_texts: Sequence[str],
                    variants: Sequence[str] = RECORDED_VARIANTS, *, sample: int = SAMPLE_TEXTS) -> dict:  # fmt: skip
-    """What ``model.tar.gz`` records (``variants.json``): each variant's share of
-    ``validation_texts`` (empty ones dropped) whose label equals fp32 eager's, each built from
-    the one fp32 model and run uncompiled (compiling changes speed, not the numerics) on this
-    CPU; recording an ONNX Runtime variant exports its files into ``model_dir/onnx/``.
-
-    Returns:
-        ``{"target", "texts", "agreement": {variant: float}, "eligible": [variant],
-        "sample": [str], "measured_on"}``, plus ``"onnx"`` (the export record) when recorded.
-
-    Raises:
-        ValueError: no validation texts.
+    """``variants.json``: ``{"target", "texts", "agreement": {variant: float}, "eligible",
+    "sample", "measured_on"[, "onnx"]}``, each variant's label agreement with fp32 eager on the
+    non-empty ``validation_texts``, run uncompiled (compiling changes speed, not numerics) on
+    this CPU; ONNX variants export their files into ``model_dir/onnx/``. ValueError: no texts.
     """
-    from pt2aws.env.machine import cpu_name
-
     texts = [t for t in validation_texts if t.strip()]
     if not texts:
         raise ValueError("variant_report needs validation texts (the split is empty)")

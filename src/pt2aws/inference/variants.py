@@ -1,20 +1,8 @@
-"""The predictor's variants: what each is, where it runs, how it is built from one fp32 model.
-
-===============  =============================================================================
-``eager``        fp32, no compilation: the reference every variant is compared with.
-``compile``      ``torch.compile`` (Inductor) of the fp32 model.
-``bf16``         bf16 weights and activations.
-``int8``         torchao ``quantize_`` with ``Int8DynamicActivationInt8WeightConfig`` (int8
-                 weights per channel, activations per token; :data:`INT8_FP32_LAYERS` kept
-                 fp32), then ``torch.compile``, which fuses the (de)quantization.
-``ort-fp32``     ONNX Runtime on the exported, fused model (:mod:`pt2aws.inference.ort`).
-``ort-int8``     the same graph with ONNX Runtime's dynamic int8 quantization.
-===============  =============================================================================
-
-Whether this CPU computes bf16 or int8 dot products natively is :func:`pt2aws.env.cpu_features`'s
-answer: :func:`slow_here` names the variants without a fast path, which notebook 02, the benchmark
-and ``auto`` leave out (with that reason) unless asked. ``compile`` and ``int8`` need a C++
-compiler and the Python headers where they run (:func:`compiler_missing`).
+"""The predictor's variants, each built from one fp32 model: ``eager`` (the reference),
+``compile`` (Inductor), ``bf16``, ``int8`` (torchao int8 weights per channel and activations per
+token, :data:`INT8_FP32_LAYERS` kept fp32, then compiled), ``ort-fp32`` and ``ort-int8`` (ONNX
+Runtime, :mod:`pt2aws.inference.ort`). :func:`slow_here` names those without a fast path on this
+CPU; ``compile`` and ``int8`` need a C++ compiler and Python headers (:func:`compiler_missing`).
 """
 
 from __future__ import annotations
@@ -31,46 +19,38 @@ COMPILED_VARIANTS = ("compile", "int8")
 ORT_VARIANTS = ("ort-fp32", "ort-int8")
 #: Variants that convert weights in place (built from a copy when the fp32 model must stay).
 IN_PLACE_VARIANTS = ("bf16", "int8")
-#: Linear layers torchao ``int8`` keeps fp32 (name prefixes): the classification head decides
-#: the label and is a negligible share of the compute.
+#: Linear layers torchao ``int8`` keeps fp32 (name prefixes): the head decides the label.
 INT8_FP32_LAYERS = ("classifier",)
-#: Why torchao ``int8`` is slow without int8 dot products (AVX2 has int8 multiply-adds, which
-#: fbgemm and ONNX Runtime use; torchao's kernels need VNNI/AMX: ``benchmarks/README.md``).
+#: AVX2 int8 multiply-adds serve fbgemm and ONNX Runtime; torchao's kernels need VNNI/AMX.
 INT8_SLOW_PATH = "torchao int8 has no fast path without VNNI/AMX"
 
 
 @functools.lru_cache(maxsize=1)
 def compiler_missing() -> str | None:
-    """Why ``torch.compile`` cannot build CPU kernels here (no C++ compiler Inductor finds, or
-    no ``Python.h``), as one sentence with the fix; None when it can."""
+    """Why ``torch.compile`` cannot build CPU kernels here (no C++ compiler or ``Python.h``),
+    with the fix; None when it can."""
     import sysconfig
     from pathlib import Path
 
     try:
         from torch._inductor import cpp_builder
 
-        compiler = cpp_builder.get_cpp_compiler()
+        cpp_builder.get_cpp_compiler()
     except Exception as err:  # InvalidCxxCompiler
-        return (
-            f"torch.compile on a CPU needs a C++ compiler and none was found ({type(err).__name__}):"
-            " install g++ (the pt2aws serving image has it) or serve eager, bf16 or ort-int8"
-        )
-    include = Path(sysconfig.get_paths()["include"]) / "Python.h"
-    if not include.is_file():
-        return (
-            f"torch.compile on a CPU builds kernels that include Python.h, and {include} is "
-            "missing: install the Python headers (Debian: python3-dev) or serve eager, bf16 or "
-            f"ort-int8 (compiler: {compiler})"
-        )
-    return None
+        missing = f"none was found ({type(err).__name__}): install g++"
+    else:
+        include = Path(sysconfig.get_paths()["include"]) / "Python.h"
+        missing = None if include.is_file() else f"{include} is missing: install python3-dev"
+    if missing is None:
+        return None
+    return (
+        f"torch.compile on a CPU needs a C++ compiler and Python.h, and {missing} (the serving "
+        "image has both) or serve eager, bf16 or ort-int8"
+    )
 
 
 def variant_support(variant: str, device: torch.device | str = "cpu") -> tuple[bool, str]:
-    """Whether ``variant`` can run on ``device`` at all (fast or not: :func:`slow_here`), and why.
-
-    Raises:
-        ValueError: unknown variant.
-    """
+    """``(can run on device, why)``, fast or not (:func:`slow_here`); ValueError if unknown."""
     if variant not in VARIANTS:
         raise ValueError(f"variant {variant!r}: choose one of {', '.join(VARIANTS)} or auto")
     device = torch.device(device)
@@ -92,9 +72,8 @@ def variant_support(variant: str, device: torch.device | str = "cpu") -> tuple[b
 
 
 def slow_here(variants: Sequence[str], device: torch.device | str = "cpu") -> dict[str, str]:
-    """``{variant: reason}`` for those this CPU has no fast path for, by
-    :func:`pt2aws.env.cpu_features`: ``bf16`` without native bf16 (emulated) and torchao
-    ``int8`` without int8 dot products (``ort-int8``'s MLAS has AVX2/NEON int8 kernels)."""
+    """``{variant: why}`` for those this CPU has no fast path for (:func:`pt2aws.env.cpu_features`):
+    ``bf16`` without native bf16, torchao ``int8`` without int8 dot products."""
     if torch.device(device).type != "cpu":
         return {}
     from pt2aws import env
@@ -107,21 +86,30 @@ def slow_here(variants: Sequence[str], device: torch.device | str = "cpu") -> di
     return out
 
 
+def require_variant(
+    variant: str, device: torch.device | str = "cpu", name="variant "
+) -> str | None:
+    """Why ``variant`` runs slowly on ``device`` (None: it does not); ValueError
+    ``{name}{variant}: why`` where it is unknown or cannot run there."""
+    ok, why = variant_support(variant, device)
+    if not ok:
+        raise ValueError(f"{name}{variant}: {why}")
+    return slow_here([variant], device).get(variant)
+
+
 def runnable_variants(
     variants: Sequence[str], device: torch.device | str = "cpu", *, include_slow: bool = False
 ) -> tuple[list[str], dict[str, str]]:
-    """``variants`` split into those to build here and ``{variant: reason}`` for the others:
-    what cannot run (:func:`variant_support`) and, unless ``include_slow``, what runs slowly
-    (:func:`slow_here`). Order kept, duplicates dropped."""
+    """``variants`` (order kept, once each) split into those to build here and ``{variant: why}``
+    for those that cannot run and, unless ``include_slow``, run slowly."""
     variants = list(dict.fromkeys(variants))
     left_out = {} if include_slow else slow_here(variants, device)
     for variant in variants:
         ok, why = variant_support(variant, device)
         if not ok:
             left_out[variant] = why
-    return [v for v in variants if v not in left_out], {
-        v: left_out[v] for v in variants if v in left_out
-    }
+    kept = [v for v in variants if v not in left_out]
+    return kept, {v: left_out[v] for v in variants if v in left_out}
 
 
 def load_fp32(model_dir: str):
@@ -139,20 +127,10 @@ def load_fp32(model_dir: str):
 
 def build_variant(model: torch.nn.Module, variant: str, device: torch.device | str = "cpu", *,
                   keep_fp32: bool = False, model_dir: str | None = None, tokenizer=None):  # fmt: skip
-    """``model`` (fp32, eval, CPU) as ``variant`` on ``device``.
-
-    Args:
-        keep_fp32: convert a copy for ``bf16``/``int8``, leaving ``model`` fp32.
-        model_dir, tokenizer: where the ONNX Runtime files are, or are exported to from
-            ``model`` (:func:`pt2aws.inference.ort.onnx_files`).
-
-    Returns:
-        ``(module, callable)``: the uncompiled module (or the ONNX Runtime session) and what
-        predictions call (compiled for ``compile`` and ``int8``).
-
-    Raises:
-        FileNotFoundError: an ONNX Runtime variant without its files and nothing to export from.
-    """
+    """``(module, callable)``: ``model`` (fp32, eval, CPU) as ``variant`` on ``device``, the
+    uncompiled module (or ONNX Runtime session) and what predictions call. ``keep_fp32``: convert
+    a copy; ``model_dir``/``tokenizer``: where the ONNX files are or are exported to (else
+    FileNotFoundError)."""
     if variant in ORT_VARIANTS:
         from pt2aws.inference.ort import OrtClassifier, onnx_files
 
@@ -168,8 +146,7 @@ def build_variant(model: torch.nn.Module, variant: str, device: torch.device | s
         def quantize_this(module: torch.nn.Module, name: str) -> bool:
             return isinstance(module, torch.nn.Linear) and not name.startswith(INT8_FP32_LAYERS)
 
-        # torchao 0.18 warns once, at the compiled model's first call, that Int8Tensor has no
-        # caching hash: noise for the user
+        # torchao 0.18 warns at the first call that Int8Tensor has no caching hash: noise
         warnings.filterwarnings("ignore", message=".*_stable_hash_for_caching.*")
         quantize_(model, Int8DynamicActivationInt8WeightConfig(), filter_fn=quantize_this)
     elif variant == "bf16":
@@ -179,16 +156,10 @@ def build_variant(model: torch.nn.Module, variant: str, device: torch.device | s
 
 
 class Classifier:
-    """A built variant with its tokenizer, classifying through the handler's
-    :func:`pt2aws.serving.handler.classify` (one path for the endpoint and this machine).
-
-    Args:
-        model: what predictions call (``model(**encoding).logits``); ``module``: its uncompiled
-            module (default ``model``).
-        config: the model's config (labels, positions).
-        max_length: tokens per window (default the model's limit, ``handler.max_tokens``).
-        long_texts: ``"truncate"`` or ``"windows"`` (windows overlapping by a quarter).
-    """
+    """A built variant (``model(**encoding).logits``; ``module`` its uncompiled module) with its
+    tokenizer, classifying through the endpoint's :func:`pt2aws.serving.handler.classify`.
+    ``max_length``: tokens per window (default the model's limit); ``long_texts``: ``"truncate"``
+    or ``"windows"`` (overlapping by a quarter)."""
 
     def __init__(self, model, tokenizer, config, *, variant: str = "eager", module=None,
                  max_length: int | None = None, batch_size: int = 32, device="cpu",
@@ -206,11 +177,8 @@ class Classifier:
         self.label_names = [config.id2label[i] for i in range(config.num_labels)]
 
     def predict_proba(self, texts: Sequence[str]) -> torch.Tensor:
-        """Class probabilities, float32 ``(len(texts), num_labels)``, in input order.
-
-        Raises:
-            TypeError: ``texts`` is one string.
-        """
+        """Class probabilities, float32 ``(len(texts), num_labels)``, in input order; TypeError
+        for one string."""
         from pt2aws.serving.handler import classify
 
         if isinstance(texts, str):

@@ -1,23 +1,17 @@
-"""SageMaker PyTorch inference handler for a Hugging Face sequence classifier.
+"""SageMaker PyTorch inference handler for a Hugging Face sequence classifier, shipped in
+``model.tar.gz`` as ``code/inference.py`` (needs only torch and transformers): ``model_fn`` once,
+then ``input_fn`` -> ``predict_fn`` -> ``output_fn`` per request; :func:`classify` is also what
+:class:`pt2aws.inference.predictor.Predictor` runs.
 
-Shipped in ``model.tar.gz`` as ``code/inference.py``: the SageMaker PyTorch toolkit (TorchServe)
-and the project's server (:mod:`pt2aws.serving.server`) call ``model_fn`` once, then
-``input_fn`` -> ``predict_fn`` -> ``output_fn`` per request. Needs only torch and transformers;
-:func:`classify` is also what :class:`pt2aws.inference.predictor.Predictor` runs.
+Requests: ``application/json`` (``{"inputs": "text" | ["a", "b"]}``, or a bare string or list),
+``text/csv`` (a text per row; a ``text``/``inputs`` header skipped), ``text/plain`` (one text), in
+their ``charset`` (a UTF-8 BOM wins). Answers by ``Accept`` (JSON or CSV), a ``{"label", "score"}``
+per text, ``"empty"``, ``"truncated"`` or ``"windows": n`` where so. Client mistakes raise the
+toolkit's 4xx: 415 content type, 406 Accept, 400 body, 413 over ``PT2AWS_MAX_BATCH`` texts.
 
-Requests: ``application/json`` (``{"inputs": "text" | ["a", "b"]}``, a bare string or list),
-``text/csv`` (one text per row; a ``text``/``inputs`` header is skipped), ``text/plain`` (the body
-is one text). A ``charset`` parameter is honoured, a UTF-8 byte-order mark dropped, UTF-16 read
-only when declared; CSV and plain texts get CRLF/CR as LF and are stripped. Answers, by
-``Accept`` (JSON by default, or CSV; q-values and wildcards work), one entry per text:
-``{"label", "score"}``, plus ``"empty": true`` (label and score null), ``"truncated": true`` or
-``"windows": n``. Client mistakes raise ``GenericInferenceToolkitError`` (the toolkit's 4xx):
-415 content type, 406 Accept, 400 body, 413 more than ``PT2AWS_MAX_BATCH`` texts.
-
-Environment: ``PT2AWS_VARIANT`` (``eager``; ``auto`` or a named variant need the pt2aws serving
-image: :func:`pt2aws.inference.selection.serving_variant`), ``PT2AWS_LONG_TEXTS`` (``truncate`` or
-``windows``), ``PT2AWS_WINDOW_OVERLAP`` (tokens, default a quarter of the limit),
-``PT2AWS_MAX_BATCH`` (64), ``PT2AWS_MAX_LENGTH`` (default: the model's limit).
+Environment: ``PT2AWS_VARIANT`` (``eager``; others need the pt2aws serving image),
+``PT2AWS_LONG_TEXTS`` (``truncate`` | ``windows``), ``PT2AWS_WINDOW_OVERLAP`` (tokens, default a
+quarter), ``PT2AWS_MAX_BATCH`` (64), ``PT2AWS_MAX_LENGTH`` (default: the model's limit).
 """
 
 from __future__ import annotations
@@ -104,8 +98,7 @@ def _charset(content_type: str | None) -> str:
 
 
 def _decode(body: bytes, content_type: str | None) -> str:
-    """Body bytes to text. A UTF-8 BOM wins over the declared charset (WHATWG Encoding);
-    undeclared UTF-16 is a 400 naming the fix rather than predictions on garbage."""
+    """Body bytes to text; a UTF-8 BOM wins over the declared charset (WHATWG Encoding)."""
     charset = "utf-8" if body.startswith(codecs.BOM_UTF8) else _charset(content_type)
     try:
         return body.decode(charset).removeprefix("\ufeff")
@@ -147,8 +140,8 @@ def max_batch() -> int:
 
 
 def max_tokens(config, tokenizer=None) -> int:
-    """The longest input the model accepts, special tokens included: its positions (less the
-    RoBERTa offset), capped by the tokenizer's ``model_max_length`` and 512."""
+    """The longest input the model accepts (special tokens included): its positions less
+    RoBERTa's offset, capped by the tokenizer's ``model_max_length`` and 512."""
     limit = int(getattr(config, "max_position_embeddings", MODEL_MAX_TOKENS))
     if getattr(config, "model_type", "") in OFFSET_POSITION_MODELS:
         limit -= 2
@@ -158,13 +151,9 @@ def max_tokens(config, tokenizer=None) -> int:
 
 
 def model_fn(model_dir: str, context=None) -> dict:
-    """Load tokenizer and model from ``model_dir`` (the extracted ``model.tar.gz``).
-
-    Raises:
-        FileNotFoundError: no ``config.json`` at its root (e.g. an archive with a top folder).
-        ValueError: a bad ``PT2AWS_*`` setting, or a variant this machine cannot serve.
-        RuntimeError: a variant other than eager without pt2aws (the AWS DLC).
-    """
+    """Tokenizer and model from ``model_dir`` (the extracted ``model.tar.gz``). Raises
+    FileNotFoundError (no ``config.json`` at its root), ValueError (a bad ``PT2AWS_*`` setting),
+    RuntimeError (a variant other than eager without pt2aws: the AWS DLC)."""
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     if not os.path.isfile(os.path.join(model_dir, "config.json")):
@@ -202,19 +191,13 @@ def model_fn(model_dir: str, context=None) -> dict:
 
 
 def model_warmup_fn(model_dir: str, model: dict, context=None) -> None:
-    """One prediction at load time, so the first request skips the first pass's one-off costs."""
+    """One prediction at load time: the first request skips the one-off costs."""
     predict_fn(["warm up"], model)
 
 
 def input_fn(input_data, content_type, context=None) -> list[str]:
-    """A request body (bytes or str) as a list of texts.
-
-    Raises:
-        UnsupportedMediaTypeError: (415) not JSON, CSV or plain text.
-        BadRequestError: (400) not in its charset, malformed or wrongly shaped JSON, unreadable
-            CSV, an unpaired surrogate.
-        PayloadTooLargeError: (413) more than ``PT2AWS_MAX_BATCH`` texts.
-    """
+    """A request body (bytes or str) as a list of texts; 415 not JSON, CSV or plain text, 400
+    not in its charset, bad JSON or CSV, an unpaired surrogate, 413 over ``PT2AWS_MAX_BATCH``."""
     media = _media_type(content_type)
     if media not in ACCEPTED_CONTENT_TYPES:
         hint = (
@@ -278,17 +261,10 @@ def input_fn(input_data, content_type, context=None) -> list[str]:
 @torch.inference_mode()
 def classify(texts, tokenizer, model, max_length: int, *, stride: int | None = None,
              batch_size: int = MAX_BATCH, device="cpu") -> tuple[torch.Tensor, list[int]]:  # fmt: skip
-    """Class probabilities of ``texts`` and the number of windows each spans.
-
-    Each text is tokenized once into windows of at most ``max_length`` tokens overlapping by
-    ``stride`` (the fast tokenizer's ``return_overflowing_tokens``). ``stride=None`` reads each
-    text's first window (truncation); otherwise every window, a text's probabilities being its
-    windows' mean weighted by their text tokens. Windows run ``batch_size`` at a time, by length.
-
-    Returns:
-        ``(probs, windows)``: float32 ``(len(texts), num_labels)`` in input order; per text its
-        windows (more than 1: longer than ``max_length`` tokens).
-    """
+    """``(probs, windows)``: float32 ``(len(texts), num_labels)`` in input order, and per text
+    its windows of ``max_length`` tokens overlapping by ``stride`` (the fast tokenizer's
+    overflow). ``stride=None`` reads the first window (truncation); else a text's probabilities
+    are its windows' mean weighted by their tokens. ``batch_size`` windows a pass, by length."""
     n, num_labels = len(texts), model.config.num_labels
     if n == 0:
         return torch.empty(0, num_labels), []
@@ -317,9 +293,8 @@ def classify(texts, tokenizer, model, max_length: int, *, stride: int | None = N
 
 
 def predict_fn(data: list[str], model: dict, context=None) -> list[dict]:
-    """One result per text, in order (:func:`classify`): label, score (6 decimals), and
-    ``"truncated": true`` or, with ``PT2AWS_LONG_TEXTS=windows``, ``"windows": n`` for a text
-    over ``max_length`` tokens; empty texts ``{"label": None, "score": None, "empty": True}``."""
+    """``{"label", "score"}`` per text (:func:`classify`), plus ``"truncated": True`` or
+    ``"windows": n`` over ``max_length`` tokens; empty texts ``"empty": True``, label None."""
     results: list[dict] = [{"label": None, "score": None, "empty": True} for _ in data]
     index = [i for i, t in enumerate(data) if t.strip()]
     windows = model.get("long_texts") == "windows"
@@ -362,15 +337,9 @@ def _choose_accept(accept: str | None) -> str:
 
 
 def output_fn(prediction: list[dict], accept=None, context=None):
-    """Predictions as JSON (default) or CSV (``label,score,empty,truncated``), by ``accept``.
-
-    Returns:
-        The body as ``str`` when ``accept`` names the type sent; else ``(body, content_type)``,
-        which the PyTorch toolkit uses as ``Content-Type`` (``text/*`` gets ``text/csv``).
-
-    Raises:
-        NotAcceptableError: (406) an ``Accept`` that allows neither JSON nor CSV.
-    """
+    """Predictions as JSON or CSV (``label,score,empty,truncated``) by ``accept``: the body, or
+    ``(body, content_type)`` where ``accept`` does not name it (the toolkit's ``Content-Type``).
+    NotAcceptableError (406) where ``accept`` allows neither."""
     media = _choose_accept(accept)
     if media == JSON:
         body = json.dumps(prediction)

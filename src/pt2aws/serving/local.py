@@ -1,5 +1,5 @@
 """Our server on 127.0.0.1 (:class:`LocalServer`: the emulator's endpoints, ``pt2aws serve``,
-notebook 02) and notebook 02's check that it answers as the handler in this process does."""
+notebook 02) and notebook 02's check that it answers as the in-process handler does."""
 
 from __future__ import annotations
 
@@ -31,10 +31,9 @@ def server_missing() -> str | None:
 
 
 class LocalServer:
-    """``python -m pt2aws.serving.server serve`` for a model folder or ``model.tar.gz``
-    (extracted into ``workdir/model``) on a free 127.0.0.1 port, in its own process group, its
-    log in ``workdir/server.log``: ``with LocalServer(model, workdir) as server: server.url``.
-    ``env``: extra server environment; ``timeout_s``: the wait for ``GET /ping`` = 200."""
+    """``python -m pt2aws.serving.server serve`` for a model folder or ``model.tar.gz`` (extracted
+    into ``workdir/model``) on a free 127.0.0.1 port in its own process group, logging to
+    ``workdir/server.log``: ``with LocalServer(model, workdir) as server: server.url``."""
 
     def __init__(self, model: str | Path, workdir: str | Path, *, port: int | None = None,
                  workers: int = 1, env: dict[str, str] | None = None, timeout_s: float = 180.0):  # fmt: skip
@@ -58,12 +57,8 @@ class LocalServer:
                 "--workers", str(self.workers)]  # fmt: skip
 
     def start(self) -> LocalServer:
-        """Start and wait until healthy.
-
-        Raises:
-            FileNotFoundError: no such model. ServerError: the server exited or stayed
-                unhealthy for ``timeout_s`` (it is stopped; the message has the log tail).
-        """
+        """Start and wait up to ``timeout_s`` for ``GET /ping`` = 200; FileNotFoundError: no such
+        model, ServerError: it exited or stayed unhealthy (stopped; the message has the log)."""
         self.workdir.mkdir(parents=True, exist_ok=True)
         model_dir = self.model
         if not self.model.is_dir():
@@ -128,11 +123,11 @@ class LocalServer:
     def stop(self) -> int | None:
         """SIGTERM, then SIGKILL to the process group; the server's exit status (twice: None)."""
         proc, self._proc = self._proc, None
-        if proc is not None:
-            stop_process_group(proc)
-            self.returncode = proc.returncode
-            return self.returncode
-        return None
+        if proc is None:
+            return None
+        stop_process_group(proc)
+        self.returncode = proc.returncode
+        return self.returncode
 
     def __enter__(self) -> LocalServer:
         return self.start()
@@ -143,15 +138,10 @@ class LocalServer:
 
 def compare_with_handler(model_dir: str | Path, workdir: str | Path, texts: list[str], *,
                          start: bool = True, latency_calls: int = 10) -> dict:  # fmt: skip
-    """Send each kind of request (JSON; CSV in and out; plain text; two mistakes: an
-    unsupported type, 415, and a body not in UTF-8, 400) to our server on 127.0.0.1 and to the
-    handler in this process, then time ``latency_calls`` one-text requests.
-
-    Returns:
-        ``{"answers": [{"request", "status", "content_type", "first_line",
-        "same_as_in_process"}], "matches_in_process", "startup_s", "stopped",
-        latency_summary's keys, "requests_per_s"}``, or ``{"answers": [], "skipped": why}``.
-    """
+    """Send each kind of request (JSON, CSV, plain text, a 415 and a 400) to our server on
+    127.0.0.1 and to the handler in this process, then time ``latency_calls`` one-text requests:
+    ``{"answers", "matches_in_process", "startup_s", "stopped", latency_summary's keys,
+    "requests_per_s"}``, or ``{"answers": [], "skipped": why}``."""
     from pt2aws.inference.measure import latency_summary, time_calls
 
     why = server_missing() if start else "START_SERVER is False"

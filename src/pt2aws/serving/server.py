@@ -1,13 +1,10 @@
 """The serving image's model server: the SageMaker hosting contract on Starlette + uvicorn.
 
-``<image> serve`` runs :func:`main`: the archive's ``code/inference.py`` (else the built-in
-:mod:`pt2aws.serving.handler`) with TorchServe's statuses, first body lines and content types
-(``tests/contract`` checks every case against both). ``/ping`` is 200 once the model has answered
-a warm-up request, 503 before; a worker whose model fails to load exits 3, which stops the
-server. ``SAGEMAKER_MODEL_SERVER_WORKERS`` processes (default one per vCPU), one request at a
-time each, on ``SAGEMAKER_BIND_TO_PORT`` (8080; ``--port 0``: a free one, logged); the Graviton
-runtime settings are set before the workers import torch; ``code/requirements.txt`` is checked,
-never installed (``EnableNetworkIsolation=True`` works).
+``<image> serve`` runs the archive's ``code/inference.py`` (else :mod:`pt2aws.serving.handler`)
+with TorchServe's statuses, first body lines and content types (``tests/contract`` checks both).
+``/ping`` is 200 once a warm-up request answered; a worker whose model fails to load exits 3,
+stopping the server. ``SAGEMAKER_MODEL_SERVER_WORKERS`` processes (default one per vCPU), one
+request at a time each; ``code/requirements.txt`` is checked, never installed.
 """
 
 from __future__ import annotations
@@ -56,23 +53,21 @@ class Reply(NamedTuple):
 
 
 def resolve_model_dir(model_dir: str | os.PathLike | None = None) -> Path:
-    """``model_dir``, else ``PT2AWS_MODEL_DIR``, ``$SAGEMAKER_BASE_DIR/model``, ``/opt/ml/model``."""
+    """``model_dir``, else ``PT2AWS_MODEL_DIR``, else ``$SAGEMAKER_BASE_DIR/model`` (``/opt/ml``)."""
     if model_dir or os.environ.get("PT2AWS_MODEL_DIR"):
         return Path(model_dir or os.environ["PT2AWS_MODEL_DIR"])
     return Path(os.environ.get("SAGEMAKER_BASE_DIR", "/opt/ml")) / "model"
 
 
 def unmet_requirements(path: str | os.PathLike) -> list[str]:
-    """Lines of a ``requirements.txt`` the installed packages do not satisfy (names and version
-    specifiers only; nothing is installed)."""
+    """Lines of a ``requirements.txt`` the installed packages do not satisfy (nothing installed)."""
     from importlib import metadata
 
     from packaging.requirements import Requirement
 
     unmet = []
-    for line in filter(
-        None, (ln.split("#")[0].strip() for ln in Path(path).read_text().splitlines())
-    ):
+    lines = (line.split("#")[0].strip() for line in Path(path).read_text().splitlines())
+    for line in filter(None, lines):
         req = Requirement(line)
         try:
             version = metadata.version(req.name)
@@ -85,13 +80,9 @@ def unmet_requirements(path: str | os.PathLike) -> list[str]:
 
 
 def load_handler(model_dir: str | os.PathLike, *, builtin: bool = True) -> ModuleType:
-    """The handler for ``model_dir`` as the SageMaker PyTorch toolkit imports it:
-    ``code/$SAGEMAKER_PROGRAM`` (default ``inference.py``, ``code/`` on ``sys.path``), else with
-    ``builtin`` :mod:`pt2aws.serving.handler`.
-
-    Raises:
-        FileNotFoundError: no handler file and ``builtin`` is False.
-        AttributeError: it lacks one of ``model_fn``/``input_fn``/``predict_fn``/``output_fn``.
+    """The handler as the SageMaker PyTorch toolkit imports it: ``code/$SAGEMAKER_PROGRAM``
+    (``inference.py``; ``code/`` on ``sys.path``), else with ``builtin`` the built-in one.
+    FileNotFoundError: none and not ``builtin``; AttributeError: one of the four ``*_fn`` missing.
     """
     path = Path(model_dir) / "code" / os.environ.get("SAGEMAKER_PROGRAM", "inference.py")
     if path.is_file():
@@ -105,9 +96,8 @@ def load_handler(model_dir: str | os.PathLike, *, builtin: bool = True) -> Modul
     else:
         from pt2aws.serving import handler as module
     logger.info("handler: %s", module.__file__)
-    missing = [
-        f for f in ("model_fn", "input_fn", "predict_fn", "output_fn") if not hasattr(module, f)
-    ]
+    needed = ("model_fn", "input_fn", "predict_fn", "output_fn")
+    missing = [f for f in needed if not hasattr(module, f)]
     if missing:
         raise AttributeError(f"handler {module.__file__} does not define {', '.join(missing)}")
     return module
@@ -121,8 +111,7 @@ def _call(fn, *args):
 
 class ModelService:
     """One worker's model behind the handler: :meth:`load` once, then :meth:`invoke` per request
-    (one thread at a time). ``default_accept`` answers requests without ``Accept`` or with
-    ``*/*`` (the toolkit's ``SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT``)."""
+    (one thread at a time); ``default_accept`` for no ``Accept`` or ``*/*``."""
 
     def __init__(self, model_dir: str | os.PathLike, *, default_accept: str = "application/json"):
         self.model_dir, self.default_accept = Path(model_dir), default_accept
@@ -130,12 +119,9 @@ class ModelService:
         self.ready = False
 
     def load(self) -> None:
-        """Import the handler, check ``code/requirements.txt``, run ``model_fn``,
-        ``model_warmup_fn`` if any and one warm-up request; then :attr:`ready`.
-
-        Raises:
-            FileNotFoundError: no model folder. RuntimeError: the warm-up was not a 200.
-        """
+        """Import the handler, check ``code/requirements.txt``, ``model_fn``, ``model_warmup_fn``
+        if any and a warm-up request, then :attr:`ready`. FileNotFoundError: no model folder;
+        RuntimeError: the warm-up was not a 200."""
         t0 = time.perf_counter()
         if not self.model_dir.is_dir():
             raise FileNotFoundError(
@@ -158,8 +144,7 @@ class ModelService:
         logger.info("model loaded and warmed up in %.1f s (pid %d)", self.load_s, os.getpid())
 
     def invoke(self, body: bytes, content_type: str | None, accept: str | None) -> Reply:
-        """``input_fn`` -> ``predict_fn`` -> ``output_fn``: 200 with the handler's body and type,
-        the handler's 4xx and message, or 500 with the error's text (traceback logged)."""
+        """``input_fn`` -> ``predict_fn`` -> ``output_fn``: 200, the handler's 4xx, or 500 (logged)."""
         if not accept or accept == "*/*":
             accept = self.default_accept
         try:
@@ -174,9 +159,8 @@ class ModelService:
             logger.error("handler failed:\n%s", traceback.format_exc())
             return Reply.error(500, str(err))
         out_body, media = out if isinstance(out, tuple) else (out, accept)
-        return Reply(
-            200, out_body.encode() if isinstance(out_body, str) else bytes(out_body), media
-        )
+        out_body = out_body.encode() if isinstance(out_body, str) else bytes(out_body)
+        return Reply(200, out_body, media)
 
 
 def _too_large(limit: int) -> Reply:
@@ -186,8 +170,8 @@ def _too_large(limit: int) -> Reply:
 
 def create_app(service: ModelService, *, max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
                on_load_failure=None, load_wait_s: float = LOAD_WAIT_S):  # fmt: skip
-    """The Starlette app of one worker; ``service.load`` runs in a daemon thread at start-up
-    (a SIGTERM need not wait for it), and a failure calls ``on_load_failure(err)``."""
+    """One worker's Starlette app; ``service.load`` runs in a daemon thread at start-up (SIGTERM
+    need not wait), a failure calls ``on_load_failure(err)``."""
     import anyio
     from starlette.applications import Starlette
     from starlette.responses import Response
@@ -298,21 +282,16 @@ def main(argv: list[str] | None = None) -> int:
         print("this image serves SageMaker real-time inference: run it as `<image> serve` "
               f"(got {' '.join(argv) or 'no command'!r})", file=sys.stderr)  # fmt: skip
         return 2
-    parser = argparse.ArgumentParser(prog="python -m pt2aws.serving.server")
-    parser.add_argument("command", choices=["serve"])
+    parser = argparse.ArgumentParser(prog="python -m pt2aws.serving.server serve")
     parser.add_argument("--host", default="0.0.0.0")
     parser.add_argument("--port", type=int, default=None, help="0: a free port")
     parser.add_argument("--model-dir", default=None, help="default: /opt/ml/model")
     parser.add_argument("--workers", type=int, default=None)
-    args = parser.parse_args(argv)
+    args = parser.parse_args(argv[1:])
     _configure_logging()
     try:
         workers = worker_count(args.workers)
-        port = (
-            args.port
-            if args.port is not None
-            else _positive("SAGEMAKER_BIND_TO_PORT", DEFAULT_PORT)
-        )
+        port = _positive("SAGEMAKER_BIND_TO_PORT", DEFAULT_PORT) if args.port is None else args.port
         max_request_bytes()  # validated once, not in every worker
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)

@@ -1,19 +1,14 @@
-"""Checkpoints on ``torch.distributed.checkpoint`` (DCP); resuming to the uninterrupted losses.
+"""Checkpoints on ``torch.distributed.checkpoint`` (DCP), resuming to the uninterrupted losses.
 
-``<checkpoint_dir>/step-000123/`` holds DCP's files (model and AdamW states from
-``get_state_dict``; under FSDP each rank writes its own shards) and ``trainer_state.pt``: the data
-position, scheduler, GradScaler, loss window, history, config and every rank's RNG. Those are
-plain Python objects DCP would flatten key by key, so rank 0 writes them whole with
-``torch.save``, before DCP writes its ``.metadata`` last (renamed into place): a folder with
-``.metadata`` is complete, and a run killed while saving resumes from the one before.
-``checkpoint_dir`` must be on storage every rank sees.
+``<checkpoint_dir>/step-000123/``: DCP's model and AdamW shards, and ``trainer_state.pt`` (data
+position, scheduler, scaler, loss windows, history, config, every rank's RNG) written by rank 0
+before DCP's ``.metadata``, which marks the folder complete. All ranks must see the folder.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import random
-import re
 import shutil
 import warnings
 from dataclasses import dataclass, field
@@ -27,7 +22,6 @@ from pt2aws.train.distributed import DistInfo, all_gather
 from pt2aws.train.recipe import Prepared
 
 TRAINER_STATE = "trainer_state.pt"
-_NAME = re.compile(r"^step-(\d+)$")
 
 #: Fields a resumed run may change; every other field must match the checkpoint's.
 RESUMABLE_CHANGES = set(
@@ -38,9 +32,8 @@ RESUMABLE_CHANGES = set(
 
 @dataclass
 class TrainState:
-    """Where training stands: optimizer steps done, the epoch in progress (0-based) and its
-    batches consumed, one ``{"epoch", "step", "eval_*"}`` per finished epoch, this rank's
-    ``[loss sum, micro-batches]`` since the last log, and the step resumed from."""
+    """Optimizer steps done, the epoch (0-based) and its batches consumed, ``{"epoch", "step",
+    "eval_*"}`` per finished epoch, ``[loss sum, micro-batches]`` since the last log."""
 
     step: int = 0
     epoch: int = 0
@@ -52,13 +45,7 @@ class TrainState:
 
 def list_checkpoints(checkpoint_dir: str | Path) -> list[Path]:
     """Complete checkpoints in ``checkpoint_dir`` (DCP's ``.metadata`` written), oldest first."""
-    folder = Path(checkpoint_dir)
-    found = [
-        (int(m.group(1)), p)
-        for p in (folder.iterdir() if folder.is_dir() else [])
-        if (m := _NAME.match(p.name)) and (p / ".metadata").is_file()
-    ]
-    return [p for _, p in sorted(found)]
+    return [p.parent for p in sorted(Path(checkpoint_dir).glob("step-*/.metadata"))]
 
 
 def latest_checkpoint(checkpoint_dir: str | Path) -> Path | None:
@@ -68,11 +55,7 @@ def latest_checkpoint(checkpoint_dir: str | Path) -> Path | None:
 
 
 def check_resumable(saved: dict, cfg: TrainConfig, world_size: int, path) -> None:
-    """Refuse a checkpoint of other settings (all but :data:`RESUMABLE_CHANGES`).
-
-    Raises:
-        ValueError: naming each changed field (or the world size) with its old and new value.
-    """
+    """ValueError naming each field (but :data:`RESUMABLE_CHANGES`) or world size that changed."""
     now = dataclasses.asdict(cfg)
     changed = [
         f"{k}: {v!r} -> {now.get(k)!r}"
@@ -86,6 +69,12 @@ def check_resumable(saved: dict, cfg: TrainConfig, world_size: int, path) -> Non
             f"cannot resume from {path}: the run changed ({', '.join(changed)}). Use the "
             "checkpoint's settings and world size, or --resume never to start afresh"
         )
+
+
+def _dcp(action, state: dict, path) -> None:
+    with warnings.catch_warnings():  # one process, no process group: as intended
+        warnings.filterwarnings("ignore", "torch.distributed is disabled")
+        action(state, checkpoint_id=path)
 
 
 def _rng() -> dict:
@@ -120,9 +109,7 @@ def save_checkpoint(
         }
         torch.save(trainer_state, path / TRAINER_STATE)
     model_state, optim_state = get_state_dict(prep.module, prep.optimizer)
-    with warnings.catch_warnings():  # one process, no process group: as intended
-        warnings.filterwarnings("ignore", "torch.distributed is disabled")
-        dcp.save({"model": model_state, "optim": optim_state}, checkpoint_id=path)
+    _dcp(dcp.save, {"model": model_state, "optim": optim_state}, path)
     if info.is_main and cfg.save_total_limit > 0:
         for old in list_checkpoints(cfg.checkpoint_dir)[: -cfg.save_total_limit]:
             shutil.rmtree(old, ignore_errors=True)
@@ -130,13 +117,8 @@ def save_checkpoint(
 
 
 def resume(cfg: TrainConfig, info: DistInfo, prep: Prepared, scheduler) -> TrainState:
-    """The state to continue from (``TrainState()``: nothing to resume), with weights, AdamW,
-    scheduler, scaler and this rank's RNG restored from the checkpoint rank 0 picked: for
-    ``--resume auto`` the newest complete one, if any.
-
-    Raises:
-        ValueError: the checkpoint belongs to a run with other settings.
-    """
+    """The state to continue from (``TrainState()``: none), all restored from the checkpoint rank
+    0 picked (``--resume auto``: the newest); ValueError for a run of other settings."""
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
@@ -152,9 +134,7 @@ def resume(cfg: TrainConfig, info: DistInfo, prep: Prepared, scheduler) -> Train
     check_resumable(saved, cfg, info.world_size, found)
     model_state, optim_state = get_state_dict(prep.module, prep.optimizer)
     loaded = {"model": model_state, "optim": optim_state}
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", "torch.distributed is disabled")
-        dcp.load(loaded, checkpoint_id=found)
+    _dcp(dcp.load, loaded, found)
     set_state_dict(
         prep.module,
         prep.optimizer,
@@ -171,19 +151,13 @@ def resume(cfg: TrainConfig, info: DistInfo, prep: Prepared, scheduler) -> Train
         torch.cuda.set_rng_state_all(rng["cuda"])
     if info.is_main:
         print(f"resumed from {found} (step {saved['step']}, epoch {saved['epoch'] + 1})")
-    return TrainState(
-        step=saved["step"],
-        epoch=saved["epoch"],
-        batch_in_epoch=saved["batch_in_epoch"],
-        history=saved["history"],
-        loss_window=saved["windows"][info.rank],
-        resumed_from=saved["step"],
-    )
+    kept = {k: saved[k] for k in ("step", "epoch", "batch_in_epoch", "history")}
+    return TrainState(**kept, loss_window=saved["windows"][info.rank], resumed_from=saved["step"])
 
 
 def save_model(prep: Prepared, tokenizer, out_dir: str | Path, info: DistInfo) -> None:
-    """``save_pretrained`` the plain module (no ``_orig_mod.``/``module.`` keys) and tokenizer to
-    ``<out_dir>/model`` (call on every rank: under FSDP all join the gather of the full state)."""
+    """``save_pretrained`` the plain module and tokenizer to ``<out_dir>/model`` (every rank
+    calls it: under FSDP all join the gather of the full state)."""
     model_dir = Path(out_dir) / "model"
     module = prep.module
     if prep.parallelism == "fsdp":

@@ -1,5 +1,5 @@
 """Process group set-up and tear-down (nanochat's ``compute_init``/``compute_cleanup``), rank
-helpers, this rank's batches, and the FSDP2 wrap. On one process these are cheap no-ops."""
+helpers, this rank's batches and the FSDP2 wrap; no-ops on one process."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import sys
 from dataclasses import dataclass, field
 
 import torch
+import torch.distributed as dist
 
 from pt2aws.env.machine import default_num_threads
 
@@ -28,9 +29,8 @@ class DistInfo:
 
 
 def compute_init(num_threads: int | None = None) -> DistInfo:
-    """Read torchrun's environment, set the device (before ``init_process_group``, as NCCL
-    needs) or the CPU threads (``None``: the cores shared out among this node's processes),
-    and start the process group (NCCL on GPU, gloo on CPU) when there is more than one rank."""
+    """From torchrun's environment: the device (set before NCCL starts) or the CPU threads
+    (``None``: this node's cores shared out), and the process group when there are ranks."""
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
@@ -41,8 +41,6 @@ def compute_init(num_threads: int | None = None) -> DistInfo:
         device = torch.device("cpu")
         torch.set_num_threads(num_threads or default_num_threads())
     if world_size > 1:
-        import torch.distributed as dist
-
         backend = "nccl" if device.type == "cuda" else "gloo"
         restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
         if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True" and restart != "0":
@@ -59,27 +57,17 @@ def compute_init(num_threads: int | None = None) -> DistInfo:
 
 
 def compute_cleanup(info: DistInfo, *, succeeded: bool) -> None:
-    """End the process group: after success, a barrier and ``destroy_process_group``.
-
-    The barrier lets gloo's worker threads release the last collective's tensors while the
-    interpreter is alive (else a rank with nothing left to do can abort at exit: "terminate
-    called without an active exception"). After a failure both are skipped: peers may be gone.
-    """
+    """After success, a barrier (gloo's threads release their tensors before exit, else "terminate
+    called without an active exception") and ``destroy_process_group``; after a failure neither."""
     if info.world_size == 1 or not succeeded:
         return
-    import torch.distributed as dist
-
     dist.barrier()
     dist.destroy_process_group()
 
 
 def all_reduce_sum(values: list[float], info: DistInfo) -> list[float]:
-    """Element-wise sum of ``values`` over all ranks (float64), identical on every rank."""
-    if info.world_size == 1:
-        return list(values)
-    tensor = torch.tensor(values, dtype=torch.float64, device=info.device)
-    torch.distributed.all_reduce(tensor)
-    return tensor.tolist()
+    """Element-wise sum of ``values`` over all ranks, identical on every rank."""
+    return [sum(column) for column in zip(*all_gather(list(values), info))]
 
 
 def all_gather(obj, info: DistInfo) -> list:
@@ -87,7 +75,7 @@ def all_gather(obj, info: DistInfo) -> list:
     if info.world_size == 1:
         return [obj]
     out = [None] * info.world_size
-    torch.distributed.all_gather_object(out, obj)
+    dist.all_gather_object(out, obj)
     return out
 
 
@@ -100,19 +88,11 @@ def epoch_batches(
     seed: int = 0,
     epoch: int = 0,
     bucketing: bool = False,
-    window_batches: int = 50,
 ) -> list[list[int]]:
-    """This rank's batches (example indices) for one epoch: ``ceil(ceil(n / world_size) /
-    batch_size)`` of them, the same count and sizes on every rank.
-
-    Without bucketing ``DistributedSampler`` (``set_epoch``) deals the indices. With bucketing
-    (``lengths``: tokens per example) a seeded permutation, padded like the sampler's, is cut into
-    windows of ``window_batches`` global batches, each sorted by length and cut into global
-    batches; the batch order is shuffled and rank ``r`` takes every ``world_size``-th example.
-
-    Raises:
-        ValueError: fewer examples than ranks.
-    """
+    """This rank's batches (example indices) for one epoch, as many and as large on every rank:
+    ``DistributedSampler``'s, or with ``bucketing`` a seeded permutation sorted by ``lengths``
+    within windows of 50 global batches, the batches shuffled, each dealt out over the ranks.
+    ValueError: fewer examples than ranks."""
     from torch.utils.data import DistributedSampler
 
     n = len(lengths)
@@ -126,7 +106,8 @@ def epoch_batches(
     gen = torch.Generator().manual_seed(seed + epoch)
     perm = torch.randperm(n, generator=gen).tolist()
     perm += perm[: (-n) % world_size]
-    global_size, window = batch_size * world_size, batch_size * world_size * window_batches
+    global_size = batch_size * world_size
+    window = global_size * 50
     batches = []
     for start in range(0, len(perm), window):
         chunk = sorted(perm[start : start + window], key=lambda i: lengths[i], reverse=True)
@@ -136,8 +117,7 @@ def epoch_batches(
 
 
 def shard_fsdp(model: torch.nn.Module) -> None:
-    """FSDP2 in place: each encoder layer one unit (all-gathered for its forward and backward,
-    then freed), the rest the root unit; parameters become ``DTensor`` shards."""
+    """FSDP2 in place: each encoder layer a unit, the rest the root; parameters become DTensors."""
     from torch.distributed.fsdp import fully_shard
 
     for layer in getattr(getattr(model.base_model, "encoder", None), "layer", []):
@@ -155,8 +135,8 @@ def replica_max_abs_diff(model: torch.nn.Module, info: DistInfo) -> float:
 
 
 def exit_worker(code: int = 0) -> None:
-    """Exit with ``code``; a worker of a multi-process torchrun job skips interpreter teardown
-    (``os._exit``), where a gloo thread can still be joinable and abort the finished job."""
+    """Exit with ``code``: ``os._exit`` in a multi-process torchrun job (a joinable gloo thread
+    can abort interpreter teardown)."""
     if int(os.environ.get("WORLD_SIZE", "1")) > 1 and "TORCHELASTIC_RUN_ID" in os.environ:
         sys.stdout.flush()
         sys.stderr.flush()

@@ -12,12 +12,8 @@ from pt2aws.train.distributed import DistInfo, all_gather
 @torch.no_grad()
 def evaluate(prep, examples: list[dict], collator, info: DistInfo, batch_size: int) -> dict:
     """``{"loss", "accuracy", "f1", "num_examples"}`` over tokenized ``examples``, the same on
-    every rank: rank ``r`` takes examples ``r, r + world, …`` and the predictions are gathered.
-
-    ``loss``: mean per-example cross-entropy (nats); accuracy and macro F1 from the Hugging Face
-    ``evaluate`` modules in :mod:`pt2aws.metrics` (as notebook 02's). Under FSDP, whose forward
-    all-gathers, every rank runs as many forward passes, the extra ones on a batch then dropped.
-    """
+    every rank (rank ``r`` takes ``r, r + world, …``): mean cross-entropy in nats, accuracy and
+    macro F1 (:mod:`pt2aws.metrics`). Under FSDP every rank runs as many forwards (padding ones)."""
     from pt2aws.metrics import load_metric
 
     model = prep.module

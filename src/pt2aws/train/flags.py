@@ -1,12 +1,6 @@
-"""Performance flags, each resolved for this device and printed once with its reason.
-
-GPUs keep their rules: bf16 autocast on Ampere+ (fp16 with a GradScaler before), compile on CUDA,
-fused AdamW where torch has it, TF32 on Ampere+. On CPU ``auto`` measures on the machine at hand:
-bf16 by timing real training steps of the run's model and batches in fp32 and bf16, fused AdamW by
-timing optimizer steps both ways (:func:`time_interleaved`); compile is not timed (that would
-compile the model) unless notebook 01's A/B measured it. Measurements are cached per CPU, torch,
-threads, model and batch shape beside torch.compile's cache (:func:`record`, which the A/B calls).
-"""
+"""Performance flags, each resolved for this device with its reason: GPUs by rule (bf16 and TF32
+on Ampere+, else fp16; compile; fused AdamW); on CPU ``auto`` times bf16 and fused AdamW on the
+run's model (compile only via notebook 01's A/B), cached per CPU, torch, threads, model, shape."""
 
 from __future__ import annotations
 
@@ -19,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+
+from pt2aws import env
 
 #: ``auto`` turns a flag on where it measured at least this much faster than without it.
 FASTER = 1.05
@@ -41,10 +37,8 @@ def cache_file() -> Path:
 
 def measure_key(model: str, batch_size: int, max_length, threads: int) -> str:
     """What a measurement holds for: this CPU (caps included), torch, threads, model, shape."""
-    from pt2aws.env import cpu_features
-
     return (
-        f"{cpu_features().description}; torch {torch.__version__}; {threads} threads; "
+        f"{env.cpu_features().description}; torch {torch.__version__}; {threads} threads; "
         f"{model}; batch {batch_size} x {max_length} tokens"
     )
 
@@ -67,13 +61,10 @@ def record(flag: str, key: str, ratio: float, how: str) -> dict:
     return entry
 
 
-def time_interleaved(arms: dict, repeats=3, steps=2, close=0.1, what="steps") -> tuple[float, str]:
-    """``(ratio, how)``: the first arm's median seconds per step over the second's.
-
-    ``arm(i)`` does step ``i``. After an untimed step each, one timed step each; a ratio outside
-    0.5-2 (more than load swings explain) ends there. Else ``repeats`` blocks of ``steps`` steps,
-    arms alternating (A B, B A, ...); a ratio within ``close`` of 1 gets as many blocks again.
-    """
+def time_interleaved(arms: dict, what="steps", repeats=3, steps=2) -> tuple[float, str]:
+    """``(ratio, how)``: the first arm's median seconds per step (``arm(i)``) over the second's:
+    a warm-up and a timed step each (outside 0.5-2x: done), then ``repeats`` alternating blocks of
+    ``steps`` steps (A B, B A, ...), as many again within 10% of 1x."""
     names, times, done = list(arms), {name: [] for name in arms}, [0]
 
     def block(order, n: int) -> float:
@@ -94,7 +85,7 @@ def time_interleaved(arms: dict, repeats=3, steps=2, close=0.1, what="steps") ->
     for kept in times.values():
         kept.clear()
     blocks = 0
-    while blocks < repeats or (blocks == repeats and abs(ratio - 1) < close):
+    while blocks < repeats or (blocks == repeats and abs(ratio - 1) < 0.1):
         for _ in range(repeats):
             ratio = block(names[:: -1 if blocks % 2 == 0 else 1], steps)
             blocks += 1
@@ -103,8 +94,7 @@ def time_interleaved(arms: dict, repeats=3, steps=2, close=0.1, what="steps") ->
 
 
 def bf16_probe(model, batches: list[dict], fused: bool):
-    """Time training steps (forward, backward, AdamW) of copies of ``model`` on ``batches`` in
-    fp32 and in bf16 autocast; the RNG streams are left as they were."""
+    """Time training steps of copies of ``model`` on ``batches``, fp32 and bf16 (RNG kept)."""
     from pt2aws.train.recipe import prepare_model_and_optimizer, train_step
 
     def probe():
@@ -137,8 +127,7 @@ def fused_probe(model):
 
 
 def measured(flag: str, key: str | None, probe, versus: str, unmeasured: Choice) -> Choice:
-    """``flag`` on where it measured ``FASTER``: the cached ratio for ``key``, else ``probe()``'s
-    (recorded), else ``unmeasured``."""
+    """``flag`` on where it measured ``FASTER`` (cached for ``key``, else ``probe()``, recorded)."""
     found = _cached().get(key, {}).get(flag) if key else None
     cached = f"; cached in {cache_file()}" if found else ""
     if found is None and probe is not None and key:
@@ -150,11 +139,8 @@ def measured(flag: str, key: str | None, probe, versus: str, unmeasured: Choice)
 
 
 def choose_bf16(device: torch.device, requested: str, probe=None, key=None) -> Choice:
-    """``--bf16``: on Ampere+ GPUs; on CPU measured (``probe``: a :func:`bf16_probe`).
-
-    Raises:
-        ValueError: ``on`` on a GPU without bf16.
-    """
+    """``--bf16``: on Ampere+ GPUs, measured on CPU (a :func:`bf16_probe`); ValueError for
+    ``on`` on a GPU without bf16."""
     cuda = device.type == "cuda"
     supported = torch.cuda.is_bf16_supported() if cuda else True
     if requested == "on" and not supported:
@@ -163,9 +149,7 @@ def choose_bf16(device: torch.device, requested: str, probe=None, key=None) -> C
         return Choice(requested == "on", "requested")
     if cuda:
         return Choice(supported, "GPU has bf16" if supported else "GPU lacks bf16 (pre-Ampere)")
-    from pt2aws.env import cpu_features
-
-    native = cpu_features().bf16_native
+    native = env.cpu_features().bf16_native
     where = f"CPU {'with' if native else 'without'} native bf16 ({native.reason})"
     unmeasured = Choice(False, f"not measured (no model to time); {where}; --bf16 on forces it")
     return measured("bf16", key, probe, "fp32's speed", unmeasured)
@@ -177,21 +161,13 @@ def choose_compile(device: torch.device, requested: str, key=None) -> Choice:
         return Choice(requested == "on", "requested")
     if device.type == "cuda":
         return Choice(True, "CUDA: inductor kernels pay back the compile time within minutes")
-    unmeasured = Choice(
-        False,
-        "not measured on CPU: timing it means compiling the model first (tens of seconds per "
-        'process); notebook 01\'s A/B measures it with AB_COMPILE = "on"; --torch_compile on '
-        "forces it",
-    )
-    return measured("torch_compile", key, None, "eager's speed", unmeasured)
+    why = 'not measured on CPU (notebook 01\'s A/B with AB_COMPILE = "on" does); --torch_compile on'
+    return measured("torch_compile", key, None, "eager's speed", Choice(False, why))
 
 
 def choose_fused_adamw(device: torch.device, requested: str, probe=None, key=None) -> Choice:
-    """``--fused_adamw`` where torch has it: on for CUDA, measured on CPU (a :func:`fused_probe`).
-
-    Raises:
-        ValueError: ``on`` where the installed torch has no fused AdamW for ``device``.
-    """
+    """``--fused_adamw`` where torch has it: on for CUDA, measured on CPU (a :func:`fused_probe`);
+    ValueError for ``on`` where torch has no fused AdamW for ``device``."""
     try:
         torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1, device=device))], fused=True)
         supported = True
@@ -209,12 +185,8 @@ def choose_fused_adamw(device: torch.device, requested: str, probe=None, key=Non
 
 
 def resolve_flags(cfg, device: torch.device, model=None, batches=None) -> dict[str, Choice]:
-    """Every flag of ``cfg`` for ``device``, in print order. On CPU ``auto`` measures with
-    ``model`` and ``batches(pad_to_multiple_of_8)``: a few of the run's first batches.
-
-    Raises:
-        ValueError: a flag forced ``on`` where the hardware or torch cannot do it.
-    """
+    """Every flag of ``cfg`` for ``device``, in print order; on CPU ``auto`` times ``model`` on
+    ``batches(pad_to_multiple_of_8)``. ValueError: a flag forced ``on`` that cannot be."""
     cuda = device.type == "cuda"
     key = None
     if model is not None:
@@ -222,7 +194,7 @@ def resolve_flags(cfg, device: torch.device, model=None, batches=None) -> dict[s
         key = measure_key(cfg.model_name_or_path, *shape)
     compiled = choose_compile(device, cfg.torch_compile, key)
     pad = Choice(cuda or compiled.enabled, "eager CPU: padded to the longest text (less work)")
-    if pad.enabled:  # tensor-core tiles; few distinct shapes, so few recompiles
+    if pad.enabled:
         pad.reason = "GPU: tensor-core friendly lengths" if cuda else "torch.compile: few shapes"
     fused = choose_fused_adamw(device, cfg.fused_adamw, model and fused_probe(model), key)
     probe = bf16_probe(model, batches(pad.enabled), fused.enabled) if batches else None
@@ -231,24 +203,18 @@ def resolve_flags(cfg, device: torch.device, model=None, batches=None) -> dict[s
     ampere = cuda and torch.cuda.get_device_capability(device)[0] >= 8
     if cfg.tf32 == "on" and not ampere:
         raise ValueError("--tf32 on: needs an Ampere or newer GPU; use --tf32 off")
-    tf32 = Choice(
-        ampere, "Ampere+ GPU: fp32 matmuls on TF32 tensor cores" if ampere else "no Ampere+ GPU"
-    )
+    tf32 = Choice(ampere, "Ampere+ GPU: fp32 matmuls on TF32 cores" if ampere else "no Ampere+ GPU")
     if cfg.tf32 != "auto":
         tf32 = Choice(cfg.tf32 == "on", "requested")
-    bucketing = "batches of similar length: less padding" if cfg.length_bucketing else (
-        "shuffled batches, as HF Trainer sees them; --length_bucketing true"
-    )  # fmt: skip
+    bucketing = "batches of similar length" if cfg.length_bucketing else "shuffled batches"
     return {
         "bf16": bf16,
         "torch_compile": compiled,
         "fused_adamw": fused,
         "tf32": tf32,
-        "length_bucketing": Choice(cfg.length_bucketing, bucketing),
+        "length_bucketing": Choice(cfg.length_bucketing, f"{bucketing}: --length_bucketing"),
         "pad_to_multiple_of_8": pad,
-        "fp16": Choice(
-            fp16, "GPU lacks bf16: fp16 autocast with a GradScaler" if fp16 else "bf16 or fp32"
-        ),
+        "fp16": Choice(fp16, "GPU lacks bf16: fp16 with a GradScaler" if fp16 else "bf16 or fp32"),
     }
 
 

@@ -1,5 +1,5 @@
-"""A torchrun subprocess from a validated :class:`TrainConfig` (a notebook kernel must not fork
-CUDA workers): the config saved as a file, the command printed, the output streamed live."""
+"""Training as a torchrun subprocess of a saved :class:`TrainConfig` (a notebook kernel must not
+fork CUDA workers): the command printed, the output streamed live with one bar."""
 
 from __future__ import annotations
 
@@ -26,22 +26,19 @@ def default_nproc_per_node() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 1
 
 
-def torchrun_command(
-    train_args: list[str], *, nproc_per_node: int | None = None, nnodes: int = 1, max_restarts=0
-) -> list[str]:
-    """``python -m torch.distributed.run … -m pt2aws.train <train_args>`` with this interpreter
-    (``--standalone`` on one node; more nodes need a rendezvous endpoint added; ``max_restarts``:
-    workers restarted after a failure, each resuming from the newest checkpoint)."""
+def torchrun_command(train_args: list[str], *, nproc_per_node=None, max_restarts=0) -> list[str]:
+    """``python -m torch.distributed.run --standalone … -m pt2aws.train <train_args>`` with this
+    interpreter; ``max_restarts``: restarts after a failure, each resuming from a checkpoint."""
     nproc = nproc_per_node or default_nproc_per_node()
     cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nproc}"]
-    cmd += [f"--nnodes={nnodes}", *(["--standalone"] if nnodes == 1 else [])]
+    cmd += ["--nnodes=1", "--standalone"]
     cmd += [f"--max-restarts={max_restarts}"] if max_restarts else []
     return cmd + ["-m", "pt2aws.train", *train_args]
 
 
 def config_to_args(**overrides) -> list[str]:
-    """``{"profile": "smoke", "max_steps": 5}`` -> ``["--profile", "smoke", "--max_steps",
-    "5"]``; ``None`` values skipped, booleans as ``true``/``false``."""
+    """``profile="smoke", max_steps=5`` -> ``["--profile", "smoke", "--max_steps", "5"]``
+    (``None`` skipped, booleans as ``true``/``false``)."""
     args: list[str] = []
     for key, value in overrides.items():
         if value is not None:
@@ -52,26 +49,15 @@ def config_to_args(**overrides) -> list[str]:
 def launch_training(
     cfg: TrainConfig, *, nproc_per_node=None, max_restarts=0, stream=None, env=None
 ) -> dict:
-    """Train ``cfg`` under torchrun (``--config <output_dir>/train_config.json``), echoing its
-    output to ``stream`` (default stdout) with the steps as one bar; returns ``metrics.json``.
-    ``env``: extra environment variables for it.
-
-    Raises:
-        TrainingFailedError: non-zero exit, with the last 40 lines of output.
-    """
+    """Train ``cfg`` under torchrun (``--config <output_dir>/train_config.json``, ``env`` added),
+    echoing to ``stream`` with one bar; ``metrics.json``, or TrainingFailedError with its tail."""
     stream = stream or sys.stdout
     config_file = cfg.to_json(saved_config_path(cfg.output_dir))
     args = ["--config", str(config_file)]
     cmd = torchrun_command(args, nproc_per_node=nproc_per_node, max_restarts=max_restarts)
     print("$ " + shlex.join(cmd), file=stream, flush=True)
-    child_env = {
-        **os.environ,
-        "PYTHONUNBUFFERED": "1",
-        "TOKENIZERS_PARALLELISM": "false",
-        PROGRESS_ENV: "lines",  # progress as lines this process draws as one bar
-        "HF_HUB_DISABLE_PROGRESS_BARS": "1",
-        **(env or {}),
-    }
+    child_env = {**os.environ, "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false"}
+    child_env |= {PROGRESS_ENV: "lines", "HF_HUB_DISABLE_PROGRESS_BARS": "1", **(env or {})}
     tail: list[str] = []
     display = ProgressDisplay(stream)
     with subprocess.Popen(

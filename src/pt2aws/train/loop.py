@@ -4,9 +4,7 @@
     torchrun --nproc_per_node 8 -m pt2aws.train --profile full --output_dir …   # 8 GPUs, DDP
     python -m pt2aws.train --config runs/x/train/train_config.json --max_steps 50  # a saved config
 
-Every rank runs the same number of steps, so an uneven split cannot hang; ``--resume auto``
-continues from the newest checkpoint to the losses of an uninterrupted run. Writes ``model/``,
-``metrics.json``, ``train_log.jsonl``, ``train_config.json`` and ``checkpoints/``.
+Writes ``model/``, ``metrics.json``, ``train_log.jsonl``, ``train_config.json``, ``checkpoints/``.
 """
 
 from __future__ import annotations
@@ -21,9 +19,15 @@ from pathlib import Path
 import torch
 
 from pt2aws.config import TrainConfig, saved_config_path
-from pt2aws.data import parse_label_map, sequence_length_record, token_lengths
+from pt2aws.data import (
+    choose_max_length,
+    load_sentiment_data,
+    parse_label_map,
+    sequence_length_record,
+    token_lengths,
+)
 from pt2aws.env.machine import peak_memory_bytes
-from pt2aws.modeling import model_max_tokens
+from pt2aws.modeling import count_parameters, load_tokenizer_and_model, model_max_tokens
 from pt2aws.sizing.catalog import peak_bf16_flops
 from pt2aws.train import checkpoint, distributed, throughput
 from pt2aws.train.distributed import DistInfo
@@ -34,16 +38,9 @@ from pt2aws.train.recipe import prepare_model_and_optimizer, train_step
 
 
 def load_data_and_model(cfg: TrainConfig):
-    """``(data, tokenizer, model, sdpa_choice)`` as ``cfg`` names them, the model on CPU; also
-    for the HF Trainer peer, so both train the same. ``max_length = "auto"`` is resolved from the
-    training texts and written back into ``cfg`` (the choice in ``data.stats``).
-
-    Raises:
-        pt2aws.data.DataError, pt2aws.data.DataFileNotFoundError: data the user must fix.
-    """
-    from pt2aws.data import choose_max_length, load_sentiment_data
-    from pt2aws.modeling import load_tokenizer_and_model
-
+    """``(data, tokenizer, model, sdpa_choice)`` as ``cfg`` names them (also for the HF Trainer
+    peer), the model on CPU; ``max_length="auto"`` is chosen from the data and set in ``cfg``.
+    Raises ``pt2aws.data.DataError``/``DataFileNotFoundError``: data the user must fix."""
     data = load_sentiment_data(
         cfg.dataset,
         **cfg.reader_options(),
@@ -64,13 +61,13 @@ def load_data_and_model(cfg: TrainConfig):
         limit = model_max_tokens(model.config, tokenizer)
         choice = choose_max_length(tokenizer, texts, model_max_tokens=limit)
         cfg.max_length = choice.max_length
-        data.stats["max_length_choice"] = choice.to_dict() | {"describe": choice.describe()}
+        data.stats["max_length_choice"] = choice.to_dict()
     try:  # PyTorch's fused scaled_dot_product_attention where the model has it
         model.set_attn_implementation(cfg.attn_implementation)
-        sdpa = Choice(False, f"attn_implementation={model.config._attn_implementation!r}")
+        why = f"attn_implementation={model.config._attn_implementation!r}"
     except (ValueError, ImportError) as err:
-        sdpa = Choice(False, f"{type(model).__name__} refused {cfg.attn_implementation!r}: {err}")
-    sdpa.enabled = getattr(model.config, "_attn_implementation", None) == "sdpa"
+        why = f"{type(model).__name__} refused {cfg.attn_implementation!r}: {err}"
+    sdpa = Choice(getattr(model.config, "_attn_implementation", None) == "sdpa", why)
     if cfg.dropout is not None:
         for module in model.modules():
             if isinstance(module, torch.nn.Dropout):
@@ -89,8 +86,7 @@ def tokenize_splits(data, tokenizer, max_length: int) -> dict[str, list[dict]]:
 
 
 class FineTune:
-    """The fine-tuning recipe on one rank (``info`` from ``compute_init``); :meth:`run` reads as
-    the algorithm, torchtune's stages."""
+    """The fine-tuning recipe on one rank; :meth:`run` reads as torchtune's stages."""
 
     def __init__(self, cfg: TrainConfig, info: DistInfo):
         self.cfg, self.info, self.out_dir = cfg, info, Path(cfg.output_dir)
@@ -117,20 +113,17 @@ class FineTune:
         self.data, self.tokenizer, self.model, self.sdpa = load_data_and_model(self.cfg)
         self.rows = tokenize_splits(self.data, self.tokenizer, self.cfg.max_length)
         self.lengths = [len(r["input_ids"]) for r in self.rows["train"]]
-        accumulation = self.cfg.gradient_accumulation_steps
-        self.steps_per_epoch = math.ceil(len(self._batches(0)) / accumulation)
-        epochs = self.cfg.num_train_epochs
-        self.total_steps = self.cfg.max_steps
+        cfg, info = self.cfg, self.info
+        self.steps_per_epoch = math.ceil(len(self._batches(0)) / cfg.gradient_accumulation_steps)
+        self.total_steps = cfg.max_steps
         if self.total_steps <= 0:
-            self.total_steps = math.ceil(self.steps_per_epoch * epochs)
+            self.total_steps = math.ceil(self.steps_per_epoch * cfg.num_train_epochs)
         self.num_epochs = math.ceil(self.total_steps / self.steps_per_epoch)
-        if self.info.is_main:
-            parallelism = "none (1 process)" if self.parallelism == "none" else self.parallelism
-            where = f"device={self.info.device} world_size={self.info.world_size}"
-            print(f"{where} parallelism={parallelism}", flush=True)
-            print(self.data.summary(), flush=True)
+        if info.is_main:
+            where = f"device={info.device} world_size={info.world_size}"
+            print(f"{where} parallelism={self.parallelism}", self.data.summary(), sep="\n")
             length = self.data.stats.get("max_length_choice")
-            print(length["describe"] if length else f"max_length {self.cfg.max_length} (set)")
+            print(length["description"] if length else f"max_length {cfg.max_length} (set)")
 
     def _batches(self, epoch: int) -> list[list[int]]:
         return distributed.epoch_batches(
@@ -191,8 +184,7 @@ class FineTune:
         )
 
     def _train(self) -> None:
-        """The epochs: one :func:`train_step` per optimizer step, then the one hook; checkpoints
-        every ``save_steps`` and at the end; evaluation after each epoch."""
+        """The epochs: :func:`train_step`, then the one hook; checkpoints, evaluation per epoch."""
         cfg, state = self.cfg, self.state
         self.monitor = StepMonitor(cfg, self.info, state, self.total_steps, self.steps_per_epoch)
         with self.monitor:
@@ -209,24 +201,20 @@ class FineTune:
                     losses = train_step(self.prep, micro_batches, self.scheduler)
                     state.step += 1
                     self.monitor.after_step(micro_batches, losses, self.scheduler)
-                    if state.step == self.total_steps or (
-                        cfg.save_steps and state.step % cfg.save_steps == 0
-                    ):
+                    last = state.step == self.total_steps
+                    if last or (cfg.save_steps and state.step % cfg.save_steps == 0):
                         with self.monitor.paused():
                             checkpoint.save_checkpoint(
                                 cfg, self.info, self.prep, self.scheduler, state
                             )
-                with self.monitor.paused():
-                    if state.batch_in_epoch >= len(batches) or state.step >= self.total_steps:
-                        ev = self._evaluate("validation")
-                        state.history.append(
-                            {"epoch": epoch + 1, "step": state.step}
-                            | {f"eval_{k}": v for k, v in ev.items()}
-                        )
-                        self.monitor.write(
-                            f"epoch {epoch + 1}: eval_loss={ev['loss']:.4f} "
-                            f"eval_accuracy={ev['accuracy']:.4f} ({ev['num_examples']} examples)"
-                        )
+                with self.monitor.paused():  # the epoch is done, or the steps are
+                    ev = self._evaluate("validation")
+                state.history.append({"epoch": epoch + 1, "step": state.step})
+                state.history[-1].update({f"eval_{k}": v for k, v in ev.items()})
+                self.monitor.write(
+                    f"epoch {epoch + 1}: eval_loss={ev['loss']:.4f} "
+                    f"eval_accuracy={ev['accuracy']:.4f} ({ev['num_examples']} examples)"
+                )
             self.monitor.finish()
 
     def _evaluate(self, split: str) -> dict:
@@ -235,8 +223,6 @@ class FineTune:
 
     def _finish(self) -> dict:
         """Throughput, test metrics, the replica check (all ranks); rank 0 writes the run."""
-        from pt2aws.modeling import count_parameters
-
         cfg, info, module, monitor = self.cfg, self.info, self.prep.module, self.monitor
         num_params = count_parameters(module)  # DTensor parameters report their global size
         # MFU against the peak of the precision the matmuls run in: the catalog has GPUs' bf16
@@ -244,9 +230,8 @@ class FineTune:
         peak = peak_bf16_flops(gpu) if gpu and self.amp is not None else None
         speed = throughput.summary(monitor, info, module, self.model.config, peak)
         test = self._evaluate("test")
-        replica_diff = (
-            None if self.parallelism == "fsdp" else distributed.replica_max_abs_diff(module, info)
-        )
+        fsdp = self.parallelism == "fsdp"
+        replica_diff = None if fsdp else distributed.replica_max_abs_diff(module, info)
         checkpoint.save_model(self.prep, self.tokenizer, self.out_dir, info)
         if not info.is_main:
             return {}
@@ -283,43 +268,31 @@ class FineTune:
         print(
             f"test_accuracy={test['accuracy']:.4f} (majority baseline "
             f"{metrics['majority_baseline_accuracy']:.4f}); "
-            f"{metrics['train_samples_per_second']:.1f} samples/s steady, "
-            f"pad_fraction={metrics['pad_fraction']:.3f}; saved {self.out_dir / 'model'}",
+            f"{speed['train_samples_per_second']:.1f} samples/s steady, "
+            f"pad_fraction={speed['pad_fraction']:.3f}; saved {self.out_dir / 'model'}",
             flush=True,
         )
         return metrics
 
 
 def parse_args(argv: list[str] | None = None) -> TrainConfig:
-    """``--<field> <value>`` flags (one per :class:`TrainConfig` field) into a validated config;
-    ``--config FILE.json`` (a run's ``train_config.json``) gives defaults the flags override.
-
-    Raises:
-        FileNotFoundError: no such ``--config`` file.
-        ValueError: an unknown key in the file, or a value out of range.
-        pt2aws.data.DataError: an unreadable ``--label_map``.
-    """
-    import argparse
-
+    """``--<field> <value>`` flags into a validated :class:`TrainConfig`; ``--config FILE.json``
+    gives defaults they override. Raises FileNotFoundError (no such file), ValueError (unknown
+    key, value out of range), ``pt2aws.data.DataError`` (an unreadable ``--label_map``)."""
     from transformers import HfArgumentParser
 
     argv = list(sys.argv[1:] if argv is None else argv)
-    pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
-    pre.add_argument("--config", default=None)
-    known, rest = pre.parse_known_args(argv)
     parser = HfArgumentParser(TrainConfig)
     parser.add_argument("--config", help="a TrainConfig JSON file; --<field> flags override it")
-    if known.config:
-        if not Path(known.config).is_file():
-            raise FileNotFoundError(
-                f"--config {known.config}: no such file; pass a run's train_config.json or a "
-                "file written by TrainConfig.to_json"
-            )
-        saved = TrainConfig.from_json(known.config).to_dict()
+    config = parser.parse_known_args(argv)[0].config
+    if config:
+        if not Path(config).is_file():
+            raise FileNotFoundError(f"--config {config}: no such file; pass a train_config.json")
+        saved = TrainConfig.from_json(config).to_dict()
         if saved["checkpoint_dir"] == str(Path(saved["output_dir"]) / "checkpoints"):
             saved["checkpoint_dir"] = None  # derived: re-derive from the final output_dir
         parser.set_defaults(**saved)
-    cfg, _ = parser.parse_args_into_dataclasses(args=rest)
+    cfg, _ = parser.parse_args_into_dataclasses(args=argv)
     parse_label_map(cfg.label_map)  # a bad --label_map fails here, before any model is loaded
     return cfg
 

@@ -1,8 +1,4 @@
-"""The one hook the loop calls after each step: the clock and counts, the loss log, the bar.
-
-Test hook: ``PT2AWS_FAIL_AT_STEP=N`` makes the last rank (or ``PT2AWS_FAIL_RANK``) die right
-after step N on the first attempt: ``os._exit(1)`` under torchrun, a ``RuntimeError`` in-process.
-"""
+"""The one hook the loop calls after each step: the clock and counts, the loss log, the bar."""
 
 from __future__ import annotations
 
@@ -16,16 +12,15 @@ from pathlib import Path
 import torch
 
 from pt2aws.train.distributed import DistInfo, all_reduce_sum
-from pt2aws.train.progress import PROGRESS_ENV, report
+from pt2aws.train.progress import PROGRESS_ENV, ProgressDisplay, report
 
 
 def maybe_fail(step: int, info: DistInfo) -> None:
-    """The ``PT2AWS_FAIL_AT_STEP`` test hook (see the module docstring)."""
-    if os.environ.get("PT2AWS_FAIL_AT_STEP") != str(step):
-        return
-    if os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") != "0":
-        return
-    if info.rank != int(os.environ.get("PT2AWS_FAIL_RANK", info.world_size - 1)):
+    """``PT2AWS_FAIL_AT_STEP=N``: the last rank (or ``PT2AWS_FAIL_RANK``) dies after step N on the
+    first attempt (``os._exit(1)`` under torchrun, else ``RuntimeError``), for restart tests."""
+    first_attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") == "0"
+    rank = int(os.environ.get("PT2AWS_FAIL_RANK", info.world_size - 1))
+    if os.environ.get("PT2AWS_FAIL_AT_STEP") != str(step) or not first_attempt or info.rank != rank:
         return
     message = f"PT2AWS_FAIL_AT_STEP={step}: rank {info.rank} fails on purpose"
     if "TORCHELASTIC_RUN_ID" in os.environ:
@@ -35,13 +30,9 @@ def maybe_fail(step: int, info: DistInfo) -> None:
 
 
 class StepMonitor:
-    """Counts and clock (checkpoints and evaluation left out: :meth:`paused`), the loss log
-    (``train_log.jsonl``: the mean over ranks every ``logging_steps``), the bar (rank 0) and the
-    fault hook, behind :meth:`after_step`. A context manager around the epochs.
-
-    ``state.loss_window`` (``[loss sum, micro-batches]`` since the last log) is checkpointed, so a
-    resumed run logs the same means; its log keeps the lines up to the checkpoint.
-    """
+    """Counts and clock (:meth:`paused` leaves checkpoints and evaluation out), the loss log
+    (``train_log.jsonl``: the mean over ranks every ``logging_steps``; a resumed run keeps the
+    lines up to its checkpoint) and the bar (rank 0), around the epochs."""
 
     def __init__(self, cfg, info: DistInfo, state, total_steps: int, steps_per_epoch: int):
         self.cfg, self.info, self.state = cfg, info, state
@@ -50,6 +41,8 @@ class StepMonitor:
         self.warm = None  # (seconds, counts, steps) when the warm-up steps are done
         self.first_step, self.steps_done, self.paused_s, self.runtime_s = state.step, 0, 0.0, 0.0
         self.last_loss, self.log_file, self.bar = float("nan"), None, None
+        if info.is_main and os.environ.get(PROGRESS_ENV) != "lines":  # else the launcher draws it
+            self.bar = ProgressDisplay()
 
     def __enter__(self) -> StepMonitor:
         path, resumed = Path(self.cfg.output_dir) / "train_log.jsonl", self.state.resumed_from
@@ -57,12 +50,7 @@ class StepMonitor:
             kept = path.read_text().splitlines() if resumed is not None and path.is_file() else []
             self.log_file = path.open("w")
             self.log_file.writelines(f"{x}\n" for x in kept if json.loads(x)["step"] <= resumed)
-            if os.environ.get(PROGRESS_ENV) == "lines":
-                report(self.state.step, self.total_steps)
-            else:
-                from tqdm.auto import tqdm
-
-                self.bar = tqdm(total=self.total_steps, initial=self.state.step, desc="train")
+            self._progress()
         self.t0 = time.perf_counter()
         return self
 
@@ -70,6 +58,13 @@ class StepMonitor:
         for opened in (self.bar, self.log_file):
             if opened is not None:
                 opened.close()
+
+    def _progress(self, **extra) -> None:
+        record = {"step": self.state.step, "total": self.total_steps, **extra}
+        if self.bar is not None:
+            self.bar.show(record)
+        elif self.info.is_main:
+            report(**record)
 
     def elapsed(self) -> float:
         """Seconds of training so far."""
@@ -103,12 +98,7 @@ class StepMonitor:
             if self.log_file:
                 self.log_file.write(json.dumps(record | {"train_time_s": self.elapsed()}) + "\n")
                 self.log_file.flush()
-        if self.bar is not None:
-            self.bar.update(state.step - self.bar.n)
-            if loss is not None:
-                self.bar.set_postfix(loss=f"{loss:.4f}")
-        elif self.info.is_main:
-            report(state.step, self.total_steps, loss=loss, train_time_s=self.elapsed())
+        self._progress(loss=loss, train_time_s=self.elapsed())
 
     @contextlib.contextmanager
     def paused(self):

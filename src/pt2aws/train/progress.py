@@ -1,7 +1,6 @@
-"""The training bar through a pipe: the training process prints one :data:`PREFIX` + JSON line
-per step (``PT2AWS_PROGRESS=lines``, set by a launcher), which :class:`ProgressDisplay` draws as
-one ``tqdm.auto`` bar (a widget in a notebook) and ends with a plain summary line, which a saved
-notebook keeps (JupyterLab does not save widget state). In a terminal training draws ``tqdm``."""
+"""The training bar: :class:`ProgressDisplay` draws ``{"step", "total"[, "loss"]}`` records as
+one ``tqdm.auto`` bar (a widget in a notebook) ending in a plain line a saved notebook keeps. Under
+a launcher (``PT2AWS_PROGRESS=lines``) training prints them as :data:`PREFIX` + JSON lines."""
 
 from __future__ import annotations
 
@@ -11,7 +10,6 @@ import sys
 import time
 
 PROGRESS_ENV = "PT2AWS_PROGRESS"
-#: A progress line: this, then ``{"step", "total"[, "loss"][, "train_time_s"]}``.
 PREFIX = "@pt2aws-progress "
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
@@ -36,19 +34,25 @@ def parse(line: str) -> dict | None:
 
 
 class ProgressDisplay:
-    """The launcher's side: progress lines become one bar; other lines are echoed (no colours)."""
+    """Progress records as one bar; other lines echoed above it (without colours)."""
 
     def __init__(self, stream=None, desc: str = "train"):
         self.stream, self.desc = stream or sys.stdout, desc
         self.bar, self.last, self.started = None, {}, time.perf_counter()
 
     def feed(self, line: str) -> None:
-        """Handle one line of the subprocess's output."""
+        """Handle one line of the training process's output."""
         record = parse(line)
         if record is None:
-            text = strip_ansi(line).rstrip("\n")
-            (self.bar.write if self.bar else print)(text, file=self.stream)
-            return
+            self.write(strip_ansi(line).rstrip("\n"))
+        else:
+            self.show(record)
+
+    def write(self, text: str) -> None:
+        (self.bar.write if self.bar else print)(text, file=self.stream)
+
+    def show(self, record: dict) -> None:
+        record = {k: v for k, v in record.items() if v is not None}
         if self.bar is None:
             from tqdm.auto import tqdm
 
@@ -57,17 +61,16 @@ class ProgressDisplay:
         self.bar.update(record["step"] - self.bar.n)
         if "loss" in record:
             self.bar.set_postfix(loss=f"{record['loss']:.4f}", refresh=False)
-        self.last = record
+        self.last = {**self.last, **record}
 
     def close(self) -> str | None:
         """Close the bar; print and return the summary line (``None`` if no step came)."""
         if self.bar is None:
             return None
         self.bar.close()
-        summary = f"{self.desc}: {self.last['step']}/{self.last['total']} steps in "
-        summary += f"{time.perf_counter() - self.started:.0f} s"
-        if "loss" in self.last:
-            summary += f", last logged loss {self.last['loss']:.4f}"
+        last, seconds = self.last, time.perf_counter() - self.started
+        loss = f", last logged loss {last['loss']:.4f}" if "loss" in last else ""
+        summary = f"{self.desc}: {last['step']}/{last['total']} steps in {seconds:.0f} s{loss}"
         summary += " (wall clock: evaluation and saving included)"
         print(summary, file=self.stream, flush=True)
         return summary

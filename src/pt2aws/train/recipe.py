@@ -1,9 +1,6 @@
-"""The PyTorch 2 recipe in two functions a learner reads top to bottom (notebook 01 prints both).
-
-:func:`prepare_model_and_optimizer`: ``torch.compile``, the DDP or FSDP2 wrap and their order,
-the autocast context, ``AdamW(fused=True)``. :func:`train_step`: one optimizer step. Everything
-else in :mod:`pt2aws.train` is bookkeeping around them (:class:`~pt2aws.train.monitor.StepMonitor`).
-"""
+"""The PyTorch 2 recipe in two functions a learner reads top to bottom (notebook 01 prints both):
+:func:`prepare_model_and_optimizer` (compile, DDP/FSDP2, autocast, fused AdamW) and
+:func:`train_step` (one optimizer step). The rest of :mod:`pt2aws.train` is bookkeeping."""
 
 from __future__ import annotations
 
@@ -20,9 +17,8 @@ Parallelism = Literal["none", "ddp", "fsdp"]
 
 @dataclass
 class Prepared:
-    """The model ready to train: ``module`` the plain one (FSDP-sharded in place; evaluated and
-    saved, no ``_orig_mod.``/``module.`` keys), ``model`` what the step calls (compiled and/or
-    DDP-wrapped), ``autocast()`` the mixed-precision context, ``scaler`` enabled for fp16 only."""
+    """``module`` the plain model (FSDP-sharded in place; evaluated, saved), ``model`` what the
+    step calls (compiled and/or DDP-wrapped), ``autocast()``, ``scaler`` (enabled for fp16)."""
 
     module: torch.nn.Module
     model: torch.nn.Module
@@ -45,13 +41,9 @@ def prepare_model_and_optimizer(
     learning_rate: float = 5e-5,
     weight_decay: float = 0.01,
 ) -> Prepared:
-    """Compile and wrap ``model`` (already on ``device``) for ``parallelism``; AdamW, autocast.
-
-    ``amp_dtype``: ``torch.bfloat16``/``torch.float16`` autocast, ``None`` for fp32. The order:
-    FSDP2 shards each encoder layer, then the whole model is compiled (torchtitan's alternative
-    to its per-layer compile); DDP wraps the compiled module (nanoGPT's order), so its hooks and
-    ``no_sync`` stay eager and Dynamo's DDPOptimizer splits the graph at DDP's buckets.
-    """
+    """Compile and wrap ``model`` (on ``device``) for ``parallelism``; AdamW; ``amp_dtype``
+    autocast (``None``: fp32). FSDP2 shards before compile; DDP wraps the compiled module
+    (nanoGPT's order: hooks and ``no_sync`` stay eager)."""
     if parallelism == "fsdp":  # shard each encoder layer, then compile the whole model
         from pt2aws.train.distributed import shard_fsdp
 

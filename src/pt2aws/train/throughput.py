@@ -10,10 +10,8 @@ from pt2aws.train.distributed import DistInfo, all_reduce_sum
 def training_flops_per_token(
     non_embedding_params: float, num_layers: int, hidden_size: int, seq_len: float
 ) -> float:
-    """Training FLOPs per token, ``6·N + 12·L·d·T``: forward and backward of every weight
-    matrix (``N``: non-embedding parameters; Kaplan et al. 2020, section 2.1) plus attention's
-    ``QKᵀ`` and weighted sum (``L`` layers, width ``d``, ``T`` padded tokens per sequence);
-    PaLM's appendix B, torchtitan's ``get_num_flop_per_token``, nanoGPT's ``estimate_mfu``."""
+    """Training FLOPs per token, ``6·N + 12·L·d·T`` (``N`` non-embedding parameters, ``L`` layers,
+    width ``d``, ``T`` padded tokens per sequence): Kaplan et al. 2020 §2.1, PaLM appendix B."""
     return 6.0 * non_embedding_params + 12.0 * num_layers * hidden_size * seq_len
 
 
@@ -36,12 +34,9 @@ def num_compiled_graphs() -> int:
 
 
 def summary(monitor, info: DistInfo, model, config, peak_flops: float | None) -> dict:
-    """Throughput over all ranks (a collective) of a finished
-    :class:`~pt2aws.train.monitor.StepMonitor`, its warm-up steps left out (unless the run was
-    too short); ``peak_flops``: one device's peak in the run's precision (``None``: no MFU).
-    Keys: ``train_runtime_s``, ``warmup_time_s``, ``steady_state_steps``, ``step_time_s``,
-    ``train_samples_per_second``, ``train_tokens_per_second`` (real tokens), ``pad_fraction``,
-    ``flops_per_token`` (at the mean padded length), ``mfu``."""
+    """Throughput over all ranks (a collective) of a finished ``StepMonitor``, its warm-up steps
+    left out unless the run was too short; MFU against ``peak_flops`` (one device; ``None``: no
+    MFU). Samples and real tokens per second, pad fraction, FLOPs per token, step time."""
     warm, steps = monitor.warm, monitor.steps_done
     warm_s, warm_counts, warm_steps = warm if warm and steps > warm[2] else (0.0, [0, 0, 0], 0)
     totals = all_reduce_sum(monitor.counts + warm_counts, info)

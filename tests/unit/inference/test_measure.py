@@ -84,11 +84,9 @@ def test_a_predictor_that_reaches_its_share_stops_with_what_it_measured(clock):
     assert by["slow"]["seconds"] == pytest.approx(9.0 + 1.6 + 0.05 + 3 * 0.05 + 1.6, abs=0.1)
 
 
-def test_throughput_and_time_calls(clock):
+def test_time_calls(clock):
     fake = Fake(clock, 0.5)
     assert measure.time_calls(lambda: fake.predict_ids(["x"]), 3) == [0.5, 0.5, 0.5]
-    out = measure.throughput(lambda: fake.predict_ids(["x", "y"]), 2, repeats=2)
-    assert out == {"samples_per_s": 2.0, "runs_samples_per_s": [2.0, 2.0]}
 
 
 def test_format_table_shows_the_maximum_below_100_calls():
