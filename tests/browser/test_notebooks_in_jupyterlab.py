@@ -50,12 +50,13 @@ STDERR_ERROR = re.compile(
 )
 NAN = re.compile(r"(?<![\w.])NaN(?![\w.])")  # a missing value shown to a learner (issue 24 item 8)
 WIDGET_ERROR = re.compile(r"Error displaying widget|Error rendering|model not found|Loading widget")
+WIDGET = "application/vnd.jupyter.widget-view+json"
 RICH = (
     "text/html",
     "text/markdown",
     "image/png",
     "image/svg+xml",
-    "application/vnd.jupyter.widget-view+json",
+    WIDGET,
 )
 
 # What the page's JupyterLab (window.jupyterapp: expose_app_in_browser) says about the open notebook.
@@ -112,7 +113,7 @@ def first_line(source: str) -> str:
 
 def findings_of(cells: list[dict]) -> list[dict]:
     """What a learner should not see, per cell: ``{"kind", "cell", "what"}`` with kind one of
-    ``not-executed``, ``error``, ``progress``, ``pipe-table``, ``nan``; ``cell`` names the cell by its
+    ``not-executed``, ``error``, ``progress``, ``pipe-table``, ``nan``, ``widget-only``; ``cell`` names the cell by its
     index in the opened notebook (the injected-parameters cell counts) and its first line."""
     found = []
 
@@ -147,6 +148,11 @@ def findings_of(cells: list[dict]) -> list[dict]:
                     cell,
                     "NaN in the output: " + first_line(shown[NAN.search(shown).start() :]),
                 )
+        widgets = [k for k, o in enumerate(cell["outputs"]) if WIDGET in o.get("data", {})]
+        if widgets and not any(
+            o["output_type"] == "stream" for o in cell["outputs"][widgets[-1] :]
+        ):  # JupyterLab saves no widget state: a reopened notebook shows only an error there
+            add("widget-only", i, cell, "no plain line after the last widget")
         for bar in cell["bars"]:
             if not bar["percent"] >= 100 or bar["danger"]:  # NaN: never drawn
                 add("progress", i, cell, f"bar at {bar['percent']:.0f}%: {bar['text'][:200]}")
@@ -188,6 +194,9 @@ def test_findings_name_each_kind():
         code | {"outputs": [{"output_type": "display_data",
                              "data": {"text/html": "<td>NaN</td>", "text/plain": "x  NaN"}}]},
         code | {"outputs": [{"output_type": "stream", "name": "stdout", "text": "NaNs: 0"}]},
+        code | {"outputs": [{"output_type": "display_data", "data": {WIDGET: {}}}]},
+        code | {"outputs": [{"output_type": "display_data", "data": {WIDGET: {}}},
+                            {"output_type": "stream", "name": "stdout", "text": "done"}]},
     ]  # fmt: skip
     found = [(f["kind"], f["cell"].split("`")[0].strip()) for f in findings_of(cells)]
     assert found == [
@@ -200,6 +209,7 @@ def test_findings_name_each_kind():
         ("progress", "cell 10"),
         ("error", "cell 11"),
         ("nan", "cell 12"),
+        ("widget-only", "cell 14"),
     ]
     assert findings_of(cells)[0]["what"] == "Markdown printed as text: | a | b |"
     assert stderr_notes(cells) == ["cell 6 `run()`: UserWarning"]
