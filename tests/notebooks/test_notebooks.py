@@ -51,6 +51,17 @@ def test_notebook_lint(name):
         )
 
 
+@pytest.mark.parametrize("name", ALL)
+def test_what_you_should_see_is_short(name):
+    """Each "What you should see" paragraph is at most 120 words (issue 24): the sentence to
+    check comes first, reference figures after it, briefly."""
+    nb = nbformat.read(NB_DIR / name, as_version=4)
+    paragraphs = [p for c in nb.cells if c.cell_type == "markdown" for p in c.source.split("\n\n")]
+    seen = [p for p in paragraphs if "what you should see" in p.lower()]
+    assert seen, "no What you should see paragraph"
+    assert max(len(p.split()) for p in seen) <= 120
+
+
 def test_each_notebook_checks_its_kernel_with_the_one_script():
     """The check is one line per notebook; its fix names the one install script, which is what
     `make setup` runs (no pin repeated in the notebooks or the check)."""
