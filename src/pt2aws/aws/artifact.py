@@ -1,12 +1,9 @@
-"""``model.tar.gz`` for SageMaker: package it, check it offline, upload it to S3.
-
-The SageMaker PyTorch inference container's contract (aws/sagemaker-pytorch-inference-toolkit):
-model files at the archive root, the handler in ``code/inference.py``, its extra packages in
-``code/requirements.txt`` (the AWS DLC pip-installs them at start). :func:`validate_archive`
-refuses, before anything is billed, the mistakes public issue trackers show (a nested top
-folder, the handler at the root, no tokenizer, links, absolute or ``..`` paths), then loads the
-model and predicts.
-"""
+"""``model.tar.gz`` for SageMaker: package it, check it offline, upload it to S3. The PyTorch
+inference container's contract (aws/sagemaker-pytorch-inference-toolkit): model files at the
+root, the handler in ``code/inference.py``, its packages in ``code/requirements.txt`` (the DLC
+pip-installs them at start). :func:`validate_archive` refuses, before anything is billed, the
+mistakes issue trackers show (a nested top folder, the handler at the root, no tokenizer,
+links, absolute or ``..`` paths)."""
 
 from __future__ import annotations
 
@@ -81,10 +78,9 @@ def package(
     variants: dict | None = None,
 ) -> Path:
     """Write ``model.tar.gz``: ``model_dir``'s files at the root, ``code/inference.py``
-    (``handler``), ``code/requirements.txt``, and ``variants.json``
-    (:func:`pt2aws.inference.selection.variant_report`, with ``onnx/`` when it records ONNX).
-
-    Links to files are dereferenced; members are sorted, time 0, uid 0 (same inputs, same bytes).
+    (``handler``), ``code/requirements.txt``, ``variants.json``
+    (:func:`pt2aws.inference.selection.variant_report`; ``onnx/`` when it records ONNX). Links
+    are dereferenced; members sorted, time 0, uid 0 (same inputs, same bytes).
 
     Raises:
         FileNotFoundError: no ``config.json``.
@@ -132,13 +128,11 @@ def package(
             info = tarfile.TarInfo(name)
             info.size, info.mtime, info.mode, info.uid, info.gid = len(data), 0, 0o644, 0, 0
             tar.addfile(info, io.BytesIO(data))
-    logger.info(
-        "wrote %s: %d members, %d bytes", output_path, len(members), output_path.stat().st_size
-    )
     return output_path
 
 
 def _check_member(info: tarfile.TarInfo) -> None:
+    """``ArchiveError`` for a link, an absolute or ``..`` path, a device or fifo."""
     name = info.name
     if info.issym() or info.islnk():
         raise ArchiveError(
@@ -160,15 +154,9 @@ def _check_member(info: tarfile.TarInfo) -> None:
 
 
 def validate_archive(path: str | Path, *, smoke_test: bool = True) -> dict:
-    """Check ``model.tar.gz`` against the SageMaker layout, then (optionally) load and predict.
-
-    Returns:
-        ``{"members": [sorted names], "member_count", "bytes" (archive size), "requirements",
-        "prediction": [{"label", "score"}] | None}``.
-
-    Raises:
-        ArchiveError: naming the member and the fix (see the module docstring).
-    """
+    """Check ``model.tar.gz`` against the SageMaker layout (``ArchiveError`` naming the member
+    and the fix), then optionally :func:`smoke_test_archive`: ``{"members": [sorted names],
+    "member_count", "bytes" (archive size), "requirements", "prediction" (None: no smoke test)}``."""
     path = Path(path)
     try:
         with tarfile.open(path, "r:gz") as tar:
@@ -215,15 +203,9 @@ def validate_archive(path: str | Path, *, smoke_test: bool = True) -> dict:
 
 
 def smoke_test_archive(path: str | Path, texts: list[str] | None = None) -> list[dict]:
-    """Extract ``path`` (tarfile's ``data`` filter) and run its handler as the container does:
-    ``model_fn`` -> ``input_fn`` -> ``predict_fn`` -> ``output_fn``.
-
-    Returns:
-        One ``{"label", "score"}`` per text, in order.
-
-    Raises:
-        ArchiveError: another number of predictions, or a label outside ``id2label``.
-    """
+    """Extract ``path`` (``data`` filter) and run its handler as the container does (``model_fn``
+    -> ``input_fn`` -> ``predict_fn`` -> ``output_fn``): one ``{"label", "score"}`` per text, in
+    order; ``ArchiveError``: another number of predictions, a label outside ``id2label``."""
     texts = texts or ["I love this!", "This is terrible."]
     with tempfile.TemporaryDirectory() as tmp, tarfile.open(path, "r:gz") as tar:
         tar.extractall(tmp, filter="data")

@@ -129,8 +129,6 @@ def test_job_checkpoints_sync_to_s3_and_stay_out_of_the_model(launched):
 
 def test_cost_bound_is_runtime_times_instances_times_price():
     bound = training_job.training_cost_bound("ml.p4d.24xlarge", 2, 7200)
-    assert bound["usd_per_hour"] == 37.688  # the catalog's UNVERIFIED figure
-    assert bound["instance_hours"] == 4.0
     assert bound["usd"] == pytest.approx(4 * 37.688, abs=0.005)
     assert bound["price_verified"] is False
     assert bound["formula"] == "2 h x 2 x 37.688 USD/h"
