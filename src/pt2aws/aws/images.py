@@ -375,7 +375,8 @@ def training_image_for(instance_type: str, region: str, dlc_version: str = EC2_D
     return f"{dlc_registry(region)}/{image['repository']}:{tag}", gpu
 
 
-def dlami_parameter(instance_type: str, pytorch_version: str = DLAMI_PYTORCH_VERSION) -> str:
+def dlami_parameter(instance_type: str, pytorch_version: str = DLAMI_PYTORCH_VERSION,
+                    os_name: str = _FACTS["dlami"]["default_os"]) -> str:  # fmt: skip
     """The public SSM parameter holding the AMI for ``instance_type``: the PyTorch DLAMI (GPU),
     the Neuron DLAMI (Trainium, Inferentia) or Amazon Linux 2023 (CPU); ``KeyError``: not in the
     catalog."""
@@ -385,9 +386,7 @@ def dlami_parameter(instance_type: str, pytorch_version: str = DLAMI_PYTORCH_VER
             support = dlami_support(pytorch_version)
             if support.past():
                 warnings.warn(support.describe(), ImageSupportWarning, stacklevel=2)
-        return dlami["gpu_parameter"].format(
-            arch="x86_64", version=pytorch_version, os=dlami["default_os"]
-        )
+        return dlami["gpu_parameter"].format(arch="x86_64", version=pytorch_version, os=os_name)
     if it.kind in ("trainium", "inferentia"):
         return NEURON_DLAMI_PARAMETER
     return dlami["cpu_parameter"].format(arch=catalog.architecture(it.name))

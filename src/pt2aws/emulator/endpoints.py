@@ -18,18 +18,13 @@ logger = logging.getLogger(__name__)
 
 @contextlib.contextmanager
 def model_server(archive: Path, workdir: Path, env: dict[str, str]):
-    """The project's server for ``archive`` on a free port of 127.0.0.1, ready once ``/ping`` is
-    200; yields ``(invocations URL, what it is in words)``, stops on exit."""
+    """The project's server for ``archive`` on 127.0.0.1, ready once ``/ping`` is 200; yields
+    ``(invocations URL, what it is in words)``, stops on exit."""
     from pt2aws.serving.local import LocalServer
 
     with LocalServer(archive, workdir / "serve", env=env) as server:
-        yield (
-            f"{server.url}/invocations",
-            (
-                "the project's server on this machine (pt2aws.serving.server, Starlette + uvicorn, "
-                "127.0.0.1)"
-            ),
-        )
+        words = "the project's server on this machine (pt2aws.serving.server, 127.0.0.1)"
+        yield f"{server.url}/invocations", words
 
 
 class EndpointServers:
@@ -86,17 +81,9 @@ class EndpointServers:
         request = urllib.request.Request(served[0], data=body, method="POST", headers=headers)
         try:
             with urllib.request.urlopen(request, timeout=60) as response:
-                return (
-                    200,
-                    response.headers.get("Content-Type", "application/json"),
-                    response.read(),
-                )
+                return 200, response.headers.get("Content-Type"), response.read()
         except urllib.error.HTTPError as err:
             return err.code, err.headers.get("Content-Type"), err.read()
-
-    def answered_by(self, name: str) -> str:
-        """What answered (or answers) ``name``, in words."""
-        return self.history.get(name, "moto's canned answer (no model server)")
 
     def delete(self, name: str) -> None:
         """Stop ``name``'s server (``DeleteEndpoint``)."""

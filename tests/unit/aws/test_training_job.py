@@ -7,6 +7,7 @@ import json
 
 import pytest
 from botocore.exceptions import ClientError
+from support.emulator import training_jobs_take
 
 from pt2aws.aws import training_job
 from pt2aws.config import TrainConfig
@@ -195,10 +196,10 @@ def test_local_model_folder_goes_as_a_channel():
 @pytest.fixture
 def session(smoke_train_dir, request):
     """The emulator as notebook 01 starts it: completed jobs bring back a local run folder."""
-    seconds = getattr(request, "param", 3)
-    on = start(training_output=smoke_train_dir, training_seconds=seconds)
-    yield on
-    on.close()
+    with training_jobs_take(getattr(request, "param", 3)):
+        on = start(training_output=smoke_train_dir)
+        yield on
+        on.close()
 
 
 def _launch(session, tmp_path) -> dict:
