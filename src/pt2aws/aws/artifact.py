@@ -70,15 +70,39 @@ def _model_files(model_dir: Path, with_onnx: bool) -> list[tuple[str, Path]]:
     return files
 
 
+def _check_layout(names: set[str]) -> None:
+    """``ArchiveError`` for a layout the SageMaker PyTorch container cannot serve."""
+    if "config.json" not in names:
+        nested = sorted(n.split("/")[0] for n in names if n.endswith("/config.json"))
+        hint = (
+            f": found {nested[0]}/config.json, the files are nested in a top folder; "
+            f"tar from inside it (tar -C {nested[0]} -czf model.tar.gz .)"
+            if nested
+            else "; save the model with save_pretrained and rebuild with pt2aws.aws.artifact.package"
+        )
+        raise ArchiveError(f"config.json missing at the archive root{hint}")
+    checks = [
+        ("inference.py" in names, "inference.py at the root: the toolkit loads code/inference.py;"
+         " move it to code/"),
+        ("code/inference.py" not in names, "code/inference.py missing: add the handler "
+         "(pt2aws.serving.HANDLER_PATH)"),
+        ("code/requirements.txt" not in names, "code/requirements.txt missing: the PyTorch DLC "
+         "has no transformers; add code/requirements.txt with transformers==<the version that "
+         "saved the model>"),
+        (not names & set(WEIGHT_FILES), f"no weights at the root: expected one of {WEIGHT_FILES}"),
+        (not names & set(TOKENIZER_FILES), f"no tokenizer at the root: expected one of "
+         f"{TOKENIZER_FILES}; save the tokenizer with the model (tokenizer.save_pretrained(model_dir))"),
+    ]  # fmt: skip
+    for failed, message in checks:
+        if failed:
+            raise ArchiveError(message)
+
+
 def package(
-    model_dir: str | Path,
-    output_path: str | Path,
-    *,
-    handler: str | Path = HANDLER_PATH,
-    variants: dict | None = None,
+    model_dir: str | Path, output_path: str | Path, *, variants: dict | None = None
 ) -> Path:
-    """Write ``model.tar.gz``: ``model_dir``'s files at the root, ``code/inference.py``
-    (``handler``), ``code/requirements.txt``, ``variants.json``
+    """Write ``model.tar.gz``: ``model_dir``'s files at the root, ``code/inference.py`` (the
+    handler), ``code/requirements.txt``, ``variants.json``
     (:func:`pt2aws.inference.selection.variant_report`; ``onnx/`` when it records ONNX). Links
     are dereferenced; members sorted, time 0, uid 0 (same inputs, same bytes).
 
@@ -94,13 +118,7 @@ def package(
         )
     files = _model_files(model_dir, with_onnx=bool(variants and variants.get("onnx")))
     names = {name for name, _ in files}
-    if not names & set(WEIGHT_FILES):
-        raise ArchiveError(f"{model_dir}: no weights (expected one of {WEIGHT_FILES})")
-    if not names & set(TOKENIZER_FILES):
-        raise ArchiveError(
-            f"{model_dir}: no tokenizer (expected one of {TOKENIZER_FILES}); "
-            "call tokenizer.save_pretrained(model_dir) too"
-        )
+    _check_layout(names | {"code/inference.py", "code/requirements.txt"})
     if "model.safetensors" in names:
         from safetensors import safe_open
 
@@ -113,7 +131,7 @@ def package(
                 "(model._orig_mod.save_pretrained)"
             )
     members = [(name, path.read_bytes()) for name, path in files] + [
-        ("code/inference.py", Path(handler).read_bytes()),
+        ("code/inference.py", Path(HANDLER_PATH).read_bytes()),
         ("code/requirements.txt", requirements_for(model_dir).encode()),
     ]
     if variants is not None:
@@ -169,30 +187,7 @@ def validate_archive(path: str | Path, *, smoke_test: bool = True) -> dict:
     except (tarfile.TarError, OSError, EOFError) as err:
         raise ArchiveError(f"{path}: not a readable .tar.gz ({err}); rebuild it") from None
     names = sorted(files)
-    if "config.json" not in names:
-        nested = sorted(n.split("/")[0] for n in names if n.endswith("/config.json"))
-        hint = (
-            f": found {nested[0]}/config.json, the files are nested in a top folder; "
-            f"tar from inside it (tar -C {nested[0]} -czf model.tar.gz .)"
-            if nested
-            else "; save the model with save_pretrained and rebuild with pt2aws.aws.artifact.package"
-        )
-        raise ArchiveError(f"config.json missing at the archive root{hint}")
-    checks = [
-        ("inference.py" in names, "inference.py at the root: the toolkit loads code/inference.py;"
-         " move it to code/"),
-        ("code/inference.py" not in names, "code/inference.py missing: add the handler "
-         "(pt2aws.serving.HANDLER_PATH)"),
-        ("code/requirements.txt" not in names, "code/requirements.txt missing: the PyTorch DLC "
-         "has no transformers; add code/requirements.txt with transformers==<the version that "
-         "saved the model>"),
-        (not set(names) & set(WEIGHT_FILES), f"no weights at the root: expected one of {WEIGHT_FILES}"),
-        (not set(names) & set(TOKENIZER_FILES), f"no tokenizer at the root: expected one of "
-         f"{TOKENIZER_FILES}; save the tokenizer with the model (tokenizer.save_pretrained(model_dir))"),
-    ]  # fmt: skip
-    for failed, message in checks:
-        if failed:
-            raise ArchiveError(message)
+    _check_layout(set(names))
     return {
         "members": names,
         "member_count": len(names),
