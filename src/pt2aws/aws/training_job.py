@@ -239,26 +239,15 @@ def launch_on(session, cfg, *, work_dir, bucket=None, base_job_name="pt2aws-trai
 
 
 def job_status(session, name: str) -> dict:
-    """``DescribeTrainingJob`` in a few fields; ``billed_usd``: billable seconds x instances x
-    the catalog's price (None until SageMaker reports billable time)."""
+    """``DescribeTrainingJob`` in a few fields: ``{"name", "status", "failure_reason",
+    "instance_type", "instance_count", "model_artifact_s3"}``."""
     found = session.client("sagemaker").describe_training_job(TrainingJobName=name)
-    resources, billable_s = found.get("ResourceConfig", {}), found.get("BillableTimeInSeconds")
-    instance_type, count = resources.get("InstanceType", ""), resources.get("InstanceCount", 1)
-    billed = None
-    if billable_s is not None and instance_type:
-        billed, _ = instance_cost(
-            instance_type, "training", billable_s / 3600, count, session.region
-        )
     return {
-        "name": found["TrainingJobName"],
+        "name": name,
         "status": found["TrainingJobStatus"],
-        "secondary_status": found.get("SecondaryStatus"),
         "failure_reason": found.get("FailureReason"),
-        "instance_type": instance_type,
-        "instance_count": count,
-        "max_runtime_s": found.get("StoppingCondition", {}).get("MaxRuntimeInSeconds"),
-        "billable_s": billable_s,
-        "billed_usd": None if billed is None else round(billed, 4),
+        "instance_type": found["ResourceConfig"]["InstanceType"],
+        "instance_count": found["ResourceConfig"]["InstanceCount"],
         "model_artifact_s3": found.get("ModelArtifacts", {}).get("S3ModelArtifacts"),
     }
 

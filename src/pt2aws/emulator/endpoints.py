@@ -36,16 +36,16 @@ class EndpointServers:
     def __init__(self, workdir: str | Path | None = None):
         self._tmp = None if workdir else tempfile.mkdtemp(prefix="pt2aws-endpoints-")
         self.workdir = Path(workdir or self._tmp)
-        self._served: dict[str, tuple[str, contextlib.ExitStack]] = {}
+        self._served: dict[str, tuple[str, contextlib.ExitStack] | None] = {}  # None: starting
         self.history: dict[str, str] = {}  # endpoint -> what answered it (kept after deletion)
         self._lock = threading.Lock()
-        self._cancelled: set[str] = set()  # deleted while starting
 
     def create(self, name: str, environment: dict[str, str], fetch, done) -> None:
         """Serve ``name`` (``fetch()``: the archive's bytes) in the background; ``done(None)`` once
         it answers, else ``done(reason)``. Only ``PT2AWS_*`` settings pass (this is no instance)."""
         env = {k: v for k, v in environment.items() if k.startswith("PT2AWS_")}
-        self._cancelled.discard(name)
+        with self._lock:
+            self._served[name] = None
         threading.Thread(
             target=self._start, args=(name, env, fetch, done), name=f"endpoint-{name}", daemon=True
         ).start()
@@ -64,10 +64,10 @@ class EndpointServers:
             return
         with self._lock:
             self.history[name] = source
-            if name not in self._cancelled:
+            kept = name in self._served  # not deleted while starting
+            if kept:
                 self._served[name] = (url, stack)
-                stack = None
-        if stack is not None:
+        if not kept:
             stack.close()
         done(None)
 
@@ -89,8 +89,6 @@ class EndpointServers:
         """Stop ``name``'s server (``DeleteEndpoint``)."""
         with self._lock:
             served = self._served.pop(name, None)
-            if served is None:
-                self._cancelled.add(name)
         if served is not None:
             served[1].close()
 

@@ -189,19 +189,6 @@ def _patch_service_quotas() -> None:  # 6
     from moto.servicequotas.exceptions import NoSuchResource
     from moto.servicequotas.responses import ServiceQuotasResponse as Response
 
-    def quotas(self, applied_only: bool) -> list[dict]:
-        out = []
-        for name, (value, applied) in sorted(_state["quotas"].items()):
-            code = "L-EMU" + hashlib.sha1(name.encode()).hexdigest()[:5].upper()
-            if applied or not applied_only:
-                out.append({
-                    "ServiceCode": "sagemaker", "ServiceName": "Amazon SageMaker",
-                    "QuotaArn": f"arn:aws:servicequotas:{self.region}::sagemaker/{code}",
-                    "QuotaCode": code, "QuotaName": name, "Value": float(value),
-                    "Unit": "None", "Adjustable": True, "GlobalQuota": False,
-                })  # fmt: skip
-        return out
-
     def handler(original, applied_only: bool, one: bool):
         def answer(self):
             asked = json.loads(self.body or "{}")
@@ -209,13 +196,18 @@ def _patch_service_quotas() -> None:  # 6
                 if original is None:
                     raise NoSuchResource
                 return original(self)
-            found = quotas(self, applied_only)
+            found = [
+                {"ServiceCode": "sagemaker", "QuotaName": name, "Value": float(value),
+                 "QuotaCode": "L-EMU" + hashlib.sha1(name.encode()).hexdigest()[:5].upper()}
+                for name, (value, applied) in sorted(_state["quotas"].items())
+                if applied or not applied_only
+            ]  # fmt: skip
             if not one:
                 return json.dumps({"Quotas": found})
-            for quota in found:
-                if quota["QuotaCode"] == asked.get("QuotaCode"):
-                    return json.dumps({"Quota": quota})
-            raise NoSuchResource
+            quota = next((q for q in found if q["QuotaCode"] == asked.get("QuotaCode")), None)
+            if quota is None:
+                raise NoSuchResource
+            return json.dumps({"Quota": quota})
 
         return answer
 
