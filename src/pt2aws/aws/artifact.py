@@ -105,12 +105,8 @@ def package(
     handler), ``code/requirements.txt``, ``variants.json``
     (:func:`pt2aws.inference.selection.variant_report`; ``onnx/`` when it records ONNX). Links
     are dereferenced; members sorted, time 0, uid 0 (same inputs, same bytes).
-
-    Raises:
-        FileNotFoundError: no ``config.json``.
-        ArchiveError: no weights or tokenizer, a broken or folder link, weights saved from a
-            compiled module (``_orig_mod.`` keys).
-    """
+    ``FileNotFoundError``: no ``config.json``; ``ArchiveError``: no weights or tokenizer, a broken
+    or folder link, weights saved from a compiled module (``_orig_mod.`` keys)."""
     model_dir, output_path = Path(model_dir), Path(output_path)
     if not (model_dir / "config.json").is_file():
         raise FileNotFoundError(

@@ -221,13 +221,9 @@ def check_image_matches_instance(image_uri: str, instance_type: str) -> None:
 
 def inference_image_uri(region: str, torch_version: str = INFERENCE_TORCH_VERSION,
                         instance_type: str = DEFAULT_INSTANCE_TYPE) -> str:  # fmt: skip
-    """ECR URI of the SageMaker PyTorch CPU inference DLC for ``instance_type`` (no AWS call), e.g.
-    ``763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-inference-arm64:2.6.0-cpu-py312-ubuntu22.04-sagemaker``.
-
-    Raises:
-        ImageSelectionError: unknown instance type, region or version (naming the family, the
-            architecture and the supported versions).
-    """
+    """ECR URI of the SageMaker PyTorch CPU inference DLC for ``instance_type`` (no AWS call),
+    e.g. ``<registry>/pytorch-inference-arm64:2.6.0-cpu-py312-ubuntu22.04-sagemaker``;
+    ``ImageSelectionError``: an unknown instance type, region or version (naming what exists)."""
     from sagemaker.core import image_uris
 
     check_instance_type(instance_type)
@@ -281,12 +277,8 @@ def serving_image(image: str, region: str, instance_type: str, *, image_uri: str
                   network_isolation: bool = False) -> dict:  # fmt: skip
     """Notebook 03's ``IMAGE`` (``"dlc"``, ``image_uri`` optional, or ``"custom"``, ``image_uri``
     required), checked offline: ``{"image", "image_uri", "support": {"message", ...}}`` (a past
-    end of patch is in the message, not also warned).
-
-    Raises:
-        ImageSelectionError: see :func:`inference_image_uri`, :func:`check_custom_image_uri`;
-            an unknown ``image``; network isolation with the DLC (it pip-installs at start).
-    """
+    end of patch in the message, not also warned); ``ImageSelectionError`` as the checks above,
+    an unknown ``image``, network isolation with the DLC (it pip-installs at start)."""
     check_instance_type(instance_type)
     if image not in IMAGE_CHOICES:
         raise ImageSelectionError(f"image must be one of {IMAGE_CHOICES}, not {image!r}")
@@ -350,13 +342,10 @@ def training_image_uri(instance_type: str = DEFAULT_TRAINING_INSTANCE_TYPE,
 
 
 def training_image_for(instance_type: str, region: str, dlc_version: str = EC2_DLC_VERSION):
-    """``(EC2 training DLC URI, is the GPU image)`` for ``instance_type`` (fallback table: the SDK
-    lists no EC2 tags), e.g. ``763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch:2.13.0-cu133-amzn2023``.
-
-    Raises:
-        TrainingImageError: an arm64 CPU instance (AWS publishes no arm64 CPU training DLC), a
-            version without an EC2 DLC. ImageSelectionError: an unknown region.
-    """
+    """``(EC2 training DLC URI, is the GPU image)`` for ``instance_type`` (the fallback table: the
+    SDK lists no EC2 tags), e.g. ``<registry>/pytorch:2.13.0-cu133-amzn2023``;
+    ``TrainingImageError``: an arm64 CPU instance (AWS publishes no arm64 CPU training DLC), a
+    version without an EC2 DLC; ``ImageSelectionError``: an unknown region."""
     gpu = is_gpu_instance(instance_type)
     if not gpu and catalog.architecture(instance_type) == "arm64":
         raise TrainingImageError(

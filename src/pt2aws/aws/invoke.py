@@ -28,12 +28,9 @@ def request_body(texts: list[str]) -> bytes:
 def chunk_indices(texts: list[str], max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
                   max_items: int = DEFAULT_MAX_ITEMS) -> list[list[int]]:  # fmt: skip
     """``texts`` split greedily, in order, into requests of at most ``max_items`` texts and
-    ``max_payload_bytes`` bytes (exactly: ``len(request_body(chunk))``), as lists of indices.
-
-    Raises:
-        TypeError: a text that is not a string. ValueError: a limit below 1.
-        pt2aws.serving.handler.PayloadTooLargeError: one text alone does not fit.
-    """
+    ``max_payload_bytes`` bytes (exactly: ``len(request_body(chunk))``), as lists of indices;
+    ``TypeError``: a text not a string, ``ValueError``: a limit below 1, ``PayloadTooLargeError``
+    (:mod:`pt2aws.serving.handler`): one text alone does not fit."""
     if max_items < 1 or max_payload_bytes < 1:
         raise ValueError(f"max_items ({max_items}) and max_payload_bytes ({max_payload_bytes}) < 1")
     chunks, current = [], []
@@ -108,15 +105,10 @@ class EndpointClient:
 def load_test(client: EndpointClient, texts: list[str], *, max_requests: int = 200,
               max_seconds: float = 60.0, concurrency: int = 4, batch_size: int = 1) -> dict:  # fmt: skip
     """Requests of ``batch_size`` texts (round-robin from ``texts``) from ``concurrency`` threads
-    until ``max_requests`` or ``max_seconds``; failures are counted, not retried. With
-    ``concurrency`` = the endpoint's workers, the throughput is what it serves at full load.
-
-    Returns:
-        ``{"requests", "errors", "texts", "seconds", "concurrency", "batch_size",
-        "throughput_per_s" (texts answered per second), "requests_per_s", "latency_ms"
-        (:func:`pt2aws.inference.measure.latency_summary`, None without an answer),
-        "stopped_by" ("requests" or "seconds")}``; ``ValueError``: no texts, a bound below 1.
-    """
+    until ``max_requests`` or ``max_seconds``, failures counted, not retried: ``{"requests",
+    "errors", "texts", "seconds", "concurrency", "batch_size", "throughput_per_s" (texts/s),
+    "requests_per_s", "latency_ms" (:func:`pt2aws.inference.measure.latency_summary`, None
+    without an answer), "stopped_by" ("requests" | "seconds")}``; ``ValueError``: a bad bound."""
     from pt2aws.inference.measure import latency_summary
 
     if not texts or max_requests < 1 or max_seconds <= 0 or concurrency < 1 or batch_size < 1:

@@ -131,11 +131,8 @@ class AwsSession:
 
 def connect(target="aws", *, region="", role_arn="", profile=None) -> AwsSession:
     """A session for your account (no AWS call yet; :meth:`AwsSession.account` checks the
-    credentials); ``region`` empty: the AWS configuration's. An emulator running is closed.
-
-    Raises:
-        AwsSetupError: another ``target``; no region given or configured.
-    """
+    credentials), ``region`` empty: the configured one; closes a running emulator.
+    ``AwsSetupError``: another ``target``, no region given or configured."""
     import boto3
 
     if target != "aws":
