@@ -174,20 +174,23 @@ def dlc_registry(region: str) -> str:
     return f"{DLC_REGISTRY_ACCOUNTS[region]}.dkr.ecr.{region}{suffix}"
 
 
-def check_instance_type(instance_type: str) -> None:
-    """``ImageSelectionError`` (naming the family's sizes) unless SageMaker real-time hosting
-    offers ``instance_type`` (botocore's enum)."""
+def check_instance_type(instance_type: str, api: str = "hosting") -> None:
+    """Raise (naming the family's sizes) unless SageMaker ``api`` ("hosting" or "training")
+    offers ``instance_type`` (botocore's enum): ``ImageSelectionError``, ``TrainingImageError``."""
+    error, what = (ImageSelectionError, "real-time hosting") if api == "hosting" else (
+        TrainingImageError, "training"
+    )  # fmt: skip
     try:
         family = catalog.instance_family(instance_type)
     except ValueError as err:
-        raise ImageSelectionError(str(err)) from None
-    hosting = catalog.botocore_instance_types("hosting")
-    if instance_type not in hosting:
-        sizes = sorted(t for t in hosting if t.startswith(f"ml.{family}."))
+        raise error(str(err)) from None
+    offered = catalog.botocore_instance_types(api)
+    if instance_type not in offered:
+        sizes = sorted(t for t in offered if t.startswith(f"ml.{family}."))
         hint = f"sizes of {family}: {', '.join(sizes)}" if sizes else "e.g. ml.c7g.xlarge"
-        raise ImageSelectionError(
-            f"{instance_type} is not a SageMaker real-time hosting instance type (botocore "
-            f"ProductionVariantInstanceType); {hint}"
+        raise error(
+            f"{instance_type} is not a SageMaker {what} instance type (ml.<family>.<size>, "
+            f"botocore's list); {hint}"
         )
 
 
@@ -315,13 +318,7 @@ def training_image_uri(instance_type: str = DEFAULT_TRAINING_INSTANCE_TYPE,
     Python); ``TrainingImageError``: not a training type, Trainium, a version without an image."""
     from sagemaker.core import image_uris
 
-    known = catalog.botocore_instance_types("training")
-    if instance_type not in known:
-        examples = sorted(t for t in known if catalog.instance_family(t) in ("p4d", "p5", "g5"))
-        raise TrainingImageError(
-            f"{instance_type!r} is not a SageMaker training instance type (ml.<family>.<size>); "
-            f"GPU examples: {', '.join(examples)}"
-        )
+    check_instance_type(instance_type, "training")
     if catalog.instance_family(instance_type) in NEURON_TRAINING_FAMILIES:
         raise TrainingImageError(
             f"{instance_type} is Trainium: it needs the Neuron images and torch-neuronx, which "
