@@ -16,22 +16,8 @@ from pathlib import Path
 logger = logging.getLogger(__name__)
 
 
-@contextlib.contextmanager
-def model_server(archive: Path, workdir: Path, env: dict[str, str]):
-    """The project's server for ``archive`` on 127.0.0.1, ready once ``/ping`` is 200; yields
-    ``(invocations URL, what it is in words)``, stops on exit."""
-    from pt2aws.serving.local import LocalServer
-
-    with LocalServer(archive, workdir / "serve", env=env) as server:
-        words = "the project's server on this machine (pt2aws.serving.server, 127.0.0.1)"
-        yield f"{server.url}/invocations", words
-
-
 class EndpointServers:
-    """One :attr:`server` per emulated endpoint (files in ``<workdir>/<endpoint>/``)."""
-
-    #: What each endpoint runs: ``server(archive, workdir, env)`` yields ``(url, words)``.
-    server = staticmethod(model_server)
+    """One :meth:`server` per emulated endpoint (files in ``<workdir>/<endpoint>/``)."""
 
     def __init__(self, workdir: str | Path | None = None):
         self._tmp = None if workdir else tempfile.mkdtemp(prefix="pt2aws-endpoints-")
@@ -39,6 +25,16 @@ class EndpointServers:
         self._served: dict[str, tuple[str, contextlib.ExitStack] | None] = {}  # None: starting
         self.history: dict[str, str] = {}  # endpoint -> what answered it (kept after deletion)
         self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def server(self, archive: Path, workdir: Path, env: dict[str, str]):
+        """The project's server for ``archive`` on 127.0.0.1, ready once ``/ping`` is 200; yields
+        ``(invocations URL, what it is in words)`` (tests set another ``server``)."""
+        from pt2aws.serving.local import LocalServer
+
+        with LocalServer(archive, workdir / "serve", env=env) as server:
+            words = "the project's server on this machine (pt2aws.serving.server, 127.0.0.1)"
+            yield f"{server.url}/invocations", words
 
     def create(self, name: str, environment: dict[str, str], fetch, done) -> None:
         """Serve ``name`` (``fetch()``: the archive's bytes) in the background; ``done(None)`` once
