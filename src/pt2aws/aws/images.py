@@ -87,13 +87,13 @@ class Support:
             )
         return f"{self.image}: patched until {self.end_of_patch}{mark} ({days} days left)"
 
-    def as_dict(self, today: datetime.date | None = None) -> dict:
-        """``{"image", "end_of_patch", "past", "message", "verified"}``."""
+    def as_dict(self) -> dict:
+        """``{"image", "end_of_patch", "past", "message", "verified"}`` today."""
         return {
             "image": self.image,
             "end_of_patch": self.end_of_patch.isoformat(),
-            "past": self.past(today),
-            "message": self.describe(today),
+            "past": self.past(),
+            "message": self.describe(),
             "verified": bool(self.source.get("verified")),
         }
 

@@ -48,12 +48,9 @@ class TrainingJobError(RuntimeError):
 
 
 def hyperparameters_from_config(cfg, **overrides) -> dict[str, str]:
-    """Every set ``TrainConfig`` field as a string (booleans ``"true"``/``"false"``), with
-    ``overrides`` (``ValueError`` for a non-field); the driver passes each as ``--<key> <value>``."""
-    values = dataclasses.asdict(cfg)
-    if unknown := set(overrides) - set(values):
-        raise ValueError(f"not TrainConfig fields: {sorted(unknown)}")
-    values.update(overrides)
+    """Every set ``TrainConfig`` field with ``overrides`` as a string (booleans ``"true"``/
+    ``"false"``); the driver passes each as ``--<key> <value>``."""
+    values = dataclasses.asdict(dataclasses.replace(cfg, **overrides))
     return {
         k: str(v).lower() if isinstance(v, bool) else str(v)
         for k, v in values.items()
