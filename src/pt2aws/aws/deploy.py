@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass
 
 from pt2aws.aws.artifact import delete_uploaded
+from pt2aws.aws.invoke import DEFAULT_MAX_ITEMS
 from pt2aws.aws.session import AwsSetupError
 from pt2aws.inference.runtime import graviton_settings
 from pt2aws.sizing.catalog import has_bf16, instance_vcpus, is_graviton
@@ -26,12 +27,13 @@ class DeploymentError(AwsSetupError):
 
 
 def endpoint_environment(
-    instance_type: str, vcpus: int | None = None, *, image: str = "dlc", max_batch: int = 64
+    instance_type: str, vcpus: int | None = None, *, image: str = "dlc"
 ) -> dict[str, str]:
     """The container environment: the handler, one worker per physical core (``vcpus`` on
     Graviton, ``vcpus // 2`` on x86), each with ``vcpus // workers`` threads, the Graviton
     runtime settings (:func:`pt2aws.inference.runtime.graviton_settings`), ``PT2AWS_MAX_BATCH``
-    texts per request; the project's image (``image="custom"``) also ``PT2AWS_VARIANT=auto``."""
+    (:data:`pt2aws.aws.invoke.DEFAULT_MAX_ITEMS`) texts per request; the project's image
+    (``image="custom"``) also ``PT2AWS_VARIANT=auto``."""
     vcpus = vcpus or instance_vcpus(instance_type)
     graviton = is_graviton(instance_type)
     workers = max(1, vcpus if graviton else vcpus // 2)
@@ -43,7 +45,7 @@ def endpoint_environment(
         "SAGEMAKER_SUBMIT_DIRECTORY": "/opt/ml/model/code",
         "SAGEMAKER_CONTAINER_LOG_LEVEL": "20",
         "SAGEMAKER_MODEL_SERVER_WORKERS": str(workers),
-        "PT2AWS_MAX_BATCH": str(max_batch),
+        "PT2AWS_MAX_BATCH": str(DEFAULT_MAX_ITEMS),
         "TOKENIZERS_PARALLELISM": "false",
         **(runtime if graviton else {"OMP_NUM_THREADS": runtime["OMP_NUM_THREADS"]}),
     }

@@ -35,9 +35,9 @@ class Emulator:
     on this machine (False: moto's canned answers), its files in ``workdir`` (default: a
     temporary folder); ``training_output``: the run folder a completed job brings back."""
 
-    def __init__(self, region=EMULATOR_REGION, port=None, *, model_servers=True, workdir=None,
+    def __init__(self, region=EMULATOR_REGION, *, model_servers=True, workdir=None,
                  training_output=None):  # fmt: skip
-        self.region, self.port = region, port or free_port()
+        self.region, self.port = region, free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.endpoints = EndpointServers(workdir) if model_servers else None
         self.training_output = Path(training_output) if training_output else None
@@ -164,14 +164,14 @@ def run_folder_tarball(train_dir: Path) -> bytes:
     return buffer.getvalue()
 
 
-def start(region: str = "", *, model_servers: bool = True, workdir=None, training_output=None,
-          role_arn: str = EMULATOR_ROLE_ARN) -> aws_session.AwsSession:  # fmt: skip
+def start(region: str = "", *, model_servers: bool = True, workdir=None,
+          training_output=None) -> aws_session.AwsSession:  # fmt: skip
     """Start the process's one emulator (stopping an earlier one) and return its session; it runs
     until ``session.close()`` or :func:`pt2aws.aws.session.connect`."""
     if aws_session._RUNNING_EMULATOR["session"] is not None:
         aws_session._RUNNING_EMULATOR["session"].close()
     emulator = Emulator(region or EMULATOR_REGION, model_servers=model_servers, workdir=workdir,
                         training_output=training_output)  # fmt: skip
-    session = emulator.start().session(role_arn)
+    session = emulator.start().session()
     aws_session._RUNNING_EMULATOR["session"] = session
     return session
