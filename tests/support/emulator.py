@@ -6,7 +6,8 @@
   of the project's server as a subprocess);
 * :func:`injected`: the next call(s) of a SageMaker operation fail with an AWS error code;
 * :func:`deployed`: notebook 03's lifecycle in a ``with`` block that always deletes;
-* :func:`seed_training_output`: a run folder where an emulated job's ``model.tar.gz`` belongs.
+* :func:`seed_training_output`: a run folder where an emulated job's ``model.tar.gz`` belongs;
+* :func:`training_jobs_take`: emulated training jobs stay ``InProgress`` a while.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import contextlib
 import json
 import tarfile
 import threading
+import time
 import types
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -227,3 +229,32 @@ def seed_training_output(session, model_artifact_s3: str, train_dir) -> int:
     bucket, key = model_artifact_s3.removeprefix("s3://").split("/", 1)
     session.client("s3").put_object(Bucket=bucket, Key=key, Body=body)
     return len(body)
+
+
+@contextlib.contextmanager
+def training_jobs_take(seconds: float):
+    """Emulated training jobs stay ``InProgress`` ``seconds`` (moto creates them ``Completed``)."""
+    from moto.sagemaker import models
+    from moto.sagemaker.responses import SageMakerResponse
+
+    patches.apply()  # wrap the emulator's own DescribeTrainingJob
+    init, describe = models.FakeTrainingJob.__init__, SageMakerResponse.describe_training_job
+
+    def job_init(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        self.training_job_status, self.secondary_status = "InProgress", "Training"
+        self.done_at = time.time() + seconds
+
+    def describe_training_job(self):
+        job = self.sagemaker_backend.training_jobs.get(self._get_param("TrainingJobName"))
+        if job and job.training_job_status == "InProgress" and time.time() >= job.done_at:
+            job.training_job_status = job.secondary_status = "Completed"
+        return describe(self)
+
+    models.FakeTrainingJob.__init__ = job_init
+    SageMakerResponse.describe_training_job = describe_training_job
+    try:
+        yield
+    finally:
+        models.FakeTrainingJob.__init__ = init
+        SageMakerResponse.describe_training_job = describe

@@ -1,8 +1,7 @@
-"""What a real account needs before anything billable is created, read now (:func:`checklist`):
-the caller, the IAM actions of the caller and the execution role (``checklist.json``, with its
-sources), the SageMaker quota (Service Quotas; its code looked up by name), the expected cost;
-:func:`require_ready` stops with one line on what would make the run fail.
-"""
+"""What a real account needs before anything billable is created (:func:`checklist`): the
+caller, the IAM actions of the caller and the execution role (``checklist.json``, with its
+sources), the SageMaker quotas (Service Quotas, looked up by name), the expected cost;
+:func:`require_ready` stops with one line on what would make the run fail."""
 
 from __future__ import annotations
 
@@ -16,19 +15,38 @@ FACTS = json.loads(Path(__file__).with_name("checklist.json").read_text())
 #: Quota names by use, as Service Quotas spells them for SageMaker.
 QUOTA_USES = {"endpoint": "endpoint usage", "training": "training job usage"}
 #: Minutes an endpoint lives in notebook 03 (create, load test, delete): an expectation, not
-#: a measurement (no real deployment was timed by the project).
+#: a measurement.
 TYPICAL_ENDPOINT_MINUTES = 10.0
 
 
 def quota_name(instance_type: str, use: str = "endpoint") -> str:
-    """``"ml.c7g.xlarge for endpoint usage"`` (Service Quotas' name, service code sagemaker).
-
-    Raises:
-        ValueError: an unknown ``use``.
-    """
+    """``"ml.c7g.xlarge for endpoint usage"`` (Service Quotas' name, service code sagemaker);
+    ``ValueError``: an unknown ``use``."""
     if use not in QUOTA_USES:
         raise ValueError(f"use {use!r}: choose one of {', '.join(QUOTA_USES)}")
     return f"ml.{instance_type.removeprefix('ml.')} for {QUOTA_USES[use]}"
+
+
+def _read_quota(client, name: str) -> tuple[str, float, str] | None:
+    """``(code, value, "applied" | "AWS default")`` of the quota ``name``, None: no such quota."""
+    from botocore.exceptions import ClientError
+
+    found = next(
+        (q for call in ("list_service_quotas", "list_aws_default_service_quotas")
+         for page in client.get_paginator(call).paginate(ServiceCode="sagemaker")
+         for q in page.get("Quotas", []) if q.get("QuotaName") == name),
+        None,
+    )  # fmt: skip
+    if found is None:
+        return None
+    ask = {"ServiceCode": "sagemaker", "QuotaCode": found["QuotaCode"]}
+    try:
+        return ask["QuotaCode"], client.get_service_quota(**ask)["Quota"].get("Value"), "applied"
+    except ClientError as err:
+        if err.response["Error"]["Code"] != "NoSuchResourceException":
+            raise
+    value = client.get_aws_default_service_quota(**ask)["Quota"].get("Value")
+    return ask["QuotaCode"], value, "AWS default"
 
 
 def check_quota(session, instance_type: str, use: str = "endpoint", needed: int = 1) -> dict:
@@ -38,27 +56,8 @@ def check_quota(session, instance_type: str, use: str = "endpoint", needed: int 
 
     name = quota_name(instance_type, use)
     out = {"name": name, "code": None, "value": None, "source": "unknown", "needed": needed}
-    client = session.client("service-quotas", max_attempts=3)
     try:
-        found = next(
-            (q for call in ("list_service_quotas", "list_aws_default_service_quotas")
-             for page in client.get_paginator(call).paginate(ServiceCode="sagemaker")
-             for q in page.get("Quotas", []) if q.get("QuotaName") == name),
-            None,
-        )  # fmt: skip
-        if found is None:
-            reason = f"no quota named {name!r} in Service Quotas (check it in the console)"
-            return {**out, "ok": None, "reason": reason}
-        out["code"], ask = found["QuotaCode"], {"ServiceCode": "sagemaker"}
-        try:
-            quota = client.get_service_quota(QuotaCode=out["code"], **ask)
-            out["source"] = "applied"
-        except ClientError as err:
-            if err.response["Error"]["Code"] != "NoSuchResourceException":
-                raise
-            quota = client.get_aws_default_service_quota(QuotaCode=out["code"], **ask)
-            out["source"] = "AWS default"
-        out["value"] = quota["Quota"].get("Value")
+        read = _read_quota(session.client("service-quotas", max_attempts=3), name)
     except (ClientError, BotoCoreError) as err:
         code = getattr(err, "response", {}).get("Error", {}).get("Code", type(err).__name__)
         reason = (
@@ -66,21 +65,22 @@ def check_quota(session, instance_type: str, use: str = "endpoint", needed: int 
             "in AmazonSageMakerFullAccess), or look it up in the Service Quotas console"
         )
         return {**out, "ok": None, "reason": reason}
-    ok = out["value"] is not None and out["value"] >= needed
+    if read is None:
+        reason = f"no quota named {name!r} in Service Quotas (check it in the console)"
+        return {**out, "ok": None, "reason": reason}
+    out["code"], out["value"], out["source"] = read
+    if out["value"] is not None and out["value"] >= needed:
+        return {**out, "ok": True, "reason": ""}
     reason = (
-        ""
-        if ok
-        else (
-            f"{name} is {out['value']:g}, the run needs {needed}: request an increase (Service Quotas "
-            f"console, or `aws service-quotas request-service-quota-increase --service-code "
-            f"sagemaker --quota-code {out['code']} --desired-value {needed}`); otherwise the request "
-            "fails with ResourceLimitExceeded"
-        )
+        f"{name} is {out['value']:g}, the run needs {needed}: request an increase (Service Quotas "
+        f"console, or `aws service-quotas request-service-quota-increase --service-code "
+        f"sagemaker --quota-code {out['code']} --desired-value {needed}`); otherwise the request "
+        "fails with ResourceLimitExceeded"
     )
-    return {**out, "ok": ok, "reason": reason}
+    return {**out, "ok": False, "reason": reason}
 
 
-def run_cost(region: str, endpoint_instance=None, endpoint_instances=1, wait_timeout_s=1800,
+def run_cost(region: str, *, endpoint_instance=None, endpoint_instances=1, wait_timeout_s=1800,
              load_test_seconds=30, keep_endpoint=False, training_instance=None, training_count=1,
              max_runtime_s=None) -> dict:  # fmt: skip
     """Expected cost: an endpoint about :data:`TYPICAL_ENDPOINT_MINUTES`, at most the wait timeout
@@ -120,27 +120,23 @@ def run_cost(region: str, endpoint_instance=None, endpoint_instances=1, wait_tim
     return {"lines": lines, "typical_usd": typical, "worst_usd": worst, "per_hour_kept": per_hour}
 
 
-def checklist(session, *, endpoint_instance=None, endpoint_instances=1, training_instance=None,
-              training_count=1, max_runtime_s=None, wait_timeout_s=1800, load_test_seconds=30,
-              keep_endpoint=False, autoscaling=False, own_image=False) -> dict:  # fmt: skip
-    """What the run needs: notebook 03's endpoint and its bounds, or notebook 01's job.
-
-    Returns:
-        ``{"target", "region", "account", "role", "caller_actions", "execution_role", "quotas"
-        ([:func:`check_quota`]), "cost" (:func:`run_cost`), "arm64_build" (or None)}``.
-
-    Raises:
-        AwsSetupError: no or refused credentials, AWS unreachable.
-    """
+def checklist(session, *, autoscaling=False, own_image=False, **run) -> dict:
+    """What the run needs: notebook 03's endpoint and its bounds, or notebook 01's job (``run``:
+    :func:`run_cost`'s keywords). ``{"target", "region", "account", "role", "caller_actions",
+    "execution_role", "quotas" ([:func:`check_quota`]), "cost" (:func:`run_cost`),
+    "arm64_build" (or None)}``; ``AwsSetupError``: no or refused credentials, AWS unreachable."""
     account = session.account()
+    cost = run_cost(session.region, **run)
     purposes = ["pass the execution role", "model data in S3", "this checklist and price refresh"]
     quotas = []
-    if endpoint_instance:
+    if run.get("endpoint_instance"):
         purposes += ["deploy (notebook 03)", "clean-up (pt2aws cleanup)"]
-        quotas.append(check_quota(session, endpoint_instance, "endpoint", endpoint_instances))
-    if training_instance:
+        needed = run.get("endpoint_instances", 1)
+        quotas.append(check_quota(session, run["endpoint_instance"], "endpoint", needed))
+    if run.get("training_instance"):
         purposes.append("training job (notebook 01)")
-        quotas.append(check_quota(session, training_instance, "training", training_count))
+        needed = run.get("training_count", 1)
+        quotas.append(check_quota(session, run["training_instance"], "training", needed))
     purposes += ["autoscaling (AUTOSCALING)"] * autoscaling + ["your own image (ECR)"] * own_image
     actions = FACTS["caller_actions"]
     return {
@@ -151,17 +147,7 @@ def checklist(session, *, endpoint_instance=None, endpoint_instances=1, training
         "caller_actions": {p: a for p, a in actions.items() if p.startswith(tuple(purposes))},
         "execution_role": FACTS["execution_role"],
         "quotas": quotas,
-        "cost": run_cost(
-            session.region,
-            endpoint_instance,
-            endpoint_instances,
-            wait_timeout_s,
-            load_test_seconds,
-            keep_endpoint,
-            training_instance,
-            training_count,
-            max_runtime_s,
-        ),  # fmt: skip
+        "cost": cost,
         "arm64_build": FACTS["arm64_build"] if own_image else None,
     }
 

@@ -1,12 +1,9 @@
-"""``model.tar.gz`` for SageMaker: package it, check it offline, upload it to S3.
-
-The SageMaker PyTorch inference container's contract (aws/sagemaker-pytorch-inference-toolkit):
-model files at the archive root, the handler in ``code/inference.py``, its extra packages in
-``code/requirements.txt`` (the AWS DLC pip-installs them at start). :func:`validate_archive`
-refuses, before anything is billed, the mistakes public issue trackers show (a nested top
-folder, the handler at the root, no tokenizer, links, absolute or ``..`` paths), then loads the
-model and predicts.
-"""
+"""``model.tar.gz`` for SageMaker: package it, check it offline, upload it to S3. The PyTorch
+inference container's contract (aws/sagemaker-pytorch-inference-toolkit): model files at the
+root, the handler in ``code/inference.py``, its packages in ``code/requirements.txt`` (the DLC
+pip-installs them at start). :func:`validate_archive` refuses, before anything is billed, the
+mistakes issue trackers show (a nested top folder, the handler at the root, no tokenizer,
+links, absolute or ``..`` paths)."""
 
 from __future__ import annotations
 
@@ -73,24 +70,43 @@ def _model_files(model_dir: Path, with_onnx: bool) -> list[tuple[str, Path]]:
     return files
 
 
+def _check_layout(names: set[str]) -> None:
+    """``ArchiveError`` for a layout the SageMaker PyTorch container cannot serve."""
+    if "config.json" not in names:
+        nested = sorted(n.split("/")[0] for n in names if n.endswith("/config.json"))
+        hint = (
+            f": found {nested[0]}/config.json, the files are nested in a top folder; "
+            f"tar from inside it (tar -C {nested[0]} -czf model.tar.gz .)"
+            if nested
+            else "; save the model with save_pretrained and rebuild with pt2aws.aws.artifact.package"
+        )
+        raise ArchiveError(f"config.json missing at the archive root{hint}")
+    checks = [
+        ("inference.py" in names, "inference.py at the root: the toolkit loads code/inference.py;"
+         " move it to code/"),
+        ("code/inference.py" not in names, "code/inference.py missing: add the handler "
+         "(pt2aws.serving.HANDLER_PATH)"),
+        ("code/requirements.txt" not in names, "code/requirements.txt missing: the PyTorch DLC "
+         "has no transformers; add code/requirements.txt with transformers==<the version that "
+         "saved the model>"),
+        (not names & set(WEIGHT_FILES), f"no weights at the root: expected one of {WEIGHT_FILES}"),
+        (not names & set(TOKENIZER_FILES), f"no tokenizer at the root: expected one of "
+         f"{TOKENIZER_FILES}; save the tokenizer with the model (tokenizer.save_pretrained(model_dir))"),
+    ]  # fmt: skip
+    for failed, message in checks:
+        if failed:
+            raise ArchiveError(message)
+
+
 def package(
-    model_dir: str | Path,
-    output_path: str | Path,
-    *,
-    handler: str | Path = HANDLER_PATH,
-    variants: dict | None = None,
+    model_dir: str | Path, output_path: str | Path, *, variants: dict | None = None
 ) -> Path:
-    """Write ``model.tar.gz``: ``model_dir``'s files at the root, ``code/inference.py``
-    (``handler``), ``code/requirements.txt``, and ``variants.json``
-    (:func:`pt2aws.inference.selection.variant_report`, with ``onnx/`` when it records ONNX).
-
-    Links to files are dereferenced; members are sorted, time 0, uid 0 (same inputs, same bytes).
-
-    Raises:
-        FileNotFoundError: no ``config.json``.
-        ArchiveError: no weights or tokenizer, a broken or folder link, weights saved from a
-            compiled module (``_orig_mod.`` keys).
-    """
+    """Write ``model.tar.gz``: ``model_dir``'s files at the root, ``code/inference.py`` (the
+    handler), ``code/requirements.txt``, ``variants.json``
+    (:func:`pt2aws.inference.selection.variant_report`; ``onnx/`` when it records ONNX). Links
+    are dereferenced; members sorted, time 0, uid 0 (same inputs, same bytes).
+    ``FileNotFoundError``: no ``config.json``; ``ArchiveError``: no weights or tokenizer, a broken
+    or folder link, weights saved from a compiled module (``_orig_mod.`` keys)."""
     model_dir, output_path = Path(model_dir), Path(output_path)
     if not (model_dir / "config.json").is_file():
         raise FileNotFoundError(
@@ -98,13 +114,7 @@ def package(
         )
     files = _model_files(model_dir, with_onnx=bool(variants and variants.get("onnx")))
     names = {name for name, _ in files}
-    if not names & set(WEIGHT_FILES):
-        raise ArchiveError(f"{model_dir}: no weights (expected one of {WEIGHT_FILES})")
-    if not names & set(TOKENIZER_FILES):
-        raise ArchiveError(
-            f"{model_dir}: no tokenizer (expected one of {TOKENIZER_FILES}); "
-            "call tokenizer.save_pretrained(model_dir) too"
-        )
+    _check_layout(names | {"code/inference.py", "code/requirements.txt"})
     if "model.safetensors" in names:
         from safetensors import safe_open
 
@@ -117,7 +127,7 @@ def package(
                 "(model._orig_mod.save_pretrained)"
             )
     members = [(name, path.read_bytes()) for name, path in files] + [
-        ("code/inference.py", Path(handler).read_bytes()),
+        ("code/inference.py", Path(HANDLER_PATH).read_bytes()),
         ("code/requirements.txt", requirements_for(model_dir).encode()),
     ]
     if variants is not None:
@@ -132,13 +142,11 @@ def package(
             info = tarfile.TarInfo(name)
             info.size, info.mtime, info.mode, info.uid, info.gid = len(data), 0, 0o644, 0, 0
             tar.addfile(info, io.BytesIO(data))
-    logger.info(
-        "wrote %s: %d members, %d bytes", output_path, len(members), output_path.stat().st_size
-    )
     return output_path
 
 
 def _check_member(info: tarfile.TarInfo) -> None:
+    """``ArchiveError`` for a link, an absolute or ``..`` path, a device or fifo."""
     name = info.name
     if info.issym() or info.islnk():
         raise ArchiveError(
@@ -160,15 +168,9 @@ def _check_member(info: tarfile.TarInfo) -> None:
 
 
 def validate_archive(path: str | Path, *, smoke_test: bool = True) -> dict:
-    """Check ``model.tar.gz`` against the SageMaker layout, then (optionally) load and predict.
-
-    Returns:
-        ``{"members": [sorted names], "member_count", "bytes" (archive size), "requirements",
-        "prediction": [{"label", "score"}] | None}``.
-
-    Raises:
-        ArchiveError: naming the member and the fix (see the module docstring).
-    """
+    """Check ``model.tar.gz`` against the SageMaker layout (``ArchiveError`` naming the member
+    and the fix), then optionally :func:`smoke_test_archive`: ``{"members": [sorted names],
+    "member_count", "bytes" (archive size), "requirements", "prediction" (None: no smoke test)}``."""
     path = Path(path)
     try:
         with tarfile.open(path, "r:gz") as tar:
@@ -181,30 +183,7 @@ def validate_archive(path: str | Path, *, smoke_test: bool = True) -> dict:
     except (tarfile.TarError, OSError, EOFError) as err:
         raise ArchiveError(f"{path}: not a readable .tar.gz ({err}); rebuild it") from None
     names = sorted(files)
-    if "config.json" not in names:
-        nested = sorted(n.split("/")[0] for n in names if n.endswith("/config.json"))
-        hint = (
-            f": found {nested[0]}/config.json, the files are nested in a top folder; "
-            f"tar from inside it (tar -C {nested[0]} -czf model.tar.gz .)"
-            if nested
-            else "; save the model with save_pretrained and rebuild with pt2aws.aws.artifact.package"
-        )
-        raise ArchiveError(f"config.json missing at the archive root{hint}")
-    checks = [
-        ("inference.py" in names, "inference.py at the root: the toolkit loads code/inference.py;"
-         " move it to code/"),
-        ("code/inference.py" not in names, "code/inference.py missing: add the handler "
-         "(pt2aws.serving.HANDLER_PATH)"),
-        ("code/requirements.txt" not in names, "code/requirements.txt missing: the PyTorch DLC "
-         "has no transformers; add code/requirements.txt with transformers==<the version that "
-         "saved the model>"),
-        (not set(names) & set(WEIGHT_FILES), f"no weights at the root: expected one of {WEIGHT_FILES}"),
-        (not set(names) & set(TOKENIZER_FILES), f"no tokenizer at the root: expected one of "
-         f"{TOKENIZER_FILES}; save the tokenizer with the model (tokenizer.save_pretrained(model_dir))"),
-    ]  # fmt: skip
-    for failed, message in checks:
-        if failed:
-            raise ArchiveError(message)
+    _check_layout(set(names))
     return {
         "members": names,
         "member_count": len(names),
@@ -215,15 +194,9 @@ def validate_archive(path: str | Path, *, smoke_test: bool = True) -> dict:
 
 
 def smoke_test_archive(path: str | Path, texts: list[str] | None = None) -> list[dict]:
-    """Extract ``path`` (tarfile's ``data`` filter) and run its handler as the container does:
-    ``model_fn`` -> ``input_fn`` -> ``predict_fn`` -> ``output_fn``.
-
-    Returns:
-        One ``{"label", "score"}`` per text, in order.
-
-    Raises:
-        ArchiveError: another number of predictions, or a label outside ``id2label``.
-    """
+    """Extract ``path`` (``data`` filter) and run its handler as the container does (``model_fn``
+    -> ``input_fn`` -> ``predict_fn`` -> ``output_fn``): one ``{"label", "score"}`` per text, in
+    order; ``ArchiveError``: another number of predictions, a label outside ``id2label``."""
     texts = texts or ["I love this!", "This is terrible."]
     with tempfile.TemporaryDirectory() as tmp, tarfile.open(path, "r:gz") as tar:
         tar.extractall(tmp, filter="data")

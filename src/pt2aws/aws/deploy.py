@@ -1,17 +1,18 @@
 """What surrounds notebook 03's SageMaker SDK calls (``Model.create``, ``EndpointConfig.create``,
-``Endpoint.create``, ``wait_for_status``, ``invoke``): the container environment, the requests in
-words, the clean-up run on any failure (:class:`Cleanup`), autoscaling, and the record. The
-endpoint's three resources (model, endpoint config, endpoint) share one name.
-"""
+``Endpoint.create``, ``wait_for_status``, ``invoke``): the container environment, the requests,
+the clean-up on any failure (:class:`Cleanup`), autoscaling, the record. The model, endpoint
+config and endpoint share one name."""
 
 from __future__ import annotations
 
 import json
 import logging
+import time
 from dataclasses import dataclass
 
 from pt2aws.aws.artifact import delete_uploaded
-from pt2aws.aws.session import AwsSetupError, resource_tags
+from pt2aws.aws.invoke import DEFAULT_MAX_ITEMS
+from pt2aws.aws.session import AwsSetupError
 from pt2aws.inference.runtime import graviton_settings
 from pt2aws.sizing.catalog import has_bf16, instance_vcpus, is_graviton
 from pt2aws.sizing.pricing import instance_cost
@@ -19,9 +20,6 @@ from pt2aws.sizing.pricing import instance_cost
 logger = logging.getLogger(__name__)
 
 VARIANT_NAME = "AllTraffic"
-#: Target tracking on invocations per minute per instance (AWS docs, "Automatic scaling of
-#: Amazon SageMaker AI models"); cooldowns of huggingface/notebooks example 13.
-SCALABLE_DIMENSION = "sagemaker:variant:DesiredInstanceCount"
 
 
 class DeploymentError(AwsSetupError):
@@ -29,13 +27,13 @@ class DeploymentError(AwsSetupError):
 
 
 def endpoint_environment(
-    instance_type: str, vcpus: int | None = None, *, image: str = "dlc", max_batch: int = 64
+    instance_type: str, vcpus: int | None = None, *, image: str = "dlc"
 ) -> dict[str, str]:
     """The container environment: the handler, one worker per physical core (``vcpus`` on
-    Graviton, ``vcpus // 2`` on x86), each with ``vcpus // workers`` threads (the Graviton
-    benchmark set-up, aws/amazon-sagemaker-examples PR #3940), the Graviton runtime settings
-    (:func:`pt2aws.inference.runtime.graviton_settings`), ``PT2AWS_MAX_BATCH`` texts per
-    request, and for the project's image (``image="custom"``) ``PT2AWS_VARIANT=auto``."""
+    Graviton, ``vcpus // 2`` on x86), each with ``vcpus // workers`` threads, the Graviton
+    runtime settings (:func:`pt2aws.inference.runtime.graviton_settings`), ``PT2AWS_MAX_BATCH``
+    (:data:`pt2aws.aws.invoke.DEFAULT_MAX_ITEMS`) texts per request; the project's image
+    (``image="custom"``) also ``PT2AWS_VARIANT=auto``."""
     vcpus = vcpus or instance_vcpus(instance_type)
     graviton = is_graviton(instance_type)
     workers = max(1, vcpus if graviton else vcpus // 2)
@@ -47,7 +45,7 @@ def endpoint_environment(
         "SAGEMAKER_SUBMIT_DIRECTORY": "/opt/ml/model/code",
         "SAGEMAKER_CONTAINER_LOG_LEVEL": "20",
         "SAGEMAKER_MODEL_SERVER_WORKERS": str(workers),
-        "PT2AWS_MAX_BATCH": str(max_batch),
+        "PT2AWS_MAX_BATCH": str(DEFAULT_MAX_ITEMS),
         "TOKENIZERS_PARALLELISM": "false",
         **(runtime if graviton else {"OMP_NUM_THREADS": runtime["OMP_NUM_THREADS"]}),
     }
@@ -57,10 +55,13 @@ def endpoint_environment(
 
 
 def tags(extra: dict[str, str] | None = None) -> list:
-    """:func:`pt2aws.aws.session.resource_tags` as the SDK's ``Tag`` shapes."""
+    """``project=pt2aws``, ``pt2aws:created-at=<UTC ISO time>`` and ``extra`` as SDK ``Tag``s
+    (``pt2aws cleanup`` finds them)."""
     from sagemaker.core.shapes import Tag
 
-    return [Tag(key=k, value=v) for k, v in resource_tags(extra).items()]
+    created_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    values = {"project": "pt2aws", "pt2aws:created-at": created_at, **(extra or {})}
+    return [Tag(key=k, value=v) for k, v in values.items()]
 
 
 def requests(name: str, container, variant, *, role_arn: str, network_isolation: bool, tags: list):
@@ -92,7 +93,8 @@ def format_requests(sent: dict[str, dict]) -> str:
 @dataclass
 class AutoScaling:
     """Target tracking of a variant: instances between the bounds, holding
-    ``target_invocations_per_instance`` invocations per minute per instance."""
+    ``target_invocations_per_instance`` invocations per minute per instance (AWS docs,
+    "Automatic scaling of Amazon SageMaker AI models")."""
 
     min_instances: int = 1
     max_instances: int = 2
@@ -110,15 +112,18 @@ class AutoScaling:
             raise ValueError("target_invocations_per_instance must be > 0 (per minute)")
 
 
+def _scaling_target(name: str) -> dict:
+    return {
+        "ServiceNamespace": "sagemaker",
+        "ResourceId": f"endpoint/{name}/variant/{VARIANT_NAME}",
+        "ScalableDimension": "sagemaker:variant:DesiredInstanceCount",
+    }
+
+
 def enable_autoscaling(session, endpoint_name: str, config: AutoScaling) -> str:
     """Register the variant as a scalable target with a target-tracking policy; returns its id
     ``endpoint/<name>/variant/AllTraffic``."""
-    client = session.client("application-autoscaling")
-    where = {
-        "ServiceNamespace": "sagemaker",
-        "ResourceId": f"endpoint/{endpoint_name}/variant/{VARIANT_NAME}",
-        "ScalableDimension": SCALABLE_DIMENSION,
-    }
+    client, where = session.client("application-autoscaling"), _scaling_target(endpoint_name)
     client.register_scalable_target(
         MinCapacity=config.min_instances, MaxCapacity=config.max_instances, **where
     )
@@ -143,20 +148,15 @@ def delete_resources(session, name: str) -> list[tuple[str, str]]:
     does not exist (other errors are logged, the next is still tried); the ``(kind, name)`` deleted."""
     from botocore.exceptions import ClientError
 
-    deleted = []
+    deleted, where = [], _scaling_target(name)
     scaling = session.client("application-autoscaling")
     try:
-        pages = scaling.get_paginator("describe_scalable_targets").paginate(
-            ServiceNamespace="sagemaker"
-        )
-        for target in (t for page in pages for t in page["ScalableTargets"]):
-            where = {k: target[k] for k in ("ServiceNamespace", "ResourceId", "ScalableDimension")}
-            if not where["ResourceId"].startswith(f"endpoint/{name}/variant/"):
-                continue
-            ask = {k: where[k] for k in ("ServiceNamespace", "ResourceId")}
+        ask = {"ServiceNamespace": "sagemaker", "ResourceIds": [where["ResourceId"]]}
+        if scaling.describe_scalable_targets(**ask)["ScalableTargets"]:
+            ask = {"ServiceNamespace": "sagemaker", "ResourceId": where["ResourceId"]}
             for policy in scaling.describe_scaling_policies(**ask)["ScalingPolicies"]:
                 scaling.delete_scaling_policy(PolicyName=policy["PolicyName"], **where)
-            scaling.deregister_scalable_target(**where)
+            scaling.deregister_scalable_target(**where)  # AWS deletes the policies; moto not
             deleted.append(("scalable_target", where["ResourceId"]))
     except ClientError as err:  # clean-up goes on
         logger.error("could not remove autoscaling of %s: %s", name, err)
@@ -190,27 +190,18 @@ def _explained(session, name: str, err: BaseException) -> Exception | None:
     if not isinstance(err, ClientError):
         return None
     code, message = err.response["Error"]["Code"], err.response["Error"].get("Message", "")
-    if "iam:PassRole" in message:
-        return AwsSetupError(
-            f"these credentials may not pass the execution role ({message}): allow iam:PassRole "
-            "on it, with condition iam:PassedToService = sagemaker.amazonaws.com"
-        )
-    if code.startswith("AccessDenied"):
-        return AwsSetupError(
-            f"{err.operation_name} was refused ({message}): allow it to these credentials "
-            "(the checklist lists every action pt2aws calls)"
-        )
-    if code == "ResourceLimitExceeded":
-        return AwsSetupError(
-            f"quota reached ({message}): request an increase in the Service Quotas console "
-            "(Amazon SageMaker) or pick another instance type"
-        )
-    if "assume" in message.lower() and "role" in message.lower():
-        return AwsSetupError(
-            f"SageMaker cannot assume the execution role ({message}): it must exist and trust "
-            "sagemaker.amazonaws.com"
-        )
-    return None
+    fixes = [
+        ("iam:PassRole" in message, "these credentials may not pass the execution role "
+         f"({message}): allow iam:PassRole on it, with condition iam:PassedToService = "
+         "sagemaker.amazonaws.com"),
+        (code.startswith("AccessDenied"), f"{err.operation_name} was refused ({message}): allow "
+         "it to these credentials (the checklist lists every action pt2aws calls)"),
+        (code == "ResourceLimitExceeded", f"quota reached ({message}): request an increase in "
+         "the Service Quotas console (Amazon SageMaker) or pick another instance type"),
+        ("assume" in message.lower() and "role" in message.lower(), "SageMaker cannot assume the "
+         f"execution role ({message}): it must exist and trust sagemaker.amazonaws.com"),
+    ]  # fmt: skip
+    return next((AwsSetupError(text) for matched, text in fixes if matched), None)
 
 
 class Cleanup:

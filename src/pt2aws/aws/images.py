@@ -2,9 +2,9 @@
 fallback table ``images.json`` (each fact with its source) where the SDK does not know an image.
 
 Serving: the PyTorch CPU inference DLC (Graviton gets the arm64 image even where the SDK's family
-list, which stops at c7g, says x86) or the project's own image (:func:`serving_image`). Training:
-the SageMaker and EC2 training DLCs, the Deep Learning AMI. An image past its end of patch (DLC
-"Framework Support Policy") warns once (:class:`ImageSupportWarning`) and names the newer one.
+list, which stops at c7g, says x86) or the project's own image. Training: the SageMaker and EC2
+training DLCs, the Deep Learning AMI. An image past its end of patch warns once
+(:class:`ImageSupportWarning`) and names the newer one.
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ INFERENCE_TORCH_VERSION: str = _FACTS["inference"]["default_torch_version"]
 TRAINING_TORCH_VERSION: str = _FACTS["training"]["sagemaker_default_torch_version"]
 EC2_DLC_VERSION: str = _FACTS["training"]["ec2_default_version"]
 DLAMI_PYTORCH_VERSION: str = _FACTS["dlami"]["default_pytorch_version"]
-DLAMI_OS: str = _FACTS["dlami"]["default_os"]
 NEURON_DLAMI_PARAMETER: str = _FACTS["dlami"]["neuron_parameter"]
 GPU_TRAINING_FAMILIES: tuple[str, ...] = tuple(_FACTS["training"]["gpu_families"])
 NEURON_TRAINING_FAMILIES: tuple[str, ...] = tuple(_FACTS["training"]["neuron_families"])
@@ -88,13 +87,13 @@ class Support:
             )
         return f"{self.image}: patched until {self.end_of_patch}{mark} ({days} days left)"
 
-    def as_dict(self, today: datetime.date | None = None) -> dict:
-        """``{"image", "end_of_patch", "past", "message", "verified"}``."""
+    def as_dict(self) -> dict:
+        """``{"image", "end_of_patch", "past", "message", "verified"}`` today."""
         return {
             "image": self.image,
             "end_of_patch": self.end_of_patch.isoformat(),
-            "past": self.past(today),
-            "message": self.describe(today),
+            "past": self.past(),
+            "message": self.describe(),
             "verified": bool(self.source.get("verified")),
         }
 
@@ -111,11 +110,7 @@ def _support(image: str, eop: str, newer: str, source_id: str) -> Support:
 
 def dlc_support(repository: str, version: str, today: datetime.date | None = None) -> Support:
     """Patch support of the DLC line ``repository`` at PyTorch ``version``; ``newer``: the newest
-    line still patched (this one, then its successors).
-
-    Raises:
-        KeyError: no support data for that line and version.
-    """
+    line still patched (this one, then its successors). ``KeyError``: no data for it."""
     today, support = today or datetime.date.today(), _FACTS["support"]
     minor = ".".join(version.split(".")[:2])
     if minor not in support["lines"].get(repository, {}):
@@ -135,11 +130,8 @@ def dlc_support(repository: str, version: str, today: datetime.date | None = Non
 
 
 def dlami_support(pytorch_version: str, today: datetime.date | None = None) -> Support:
-    """Patch support of the GPU Deep Learning AMI for ``pytorch_version`` (dates UNVERIFIED).
-
-    Raises:
-        KeyError: no support data for that version.
-    """
+    """Patch support of the GPU Deep Learning AMI for ``pytorch_version`` (dates UNVERIFIED);
+    ``KeyError``: no data for it."""
     table = _FACTS["dlami"]["pytorch_versions"]
     minor = ".".join(pytorch_version.split(".")[:2])
     if minor not in table["versions"]:
@@ -153,11 +145,12 @@ def dlami_support(pytorch_version: str, today: datetime.date | None = None) -> S
     )
 
 
-def warn_if_past(support: Support, today: datetime.date | None = None) -> bool:
-    """Warn (:class:`ImageSupportWarning`) when ``support`` is past its end of patch."""
-    if support.past(today):
-        warnings.warn(support.describe(today), ImageSupportWarning, stacklevel=3)
-    return support.past(today)
+def _warn_if_past(repository: str, version: str) -> None:
+    """Warn (:class:`ImageSupportWarning`) when the DLC line is past its end of patch."""
+    with contextlib.suppress(KeyError):
+        support = dlc_support(repository, version)
+        if support.past():
+            warnings.warn(support.describe(), ImageSupportWarning, stacklevel=3)
 
 
 @contextlib.contextmanager
@@ -170,11 +163,8 @@ def reported_by_caller():
 
 # ---------------------------------------------------------------------------------- serving
 def dlc_registry(region: str) -> str:
-    """``<account>.dkr.ecr.<region>.amazonaws.com`` (``.com.cn`` in China) of the AWS DLCs.
-
-    Raises:
-        ImageSelectionError: a region without a known registry.
-    """
+    """``<account>.dkr.ecr.<region>.amazonaws.com`` (``.com.cn`` in China) of the AWS DLCs
+    (``ImageSelectionError``: an unknown region)."""
     if region not in DLC_REGISTRY_ACCOUNTS:
         raise ImageSelectionError(
             f"no Deep Learning Containers registry known for region {region!r}; "
@@ -184,40 +174,37 @@ def dlc_registry(region: str) -> str:
     return f"{DLC_REGISTRY_ACCOUNTS[region]}.dkr.ecr.{region}{suffix}"
 
 
-def check_instance_type(instance_type: str) -> None:
-    """Raise unless SageMaker real-time hosting offers ``instance_type`` (botocore's enum).
-
-    Raises:
-        ImageSelectionError: listing the family's sizes, or the Graviton families.
-    """
+def check_instance_type(instance_type: str, api: str = "hosting") -> None:
+    """Raise (naming the family's sizes) unless SageMaker ``api`` ("hosting" or "training")
+    offers ``instance_type`` (botocore's enum): ``ImageSelectionError``, ``TrainingImageError``."""
+    error, what = (ImageSelectionError, "real-time hosting") if api == "hosting" else (
+        TrainingImageError, "training"
+    )  # fmt: skip
     try:
         family = catalog.instance_family(instance_type)
     except ValueError as err:
-        raise ImageSelectionError(str(err)) from None
-    hosting = catalog.botocore_instance_types("hosting")
-    if instance_type not in hosting:
-        sizes = sorted(t for t in hosting if t.startswith(f"ml.{family}."))
+        raise error(str(err)) from None
+    offered = catalog.botocore_instance_types(api)
+    if instance_type not in offered:
+        sizes = sorted(t for t in offered if t.startswith(f"ml.{family}."))
         hint = f"sizes of {family}: {', '.join(sizes)}" if sizes else "e.g. ml.c7g.xlarge"
-        raise ImageSelectionError(
-            f"{instance_type} is not a SageMaker real-time hosting instance type (botocore "
-            f"ProductionVariantInstanceType); {hint}"
+        raise error(
+            f"{instance_type} is not a SageMaker {what} instance type (ml.<family>.<size>, "
+            f"botocore's list); {hint}"
         )
 
 
-def image_repository(image_uri: str) -> str:
+def _repository(image_uri: str) -> str:
     """``.../pytorch-inference-arm64:2.6.0-...`` -> ``pytorch-inference-arm64``."""
     return image_uri.split("/")[-1].split(":")[0]
 
 
 def check_image_matches_instance(image_uri: str, instance_type: str) -> None:
-    """Raise if the DLC ``image_uri`` cannot run on ``instance_type``: the architecture is in the
-    repository name (``-graviton``/``-arm64``); Hugging Face DLCs have no arm64 build.
-
-    Raises:
-        ImageSelectionError: naming the family, both architectures and what to use instead.
-    """
+    """``ImageSelectionError`` if the DLC ``image_uri`` cannot run on ``instance_type``: the
+    architecture is in the repository name (``-graviton``/``-arm64``); Hugging Face DLCs have no
+    arm64 build."""
     family, arch = catalog.instance_family(instance_type), catalog.architecture(instance_type)
-    repository = image_repository(image_uri)
+    repository = _repository(image_uri)
     if arch == "arm64" and "huggingface" in repository:
         raise ImageSelectionError(
             f"{image_uri} is a Hugging Face DLC, which has no arm64 build; {instance_type} "
@@ -235,39 +222,15 @@ def check_image_matches_instance(image_uri: str, instance_type: str) -> None:
         )
 
 
-def inference_image_uri(
-    region: str,
-    torch_version: str = INFERENCE_TORCH_VERSION,
-    instance_type: str = DEFAULT_INSTANCE_TYPE,
-    *,
-    framework: str = "pytorch",
-) -> str:
+def inference_image_uri(region: str, torch_version: str = INFERENCE_TORCH_VERSION,
+                        instance_type: str = DEFAULT_INSTANCE_TYPE) -> str:  # fmt: skip
     """ECR URI of the SageMaker PyTorch CPU inference DLC for ``instance_type`` (no AWS call),
-    e.g. ``763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-inference-arm64:2.6.0-cpu-py312-ubuntu22.04-sagemaker``.
-
-    Raises:
-        ImageSelectionError: unknown instance type, region or version, a Hugging Face DLC on
-            Graviton; the message names the family, the architecture and the supported versions.
-    """
+    e.g. ``<registry>/pytorch-inference-arm64:2.6.0-cpu-py312-ubuntu22.04-sagemaker``;
+    ``ImageSelectionError``: an unknown instance type, region or version (naming what exists)."""
     from sagemaker.core import image_uris
 
-    if str(torch_version).startswith("ml."):
-        raise ImageSelectionError(
-            f"torch_version={torch_version!r} looks like an instance type: the arguments are "
-            "(region, torch_version, instance_type)"
-        )
     check_instance_type(instance_type)
     family, arm = catalog.instance_family(instance_type), catalog.is_graviton(instance_type)
-    if framework != "pytorch":
-        raise ImageSelectionError(
-            f"framework {framework!r}: Hugging Face DLCs have no arm64 image and {instance_type} "
-            f"(family {family}) is arm64 (Graviton); use framework='pytorch' (the PyTorch arm64 "
-            f"DLC runs the model through code/inference.py); supported versions: "
-            f"{', '.join(ARM64_INFERENCE_IMAGES)}"
-            if arm
-            else f"framework {framework!r}: pt2aws deploys with the PyTorch DLC and "
-            "code/inference.py; use framework='pytorch'"
-        )
     registry = dlc_registry(region)
     sdk = image_uris.config_for_framework("pytorch")["inference"]["versions"]
     known = ARM64_INFERENCE_IMAGES if arm else sdk
@@ -289,18 +252,13 @@ def inference_image_uri(
         tag = f"{torch_version}-cpu-{python}-{image['os']}-sagemaker"
         uri = f"{registry}/{image['repository']}:{tag}"
     check_image_matches_instance(uri, instance_type)
-    with contextlib.suppress(KeyError):
-        warn_if_past(dlc_support(image_repository(uri), torch_version))
+    _warn_if_past(_repository(uri), torch_version)
     return uri
 
 
 def check_custom_image_uri(image_uri: str, region: str | None = None) -> dict[str, str]:
-    """Parse the project's serving image URI in your private ECR (SageMaker pulls only from
-    private ECR of the endpoint's region); returns ``{"account", "region", "repository", "tag"}``.
-
-    Raises:
-        ImageSelectionError: not a private ECR URI with a tag, or another region.
-    """
+    """``{"account", "region", "repository", "tag"}`` of the project's serving image in your
+    private ECR (``ImageSelectionError``: not private ECR with a tag, or another region)."""
     match = ECR_IMAGE_PATTERN.match(image_uri or "")
     if not match:
         raise ImageSelectionError(
@@ -320,14 +278,10 @@ def check_custom_image_uri(image_uri: str, region: str | None = None) -> dict[st
 def serving_image(image: str, region: str, instance_type: str, *, image_uri: str = "",
                   torch_version: str = INFERENCE_TORCH_VERSION,
                   network_isolation: bool = False) -> dict:  # fmt: skip
-    """The serving image (notebook 03's ``IMAGE``: ``"dlc"``, ``image_uri`` optional, or
-    ``"custom"``, ``image_uri`` required), checked offline; returns ``{"image", "image_uri",
-    "support": {"message", ...}}`` (a past end of patch in the message, not also warned).
-
-    Raises:
-        ImageSelectionError: see :func:`inference_image_uri`, :func:`check_custom_image_uri`;
-            an unknown ``image``; network isolation with the DLC (it pip-installs at start).
-    """
+    """Notebook 03's ``IMAGE`` (``"dlc"``, ``image_uri`` optional, or ``"custom"``, ``image_uri``
+    required), checked offline: ``{"image", "image_uri", "support": {"message", ...}}`` (a past
+    end of patch in the message, not also warned); ``ImageSelectionError`` as the checks above,
+    an unknown ``image``, network isolation with the DLC (it pip-installs at start)."""
     check_instance_type(instance_type)
     if image not in IMAGE_CHOICES:
         raise ImageSelectionError(f"image must be one of {IMAGE_CHOICES}, not {image!r}")
@@ -345,7 +299,7 @@ def serving_image(image: str, region: str, instance_type: str, *, image_uri: str
         uri = image_uri or inference_image_uri(region, torch_version, instance_type)
         check_image_matches_instance(uri, instance_type)
     try:
-        support = dlc_support(image_repository(uri), torch_version).as_dict()
+        support = dlc_support(_repository(uri), torch_version).as_dict()
     except KeyError:
         support = {"message": "no support data for this DLC"}
     return {"image": image, "image_uri": uri, "support": support}
@@ -357,38 +311,18 @@ def is_gpu_instance(instance_type: str) -> bool:
     return catalog.instance_family(instance_type) in GPU_TRAINING_FAMILIES
 
 
-def training_image_uri(
-    instance_type: str = DEFAULT_TRAINING_INSTANCE_TYPE,
-    region: str = "us-east-1",
-    pytorch_version: str = TRAINING_TORCH_VERSION,
-    py_version: str | None = None,
-) -> str:
-    """The SageMaker PyTorch training DLC for ``instance_type`` (the SDK's table; ``py_version``
-    default: the newest published).
-
-    Raises:
-        TrainingImageError: not ``ml.<family>.<size>``, not a training type, Trainium, or a
-            version without an image; the message lists what exists.
-    """
+def training_image_uri(instance_type: str = DEFAULT_TRAINING_INSTANCE_TYPE,
+                       region: str = "us-east-1",
+                       pytorch_version: str = TRAINING_TORCH_VERSION) -> str:  # fmt: skip
+    """The SageMaker PyTorch training DLC for ``instance_type`` (the SDK's table, its newest
+    Python); ``TrainingImageError``: not a training type, Trainium, a version without an image."""
     from sagemaker.core import image_uris
 
-    parts = instance_type.split(".") if isinstance(instance_type, str) else []
-    if len(parts) != 3 or parts[0] != "ml" or not all(parts):
-        raise TrainingImageError(
-            f"instance type {instance_type!r} is not of the form ml.<family>.<size>, "
-            "e.g. ml.p4d.24xlarge"
-        )
-    if parts[1] in NEURON_TRAINING_FAMILIES:
+    check_instance_type(instance_type, "training")
+    if catalog.instance_family(instance_type) in NEURON_TRAINING_FAMILIES:
         raise TrainingImageError(
             f"{instance_type} is Trainium: it needs the Neuron images and torch-neuronx, which "
             "pt2aws.train does not target; use a GPU type such as ml.p4d.24xlarge or ml.p5.48xlarge"
-        )
-    known = catalog.botocore_instance_types("training")
-    if instance_type not in known:
-        examples = sorted(t for t in known if catalog.instance_family(t) in ("p4d", "p5", "g5"))
-        raise TrainingImageError(
-            f"{instance_type!r} is not a SageMaker training instance type; GPU examples: "
-            f"{', '.join(examples)}"
         )
     table = image_uris.config_for_framework("pytorch")["training"]
     version = table["version_aliases"].get(pytorch_version, pytorch_version)
@@ -397,37 +331,18 @@ def training_image_uri(
             f"no SageMaker PyTorch training image for version {pytorch_version!r}; the installed "
             f"SDK knows {', '.join(table['versions'])} (newer DLCs need a newer sagemaker SDK)"
         )
-    python = py_version or (table["versions"][version].get("py_versions") or [None])[-1]
+    python = (table["versions"][version].get("py_versions") or [None])[-1]
     uri = image_uris.retrieve("pytorch", region, version=version, py_version=python,
                               instance_type=instance_type, image_scope="training")  # fmt: skip
-    with contextlib.suppress(KeyError):
-        warn_if_past(dlc_support("pytorch-training", version))
+    _warn_if_past("pytorch-training", version)
     return uri
 
 
-def ec2_training_image_uri(region: str, version: str = EC2_DLC_VERSION, *, gpu: bool = True) -> str:
-    """The DLC to train in on EC2 (fallback table: the SDK lists no EC2 tags), e.g.
-    ``763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch:2.13.0-cu133-amzn2023``.
-
-    Raises:
-        TrainingImageError: a version without an EC2 DLC. ImageSelectionError: unknown region.
-    """
-    known = _FACTS["training"]["ec2"]["versions"]
-    if version not in known:
-        raise TrainingImageError(
-            f"no EC2 training DLC known for PyTorch {version}; known: {', '.join(known)}"
-        )
-    image = known[version]
-    warn_if_past(dlc_support(image["repository"], version))
-    return f"{dlc_registry(region)}/{image['repository']}:{image['gpu_tag' if gpu else 'cpu_tag']}"
-
-
 def training_image_for(instance_type: str, region: str, dlc_version: str = EC2_DLC_VERSION):
-    """``(EC2 training DLC, is the GPU image)`` for ``instance_type``.
-
-    Raises:
-        TrainingImageError: an arm64 CPU instance (AWS publishes no arm64 CPU training DLC).
-    """
+    """``(EC2 training DLC URI, is the GPU image)`` for ``instance_type`` (the fallback table: the
+    SDK lists no EC2 tags), e.g. ``<registry>/pytorch:2.13.0-cu133-amzn2023``;
+    ``TrainingImageError``: an arm64 CPU instance (AWS publishes no arm64 CPU training DLC), a
+    version without an EC2 DLC; ``ImageSelectionError``: an unknown region."""
     gpu = is_gpu_instance(instance_type)
     if not gpu and catalog.architecture(instance_type) == "arm64":
         raise TrainingImageError(
@@ -435,21 +350,28 @@ def training_image_for(instance_type: str, region: str, dlc_version: str = EC2_D
             "pick a GPU (e.g. p4d.24xlarge, g6.xlarge) or x86 instance, or run `torchrun -m "
             "pt2aws.train` in a Python environment there"
         )
-    return ec2_training_image_uri(region, dlc_version, gpu=gpu), gpu
+    known = _FACTS["training"]["ec2"]["versions"]
+    if dlc_version not in known:
+        raise TrainingImageError(
+            f"no EC2 training DLC known for PyTorch {dlc_version}; known: {', '.join(known)}"
+        )
+    image = known[dlc_version]
+    _warn_if_past(image["repository"], dlc_version)
+    tag = image["gpu_tag" if gpu else "cpu_tag"]
+    return f"{dlc_registry(region)}/{image['repository']}:{tag}", gpu
 
 
 def dlami_parameter(instance_type: str, pytorch_version: str = DLAMI_PYTORCH_VERSION,
-                    os_name: str = DLAMI_OS) -> str:  # fmt: skip
+                    os_name: str = _FACTS["dlami"]["default_os"]) -> str:  # fmt: skip
     """The public SSM parameter holding the AMI for ``instance_type``: the PyTorch DLAMI (GPU),
-    the Neuron DLAMI (Trainium, Inferentia) or Amazon Linux 2023 (CPU).
-
-    Raises:
-        KeyError: the instance type is not in the catalog.
-    """
+    the Neuron DLAMI (Trainium, Inferentia) or Amazon Linux 2023 (CPU); ``KeyError``: not in the
+    catalog."""
     it, dlami = catalog.get_instance(instance_type), _FACTS["dlami"]
     if it.kind == "gpu":
         with contextlib.suppress(KeyError):
-            warn_if_past(dlami_support(pytorch_version))
+            support = dlami_support(pytorch_version)
+            if support.past():
+                warnings.warn(support.describe(), ImageSupportWarning, stacklevel=2)
         return dlami["gpu_parameter"].format(arch="x86_64", version=pytorch_version, os=os_name)
     if it.kind in ("trainium", "inferentia"):
         return NEURON_DLAMI_PARAMETER

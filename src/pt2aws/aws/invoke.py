@@ -1,18 +1,15 @@
 """Client for a SageMaker real-time endpoint: UTF-8 JSON requests under the payload limit, in
-order, throttling retried; and a short bounded load test.
-
-A real-time request carries at most 6 MB (SageMaker AI Hosting FAQ,
-https://docs.aws.amazon.com/sagemaker/latest/dg/hosting-faqs.html; larger payloads: Asynchronous
-Inference). Throttling is retried by botocore's ``standard`` mode: exponential backoff with full
-jitter, ``max_attempts`` tries in all (botocore ``retries/standard.py``).
-"""
+order, throttling retried (botocore ``standard`` mode: backoff with full jitter); and a short
+bounded load test. A real-time request carries at most 6 MB (SageMaker AI Hosting FAQ; larger:
+Asynchronous Inference)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
-import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 logger = logging.getLogger(__name__)
 
@@ -30,13 +27,10 @@ def request_body(texts: list[str]) -> bytes:
 
 def chunk_indices(texts: list[str], max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
                   max_items: int = DEFAULT_MAX_ITEMS) -> list[list[int]]:  # fmt: skip
-    """Split ``texts`` greedily, in order, into requests of at most ``max_items`` texts and
-    ``max_payload_bytes`` bytes (exactly: ``len(request_body(chunk))``); lists of indices.
-
-    Raises:
-        TypeError: a text that is not a string. ValueError: a limit below 1.
-        pt2aws.serving.handler.PayloadTooLargeError: one text alone does not fit.
-    """
+    """``texts`` split greedily, in order, into requests of at most ``max_items`` texts and
+    ``max_payload_bytes`` bytes (exactly: ``len(request_body(chunk))``), as lists of indices;
+    ``TypeError``: a text not a string, ``ValueError``: a limit below 1, ``PayloadTooLargeError``
+    (:mod:`pt2aws.serving.handler`): one text alone does not fit."""
     if max_items < 1 or max_payload_bytes < 1:
         raise ValueError(f"max_items ({max_items}) and max_payload_bytes ({max_payload_bytes}) < 1")
     chunks, current = [], []
@@ -61,30 +55,13 @@ def chunk_indices(texts: list[str], max_payload_bytes: int = DEFAULT_MAX_PAYLOAD
 
 
 class EndpointClient:
-    """Invoke one endpoint with payload-sized requests and retries.
+    """Invoke ``endpoint_name`` in ``session`` with requests of at most ``max_payload_bytes``
+    (``ValueError`` over 6 MB) and ``max_items`` texts, ``max_attempts`` tries each; ``client``:
+    a ready ``sagemaker-runtime`` client instead."""
 
-    Args:
-        endpoint_name: the endpoint.
-        session: the :class:`pt2aws.aws.session.AwsSession` it is in (None with ``client``).
-        max_payload_bytes: bytes per request (at most 6 MB).
-        max_items: texts per request (the handler's ``PT2AWS_MAX_BATCH``).
-        max_attempts: tries per request, the first included.
-        client: a ready ``sagemaker-runtime`` client (default: one built here).
-
-    Raises:
-        ValueError: ``max_payload_bytes`` over the 6 MB real-time limit.
-    """
-
-    def __init__(
-        self,
-        endpoint_name: str,
-        session=None,
-        *,
-        max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
-        max_items: int = DEFAULT_MAX_ITEMS,
-        max_attempts: int = 5,
-        client=None,
-    ):
+    def __init__(self, endpoint_name: str, session=None, *,
+                 max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+                 max_items: int = DEFAULT_MAX_ITEMS, max_attempts: int = 5, client=None):  # fmt: skip
         if max_payload_bytes > REALTIME_PAYLOAD_LIMIT_BYTES:
             raise ValueError(
                 f"max_payload_bytes {max_payload_bytes:,} exceeds SageMaker's real-time limit of "
@@ -101,12 +78,8 @@ class EndpointClient:
     def invoke_raw(
         self, body: bytes, content_type: str = "application/json", accept: str = "application/json"
     ) -> tuple[bytes, str]:
-        """One ``InvokeEndpoint``; returns ``(body, content type)``.
-
-        Raises:
-            botocore.exceptions.ClientError: ``ModelError`` (the handler refused), or throttling
-                still failing after ``max_attempts`` tries.
-        """
+        """One ``InvokeEndpoint``: ``(body, content type)``; ``ClientError``: ``ModelError`` (the
+        handler refused), or throttling after ``max_attempts`` tries."""
         response = self._client.invoke_endpoint(
             EndpointName=self.endpoint_name, Body=body, ContentType=content_type, Accept=accept
         )
@@ -114,12 +87,8 @@ class EndpointClient:
         return response["Body"].read(), response.get("ContentType", "")
 
     def predict(self, texts: list[str]) -> list[dict]:
-        """One ``{"label", "score"}`` per text, in order, in as many requests as the limits need.
-
-        Raises:
-            pt2aws.serving.handler.PayloadTooLargeError: one text alone is over the limit.
-            RuntimeError: the endpoint answered another number of predictions.
-        """
+        """One ``{"label", "score"}`` per text, in order, in as many requests as the limits need
+        (``RuntimeError``: another number of answers; see :func:`chunk_indices`)."""
         results: list[dict | None] = [None] * len(texts)
         for indices in chunk_indices(texts, self.max_payload_bytes, self.max_items):
             payload, _ = self.invoke_raw(request_body([texts[i] for i in indices]))
@@ -133,64 +102,41 @@ class EndpointClient:
         return results
 
 
-def load_test(
-    client: EndpointClient,
-    texts: list[str],
-    *,
-    max_requests: int = 200,
-    max_seconds: float = 60.0,
-    concurrency: int = 4,
-    batch_size: int = 1,
-) -> dict:
+def load_test(client: EndpointClient, texts: list[str], *, max_requests: int = 200,
+              max_seconds: float = 60.0, concurrency: int = 4, batch_size: int = 1) -> dict:  # fmt: skip
     """Requests of ``batch_size`` texts (round-robin from ``texts``) from ``concurrency`` threads
-    until ``max_requests`` or ``max_seconds``; failures are counted, not retried.
-
-    With ``concurrency`` = the endpoint's workers the instance is kept busy: the throughput is
-    what it serves at full load.
-
-    Returns:
-        ``{"requests", "errors", "texts", "seconds", "concurrency", "batch_size",
-        "throughput_per_s" (texts answered per second), "requests_per_s", "latency_ms"
-        (:func:`pt2aws.inference.measure.latency_summary`, None without an answer),
-        "stopped_by" ("requests" or "seconds")}``.
-
-    Raises:
-        ValueError: no texts, or a bound below 1 (seconds <= 0).
-    """
+    until ``max_requests`` or ``max_seconds``, failures counted, not retried: ``{"requests",
+    "errors", "texts", "seconds", "concurrency", "batch_size", "throughput_per_s" (texts/s),
+    "requests_per_s", "latency_ms" (:func:`pt2aws.inference.measure.latency_summary`, None
+    without an answer), "stopped_by" ("requests" | "seconds")}``; ``ValueError``: a bad bound."""
     from pt2aws.inference.measure import latency_summary
 
     if not texts or max_requests < 1 or max_seconds <= 0 or concurrency < 1 or batch_size < 1:
         raise ValueError("need texts, max_requests >= 1, max_seconds > 0, concurrency >= 1")
-    lock, started, errors, latencies = threading.Lock(), [0], [0], []
+    numbers, errors, latencies = itertools.count(), [], []  # next() and append: thread-safe
     start = time.perf_counter()
 
     def worker() -> None:
-        while True:
-            with lock:
-                if started[0] >= max_requests or time.perf_counter() - start >= max_seconds:
-                    return
-                first, started[0] = started[0] * batch_size, started[0] + 1
-            body = request_body([texts[(first + i) % len(texts)] for i in range(batch_size)])
+        while time.perf_counter() - start < max_seconds and (n := next(numbers)) < max_requests:
+            body = request_body(
+                [texts[(n * batch_size + i) % len(texts)] for i in range(batch_size)]
+            )
             sent = time.perf_counter()
             try:
                 client.invoke_raw(body)
             except Exception as err:  # noqa: BLE001 - counted; the test goes on
                 logger.warning("load test request failed: %s", err)
-                with lock:
-                    errors[0] += 1
+                errors.append(err)
                 continue
-            with lock:
-                latencies.append(time.perf_counter() - sent)
+            latencies.append(time.perf_counter() - sent)
 
-    threads = [threading.Thread(target=worker) for _ in range(concurrency)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    with ThreadPoolExecutor(concurrency) as pool:
+        for _ in range(concurrency):
+            pool.submit(worker)
     seconds = time.perf_counter() - start
     return {
         "requests": len(latencies),
-        "errors": errors[0],
+        "errors": len(errors),
         "texts": len(latencies) * batch_size,
         "seconds": seconds,
         "concurrency": concurrency,
@@ -198,5 +144,5 @@ def load_test(
         "throughput_per_s": len(latencies) * batch_size / seconds,
         "requests_per_s": len(latencies) / seconds,
         "latency_ms": latency_summary(latencies) if latencies else None,
-        "stopped_by": "requests" if started[0] >= max_requests else "seconds",
+        "stopped_by": "requests" if len(latencies) + len(errors) >= max_requests else "seconds",
     }

@@ -82,11 +82,8 @@ class AwsSession:
         )
 
     def account(self) -> str:
-        """The account id (STS ``GetCallerIdentity``).
-
-        Raises:
-            AwsSetupError: no or refused credentials, or AWS unreachable (one line, the fix).
-        """
+        """The account id (STS ``GetCallerIdentity``); ``AwsSetupError`` (one line, the fix): no
+        or refused credentials, an unknown profile, AWS unreachable."""
         from botocore import exceptions as bx
 
         try:
@@ -134,11 +131,8 @@ class AwsSession:
 
 def connect(target="aws", *, region="", role_arn="", profile=None) -> AwsSession:
     """A session for your account (no AWS call yet; :meth:`AwsSession.account` checks the
-    credentials); ``region`` empty: the AWS configuration's. An emulator running is closed.
-
-    Raises:
-        AwsSetupError: another ``target``; no region given or configured.
-    """
+    credentials), ``region`` empty: the configured one; closes a running emulator.
+    ``AwsSetupError``: another ``target``, no region given or configured."""
     import boto3
 
     if target != "aws":
@@ -181,22 +175,13 @@ def billable_resources(session: AwsSession, prefix: str = "") -> dict[str, list[
     return found
 
 
-def check_name(name: str) -> str:
-    """``name`` if SageMaker accepts it as a resource name, else ``ValueError``."""
+def resource_name(prefix: str = "pt2aws") -> str:
+    """``<prefix>-<UTC yyyymmdd-HHMMSS>``, at most 63 characters; ``ValueError`` where SageMaker
+    would refuse the name."""
+    name = f"{prefix}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}"[:63]
     if not NAME_PATTERN.match(name):
         raise ValueError(
             f"{name!r}: SageMaker names allow letters, digits and single hyphens "
             "(pattern ^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62})"
         )
     return name
-
-
-def resource_name(prefix: str = "pt2aws") -> str:
-    """``<prefix>-<UTC yyyymmdd-HHMMSS>``, at most 63 characters (:func:`check_name`)."""
-    return check_name(f"{prefix}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}"[:63])
-
-
-def resource_tags(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """``project=pt2aws``, ``pt2aws:created-at=<UTC ISO time>`` and ``extra``."""
-    created_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    return {"project": "pt2aws", "pt2aws:created-at": created_at, **(extra or {})}

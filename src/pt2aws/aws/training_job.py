@@ -1,12 +1,12 @@
 """``pt2aws.train`` as a SageMaker training job: SDK v3 ``ModelTrainer`` + ``Torchrun`` launch it,
-the ``TrainingJob`` resource waits and stops it, and its ``model.tar.gz`` comes back into the run
+the ``TrainingJob`` resource waits and stops it, its ``model.tar.gz`` comes back into the run
 folder. SageMaker's torchrun driver runs ``train_entry.py --<field> <value> ...`` on every
-instance, which calls :func:`pt2aws.train.main` with the local run's ``TrainConfig``. Container
-paths: "How Amazon SageMaker AI runs your training image" (checked 2026-11-30).
-"""
+instance (:func:`pt2aws.train.main`, the local run's ``TrainConfig``). Container paths: "How
+Amazon SageMaker AI runs your training image"."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import shutil
 import tarfile
@@ -48,12 +48,9 @@ class TrainingJobError(RuntimeError):
 
 
 def hyperparameters_from_config(cfg, **overrides) -> dict[str, str]:
-    """Every set ``TrainConfig`` field as a string (booleans ``"true"``/``"false"``), with
-    ``overrides`` (``ValueError`` for a non-field); the driver passes each as ``--<key> <value>``."""
-    values = dataclasses.asdict(cfg)
-    if unknown := set(overrides) - set(values):
-        raise ValueError(f"not TrainConfig fields: {sorted(unknown)}")
-    values.update(overrides)
+    """Every set ``TrainConfig`` field with ``overrides`` as a string (booleans ``"true"``/
+    ``"false"``); the driver passes each as ``--<key> <value>``."""
+    values = dataclasses.asdict(dataclasses.replace(cfg, **overrides))
     return {
         k: str(v).lower() if isinstance(v, bool) else str(v)
         for k, v in values.items()
@@ -111,10 +108,9 @@ def stage_source(dest: str | Path) -> Path:
     (dest / ENTRY_SCRIPT).write_text(ENTRY_SOURCE)
     pins = ["# pinned to the versions pt2aws was tested with (torch comes with the image)"]
     for name in CONTAINER_REQUIREMENTS:
-        try:
-            pins.append(f"{name}=={metadata.version(name)}")
-        except metadata.PackageNotFoundError:
-            pins.append(name)
+        with contextlib.suppress(metadata.PackageNotFoundError):
+            name = f"{name}=={metadata.version(name)}"
+        pins.append(name)
     (dest / "requirements.txt").write_text("\n".join(pins) + "\n")
     return dest
 
@@ -188,17 +184,13 @@ def model_trainer(spec: TrainingJobSpec, *, role_arn, session, bucket, source_di
 
 def training_cost_bound(instance_type: str, instance_count: int, max_runtime_s: int,
                         region: str = "us-east-1") -> dict:  # fmt: skip
-    """About the most the instance time costs: max runtime x instances x hourly price (storage
-    and the upload after a stop aside); ``{"usd" (None: no price), "usd_per_hour",
-    "instance_hours", "price_verified", "price_source", "price", "formula"}``."""
+    """The most the instance time costs, max runtime x instances x hourly price (storage aside):
+    ``{"usd" (None: no price), "price_verified", "price", "formula"}``."""
     hours = max_runtime_s / 3600
     usd, price = instance_cost(instance_type, "training", hours, instance_count, region)
     return {
         "usd": round(usd, 2) if price else None,
-        "usd_per_hour": price.usd_per_hour if price else None,
-        "instance_hours": hours * instance_count,
         "price_verified": bool(price and price.verified),
-        "price_source": price.source["url"] if price else "none in pt2aws/sizing/instances.json",
         "price": price.describe() if price else "no price in pt2aws/sizing/instances.json",
         "formula": f"{hours:g} h x {instance_count} x "
         + (f"{price.usd_per_hour:g} USD/h" if price else "(no price known)"),
@@ -206,16 +198,11 @@ def training_cost_bound(instance_type: str, instance_count: int, max_runtime_s: 
 
 
 def launch_on(session, cfg, *, work_dir, bucket=None, base_job_name="pt2aws-train", **spec_kwargs):
-    """Create a job running ``cfg`` under torchrun: code and data staged under ``work_dir``, sent
-    to ``s3://<bucket>/<base_job_name>/<job>/input/`` (the role needs S3 on ``bucket``, default
-    ``sagemaker-<region>-<account>``); ``spec_kwargs``: :func:`training_job_spec`'s.
-
-    Returns:
-        ``{"target", "region", "name", "spec", "model_artifact_s3", "status", "cost_bound"}``.
-
-    Raises:
-        RoleError, TrainingImageError, ValueError: before any AWS call.
-    """
+    """Create a job running ``cfg`` under torchrun, code and data staged under ``work_dir`` and
+    sent to ``s3://<bucket>/<base_job_name>/<job>/input/`` (default bucket
+    ``sagemaker-<region>-<account>``); ``spec_kwargs``: :func:`training_job_spec`'s. Returns
+    ``{"target", "region", "name", "spec", "model_artifact_s3", "status", "cost_bound"}``;
+    ``RoleError``, ``TrainingImageError``, ``ValueError`` before any AWS call."""
     from sagemaker.train.configs import InputData
 
     from pt2aws.aws.session import default_bucket
@@ -249,37 +236,23 @@ def launch_on(session, cfg, *, work_dir, bucket=None, base_job_name="pt2aws-trai
 
 
 def job_status(session, name: str) -> dict:
-    """``DescribeTrainingJob`` in a few fields; ``billed_usd``: billable seconds x instances x
-    the catalog's price (None until SageMaker reports billable time)."""
+    """``DescribeTrainingJob`` in a few fields: ``{"name", "status", "failure_reason",
+    "instance_type", "instance_count", "model_artifact_s3"}``."""
     found = session.client("sagemaker").describe_training_job(TrainingJobName=name)
-    resources, billable_s = found.get("ResourceConfig", {}), found.get("BillableTimeInSeconds")
-    instance_type, count = resources.get("InstanceType", ""), resources.get("InstanceCount", 1)
-    billed = None
-    if billable_s is not None and instance_type:
-        billed, _ = instance_cost(
-            instance_type, "training", billable_s / 3600, count, session.region
-        )
     return {
-        "name": found["TrainingJobName"],
+        "name": name,
         "status": found["TrainingJobStatus"],
-        "secondary_status": found.get("SecondaryStatus"),
         "failure_reason": found.get("FailureReason"),
-        "instance_type": instance_type,
-        "instance_count": count,
-        "max_runtime_s": found.get("StoppingCondition", {}).get("MaxRuntimeInSeconds"),
-        "billable_s": billable_s,
-        "billed_usd": None if billed is None else round(billed, 4),
+        "instance_type": found["ResourceConfig"]["InstanceType"],
+        "instance_count": found["ResourceConfig"]["InstanceCount"],
         "model_artifact_s3": found.get("ModelArtifacts", {}).get("S3ModelArtifacts"),
     }
 
 
 def wait_for_job(session, name: str, *, timeout_s: int = 4 * 3600) -> dict:
-    """``TrainingJob.wait``, then one plain line (it survives a reopened notebook, the SDK's
-    live panel does not); :func:`job_status` once ``Completed``.
-
-    Raises:
-        TrainingJobError: ``Failed`` or ``Stopped``. TimeoutError: still running (not stopped).
-    """
+    """``TrainingJob.wait``, then one plain line (the SDK's live panel does not survive a reopened
+    notebook); :func:`job_status` once ``Completed``. ``TrainingJobError``: ``Failed`` or
+    ``Stopped``; ``TimeoutError``: still running (not stopped)."""
     from sagemaker.core.resources import TrainingJob
     from sagemaker.core.utils.exceptions import FailedStatusError, TimeoutExceededError
 
@@ -314,12 +287,9 @@ def stop_job(session, name: str) -> dict:
 
 
 def fetch_model(session, model_artifact_s3: str, dest: str | Path) -> dict:
-    """Extract the job's ``model.tar.gz`` (``data`` filter) into ``dest`` (the run's ``train/``):
-    each top-level entry replaces its namesake; returns ``{"s3", "dest", "bytes", "files"}``.
-
-    Raises:
-        FileNotFoundError: no object yet. ValueError: no ``model/config.json`` inside.
-    """
+    """Extract the job's ``model.tar.gz`` (``data`` filter) into ``dest`` (the run's ``train/``),
+    each top-level entry replacing its namesake: ``{"s3", "dest", "bytes", "files"}``.
+    ``FileNotFoundError``: no object yet; ``ValueError``: no ``model/config.json`` inside."""
     from botocore.exceptions import ClientError
 
     dest = Path(dest)
@@ -346,8 +316,7 @@ def fetch_model(session, model_artifact_s3: str, dest: str | Path) -> dict:
             target = dest / entry.name
             if target.is_dir() and not target.is_symlink():
                 shutil.rmtree(target)
-            elif target.exists() or target.is_symlink():
-                target.unlink()
-            shutil.move(str(entry), str(target))
+            target.unlink(missing_ok=True)
+            shutil.move(entry, target)
         size = archive.stat().st_size
     return {"s3": model_artifact_s3, "dest": str(dest), "bytes": size, "files": files}

@@ -16,41 +16,32 @@ from pathlib import Path
 logger = logging.getLogger(__name__)
 
 
-@contextlib.contextmanager
-def model_server(archive: Path, workdir: Path, env: dict[str, str]):
-    """The project's server for ``archive`` on a free port of 127.0.0.1, ready once ``/ping`` is
-    200; yields ``(invocations URL, what it is in words)``, stops on exit."""
-    from pt2aws.serving.local import LocalServer
-
-    with LocalServer(archive, workdir / "serve", env=env) as server:
-        yield (
-            f"{server.url}/invocations",
-            (
-                "the project's server on this machine (pt2aws.serving.server, Starlette + uvicorn, "
-                "127.0.0.1)"
-            ),
-        )
-
-
 class EndpointServers:
-    """One :attr:`server` per emulated endpoint (files in ``<workdir>/<endpoint>/``)."""
-
-    #: What each endpoint runs: ``server(archive, workdir, env)`` yields ``(url, words)``.
-    server = staticmethod(model_server)
+    """One :meth:`server` per emulated endpoint (files in ``<workdir>/<endpoint>/``)."""
 
     def __init__(self, workdir: str | Path | None = None):
         self._tmp = None if workdir else tempfile.mkdtemp(prefix="pt2aws-endpoints-")
         self.workdir = Path(workdir or self._tmp)
-        self._served: dict[str, tuple[str, contextlib.ExitStack]] = {}
+        self._served: dict[str, tuple[str, contextlib.ExitStack] | None] = {}  # None: starting
         self.history: dict[str, str] = {}  # endpoint -> what answered it (kept after deletion)
         self._lock = threading.Lock()
-        self._cancelled: set[str] = set()  # deleted while starting
+
+    @contextlib.contextmanager
+    def server(self, archive: Path, workdir: Path, env: dict[str, str]):
+        """The project's server for ``archive`` on 127.0.0.1, ready once ``/ping`` is 200; yields
+        ``(invocations URL, what it is in words)`` (tests set another ``server``)."""
+        from pt2aws.serving.local import LocalServer
+
+        with LocalServer(archive, workdir / "serve", env=env) as server:
+            words = "the project's server on this machine (pt2aws.serving.server, 127.0.0.1)"
+            yield f"{server.url}/invocations", words
 
     def create(self, name: str, environment: dict[str, str], fetch, done) -> None:
         """Serve ``name`` (``fetch()``: the archive's bytes) in the background; ``done(None)`` once
         it answers, else ``done(reason)``. Only ``PT2AWS_*`` settings pass (this is no instance)."""
         env = {k: v for k, v in environment.items() if k.startswith("PT2AWS_")}
-        self._cancelled.discard(name)
+        with self._lock:
+            self._served[name] = None
         threading.Thread(
             target=self._start, args=(name, env, fetch, done), name=f"endpoint-{name}", daemon=True
         ).start()
@@ -69,10 +60,10 @@ class EndpointServers:
             return
         with self._lock:
             self.history[name] = source
-            if name not in self._cancelled:
+            kept = name in self._served  # not deleted while starting
+            if kept:
                 self._served[name] = (url, stack)
-                stack = None
-        if stack is not None:
+        if not kept:
             stack.close()
         done(None)
 
@@ -86,24 +77,14 @@ class EndpointServers:
         request = urllib.request.Request(served[0], data=body, method="POST", headers=headers)
         try:
             with urllib.request.urlopen(request, timeout=60) as response:
-                return (
-                    200,
-                    response.headers.get("Content-Type", "application/json"),
-                    response.read(),
-                )
+                return 200, response.headers.get("Content-Type"), response.read()
         except urllib.error.HTTPError as err:
             return err.code, err.headers.get("Content-Type"), err.read()
-
-    def answered_by(self, name: str) -> str:
-        """What answered (or answers) ``name``, in words."""
-        return self.history.get(name, "moto's canned answer (no model server)")
 
     def delete(self, name: str) -> None:
         """Stop ``name``'s server (``DeleteEndpoint``)."""
         with self._lock:
             served = self._served.pop(name, None)
-            if served is None:
-                self._cancelled.add(name)
         if served is not None:
             served[1].close()
 

@@ -1,16 +1,12 @@
-"""The patches moto 5.2.5 needs for what pt2aws uses of AWS (stack-notes 7c), once per process:
+"""The patches moto 5.2.5 needs for what pt2aws uses of AWS, once per process:
 
-1. Instance types: botocore's ``ProductionVariantInstanceType`` enum (Graviton included)
-   replaces moto's few x86 types.
-2. SDK resources: the empty dicts of moto's describe answers (``VpcConfig: {}``), which the
-   SDK's shapes reject, are dropped.
-3. Endpoints that answer: ``CreateEndpoint`` starts a server for the archive
-   (:mod:`pt2aws.emulator.endpoints`; ``Creating`` until it answers, then ``InService`` or
-   ``Failed``); ``InvokeEndpoint`` reaches it (non-2xx: ``ModelError``, HTTP 424, as SageMaker;
-   an unknown endpoint: ``ValidationError``); ``DeleteEndpoint`` stops it.
+1. Instance types: botocore's ``ProductionVariantInstanceType`` enum (Graviton included).
+2. SDK resources: moto's empty describe dicts (``VpcConfig: {}``), which SDK shapes reject, go.
+3. Endpoints that answer: ``CreateEndpoint`` starts a server (:mod:`pt2aws.emulator.endpoints`;
+   ``Creating``, then ``InService`` or ``Failed``), ``InvokeEndpoint`` reaches it (non-2xx:
+   ``ModelError``, HTTP 424, as SageMaker), ``DeleteEndpoint`` stops it.
 4. IAM ``SimulatePrincipalPolicy`` (``ModelTrainer``'s role check; moto lacks it): all allowed.
-5. Training jobs stay ``InProgress`` ``training_seconds``; ``StopTrainingJob`` (moto lacks it)
-   stops one and refuses others, as AWS; a completed job finds ``training_output()`` as its model.
+5. ``StopTrainingJob`` (moto lacks it), as AWS; a completed job finds ``training_output()``.
 6. SageMaker quotas (moto's Service Quotas knows only ``vpc``) from the emulator's table.
 """
 
@@ -18,21 +14,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-import time
 
 #: What the patched handlers read (one emulator at a time): :func:`configure`.
 _state: dict = {"applied": False}
 
 
-def configure(*, endpoints=None, training_seconds=0.0, training_output=None, quotas=None) -> dict:
+def configure(*, endpoints=None, training_output=None, quotas=None) -> dict:
     """Set what the patched handlers use (no arguments: moto's behaviour); returns the settings
     before. ``endpoints``: an :class:`~pt2aws.emulator.endpoints.EndpointServers` (None: canned);
     ``training_output()``: a completed job's ``model.tar.gz``; ``quotas``: ``{name: (value,
     applied)}``."""
-    before = {k: _state[k] for k in ("endpoints", "training_seconds", "training_output", "quotas")
-              if k in _state}  # fmt: skip
-    _state.update(endpoints=endpoints, training_seconds=max(0.0, float(training_seconds)),
-                  training_output=training_output, quotas=dict(quotas or {}))  # fmt: skip
+    before = {k: _state[k] for k in ("endpoints", "training_output", "quotas") if k in _state}
+    _state.update(endpoints=endpoints, training_output=training_output, quotas=dict(quotas or {}))
     return before
 
 
@@ -158,26 +151,13 @@ def _patch_simulate_principal_policy() -> None:  # 4
 def _patch_training_jobs(models, responses, ActionResult, ValidationError) -> None:  # 5
     from moto.s3.models import s3_backends
 
-    init, describe = (
-        models.FakeTrainingJob.__init__,
-        responses.SageMakerResponse.describe_training_job,
-    )
-
-    def job_init(self, *args, **kwargs):
-        init(self, *args, **kwargs)
-        if _state["training_seconds"] > 0:
-            self.training_job_status, self.secondary_status = "InProgress", "Training"
-            self.pt2aws_done_at = time.time() + _state["training_seconds"]
+    describe = responses.SageMakerResponse.describe_training_job
 
     def job_named(response):
         name = response._get_param("TrainingJobName")
         job = response.sagemaker_backend.training_jobs.get(name)
         if job is None:
             raise ValidationError(message=f"Could not find training job '{name}'.")
-        if job.training_job_status == "InProgress" and time.time() >= getattr(
-            job, "pt2aws_done_at", 0
-        ):
-            job.training_job_status = job.secondary_status = "Completed"
         output = _state["training_output"]
         if job.training_job_status == "Completed" and output and not getattr(job, "pt2aws_out", 0):
             bucket, key = (
@@ -201,7 +181,6 @@ def _patch_training_jobs(models, responses, ActionResult, ValidationError) -> No
         job.training_job_status = job.secondary_status = "Stopped"
         return ActionResult({})
 
-    models.FakeTrainingJob.__init__ = job_init
     responses.SageMakerResponse.describe_training_job = describe_training_job
     responses.SageMakerResponse.stop_training_job = stop_training_job
 
@@ -210,19 +189,6 @@ def _patch_service_quotas() -> None:  # 6
     from moto.servicequotas.exceptions import NoSuchResource
     from moto.servicequotas.responses import ServiceQuotasResponse as Response
 
-    def quotas(self, applied_only: bool) -> list[dict]:
-        out = []
-        for name, (value, applied) in sorted(_state["quotas"].items()):
-            code = "L-EMU" + hashlib.sha1(name.encode()).hexdigest()[:5].upper()
-            if applied or not applied_only:
-                out.append({
-                    "ServiceCode": "sagemaker", "ServiceName": "Amazon SageMaker",
-                    "QuotaArn": f"arn:aws:servicequotas:{self.region}::sagemaker/{code}",
-                    "QuotaCode": code, "QuotaName": name, "Value": float(value),
-                    "Unit": "None", "Adjustable": True, "GlobalQuota": False,
-                })  # fmt: skip
-        return out
-
     def handler(original, applied_only: bool, one: bool):
         def answer(self):
             asked = json.loads(self.body or "{}")
@@ -230,13 +196,18 @@ def _patch_service_quotas() -> None:  # 6
                 if original is None:
                     raise NoSuchResource
                 return original(self)
-            found = quotas(self, applied_only)
+            found = [
+                {"ServiceCode": "sagemaker", "QuotaName": name, "Value": float(value),
+                 "QuotaCode": "L-EMU" + hashlib.sha1(name.encode()).hexdigest()[:5].upper()}
+                for name, (value, applied) in sorted(_state["quotas"].items())
+                if applied or not applied_only
+            ]  # fmt: skip
             if not one:
                 return json.dumps({"Quotas": found})
-            for quota in found:
-                if quota["QuotaCode"] == asked.get("QuotaCode"):
-                    return json.dumps({"Quota": quota})
-            raise NoSuchResource
+            quota = next((q for q in found if q["QuotaCode"] == asked.get("QuotaCode")), None)
+            if quota is None:
+                raise NoSuchResource
+            return json.dumps({"Quota": quota})
 
         return answer
 

@@ -1,19 +1,18 @@
-"""A local emulator of the AWS control plane: a moto server on 127.0.0.1 in this process.
-
-While it runs, ``AWS_ENDPOINT_URL`` and fake credentials point every boto3 and SageMaker SDK
-client at it: the real AWS code path runs unchanged over HTTP, nothing is created in any account.
-moto keeps its state in the process: an emulator started later still sees what was created.
-"""
+"""A local emulator of the AWS control plane: a moto server on 127.0.0.1 in this process. While
+it runs, ``AWS_ENDPOINT_URL`` and fake credentials point every boto3 and SDK client at it: the
+real AWS code path runs over HTTP, nothing is created in any account. moto keeps its state in
+the process: an emulator started later still sees what was created."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import io
 import logging
 import os
 import tarfile
-import warnings
 from pathlib import Path
+from unittest import mock
 
 from pt2aws.aws import session as aws_session
 from pt2aws.emulator import patches
@@ -32,24 +31,18 @@ ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
 
 class Emulator:
     """moto emulating S3, SageMaker, STS, IAM, SSM, EC2, Service Quotas and autoscaling, with
-    the patches it needs (:mod:`pt2aws.emulator.patches`).
+    :mod:`pt2aws.emulator.patches`. ``model_servers``: endpoints answered by the project's server
+    on this machine (False: moto's canned answers), its files in ``workdir`` (default: a
+    temporary folder); ``training_output``: the run folder a completed job brings back."""
 
-    Args:
-        model_servers: endpoints answered by the project's server on this machine (False:
-            moto's canned answers); ``workdir``: their files (default a temporary folder).
-        training_seconds: training jobs stay ``InProgress`` this long (0: ``Completed`` at once).
-        training_output: a run folder (``train/``) a completed job brings back as its model.
-    """
-
-    def __init__(self, region=EMULATOR_REGION, port=None, *, model_servers=True, workdir=None,
-                 training_seconds=0.0, training_output=None):  # fmt: skip
-        self.region, self.port = region, port or free_port()
+    def __init__(self, region=EMULATOR_REGION, *, model_servers=True, workdir=None,
+                 training_output=None):  # fmt: skip
+        self.region, self.port = region, free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.endpoints = EndpointServers(workdir) if model_servers else None
-        self.training_seconds = training_seconds
         self.training_output = Path(training_output) if training_output else None
         self.quotas = emulated_quotas()
-        self._server, self._saved_env, self._saved_patches, self._sts = None, {}, {}, None
+        self._stack = contextlib.ExitStack()  # what stop() undoes, last first
         self._sessions: dict[str, aws_session.AwsSession] = {}
 
     def start(self) -> Emulator:
@@ -57,41 +50,33 @@ class Emulator:
         from moto.server import ThreadedMotoServer
         from sagemaker.core.helper import session_helper
 
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)  # a log line per request otherwise
+        server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
+        server.start()
+        self._stack.callback(server.stop)
+        env = {**ENV, "AWS_ENDPOINT_URL": self.url, "AWS_DEFAULT_REGION": self.region}
+        self._stack.callback(_set_environment, {k: os.environ.get(k) for k in env})
+        _set_environment(env)
+        # the SDK builds its STS client with an explicit regional URL, bypassing AWS_ENDPOINT_URL
+        self._stack.enter_context(
+            mock.patch.object(session_helper, "sts_regional_endpoint", lambda region: self.url)
+        )
+        if self.endpoints:
+            self._stack.callback(self.endpoints.close)
         output = self.training_output
         patches.apply()
-        self._saved_patches = patches.configure(
+        before = patches.configure(
             endpoints=self.endpoints,
-            training_seconds=self.training_seconds,
             training_output=output and (lambda: run_folder_tarball(output)),
             quotas=self.quotas,
         )
-        logging.getLogger("werkzeug").setLevel(logging.ERROR)  # a log line per request otherwise
-        self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
-        self._server.start()
-        env = {**ENV, "AWS_ENDPOINT_URL": self.url, "AWS_DEFAULT_REGION": self.region}
-        self._saved_env = {k: os.environ.get(k) for k in env}
-        _set_environment(env)
-        # the SDK builds its STS client with an explicit regional URL, bypassing AWS_ENDPOINT_URL
-        self._sts = session_helper.sts_regional_endpoint
-        session_helper.sts_regional_endpoint = lambda region: self.url
+        self._stack.callback(patches.configure, **before)  # what an emulator before had set
         self._seed_dlami_parameters()
         return self
 
     def stop(self) -> None:
         """Stop it and the endpoints' servers; restore the environment (idempotent)."""
-        from sagemaker.core.helper import session_helper
-
-        patches.configure(**self._saved_patches)  # what an emulator started before had set
-        self._saved_patches = {}
-        if self.endpoints:
-            self.endpoints.close()
-        if self._sts:
-            session_helper.sts_regional_endpoint, self._sts = self._sts, None
-        _set_environment(self._saved_env)
-        self._saved_env = {}
-        if self._server is not None:
-            self._server.stop()
-            self._server = None
+        self._stack.close()
 
     def __enter__(self) -> Emulator:
         return self.start()
@@ -109,8 +94,8 @@ class Emulator:
 
     def answered_by(self, endpoint_name: str) -> str:
         """What answers (or answered) ``endpoint_name``'s invocations, in words."""
-        canned = "moto's canned answer (no model server)"
-        return self.endpoints.answered_by(endpoint_name) if self.endpoints else canned
+        history = self.endpoints.history if self.endpoints else {}
+        return history.get(endpoint_name, "moto's canned answer (no model server)")
 
     def launch_instance(self, instance_type: str) -> str:
         """An emulated EC2 instance (placeholder AMI) to send commands to; returns its id."""
@@ -134,12 +119,11 @@ class Emulator:
     def _seed_dlami_parameters(self) -> None:
         from moto.ssm.models import ssm_backends
 
-        from pt2aws.aws.images import dlami_parameter
+        from pt2aws.aws.images import dlami_parameter, reported_by_caller
         from pt2aws.sizing import catalog
 
         store = ssm_backends[EMULATOR_ACCOUNT][self.region]._parameters
-        with warnings.catch_warnings():  # support-date warnings belong to the launch plan
-            warnings.simplefilter("ignore")
+        with reported_by_caller():  # support-date warnings belong to the launch plan
             names = {dlami_parameter(it.name) for it in catalog.load_catalog()}
         for name in sorted(n for n in names if not store.get(n)):
             self.seed_public_parameter(name, PLACEHOLDER_AMI)
@@ -180,14 +164,14 @@ def run_folder_tarball(train_dir: Path) -> bytes:
     return buffer.getvalue()
 
 
-def start(region: str = "", *, model_servers: bool = True, workdir=None, training_seconds=0.0,
-          training_output=None, role_arn: str = EMULATOR_ROLE_ARN) -> aws_session.AwsSession:  # fmt: skip
+def start(region: str = "", *, model_servers: bool = True, workdir=None,
+          training_output=None) -> aws_session.AwsSession:  # fmt: skip
     """Start the process's one emulator (stopping an earlier one) and return its session; it runs
     until ``session.close()`` or :func:`pt2aws.aws.session.connect`."""
     if aws_session._RUNNING_EMULATOR["session"] is not None:
         aws_session._RUNNING_EMULATOR["session"].close()
     emulator = Emulator(region or EMULATOR_REGION, model_servers=model_servers, workdir=workdir,
-                        training_seconds=training_seconds, training_output=training_output)  # fmt: skip
-    session = emulator.start().session(role_arn)
+                        training_output=training_output)  # fmt: skip
+    session = emulator.start().session()
     aws_session._RUNNING_EMULATOR["session"] = session
     return session

@@ -85,12 +85,6 @@ def test_region_table_agrees_with_the_sdk_registries():
             {},
             r"x86 .*family m5, x86_64\); supported: .*2\.6\.0",
         ),
-        (
-            ("us-east-1", "2.6.0", "ml.c7g.xlarge"),
-            {"framework": "huggingface"},
-            r"Hugging Face DLCs have no arm64 image.*family c7g.*arm64.*supported versions: 2\.0\.1",
-        ),
-        (("us-east-1", "ml.c7g.xlarge", "2.6.0"), {}, "looks like an instance type"),
         (("mars-1", "2.6.0", "ml.c7g.xlarge"), {}, "no Deep Learning Containers registry.*mars-1"),
         (("us-east-1", "2.6.0", "ml.c99g.xlarge"), {}, "not a SageMaker real-time hosting"),
         (("us-east-1", "2.6.0", "ml.c7g.3xlarge"), {}, "sizes of c7g: .*ml.c7g.4xlarge"),
@@ -211,19 +205,23 @@ def test_every_image_in_the_tables_has_support_dates():
 
 def test_ec2_training_image():
     registry = "763104351884.dkr.ecr.us-east-1.amazonaws.com"
-    assert images.ec2_training_image_uri("us-east-1") == (
-        f"{registry}/pytorch:2.13.0-cu133-amzn2023"
+    assert images.training_image_for("p4d.24xlarge", "us-east-1") == (
+        f"{registry}/pytorch:2.13.0-cu133-amzn2023",
+        True,
     )
-    assert images.ec2_training_image_uri("us-east-1", gpu=False) == (
-        f"{registry}/pytorch:2.13.0-cpu-amzn2023"
+    assert images.training_image_for("c5.xlarge", "us-east-1") == (
+        f"{registry}/pytorch:2.13.0-cpu-amzn2023",
+        False,
     )
-    assert images.ec2_training_image_uri("us-east-1", "2.10") == (
+    assert images.training_image_for("g5.xlarge", "us-east-1", "2.10")[0] == (
         f"{registry}/pytorch-training:2.10.0-gpu-py313-cu130-ubuntu22.04-ec2"
     )
     with pytest.warns(ImageSupportWarning, match="pytorch-training 2.9: patch support ended"):
-        images.ec2_training_image_uri("us-east-1", "2.9")
+        images.training_image_for("g5.xlarge", "us-east-1", "2.9")
     with pytest.raises(images.TrainingImageError, match="known: 2.13"):
-        images.ec2_training_image_uri("us-east-1", "3.0")
+        images.training_image_for("g5.xlarge", "us-east-1", "3.0")
+    with pytest.raises(images.TrainingImageError, match="no arm64 CPU training DLC"):
+        images.training_image_for("c7g.xlarge", "us-east-1")
 
 
 @pytest.mark.parametrize(
