@@ -39,10 +39,6 @@ class SentimentData:
     label_names: list[str]
     stats: dict = field(default_factory=dict)
 
-    @property
-    def id2label(self) -> dict[int, str]:
-        return dict(enumerate(self.label_names))
-
     def majority_baseline(self, split: str = "test") -> float:
         """Accuracy on ``split`` of always predicting the most frequent *training* label."""
         majority = pd.Series(self.splits["train"]["label"]).mode().iloc[0]
