@@ -181,9 +181,11 @@ def read_file(path, text_column="text", label_column="label", header="auto", enc
     path = Path(path)
     fmt, compression = file_format(path)
     if path.is_dir() or fmt is None or (fmt == "parquet" and compression):
-        suffix, ends = "".join(path.suffixes) or "no suffix", ", ".join(COMPRESSIONS)
-        problem = f"not a data file I can read ({suffix})"
-        raise _fail(path, problem, f"use one of {', '.join(FILE_FORMATS)} (or text ones + {ends})")
+        problem = f"not a data file I can read ({''.join(path.suffixes) or 'no suffix'})"
+        fix = (
+            f"use one of {', '.join(FILE_FORMATS)} (text formats may end {', '.join(COMPRESSIONS)})"
+        )
+        raise _fail(path, problem, fix)
     info = {"source": str(path), "format": fmt, "compression": compression, "header": None}
     if fmt != "parquet":
         how = "given"
@@ -191,7 +193,8 @@ def read_file(path, text_column="text", label_column="label", header="auto", enc
             try:
                 encoding, how = detect_encoding(path, compression)
             except _BAD_ARCHIVE as err:
-                raise _fail(path, f"not a valid {compression} file ({err})", "re-pack it") from None
+                fix = f"re-compress it, or drop the {compression} suffix if it is not compressed"
+                raise _fail(path, f"not a valid {compression} file ({err})", fix) from None
         if how not in ("given", "byte-order mark", "valid UTF-8"):
             message = "%s is not UTF-8: decoded as %s (%s); if characters look wrong, set %s"
             logger.warning(message, path, encoding, how, option("encoding", "cp1252"))
@@ -201,7 +204,9 @@ def read_file(path, text_column="text", label_column="label", header="auto", enc
         if not isinstance(header, bool):
             text = str(header).strip().lower()
             if text not in ("auto", "true", "false"):
-                raise _fail(f"header={header!r}", "unknown", "use --header true|false|auto")
+                raise _fail(
+                    f"header={header!r}", "not true, false or auto", "--header true|false|auto"
+                )
             header = {"true": True, "false": False}.get(text, "auto")
         frame, info["header"] = _apply_header(frame, header, text_column, label_column)
     return _select_columns(frame, text_column, label_column, info, path)
@@ -315,4 +320,5 @@ def resolve_column(columns: list, spec, role: str, where, first_row: list[str] |
     close = difflib.get_close_matches(str(spec), [str(c) for c in columns], n=1)
     problem = f"column(s) {[spec]} not found{f' (did you mean {close[0]!r}?)' if close else ''}"
     fix = f"pass its name or 0-based position ({flag(setting)}); if that first row is data, pass"
-    raise _fail(where, f"{problem}; the file has {columns}", f"{fix} {option('header', False)}")
+    fix += f" positions and {option('header', False)}"
+    raise _fail(where, f"{problem}; the file has {columns}", fix)
