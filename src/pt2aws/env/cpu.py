@@ -80,9 +80,9 @@ class CpuFeatures:
     @property
     def description(self) -> str:
         caps = " ".join(f"{k}={v}" for k, v in self.caps.items())
+        cpu = self.arch if self.model == self.arch else f"{self.model} ({self.arch})"
         parts = [
-            f"{self.model} ({self.arch}), torch dispatches {self.isa}"
-            + (f", capped by {caps}" if caps else ""),
+            f"{cpu}, torch dispatches {self.isa}" + (f", capped by {caps}" if caps else ""),
             "native bf16" if self.bf16_native else "no native bf16 (emulated, slow)",
             "int8 dot products" if self.int8_dot else "no int8 dot products",
         ]

@@ -30,17 +30,25 @@ def default_num_threads(local_processes: int | None = None) -> int:
     return max(1, available_cpus() // max(1, local_processes))
 
 
-def cpu_name(root: str | Path = "/", machine: str | None = None) -> str:
-    """The CPU model: ``/proc/cpuinfo``'s first ``model name`` (not an x86 host's on arm64, as
-    under QEMU user mode), else the architecture."""
+def cpuinfo(root: str | Path = "/") -> list[dict[str, str]]:
+    """``<root>/proc/cpuinfo`` as one dict per ``processor`` (first value of each key); [] if none."""
     try:
         text = (Path(root) / "proc" / "cpuinfo").read_text()
     except OSError:
-        text = ""
-    first: dict[str, str] = {}
+        return []
+    cpus: list[dict[str, str]] = []
     for line in text.splitlines():
         key, _, value = (s.strip() for s in line.partition(":"))
-        first.setdefault(key, value)
+        if key == "processor" or not cpus:
+            cpus.append({})
+        cpus[-1].setdefault(key, value)
+    return cpus
+
+
+def cpu_name(root: str | Path = "/", machine: str | None = None) -> str:
+    """The CPU model: :func:`cpuinfo`'s first ``model name`` (not an x86 host's on arm64, as
+    under QEMU user mode), else the architecture."""
+    first = (cpuinfo(root) or [{}])[0]
     name = None if is_arm64(machine) and "flags" in first else first.get("model name")
     return name or machine or platform.machine() or "unknown CPU"
 

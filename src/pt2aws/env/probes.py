@@ -11,38 +11,25 @@ from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
 
-from pt2aws.env.cpu import cpu_features, features_from, hardware_from_cpuinfo
-from pt2aws.env.machine import cpu_name, is_arm64
+from pt2aws.env.cpu import cpu_features, features_from
+from pt2aws.env.machine import cpu_name, cpuinfo, is_arm64
 
 PACKAGES = ("transformers", "datasets", "sagemaker", "boto3", "pt2aws")
-
-
-def _read(path: Path) -> str:
-    try:
-        return path.read_text()
-    except OSError:
-        return ""
 
 
 def cpu_info(root: str | Path = "/", machine: str | None = None, features=None) -> dict:
     """CPU model (:func:`cpu_name`), cores, Arm ``CPU part`` (None under QEMU, where
     ``/proc/cpuinfo`` is the x86 host's) and native features (:func:`cpu_features`,
     ``features``, or another ``root``'s ``proc/cpuinfo`` flags)."""
-    machine, text = machine or platform.machine(), _read(Path(root) / "proc" / "cpuinfo")
-    processors, first, cores, physical = 0, {}, set(), "0"
-    for line in text.splitlines():
-        key, _, value = (s.strip() for s in line.partition(":"))
-        processors += key == "processor"
-        first.setdefault(key, value)
-        physical = value if key == "physical id" else physical
-        if key == "core id":
-            cores.add((physical, value))
-    model, arm = cpu_name(root, machine), is_arm64(machine)
+    machine, cpus = machine or platform.machine(), cpuinfo(root)
+    first, model, arm = (cpus or [{}])[0], cpu_name(root, machine), is_arm64(machine)
     if features is None and Path(root) == Path("/"):
         features = cpu_features()
     elif features is None:
-        features = features_from(machine, hardware_from_cpuinfo(text), environ={}, model=model)
-    logical = (os.cpu_count() if Path(root) == Path("/") else None) or processors or None
+        hardware = (first.get("flags") or first.get("Features") or "").split()
+        features = features_from(machine, hardware, environ={}, model=model)
+    cores = {(c.get("physical id", "0"), c["core id"]) for c in cpus if "core id" in c}
+    logical = (os.cpu_count() if Path(root) == Path("/") else None) or len(cpus) or None
     flags = {n: getattr(features, n).available for n in ("int8_dot", "amx", "avx512", "sve")}
     return {
         "model": model,
@@ -121,7 +108,8 @@ def platform_info(root: str | Path = "/", environ: Mapping[str, str] | None = No
     root, env = Path(root), os.environ if environ is None else environ
     dlami = (root / "opt" / "dlami").is_dir() or (root / "opt" / "pytorch" / "bin").is_dir()
     dlc = env.get("DLC_CONTAINER_TYPE") or None
-    meta = _read(root / "opt" / "ml" / "metadata" / "resource-metadata.json")
+    meta_file = root / "opt" / "ml" / "metadata" / "resource-metadata.json"
+    meta = meta_file.read_text() if meta_file.is_file() else ""
     sagemaker = None
     if env.get("TRAINING_JOB_NAME") or env.get("SM_TRAINING_ENV"):
         sagemaker = "training-job"

@@ -1,8 +1,5 @@
-"""Accuracy, F1 and the confusion matrix through Hugging Face ``evaluate``, offline.
-
-``evaluate.load("accuracy")`` fetches its script from the hub; pt2aws ships the modules beside
-this file (``evaluate.Metric`` classes over scikit-learn) and loads them from disk.
-"""
+"""Accuracy, F1 and the confusion matrix through Hugging Face ``evaluate``, offline: the modules
+(``evaluate.Metric`` over scikit-learn) ship beside this file, not fetched from the hub."""
 
 from __future__ import annotations
 

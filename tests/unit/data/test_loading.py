@@ -31,7 +31,7 @@ def test_three_class_and_caps():
     d = load_sentiment_data(three_class=True, max_train_samples=300, max_eval_samples=60)
     assert d.label_names == ["negative", "neutral", "positive"]
     assert d.stats["per_split"] == {"train": 300, "validation": 60, "test": 60}
-    assert d.id2label == {0: "negative", 1: "neutral", 2: "positive"}
+    assert dict(enumerate(d.label_names)) == {0: "negative", 1: "neutral", 2: "positive"}
 
 
 def test_local_csv_drops_and_counts_empty_and_duplicates(tmp_path):

@@ -15,6 +15,5 @@ class ConfusionMatrix(evaluate.Metric):
         )
 
     def _compute(self, predictions, references, labels=None):
-        return {
-            "confusion_matrix": confusion_matrix(references, predictions, labels=labels).tolist()
-        }
+        matrix = confusion_matrix(references, predictions, labels=labels)
+        return {"confusion_matrix": matrix.tolist()}
