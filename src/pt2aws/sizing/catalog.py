@@ -37,7 +37,6 @@ class InstanceType:
     accelerator_count: int
     accelerator_memory_gb: float
     peak_tflops: float
-    interconnect: str
     efa: bool
     sources: dict
 
@@ -55,9 +54,7 @@ class InstanceType:
         return "bf16" if self.accelerator else "fp32"
 
 
-_ROW_FIELDS = (
-    "name kind cpu vcpus memory_gib accelerator accelerator_count interconnect efa".split()
-)
+_ROW_FIELDS = "name kind cpu vcpus memory_gib accelerator accelerator_count efa".split()
 
 
 def _instance(row: dict) -> InstanceType:

@@ -101,13 +101,6 @@ class PriceUnavailable(RuntimeError):
     """The Price List API gave no price; the message is the reason."""
 
 
-def price_list_region(region: str) -> str:
-    """The Price List API endpoint for ``region`` (as the SageMaker SDK picks it)."""
-    if region.startswith(("eu", "af")):
-        return "eu-central-1"
-    return "ap-south-1" if region.startswith(("ap", "cn")) else "us-east-1"
-
-
 def product_filters(instance_type: str, use: str, region: str) -> tuple[str, list[dict]]:
     """``(ServiceCode, Filters)`` of ``GetProducts`` for one on-demand rate (EC2: without
     ``marketoption`` a Capacity Block matches, without ``licenseModel`` Windows rates do)."""
@@ -158,8 +151,8 @@ def live_price(session, instance_type: str, use: str, region: str | None = None,
     if client is None:  # short timeouts and one retry: an offline machine falls back quickly
         retries = {"mode": "standard", "total_max_attempts": 2}
         config = Config(connect_timeout=5, read_timeout=15, retries=retries)
-        endpoint = price_list_region(region)
-        client = session.boto().client("pricing", region_name=endpoint, config=config)
+        # any of the API's endpoints answers for every region: us-east-1's
+        client = session.boto().client("pricing", region_name="us-east-1", config=config)
     try:
         pages = client.get_paginator("get_products").paginate(
             ServiceCode=service, Filters=filters, FormatVersion="aws_v1"

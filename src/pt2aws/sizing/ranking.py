@@ -89,22 +89,18 @@ def rank_training(
     seq_len: int = 128,
     precision: str = "mixed",
     mfu=None,
-    instances=None,
     overhead_s: float = DEFAULT_OVERHEAD_S,
     region: str = CATALOG_REGION,
 ) -> list[dict]:
-    """Every catalog row (or ``instances``) that fits training, cheapest first, ``cheapest`` and
+    """Every catalog row that fits training, cheapest first, ``cheapest`` and
     ``fastest`` marked (``time_s``: compute only; ``cost_usd`` None without a price); ``mfu``:
     one for all kinds (default :data:`DEFAULT_MFU`). Raises ValueError: tokens or epochs <= 0."""
     if train_tokens <= 0 or epochs <= 0:
         raise ValueError(f"train_tokens ({train_tokens}) and epochs ({epochs}) must be positive")
     spec, mfus = model_spec(model), _mfus(mfu)
     flops = training_flops(spec, train_tokens * epochs, seq_len)
-    wanted = {n.removeprefix("ml.") for n in instances or ()}
     rows = []
     for it in catalog.load_catalog():
-        if wanted and it.name not in wanted:
-            continue
         plan = strategy.plan_training(spec, it, micro_batch, seq_len, precision)
         if plan:
             rows.append(_training_row(it, plan, flops, mfus[it.kind], overhead_s, region))

@@ -66,10 +66,8 @@ def machine_peak(cpuinfo: str | None = None, isa: str | None = None, vcpus: int 
     Graviton's from the catalog; x86: physical cores x FLOP/cycle of the ISA x ``cpu MHz``."""
     if cpuinfo is None:
         cpuinfo = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").is_file() else ""
-    info: dict[str, str] = {}
-    for line in cpuinfo.splitlines():
-        key, _, value = line.partition(":")
-        info.setdefault(key.strip(), value.strip())
+    fields = [line.partition(":")[::2] for line in reversed(cpuinfo.splitlines())]
+    info = {key.strip(): value.strip() for key, value in fields}  # the first processor's
     vcpus = vcpus or os.cpu_count() or 1
     graviton = catalog.processor_by_cpu_part(info.get("CPU part", ""))
     if graviton:
@@ -92,14 +90,6 @@ def machine_peak(cpuinfo: str | None = None, isa: str | None = None, vcpus: int 
     }
 
 
-def token_lengths(model_dir: str | Path, texts: list[str]) -> list[int]:
-    """Tokens per text with the model's tokenizer (special tokens in, truncated at its limit)."""
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
-    return [len(ids) for ids in tokenizer(texts, truncation=True)["input_ids"]]
-
-
 def local_anchor(run, peak: dict | None = None) -> dict | None:
     """The anchor notebook 02 measured in ``run``: fp32 eager at batch 32 on the texts it timed
     (length-sorted, padded to each batch's longest) over ``peak`` (default :func:`machine_peak`);
@@ -110,14 +100,15 @@ def local_anchor(run, peak: dict | None = None) -> dict | None:
     peak = peak or machine_peak()
     if not eager or not peak or not run.model_dir.is_dir():
         return None
-    from transformers import AutoConfig
+    from transformers import AutoConfig, AutoTokenizer
 
-    from pt2aws.data import load_for_run
+    from pt2aws.data import load_for_run, token_lengths
     from pt2aws.sizing.workload import model_spec
 
     count = metrics["agreement_texts"]["count"]
     texts = list(load_for_run(run.train_dir).splits["validation"]["text"][:count])
-    lengths = sorted(token_lengths(run.model_dir, texts))
+    tokenizer = AutoTokenizer.from_pretrained(run.model_dir)  # the timed texts were truncated
+    lengths = sorted(min(n, tokenizer.model_max_length) for n in token_lengths(tokenizer, texts))
     spec = model_spec(AutoConfig.from_pretrained(run.model_dir))
     batches = [lengths[i : i + MEASURED_BATCH] for i in range(0, len(lengths), MEASURED_BATCH)]
     per_text = sum(len(b) * flops_per_request(spec, b[-1]) for b in batches) / len(lengths)
@@ -157,11 +148,10 @@ def _row(name, rate, anchor, basis, region, known=None, here=None) -> dict:
     """One cost row, the schema every table shows, for ``rate`` inferences/s; ``here``:
     ``(processor, arch, vcpus)`` of this machine (not an AWS instance: no price)."""
     usd = found = None
-    price = "not an AWS instance"
-    if here is None:  # an AWS instance: the catalog's facts, the price's cost
+    aws = here is None
+    if aws:  # an AWS instance: the catalog's facts, the price's cost
         hours = 1e6 / (rate * 3600)
         usd, found = pricing.instance_cost(name, None, hours, region=region, known=known)
-        price = found.describe() if found else "no price known"
         row = catalog.find(name)
         processor = (row and row.accelerator) or catalog.family_processor(name) or ""
         here = processor, catalog.architecture(name), catalog.instance_vcpus(name)
@@ -169,9 +159,9 @@ def _row(name, rate, anchor, basis, region, known=None, here=None) -> dict:
         "instance": name,
         **dict(zip(("processor", "arch", "vcpus"), here, strict=True)),
         "inferences_per_s": rate,
-        "usd_per_hour": found.usd_per_hour if found else None,
+        "usd_per_hour": found and found.usd_per_hour,
         "usd_per_1m": usd,
-        "price": price,
+        "price": found.describe() if found else "no price known" if aws else "not an AWS instance",
         "anchor": anchor["anchor"],
         "anchor_detail": anchor["anchor_detail"],
         "basis": basis,
@@ -196,10 +186,10 @@ def cost_rows(
 ):
     """:func:`cost_row` of each of ``instances`` with a known peak; ``prices``: live ones."""
     prices = prices or {}
-    rows = [
+    rows = (
         cost_row(n, model, tokens, region=region, price=prices.get(n), local=local)
         for n in instances
-    ]
+    )
     return [r for r in rows if r is not None]
 
 
@@ -211,16 +201,15 @@ def load_test_row(record: dict, request_tokens: float, region=CATALOG_REGION, pr
         return None
     what = f"{load['requests']} requests of one text, {request_tokens:.0f} tokens on average"
     if record["target"] == "aws":
-        name, how = record["instance_type"], f"load test on the endpoint, {what}"
-        known = (prices or {}).get(name)
-        here = None
+        name, here, how = record["instance_type"], None, f"load test on the endpoint, {what}"
     else:
         from pt2aws.env.machine import cpu_name
 
-        name = f"this machine ({cpu_name()}, {os.cpu_count()} vCPUs)"
-        how, known = f"load test through {record['answer_source']}, {what}", None
         here = cpu_name(), os.uname().machine, os.cpu_count()
+        name = f"this machine ({here[0]}, {here[2]} vCPUs)"
+        how = f"load test through {record['answer_source']}, {what}"
     measured = {"anchor": "measured: load test", "anchor_detail": how}
+    known = (prices or {}).get(name)
     return _row(name, load["throughput_per_s"], measured, how, region, known, here)
 
 

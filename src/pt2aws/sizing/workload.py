@@ -23,11 +23,6 @@ class ModelSpec:
     num_heads: int
     embedding_parameters: int = 0
 
-    def __post_init__(self) -> None:
-        for field in ("parameters", "hidden_size", "num_layers", "num_heads"):
-            if getattr(self, field) <= 0:
-                raise ValueError(f"ModelSpec.{field} must be positive, got {getattr(self, field)}")
-
     @property
     def non_embedding_parameters(self) -> int:
         return self.parameters - self.embedding_parameters

@@ -104,13 +104,14 @@ def test_x86_rows_take_notebook_02s_measurement_against_this_machines_peak(
     run.inference_metrics.write_text(json.dumps(metrics))
     peak = {"flops": 1e11, "basis": "test peak"}
     local = serving_cost.local_anchor(run, peak)
-    from transformers import AutoConfig
+    from transformers import AutoConfig, AutoTokenizer
 
-    from pt2aws.data import load_for_run
+    from pt2aws.data import load_for_run, token_lengths
 
     texts = list(load_for_run(run.train_dir).splits["validation"]["text"][:20])
     assert len(texts) == 20  # the count timed: one batch of 32, padded to its longest text
-    longest = max(serving_cost.token_lengths(run.model_dir, texts))
+    tokenizer = AutoTokenizer.from_pretrained(run.model_dir)  # truncated at its limit, as timed
+    longest = min(max(token_lengths(tokenizer, texts)), tokenizer.model_max_length)
     spec = workload.model_spec(AutoConfig.from_pretrained(run.model_dir))
     per_text = serving_cost.flops_per_request(spec, longest)
     assert local["utilisation"] == pytest.approx(500.0 * per_text / 1e11)

@@ -32,13 +32,11 @@ def lookup_ami(session, parameter: str) -> str:
         ) from None
 
 
-def run_instances_request(
-    instance_type: str, image_id: str, count: int = 1, *, name="pt2aws", subnet_id=None
-) -> dict:
+def run_instances_request(instance_type: str, image_id: str, count: int = 1, *, name="pt2aws"):
     """Keyword arguments of ``ec2.run_instances``: IMDSv2, a 200 GB gp3 root volume, a ``Name``
-    tag; ``count`` > 1 EFA instances get an EFA interface and a placement group
-    ``<name>-cluster``. Raises LaunchPlanError: a type EC2 does not know, count < 1, or
-    multi-node EFA without ``subnet_id``."""
+    tag; ``count`` > 1 EFA instances get an EFA interface in ``subnet-REPLACE`` (the reader's:
+    one subnet, one AZ, a security group open to itself) and a placement group
+    ``<name>-cluster``. Raises LaunchPlanError: a type EC2 does not know, or count < 1."""
     bare = instance_type.removeprefix("ml.")
     if not catalog.availability(bare)["ec2"]:
         raise LaunchPlanError(
@@ -63,23 +61,9 @@ def run_instances_request(
         "MetadataOptions": {"HttpTokens": "required"},
     }
     if row is not None and row.efa and count > 1:
-        if not subnet_id:
-            raise LaunchPlanError(
-                f"{count} x {bare} with EFA need subnet_id (one subnet, one AZ) and a security "
-                "group allowing all traffic to itself"
-            )
-        request["NetworkInterfaces"] = [
-            {
-                "DeviceIndex": 0,
-                "InterfaceType": "efa",
-                "SubnetId": subnet_id,
-                "Groups": [],
-                "DeleteOnTermination": True,
-            }
-        ]
+        efa = {"DeviceIndex": 0, "InterfaceType": "efa", "SubnetId": "subnet-REPLACE"}
+        request["NetworkInterfaces"] = [efa | {"Groups": [], "DeleteOnTermination": True}]
         request["Placement"] = {"GroupName": f"{name}-cluster"}
-    elif subnet_id:
-        request["SubnetId"] = subnet_id
     return request
 
 
@@ -136,11 +120,14 @@ def launch_plan(
     with images.reported_by_caller():  # the plan's "support" rows carry each notice
         parameter = images.dlami_parameter(it.name)
         ami = lookup_ami(session, parameter) if session else None
-        subnet = "subnet-REPLACE" if it.efa and nodes > 1 else None  # the reader's subnet
         request = run_instances_request(
-            it.name, ami or "ami-RESOLVE-FROM-SSM", nodes, name="pt2aws-train", subnet_id=subnet
+            it.name, ami or "ami-RESOLVE-FROM-SSM", nodes, name="pt2aws-train"
         )
-        dlc = None if it.kind in ("trainium", "inferentia") else _ec2_dlc(it.name, region)
+        try:  # AWS publishes no arm64 CPU training DLC, and none for Neuron here
+            neuron = it.kind in ("trainium", "inferentia")
+            dlc = None if neuron else images.training_image_for(it.name, region)[0]
+        except images.TrainingImageError:
+            dlc = None
         plan = {
             "target": session.target if session else "none",
             "region": region,
@@ -158,14 +145,6 @@ def launch_plan(
             "support": _support(it),
         }
     return plan | {"next_steps": _next_steps(it, nodes, parameter, dlc, serve_instance)}
-
-
-def _ec2_dlc(instance_type: str, region: str) -> str | None:
-    """The EC2 training DLC, or None (AWS publishes no arm64 CPU training DLC)."""
-    try:
-        return images.training_image_for(instance_type, region)[0]
-    except images.TrainingImageError:
-        return None
 
 
 def _support(it) -> list[dict]:

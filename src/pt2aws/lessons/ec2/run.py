@@ -103,10 +103,8 @@ def training_commands(
     ]
 
 
-def run_on(
-    session, instance_type, cfg, *, work_dir, instance_ids=None, bucket="", **command_kwargs
-) -> dict:
-    """Upload the bundle to ``s3://<bucket>/pt2aws-ec2/<name>/`` and send
+def run_on(session, instance_type, cfg, *, work_dir, instance_ids=None) -> dict:
+    """Upload the bundle to ``s3://<default bucket>/pt2aws-ec2/<name>/`` and send
     :func:`training_commands` to ``instance_ids`` (on the emulator: one emulated instance, which
     runs nothing); full output to S3 (the API keeps 24,000 characters). Raises ValueError: an
     AWS session without ``instance_ids``; TrainingImageError, before any AWS call."""
@@ -119,19 +117,13 @@ def run_on(
             "(notebook 00: DLAMI, instance profile with SSM, ECR read and S3 access) first"
         )
     image, _ = training_image_for(get_instance(instance_type).name, session.region, EC2_DLC_VERSION)
-    bucket = bucket or default_bucket(session)
+    bucket = default_bucket(session)
     prefix = f"pt2aws-ec2/{resource_name('pt2aws-ec2')}"
     bundle = stage_bundle(cfg, work_dir)
     bundle_s3 = upload_archive(session, bundle, f"s3://{bucket}/{prefix}/bundle.tar.gz")
     output_s3 = f"s3://{bucket}/{prefix}/output/model.tar.gz"
-    commands = training_commands(
-        instance_type,
-        cfg,
-        region=session.region,
-        bundle_s3=bundle_s3,
-        output_s3=output_s3,
-        **command_kwargs,
-    )
+    where = {"region": session.region, "bundle_s3": bundle_s3, "output_s3": output_s3}
+    commands = training_commands(instance_type, cfg, **where)
     sent = session.client("ssm").send_command(
         InstanceIds=instance_ids or [session.emulator.launch_instance(instance_type)],
         DocumentName=SSM_DOCUMENT,

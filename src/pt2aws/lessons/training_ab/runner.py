@@ -62,16 +62,14 @@ def run_variant(variant: Variant, settings: BenchSettings, output_dir, on_step=N
     ``stopped_at_budget`` (after ``limit_s`` seconds of training); ``on_step(step)`` as steps
     finish. Raises RuntimeError: the process failed or ran past ``settings.timeout_s``."""
     output_dir, threads = Path(output_dir), settings.num_threads or default_num_threads()
-    cmd = [sys.executable, "-m", "pt2aws.train"]
-    if variant.runner == "trainer":
-        cmd = [sys.executable, "-m", "pt2aws.lessons.training_ab.trainer_peer"]
+    peer = variant.runner == "trainer"
+    module = "pt2aws.lessons.training_ab.trainer_peer" if peer else "pt2aws.train"
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false"}
-    env[PROGRESS_ENV] = "lines"
     output, records, stopped, timed_out = [], [], False, threading.Event()
     load, started = os.getloadavg()[0], time.perf_counter()
     with subprocess.Popen(
-        cmd + settings.train_args(variant, output_dir),
-        env=env,
+        [sys.executable, "-m", module, *settings.train_args(variant, output_dir)],
+        env=env | {PROGRESS_ENV: "lines"},
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -89,11 +87,11 @@ def run_variant(variant: Variant, settings: BenchSettings, output_dir, on_step=N
                 records.append(record)
                 if on_step:
                     on_step(record["step"])
-                if limit_s is not None and record["train_time_s"] >= limit_s:
-                    if record["step"] < record["total"]:
-                        stopped = True
-                        proc.kill()
-                        break
+                over = limit_s is not None and record["train_time_s"] >= limit_s
+                if over and record["step"] < record["total"]:
+                    stopped = True
+                    proc.kill()
+                    break
         finally:
             watchdog.cancel()
         code = proc.wait()
@@ -167,8 +165,7 @@ def run_ab(settings: BenchSettings, out_dir, variants, stream=None, on_result=No
     if bar:
         bar.update(bar.total - bar.n)
         bar.close()
-        done = sum(map(len, runs.values()))
-        wall = time.perf_counter() - started
+        done, wall = sum(map(len, runs.values())), time.perf_counter() - started
         print(f"A/B: {done} runs in {wall:.0f} s, {len(failed)} failed", file=stream, flush=True)
     if not torch.cuda.is_available():
         record_flags(result, settings)

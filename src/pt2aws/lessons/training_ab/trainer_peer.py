@@ -85,7 +85,7 @@ def trainer_main(argv: list[str] | None = None) -> dict:
             sizes.append((len(mask), int(mask.sum()), mask.numel()))
             return super().training_step(model, inputs, num_items_in_batch)
 
-    args = TrainingArguments(
+    args = TrainingArguments(  # the defaults as pt2aws.train: linear schedule, clipping at 1.0
         output_dir=str(Path(cfg.output_dir) / "trainer"),
         max_steps=cfg.max_steps,
         per_device_train_batch_size=cfg.per_device_train_batch_size,
@@ -93,8 +93,6 @@ def trainer_main(argv: list[str] | None = None) -> dict:
         learning_rate=cfg.learning_rate,
         weight_decay=cfg.weight_decay,
         warmup_steps=int(cfg.warmup_ratio * cfg.max_steps),  # as pt2aws.train rounds it
-        lr_scheduler_type="linear",
-        max_grad_norm=1.0,
         seed=cfg.seed,
         torch_compile=compiled,
         bf16=bf16,
@@ -102,12 +100,9 @@ def trainer_main(argv: list[str] | None = None) -> dict:
         use_cpu=not cuda,  # required for bf16 on CPU
         average_tokens_across_devices=False,  # else the logged loss scales by the world size
         logging_steps=1,
-        eval_strategy="no",
         save_strategy="no",
         report_to="none",
         disable_tqdm=True,
-        dataloader_num_workers=0,
-        ddp_find_unused_parameters=False,
         accelerator_config={"use_seedable_sampler": False},  # keep our sampler
     )
     pad_to = 8 if cuda or compiled else None  # as pt2aws.train pads

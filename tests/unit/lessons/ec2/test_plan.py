@@ -70,10 +70,9 @@ def test_ami_lookup_and_dry_run(emulator):
 def test_run_instances_request_validation():
     with pytest.raises(ec2_plan.LaunchPlanError, match="InstanceType"):
         ec2_plan.run_instances_request("x9.bogus", "ami-1")
-    with pytest.raises(ec2_plan.LaunchPlanError, match="subnet_id"):
-        ec2_plan.run_instances_request("p5.48xlarge", "ami-1", count=2)
-    multi = ec2_plan.run_instances_request("p5.48xlarge", "ami-1", count=2, subnet_id="subnet-1")
+    multi = ec2_plan.run_instances_request("p5.48xlarge", "ami-1", count=2)
     assert multi["NetworkInterfaces"][0]["InterfaceType"] == "efa"
+    assert multi["NetworkInterfaces"][0]["SubnetId"] == "subnet-REPLACE"  # the reader's subnet
     assert multi["Placement"]["GroupName"] == "pt2aws-cluster" and multi["MaxCount"] == 2
     assert (
         ec2_plan.run_instances_request("trn1.2xlarge", "ami-1")["BlockDeviceMappings"][0][
