@@ -15,7 +15,6 @@ from pathlib import Path
 from unittest import mock
 
 from pt2aws.aws import session as aws_session
-from pt2aws.emulator import patches
 from pt2aws.emulator.endpoints import EndpointServers
 from pt2aws.processes import free_port
 
@@ -49,6 +48,8 @@ class Emulator:
         """Start the server, apply the patches, point AWS clients at it."""
         from moto.server import ThreadedMotoServer
         from sagemaker.core.helper import session_helper
+
+        from pt2aws.emulator import patches
 
         logging.getLogger("werkzeug").setLevel(logging.ERROR)  # a log line per request otherwise
         server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
