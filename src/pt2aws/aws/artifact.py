@@ -34,6 +34,19 @@ WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "model.safetensors.ind
 COMPANION_PACKAGES = ("tokenizers", "safetensors")
 
 
+_REBUILD = "rebuild with pt2aws.aws.artifact.package"
+#: ``(test, what is wrong)`` for each member SageMaker cannot extract safely, in order.
+MEMBER_RULES = (
+    (tarfile.TarInfo.issym, "symlink to {0!r}; links are not allowed (SageMaker fails to extract "
+     "them); " + _REBUILD + ", which dereferences them"),
+    (tarfile.TarInfo.islnk, "hard link to {0!r}; links are not allowed; " + _REBUILD),
+    (lambda i: i.name.startswith("/") or re.match(r"^[A-Za-z]:[\\/]", i.name), "absolute path; "
+     "members must be relative to the archive root (tar -C model_dir -czf model.tar.gz .)"),
+    (lambda i: ".." in Path(i.name).parts, "'..' path escapes the archive root; " + _REBUILD),
+    (lambda i: not (i.isfile() or i.isdir()), "not a regular file (device or fifo); remove it"),
+)  # fmt: skip
+
+
 class ArchiveError(UserError, ValueError):
     """``model.tar.gz`` breaks the SageMaker layout; the message names the member and the fix."""
 
@@ -145,28 +158,6 @@ def package(
     return output_path
 
 
-def _check_member(info: tarfile.TarInfo) -> None:
-    """``ArchiveError`` for a link, an absolute or ``..`` path, a device or fifo."""
-    name = info.name
-    if info.issym() or info.islnk():
-        raise ArchiveError(
-            f"{name}: {'symlink' if info.issym() else 'hard link'} to {info.linkname!r}; links "
-            "are not allowed (SageMaker fails to extract them); rebuild with "
-            "pt2aws.aws.artifact.package, which dereferences them"
-        )
-    if name.startswith("/") or re.match(r"^[A-Za-z]:[\\/]", name):
-        raise ArchiveError(
-            f"{name}: absolute path; members must be relative to the archive root "
-            "(tar -C model_dir -czf model.tar.gz .)"
-        )
-    if ".." in Path(name).parts:
-        raise ArchiveError(
-            f"{name}: '..' path escapes the archive root; rebuild with pt2aws.aws.artifact.package"
-        )
-    if not (info.isfile() or info.isdir()):
-        raise ArchiveError(f"{name}: not a regular file (device or fifo); remove it")
-
-
 def validate_archive(path: str | Path, *, smoke_test: bool = True) -> dict:
     """Check ``model.tar.gz`` against the SageMaker layout (``ArchiveError`` naming the member
     and the fix), then optionally :func:`smoke_test_archive`: ``{"members": [sorted names],
@@ -176,7 +167,9 @@ def validate_archive(path: str | Path, *, smoke_test: bool = True) -> dict:
         with tarfile.open(path, "r:gz") as tar:
             infos = tar.getmembers()
             for info in infos:
-                _check_member(info)
+                for broken, why in MEMBER_RULES:
+                    if broken(info):
+                        raise ArchiveError(f"{info.name}: {why.format(info.linkname)}")
             files = {i.name.removeprefix("./"): i for i in infos if not i.isdir()}
             requirements = files.get("code/requirements.txt")
             requirements = tar.extractfile(requirements).read().decode() if requirements else ""

@@ -1,7 +1,6 @@
-"""What surrounds notebook 03's SageMaker SDK calls (``Model.create``, ``EndpointConfig.create``,
-``Endpoint.create``, ``wait_for_status``, ``invoke``): the container environment, the requests,
-the clean-up on any failure (:class:`Cleanup`), autoscaling, the record. The model, endpoint
-config and endpoint share one name."""
+"""What surrounds notebook 03's SageMaker SDK calls: the container environment, the requests, the
+clean-up on any failure (:class:`Cleanup`), autoscaling, the record. Model, endpoint config and
+endpoint share one name."""
 
 from __future__ import annotations
 
@@ -29,11 +28,9 @@ class DeploymentError(AwsSetupError):
 def endpoint_environment(
     instance_type: str, vcpus: int | None = None, *, image: str = "dlc"
 ) -> dict[str, str]:
-    """The container environment: the handler, one worker per physical core (``vcpus`` on
-    Graviton, ``vcpus // 2`` on x86), each with ``vcpus // workers`` threads, the Graviton
-    runtime settings (:func:`pt2aws.inference.runtime.graviton_settings`), ``PT2AWS_MAX_BATCH``
-    (:data:`pt2aws.aws.invoke.DEFAULT_MAX_ITEMS`) texts per request; the project's image
-    (``image="custom"``) also ``PT2AWS_VARIANT=auto``."""
+    """The container environment: the handler, one worker per physical core, the Graviton runtime
+    settings (:func:`pt2aws.inference.runtime.graviton_settings`), ``PT2AWS_MAX_BATCH``; the
+    project's image (``image="custom"``) also ``PT2AWS_VARIANT=auto``."""
     vcpus = vcpus or instance_vcpus(instance_type)
     graviton = is_graviton(instance_type)
     workers = max(1, vcpus if graviton else vcpus // 2)
@@ -103,13 +100,11 @@ class AutoScaling:
     scale_out_cooldown_s: int = 60
 
     def __post_init__(self):
-        if not 1 <= self.min_instances <= self.max_instances:
-            raise ValueError(
-                f"need 1 <= min_instances ({self.min_instances}) <= max_instances "
-                f"({self.max_instances})"
-            )
-        if self.target_invocations_per_instance <= 0:
-            raise ValueError("target_invocations_per_instance must be > 0 (per minute)")
+        if (
+            not 1 <= self.min_instances <= self.max_instances
+            or self.target_invocations_per_instance <= 0
+        ):
+            raise ValueError(f"need 1 <= min_instances <= max_instances, a target > 0: {self}")
 
 
 def _scaling_target(name: str) -> dict:
@@ -212,9 +207,7 @@ class Cleanup:
 
     def __init__(self, session, name: str, model_data_url: str, *, keep_model_data: bool = False):
         self.session, self.name, self.model_data_url = session, name, model_data_url
-        self.keep_model_data = keep_model_data
-        self.deleted: list[tuple[str, str]] = []
-        self.model_data_deleted = False
+        self.keep_model_data, self.deleted, self.model_data_deleted = keep_model_data, [], False
 
     def __enter__(self) -> Cleanup:
         return self
@@ -261,10 +254,8 @@ def deployment_record(session, sent: dict, *, image: dict, archive: dict, local_
     :func:`pt2aws.aws.session.billable_resources` after clean-up), ``matches_local`` (None
     without an answer) and ``resources_left`` (0 after a clean run)."""
     model, variant = sent["CreateModel"], sent["CreateEndpointConfig"]["ProductionVariants"][0]
-    left = left or {}
-    matches = None
-    if answer is not None:
-        matches = [a["label"] for a in answer] == [p["label"] for p in local_predictions]
+    left, labels = left or {}, [p["label"] for p in local_predictions]
+    matches = None if answer is None else [a["label"] for a in answer] == labels
     record = {
         "target": session.target,
         "region": session.region,

@@ -1,11 +1,6 @@
-"""Every image pt2aws runs on, chosen offline: SageMaker SDK ``image_uris.retrieve`` first, the one
-fallback table ``images.json`` (each fact with its source) where the SDK does not know an image.
-
-Serving: the PyTorch CPU inference DLC (Graviton gets the arm64 image even where the SDK's family
-list, which stops at c7g, says x86) or the project's own image. Training: the SageMaker and EC2
-training DLCs, the Deep Learning AMI. An image past its end of patch warns once
-(:class:`ImageSupportWarning`) and names the newer one.
-"""
+"""Every image pt2aws runs on, chosen offline: SageMaker SDK ``image_uris.retrieve`` first, the
+one fallback table ``images.json`` (each fact with its source) where the SDK does not know it. An
+image past its end of patch warns once (:class:`ImageSupportWarning`) and names the newer one."""
 
 from __future__ import annotations
 
@@ -34,7 +29,6 @@ GPU_TRAINING_FAMILIES: tuple[str, ...] = tuple(_FACTS["training"]["gpu_families"
 NEURON_TRAINING_FAMILIES: tuple[str, ...] = tuple(_FACTS["training"]["neuron_families"])
 DEFAULT_INSTANCE_TYPE = "ml.c7g.xlarge"  # Graviton3, 4 vCPUs
 DEFAULT_TRAINING_INSTANCE_TYPE = "ml.p4d.24xlarge"  # 8x A100 40 GB, the source blog's
-IMAGE_CHOICES = ("dlc", "custom")  # the AWS PyTorch inference DLC, the project's (container/)
 #: A private ECR image URI (ECR user guide, "Creating a private repository": naming rules).
 ECR_IMAGE_PATTERN = re.compile(
     r"^(?P<account>\d{12})\.dkr\.ecr\.(?P<region>[a-z]{2}(?:-[a-z]+)+-\d)\.amazonaws\.com(?:\.cn)?"
@@ -89,23 +83,15 @@ class Support:
 
     def as_dict(self) -> dict:
         """``{"image", "end_of_patch", "past", "message", "verified"}`` today."""
-        return {
-            "image": self.image,
-            "end_of_patch": self.end_of_patch.isoformat(),
-            "past": self.past(),
-            "message": self.describe(),
-            "verified": bool(self.source.get("verified")),
-        }
+        past, verified = self.past(), bool(self.source.get("verified"))
+        eop = self.end_of_patch.isoformat()
+        return dict(image=self.image, end_of_patch=eop, past=past, message=self.describe(),
+                    verified=verified)  # fmt: skip
 
 
 def _newest(end_of_patch: dict[str, str], today: datetime.date) -> str | None:
     alive = [v for v, eop in end_of_patch.items() if datetime.date.fromisoformat(eop) >= today]
     return max(alive, key=lambda v: tuple(map(int, v.split(".")))) if alive else None
-
-
-def _support(image: str, eop: str, newer: str, source_id: str) -> Support:
-    source = dict(_FACTS["sources"][source_id], id=source_id)
-    return Support(image, datetime.date.fromisoformat(eop), newer, source)
 
 
 def dlc_support(repository: str, version: str, today: datetime.date | None = None) -> Support:
@@ -125,8 +111,8 @@ def dlc_support(repository: str, version: str, today: datetime.date | None = Non
             newer = f"use {line} {newest} (patched until {eops[newest]})"
             break
         line = support["successors"].get(line)
-    eop = support["lines"][repository][minor][1]
-    return _support(f"{repository} {minor}", eop, newer, support["source"])
+    eop = datetime.date.fromisoformat(support["lines"][repository][minor][1])
+    return Support(f"{repository} {minor}", eop, newer, _FACTS["sources"][support["source"]])
 
 
 def dlami_support(pytorch_version: str, today: datetime.date | None = None) -> Support:
@@ -140,15 +126,15 @@ def dlami_support(pytorch_version: str, today: datetime.date | None = None) -> S
         )
     newest = _newest(table["versions"], today or datetime.date.today())
     newer = f"use the DLAMI for PyTorch {newest}" if newest else "no supported DLAMI is known"
-    return _support(
-        f"DLAMI PyTorch {minor}", table["versions"][minor], newer, table["support_source"]
-    )
+    eop = datetime.date.fromisoformat(table["versions"][minor])
+    return Support(f"DLAMI PyTorch {minor}", eop, newer, _FACTS["sources"][table["support_source"]])
 
 
-def _warn_if_past(repository: str, version: str) -> None:
-    """Warn (:class:`ImageSupportWarning`) when the DLC line is past its end of patch."""
+def _warn_if_past(repository: str, version: str, lookup=dlc_support) -> None:
+    """Warn (:class:`ImageSupportWarning`) when the line is past its end of patch (``lookup``:
+    :func:`dlc_support` or :func:`dlami_support`)."""
     with contextlib.suppress(KeyError):
-        support = dlc_support(repository, version)
+        support = lookup(repository, version) if repository else lookup(version)
         if support.past():
             warnings.warn(support.describe(), ImageSupportWarning, stacklevel=3)
 
@@ -283,8 +269,8 @@ def serving_image(image: str, region: str, instance_type: str, *, image_uri: str
     end of patch in the message, not also warned); ``ImageSelectionError`` as the checks above,
     an unknown ``image``, network isolation with the DLC (it pip-installs at start)."""
     check_instance_type(instance_type)
-    if image not in IMAGE_CHOICES:
-        raise ImageSelectionError(f"image must be one of {IMAGE_CHOICES}, not {image!r}")
+    if image not in ("dlc", "custom"):
+        raise ImageSelectionError(f"image must be one of dlc, custom, not {image!r}")
     if image == "custom":
         check_custom_image_uri(image_uri, region)
         message = "your own image: rebuild and push it to pick up security fixes"
@@ -368,10 +354,7 @@ def dlami_parameter(instance_type: str, pytorch_version: str = DLAMI_PYTORCH_VER
     catalog."""
     it, dlami = catalog.get_instance(instance_type), _FACTS["dlami"]
     if it.kind == "gpu":
-        with contextlib.suppress(KeyError):
-            support = dlami_support(pytorch_version)
-            if support.past():
-                warnings.warn(support.describe(), ImageSupportWarning, stacklevel=2)
+        _warn_if_past("", pytorch_version, dlami_support)
         return dlami["gpu_parameter"].format(arch="x86_64", version=pytorch_version, os=os_name)
     if it.kind in ("trainium", "inferentia"):
         return NEURON_DLAMI_PARAMETER

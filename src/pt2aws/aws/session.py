@@ -53,8 +53,7 @@ class AwsSession:
         """This session's ``boto3.Session`` (one: the SDK caches its clients by it)."""
         import boto3
 
-        if self._boto is None:
-            self._boto = boto3.Session(region_name=self.region, profile_name=self.profile)
+        self._boto = self._boto or boto3.Session(region_name=self.region, profile_name=self.profile)
         return self._boto
 
     @property

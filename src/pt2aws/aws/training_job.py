@@ -32,15 +32,8 @@ DEFAULT_MAX_RUNTIME_S = 4 * 3600
 #: What ``pt2aws.train`` needs beside the DLC's torch, pinned to the installed versions.
 CONTAINER_REQUIREMENTS = ("transformers", "tokenizers", "datasets", "safetensors",
                           "scikit-learn", "pandas", "accelerate", "tqdm")  # fmt: skip
-ENTRY_SOURCE = '''"""SageMaker entry point: torchrun runs this file once per GPU on every instance."""
-
-import sys
-
-from pt2aws.train import main
-
-if __name__ == "__main__":
-    main(sys.argv[1:])
-'''
+#: What torchrun runs once per GPU on every instance.
+ENTRY_SOURCE = "import sys\n\nfrom pt2aws.train import main\n\nif __name__ == '__main__':\n    main(sys.argv[1:])\n"
 
 
 class TrainingJobError(RuntimeError):
@@ -256,7 +249,7 @@ def wait_for_job(session, name: str, *, timeout_s: int = 4 * 3600) -> dict:
     from sagemaker.core.resources import TrainingJob
     from sagemaker.core.utils.exceptions import FailedStatusError, TimeoutExceededError
 
-    started, logs = time.monotonic(), f"CloudWatch /aws/sagemaker/TrainingJobs, stream {name}/..."
+    started = time.monotonic()
     try:
         job = TrainingJob.get(training_job_name=name, **session.sdk)
         job.wait(poll=session.poll_s, timeout=max(1, int(timeout_s)))
@@ -271,6 +264,7 @@ def wait_for_job(session, name: str, *, timeout_s: int = 4 * 3600) -> dict:
     print(f"training job {name}: {status['status']} after {time.monotonic() - started:.0f} s")
     if status["status"] != "Completed":
         reason = status["failure_reason"] or "stopped"
+        logs = f"CloudWatch /aws/sagemaker/TrainingJobs, stream {name}/..."
         raise TrainingJobError(
             f"training job {name} is {status['status']}: {reason} (logs: {logs})"
         )
