@@ -1,9 +1,5 @@
-"""``model.tar.gz`` for SageMaker: package it, check it offline, upload it to S3. The PyTorch
-inference container's contract (aws/sagemaker-pytorch-inference-toolkit): model files at the
-root, the handler in ``code/inference.py``, its packages in ``code/requirements.txt`` (the DLC
-pip-installs them at start). :func:`validate_archive` refuses, before anything is billed, the
-mistakes issue trackers show (a nested top folder, the handler at the root, no tokenizer,
-links, absolute or ``..`` paths)."""
+"""``model.tar.gz`` for SageMaker, packaged, checked offline, uploaded. The PyTorch inference
+toolkit's layout: model files at the root, ``code/inference.py``, ``code/requirements.txt``."""
 
 from __future__ import annotations
 
@@ -52,8 +48,7 @@ class ArchiveError(UserError, ValueError):
 
 
 def requirements_for(model_dir: str | Path) -> str:
-    """``code/requirements.txt``: ``transformers`` at ``config.json``'s ``transformers_version``,
-    and tokenizers/safetensors at the installed versions when that transformers is installed."""
+    """``transformers`` at the saving version, tokenizers/safetensors pinned when it is installed."""
     saved = json.loads((Path(model_dir) / "config.json").read_text()).get("transformers_version")
     installed = metadata.version("transformers")
     lines = [f"transformers=={saved or installed}"]
@@ -114,12 +109,9 @@ def _check_layout(names: set[str]) -> None:
 def package(
     model_dir: str | Path, output_path: str | Path, *, variants: dict | None = None
 ) -> Path:
-    """Write ``model.tar.gz``: ``model_dir``'s files at the root, ``code/inference.py`` (the
-    handler), ``code/requirements.txt``, ``variants.json``
-    (:func:`pt2aws.inference.selection.variant_report`; ``onnx/`` when it records ONNX). Links
-    are dereferenced; members sorted, time 0, uid 0 (same inputs, same bytes).
-    ``FileNotFoundError``: no ``config.json``; ``ArchiveError``: no weights or tokenizer, a broken
-    or folder link, weights saved from a compiled module (``_orig_mod.`` keys)."""
+    """Write ``model.tar.gz``: ``model_dir``'s files, the handler, requirements, ``variants.json``
+    (``onnx/`` when it records ONNX), links dereferenced, same inputs same bytes.
+    ``FileNotFoundError``: no ``config.json``; ``ArchiveError``: a layout SageMaker refuses."""
     model_dir, output_path = Path(model_dir), Path(output_path)
     if not (model_dir / "config.json").is_file():
         raise FileNotFoundError(
@@ -159,9 +151,8 @@ def package(
 
 
 def validate_archive(path: str | Path, *, smoke_test: bool = True) -> dict:
-    """Check ``model.tar.gz`` against the SageMaker layout (``ArchiveError`` naming the member
-    and the fix), then optionally :func:`smoke_test_archive`: ``{"members": [sorted names],
-    "member_count", "bytes" (archive size), "requirements", "prediction" (None: no smoke test)}``."""
+    """Check ``model.tar.gz`` (``ArchiveError`` naming the member and the fix), then
+    :func:`smoke_test_archive`: ``{"members", "member_count", "bytes", "requirements", "prediction"}``."""
     path = Path(path)
     try:
         with tarfile.open(path, "r:gz") as tar:
@@ -187,9 +178,8 @@ def validate_archive(path: str | Path, *, smoke_test: bool = True) -> dict:
 
 
 def smoke_test_archive(path: str | Path, texts: list[str] | None = None) -> list[dict]:
-    """Extract ``path`` (``data`` filter) and run its handler as the container does (``model_fn``
-    -> ``input_fn`` -> ``predict_fn`` -> ``output_fn``): one ``{"label", "score"}`` per text, in
-    order; ``ArchiveError``: another number of predictions, a label outside ``id2label``."""
+    """Run the archive's handler as the container does: one ``{"label", "score"}`` per text;
+    ``ArchiveError``: another number of predictions, a label outside ``id2label``."""
     texts = texts or ["I love this!", "This is terrible."]
     with tempfile.TemporaryDirectory() as tmp, tarfile.open(path, "r:gz") as tar:
         tar.extractall(tmp, filter="data")
@@ -207,8 +197,7 @@ def smoke_test_archive(path: str | Path, texts: list[str] | None = None) -> list
 
 
 def upload_archive(session, archive: str | Path, url: str) -> str:
-    """Upload ``archive`` to ``url`` (``s3://bucket/key``) with SSE-S3 encryption, creating the
-    bucket (public access blocked) in the session's region if it does not exist; returns ``url``."""
+    """Upload ``archive`` to ``url`` (SSE-S3), creating the bucket (public access blocked); ``url``."""
     bucket, key = url.removeprefix("s3://").split("/", 1)
     s3 = session.client("s3")
     try:

@@ -52,8 +52,7 @@ def endpoint_environment(
 
 
 def tags(extra: dict[str, str] | None = None) -> list:
-    """``project=pt2aws``, ``pt2aws:created-at=<UTC ISO time>`` and ``extra`` as SDK ``Tag``s
-    (``pt2aws cleanup`` finds them)."""
+    """``project=pt2aws``, ``pt2aws:created-at=<UTC time>`` and ``extra`` as SDK ``Tag``s."""
     from sagemaker.core.shapes import Tag
 
     created_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -62,8 +61,7 @@ def tags(extra: dict[str, str] | None = None) -> list:
 
 
 def requests(name: str, container, variant, *, role_arn: str, network_isolation: bool, tags: list):
-    """The ``CreateModel``, ``CreateEndpointConfig`` and ``CreateEndpoint`` requests the SDK's
-    calls send for these shapes, as boto3 keyword arguments (notebook 03 prints and records them)."""
+    """The ``CreateModel``, ``CreateEndpointConfig``, ``CreateEndpoint`` requests the SDK sends."""
     from sagemaker.core.utils.utils import serialize
 
     return serialize({
@@ -89,9 +87,8 @@ def format_requests(sent: dict[str, dict]) -> str:
 
 @dataclass
 class AutoScaling:
-    """Target tracking of a variant: instances between the bounds, holding
-    ``target_invocations_per_instance`` invocations per minute per instance (AWS docs,
-    "Automatic scaling of Amazon SageMaker AI models")."""
+    """Target tracking: instances between the bounds, ``target_invocations_per_instance`` a minute
+    each (AWS docs, "Automatic scaling of Amazon SageMaker AI models")."""
 
     min_instances: int = 1
     max_instances: int = 2
@@ -116,8 +113,7 @@ def _scaling_target(name: str) -> dict:
 
 
 def enable_autoscaling(session, endpoint_name: str, config: AutoScaling) -> str:
-    """Register the variant as a scalable target with a target-tracking policy; returns its id
-    ``endpoint/<name>/variant/AllTraffic``."""
+    """Register the variant with a target-tracking policy; its id ``endpoint/<name>/variant/...``."""
     client, where = session.client("application-autoscaling"), _scaling_target(endpoint_name)
     client.register_scalable_target(
         MinCapacity=config.min_instances, MaxCapacity=config.max_instances, **where
@@ -139,8 +135,8 @@ def enable_autoscaling(session, endpoint_name: str, config: AutoScaling) -> str:
 
 
 def delete_resources(session, name: str) -> list[tuple[str, str]]:
-    """Delete the autoscaling, endpoint, endpoint config and model called ``name``, skipping what
-    does not exist (other errors are logged, the next is still tried); the ``(kind, name)`` deleted."""
+    """Delete what is called ``name`` (autoscaling first), skipping what does not exist, logging
+    other errors; the ``(kind, name)`` deleted."""
     from botocore.exceptions import ClientError
 
     deleted, where = [], _scaling_target(name)
@@ -200,10 +196,9 @@ def _explained(session, name: str, err: BaseException) -> Exception | None:
 
 
 class Cleanup:
-    """Deletes what the deployment ``name`` created (autoscaling, endpoint, config, model, the S3
-    archive unless ``keep_model_data``) on any exception inside ``with cleanup:``, re-raised as one
-    line where the fix is known (a role that cannot be passed, a refused action, a quota, an
-    endpoint that failed), and on :meth:`delete`."""
+    """Deletes what the deployment ``name`` created (the S3 archive unless ``keep_model_data``) on
+    any exception inside ``with cleanup:`` (re-raised as one line where the fix is known) and on
+    :meth:`delete`."""
 
     def __init__(self, session, name: str, model_data_url: str, *, keep_model_data: bool = False):
         self.session, self.name, self.model_data_url = session, name, model_data_url
@@ -225,8 +220,7 @@ class Cleanup:
         return False
 
     def delete(self, keep_endpoint: bool = False) -> dict:
-        """Delete it all (``keep_endpoint``: nothing); returns ``{"deleted",
-        "model_data_deleted"}``."""
+        """Delete it all (``keep_endpoint``: nothing): ``{"deleted", "model_data_deleted"}``."""
         if not keep_endpoint:
             self.deleted += delete_resources(self.session, self.name)
             if not self.keep_model_data:
@@ -249,10 +243,8 @@ def kept_endpoint(session, name: str, instance_type: str, instance_count: int = 
 def deployment_record(session, sent: dict, *, image: dict, archive: dict, local_predictions,
                       deployed: bool, answer=None, load_test=None, deleted=(),
                       model_data_deleted=False, left=None, kept=None) -> dict:  # fmt: skip
-    """The record of one deployment (``deploy/deploy.json``), JSON-ready: the inputs (``sent``:
-    :func:`requests`, ``image``: :func:`pt2aws.aws.images.serving_image`, ``left``:
-    :func:`pt2aws.aws.session.billable_resources` after clean-up), ``matches_local`` (None
-    without an answer) and ``resources_left`` (0 after a clean run)."""
+    """``deploy/deploy.json``, JSON-ready (``sent``: :func:`requests`, ``image``:
+    :func:`~pt2aws.aws.images.serving_image`, ``left``: ``billable_resources`` after clean-up)."""
     model, variant = sent["CreateModel"], sent["CreateEndpointConfig"]["ProductionVariants"][0]
     left, labels = left or {}, [p["label"] for p in local_predictions]
     matches = None if answer is None else [a["label"] for a in answer] == labels

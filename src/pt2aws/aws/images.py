@@ -57,7 +57,6 @@ def image_facts() -> dict:
     return _FACTS
 
 
-# ------------------------------------------------------------------------------ patch support
 @dataclass(frozen=True)
 class Support:
     """One image line's (or DLAMI's) end of patch, what to use after it, and the source."""
@@ -95,8 +94,8 @@ def _newest(end_of_patch: dict[str, str], today: datetime.date) -> str | None:
 
 
 def dlc_support(repository: str, version: str, today: datetime.date | None = None) -> Support:
-    """Patch support of the DLC line ``repository`` at PyTorch ``version``; ``newer``: the newest
-    line still patched (this one, then its successors). ``KeyError``: no data for it."""
+    """Patch support of DLC line ``repository`` at ``version``, ``newer`` the newest line still
+    patched (this one, then its successors); ``KeyError``: no data."""
     today, support = today or datetime.date.today(), _FACTS["support"]
     minor = ".".join(version.split(".")[:2])
     if minor not in support["lines"].get(repository, {}):
@@ -116,8 +115,7 @@ def dlc_support(repository: str, version: str, today: datetime.date | None = Non
 
 
 def dlami_support(pytorch_version: str, today: datetime.date | None = None) -> Support:
-    """Patch support of the GPU Deep Learning AMI for ``pytorch_version`` (dates UNVERIFIED);
-    ``KeyError``: no data for it."""
+    """Patch support of the GPU DLAMI for ``pytorch_version`` (UNVERIFIED dates); ``KeyError``."""
     table = _FACTS["dlami"]["pytorch_versions"]
     minor = ".".join(pytorch_version.split(".")[:2])
     if minor not in table["versions"]:
@@ -147,10 +145,8 @@ def reported_by_caller():
         yield
 
 
-# ---------------------------------------------------------------------------------- serving
 def dlc_registry(region: str) -> str:
-    """``<account>.dkr.ecr.<region>.amazonaws.com`` (``.com.cn`` in China) of the AWS DLCs
-    (``ImageSelectionError``: an unknown region)."""
+    """The AWS DLCs' ``<account>.dkr.ecr.<region>.amazonaws.com[.cn]``; ``ImageSelectionError``."""
     if region not in DLC_REGISTRY_ACCOUNTS:
         raise ImageSelectionError(
             f"no Deep Learning Containers registry known for region {region!r}; "
@@ -161,8 +157,8 @@ def dlc_registry(region: str) -> str:
 
 
 def check_instance_type(instance_type: str, api: str = "hosting") -> None:
-    """Raise (naming the family's sizes) unless SageMaker ``api`` ("hosting" or "training")
-    offers ``instance_type`` (botocore's enum): ``ImageSelectionError``, ``TrainingImageError``."""
+    """``ImageSelectionError`` (``TrainingImageError``) naming the family's sizes unless SageMaker
+    ``api`` ("hosting" or "training") offers ``instance_type`` (botocore's enum)."""
     error, what = (ImageSelectionError, "real-time hosting") if api == "hosting" else (
         TrainingImageError, "training"
     )  # fmt: skip
@@ -186,9 +182,8 @@ def _repository(image_uri: str) -> str:
 
 
 def check_image_matches_instance(image_uri: str, instance_type: str) -> None:
-    """``ImageSelectionError`` if the DLC ``image_uri`` cannot run on ``instance_type``: the
-    architecture is in the repository name (``-graviton``/``-arm64``); Hugging Face DLCs have no
-    arm64 build."""
+    """``ImageSelectionError`` if the DLC ``image_uri`` (its architecture in the repository name)
+    cannot run on ``instance_type``."""
     family, arch = catalog.instance_family(instance_type), catalog.architecture(instance_type)
     repository = _repository(image_uri)
     if arch == "arm64" and "huggingface" in repository:
@@ -210,9 +205,8 @@ def check_image_matches_instance(image_uri: str, instance_type: str) -> None:
 
 def inference_image_uri(region: str, torch_version: str = INFERENCE_TORCH_VERSION,
                         instance_type: str = DEFAULT_INSTANCE_TYPE) -> str:  # fmt: skip
-    """ECR URI of the SageMaker PyTorch CPU inference DLC for ``instance_type`` (no AWS call),
-    e.g. ``<registry>/pytorch-inference-arm64:2.6.0-cpu-py312-ubuntu22.04-sagemaker``;
-    ``ImageSelectionError``: an unknown instance type, region or version (naming what exists)."""
+    """The SageMaker PyTorch CPU inference DLC for ``instance_type`` (Graviton: the arm64 image,
+    where the SDK's list, which stops at c7g, says x86); ``ImageSelectionError``."""
     from sagemaker.core import image_uris
 
     check_instance_type(instance_type)
@@ -243,8 +237,7 @@ def inference_image_uri(region: str, torch_version: str = INFERENCE_TORCH_VERSIO
 
 
 def check_custom_image_uri(image_uri: str, region: str | None = None) -> dict[str, str]:
-    """``{"account", "region", "repository", "tag"}`` of the project's serving image in your
-    private ECR (``ImageSelectionError``: not private ECR with a tag, or another region)."""
+    """``{"account", "region", "repository", "tag"}`` of your private ECR image; ``ImageSelectionError``."""
     match = ECR_IMAGE_PATTERN.match(image_uri or "")
     if not match:
         raise ImageSelectionError(
@@ -264,10 +257,8 @@ def check_custom_image_uri(image_uri: str, region: str | None = None) -> dict[st
 def serving_image(image: str, region: str, instance_type: str, *, image_uri: str = "",
                   torch_version: str = INFERENCE_TORCH_VERSION,
                   network_isolation: bool = False) -> dict:  # fmt: skip
-    """Notebook 03's ``IMAGE`` (``"dlc"``, ``image_uri`` optional, or ``"custom"``, ``image_uri``
-    required), checked offline: ``{"image", "image_uri", "support": {"message", ...}}`` (a past
-    end of patch in the message, not also warned); ``ImageSelectionError`` as the checks above,
-    an unknown ``image``, network isolation with the DLC (it pip-installs at start)."""
+    """Notebook 03's ``IMAGE`` ("dlc", or "custom" with ``image_uri``) checked offline: ``{"image",
+    "image_uri", "support": {"message", ...}}`` (not also warned); ``ImageSelectionError``."""
     check_instance_type(instance_type)
     if image not in ("dlc", "custom"):
         raise ImageSelectionError(f"image must be one of dlc, custom, not {image!r}")
@@ -291,7 +282,6 @@ def serving_image(image: str, region: str, instance_type: str, *, image_uri: str
     return {"image": image, "image_uri": uri, "support": support}
 
 
-# --------------------------------------------------------------------------------- training
 def is_gpu_instance(instance_type: str) -> bool:
     """True for instance types with NVIDIA GPUs (``ml.p4d.24xlarge``, ``g5.xlarge`` ...)."""
     return catalog.instance_family(instance_type) in GPU_TRAINING_FAMILIES
@@ -301,7 +291,7 @@ def training_image_uri(instance_type: str = DEFAULT_TRAINING_INSTANCE_TYPE,
                        region: str = "us-east-1",
                        pytorch_version: str = TRAINING_TORCH_VERSION) -> str:  # fmt: skip
     """The SageMaker PyTorch training DLC for ``instance_type`` (the SDK's table, its newest
-    Python); ``TrainingImageError``: not a training type, Trainium, a version without an image."""
+    Python); ``TrainingImageError``."""
     from sagemaker.core import image_uris
 
     check_instance_type(instance_type, "training")
@@ -325,10 +315,8 @@ def training_image_uri(instance_type: str = DEFAULT_TRAINING_INSTANCE_TYPE,
 
 
 def training_image_for(instance_type: str, region: str, dlc_version: str = EC2_DLC_VERSION):
-    """``(EC2 training DLC URI, is the GPU image)`` for ``instance_type`` (the fallback table: the
-    SDK lists no EC2 tags), e.g. ``<registry>/pytorch:2.13.0-cu133-amzn2023``;
-    ``TrainingImageError``: an arm64 CPU instance (AWS publishes no arm64 CPU training DLC), a
-    version without an EC2 DLC; ``ImageSelectionError``: an unknown region."""
+    """``(EC2 training DLC URI, is the GPU image)`` from the fallback table (the SDK lists no EC2
+    tags); ``TrainingImageError``, ``ImageSelectionError``."""
     gpu = is_gpu_instance(instance_type)
     if not gpu and catalog.architecture(instance_type) == "arm64":
         raise TrainingImageError(
@@ -349,9 +337,8 @@ def training_image_for(instance_type: str, region: str, dlc_version: str = EC2_D
 
 def dlami_parameter(instance_type: str, pytorch_version: str = DLAMI_PYTORCH_VERSION,
                     os_name: str = _FACTS["dlami"]["default_os"]) -> str:  # fmt: skip
-    """The public SSM parameter holding the AMI for ``instance_type``: the PyTorch DLAMI (GPU),
-    the Neuron DLAMI (Trainium, Inferentia) or Amazon Linux 2023 (CPU); ``KeyError``: not in the
-    catalog."""
+    """The public SSM parameter of ``instance_type``'s AMI: the PyTorch DLAMI (GPU), the Neuron
+    DLAMI or Amazon Linux 2023 (CPU); ``KeyError``: not in the catalog."""
     it, dlami = catalog.get_instance(instance_type), _FACTS["dlami"]
     if it.kind == "gpu":
         _warn_if_past("", pytorch_version, dlami_support)
