@@ -1,6 +1,5 @@
-"""What answers an emulated endpoint: the project's own server for its archive, on this machine
-(its Python and torch, whatever the image), started in the background as ``CreateEndpoint``
-starts an instance on AWS; ``InService`` once it answers, ``Failed`` with its log tail."""
+"""What answers an emulated endpoint: the project's server for its archive on this machine,
+started in the background as ``CreateEndpoint`` starts an instance."""
 
 from __future__ import annotations
 
@@ -28,8 +27,8 @@ class EndpointServers:
 
     @contextlib.contextmanager
     def server(self, archive: Path, workdir: Path, env: dict[str, str]):
-        """The project's server for ``archive`` on 127.0.0.1, ready once ``/ping`` is 200; yields
-        ``(invocations URL, what it is in words)`` (tests set another ``server``)."""
+        """Yields ``(invocations URL, what it is in words)`` of the project's server for ``archive``
+        once ``/ping`` answers (tests set another ``server``)."""
         from pt2aws.serving.local import LocalServer
 
         with LocalServer(archive, workdir / "serve", env=env) as server:
@@ -37,8 +36,8 @@ class EndpointServers:
             yield f"{server.url}/invocations", words
 
     def create(self, name: str, environment: dict[str, str], fetch, done) -> None:
-        """Serve ``name`` (``fetch()``: the archive's bytes) in the background; ``done(None)`` once
-        it answers, else ``done(reason)``. Only ``PT2AWS_*`` settings pass (this is no instance)."""
+        """Serve ``name`` (``fetch()``: the archive) in the background, then ``done(None or the
+        reason)``; only ``PT2AWS_*`` settings pass (this is no instance)."""
         env = {k: v for k, v in environment.items() if k.startswith("PT2AWS_")}
         with self._lock:
             self._served[name] = None

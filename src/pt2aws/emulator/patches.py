@@ -25,18 +25,10 @@ from moto.servicequotas.responses import ServiceQuotasResponse
 
 from pt2aws.sizing.catalog import botocore_instance_types
 
-#: What the handlers read (one emulator at a time): :func:`configure`.
-_state: dict = {"applied": False}
-
-
-def configure(*, endpoints=None, training_output=None, quotas=None) -> dict:
-    """Set what the handlers use (no arguments: moto's behaviour); returns the settings before.
-    ``endpoints``: an :class:`~pt2aws.emulator.endpoints.EndpointServers` (None: canned);
-    ``training_output()``: a completed job's ``model.tar.gz``; ``quotas``: ``{name: (value,
-    applied)}``."""
-    before = {k: _state[k] for k in ("endpoints", "training_output", "quotas") if k in _state}
-    _state.update(endpoints=endpoints, training_output=training_output, quotas=dict(quotas or {}))
-    return before
+#: What the handlers read, set by the running emulator (None, {}: moto's behaviour):
+#: ``endpoints`` (``EndpointServers``), ``training_output()`` (a job's ``model.tar.gz``),
+#: ``quotas`` (``{name: (value, applied)}``).
+_state: dict = {"applied": False, "endpoints": None, "training_output": None, "quotas": {}}
 
 
 def validate_instance_type(self, original, instance_type: str) -> None:
@@ -199,5 +191,4 @@ def apply() -> None:
                 return _handler(self, _original, *args, **kwargs)
 
             setattr(cls, method, patched)
-    configure()
     _state["applied"] = True
