@@ -35,27 +35,33 @@ class EndpointServers:
             words = "the project's server on this machine (pt2aws.serving.server, 127.0.0.1)"
             yield f"{server.url}/invocations", words
 
-    def create(self, name: str, environment: dict[str, str], fetch, done) -> None:
-        """Serve ``name`` (``fetch()``: the archive) in the background, then ``done(None or the
-        reason)``; only ``PT2AWS_*`` settings pass (this is no instance)."""
-        env = {k: v for k, v in environment.items() if k.startswith("PT2AWS_")}
+    def create(self, endpoint, container: dict, s3) -> None:
+        """Serve moto's ``endpoint`` (``Creating``, then ``InService`` or ``Failed``) from
+        ``container``'s archive in ``s3`` (moto's backend) in the background; only ``PT2AWS_*``
+        settings pass (this is no instance)."""
+        env = container.get("Environment") or {}
+        env = {k: v for k, v in env.items() if k.startswith("PT2AWS_")}
+        endpoint.endpoint_status = "Creating"
         with self._lock:
-            self._served[name] = None
-        threading.Thread(
-            target=self._start, args=(name, env, fetch, done), name=f"endpoint-{name}", daemon=True
-        ).start()
+            self._served[endpoint.endpoint_name] = None
+        url = container.get("ModelDataUrl", "")
+        threading.Thread(target=self._start, args=(endpoint, url, env, s3), daemon=True).start()
 
-    def _start(self, name: str, env: dict, fetch, done) -> None:
-        stack = contextlib.ExitStack()
+    def _start(self, endpoint, archive_url: str, env: dict, s3) -> None:
+        name, stack = endpoint.endpoint_name, contextlib.ExitStack()
         try:
+            found = s3.get_object(*archive_url[5:].split("/", 1))
+            if found is None:
+                raise FileNotFoundError(f"{archive_url} does not exist in the emulated S3")
             folder = self.workdir / name
             folder.mkdir(parents=True, exist_ok=True)
-            (folder / "model.tar.gz").write_bytes(fetch())
+            (folder / "model.tar.gz").write_bytes(found.value)
             url, source = stack.enter_context(self.server(folder / "model.tar.gz", folder, env))
         except Exception as err:  # noqa: BLE001 - becomes the endpoint's FailureReason
             stack.close()
             logger.warning("emulated endpoint %s failed to start: %s", name, err)
-            done(f"the serving software did not start on this machine: {str(err)[-1500:]}")
+            reason = f"the serving software did not start on this machine: {str(err)[-1500:]}"
+            endpoint.endpoint_status, endpoint.failure_reason = "Failed", reason
             return
         with self._lock:
             self.history[name] = source
@@ -64,7 +70,7 @@ class EndpointServers:
                 self._served[name] = (url, stack)
         if not kept:
             stack.close()
-        done(None)
+        endpoint.endpoint_status = "InService"
 
     def invoke(self, name: str, body: bytes, content_type: str | None, accept: str | None):
         """``(status, content_type, body)`` of ``name``'s server, or None when none serves it."""

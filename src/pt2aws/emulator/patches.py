@@ -44,24 +44,10 @@ def describe_without_empty(self, original):
 def create_endpoint(self, original, endpoint_name, endpoint_config_name, tags):
     """``Creating`` while the model server starts, then ``InService`` or ``Failed``."""
     endpoint = original(self, endpoint_name, endpoint_config_name, tags)
-    if _state["endpoints"] is None:
-        return endpoint
-    config = self.endpoint_configs[endpoint_config_name]
-    container = self._models[config.production_variants[0]["ModelName"]].primary_container or {}
-    url = container.get("ModelDataUrl", "")
-    endpoint.endpoint_status = "Creating"
-
-    def fetch() -> bytes:
-        found = s3_backends[self.account_id]["aws"].get_object(*url[5:].split("/", 1))
-        if found is None:
-            raise FileNotFoundError(f"{url} does not exist in the emulated S3")
-        return found.value
-
-    def done(reason):
-        endpoint.endpoint_status = "Failed" if reason else "InService"
-        endpoint.failure_reason = reason
-
-    _state["endpoints"].create(endpoint_name, container.get("Environment") or {}, fetch, done)
+    if _state["endpoints"] is not None:
+        variant = self.endpoint_configs[endpoint_config_name].production_variants[0]
+        container = self._models[variant["ModelName"]].primary_container or {}
+        _state["endpoints"].create(endpoint, container, s3_backends[self.account_id]["aws"])
     return endpoint
 
 
