@@ -72,13 +72,13 @@ class EndpointServers:
             stack.close()
         endpoint.endpoint_status = "InService"
 
-    def invoke(self, name: str, body: bytes, content_type: str | None, accept: str | None):
-        """``(status, content_type, body)`` of ``name``'s server, or None when none serves it."""
+    def invoke(self, name: str, body: bytes, asked: dict):
+        """``(status, content_type, body)`` of ``name``'s server (``asked``: the request's
+        headers), or None when none serves it."""
         served = self._served.get(name)
         if served is None:
             return None
-        headers = {"Content-Type": content_type or "application/json",
-                   "Accept": accept or "application/json"}  # fmt: skip
+        headers = {k: asked.get(k) or "application/json" for k in ("Content-Type", "Accept")}
         request = urllib.request.Request(served[0], data=body, method="POST", headers=headers)
         try:
             with urllib.request.urlopen(request, timeout=60) as response:

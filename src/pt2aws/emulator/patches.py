@@ -1,10 +1,6 @@
-"""What moto 5.2.5 lacks for pt2aws, as a table of handlers (:data:`HANDLERS`) applied once:
-botocore's hosting instance types (Graviton included); describe answers without moto's empty
-dicts (``VpcConfig: {}``, which SDK shapes reject); endpoints answered by a model server
-(:mod:`pt2aws.emulator.endpoints`; non-2xx: ``ModelError``, HTTP 424, as SageMaker);
-``SimulatePrincipalPolicy`` (all allowed) and ``StopTrainingJob``; a completed job's model from
-``training_output()``; SageMaker quotas (moto knows only ``vpc``) from the emulator's table.
-"""
+"""What moto 5.2.5 lacks for pt2aws, as one table of handlers (:data:`HANDLERS`): botocore's
+instance types, describes without empty dicts (SDK shapes reject them), endpoints answered by a
+model server, ``SimulatePrincipalPolicy``, ``StopTrainingJob``, a job's model, SageMaker quotas."""
 
 from __future__ import annotations
 
@@ -65,10 +61,7 @@ def invoke_endpoint(self, original):
         raise JsonRESTError(
             "ValidationError", f"Endpoint {name} of account {self.current_account} not found."
         )
-    headers = self.headers
-    answer = _state["endpoints"].invoke(
-        name, self.raw_body, headers.get("Content-Type"), headers.get("Accept")
-    )
+    answer = _state["endpoints"].invoke(name, self.raw_body, self.headers)
     if answer is None:
         return original(self)
     status, content_type, body = answer

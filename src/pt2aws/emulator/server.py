@@ -12,9 +12,12 @@ import tarfile
 from pathlib import Path
 from unittest import mock
 
+from pt2aws.aws import images
 from pt2aws.aws import session as aws_session
+from pt2aws.aws.account import quota_name
 from pt2aws.emulator.endpoints import EndpointServers
 from pt2aws.processes import free_port
+from pt2aws.sizing import catalog, pricing
 
 EMULATOR_ACCOUNT = "123456789012"  # moto's default account id
 EMULATOR_REGION = "us-east-1"
@@ -44,6 +47,7 @@ class Emulator:
     def start(self) -> Emulator:
         """Start the server, apply the patches, point AWS clients at it."""
         from moto.server import ThreadedMotoServer
+        from moto.ssm.models import ssm_backends
         from sagemaker.core.helper import session_helper
 
         from pt2aws.emulator import patches
@@ -72,7 +76,11 @@ class Emulator:
                 quotas=self.quotas,
             )  # fmt: skip
         )
-        self._seed_dlami_parameters()
+        with images.reported_by_caller():  # support-date warnings belong to the launch plan
+            names = {images.dlami_parameter(it.name) for it in catalog.load_catalog()}
+        store = ssm_backends[EMULATOR_ACCOUNT][self.region]._parameters
+        for name in sorted(n for n in names if not store.get(n)):
+            self.seed_public_parameter(name, PLACEHOLDER_AMI)
         return self
 
     def stop(self) -> None:
@@ -117,18 +125,6 @@ class Emulator:
             len(store[name]) + 1, kind if value.startswith("ami-") else "text",
         ))  # fmt: skip
 
-    def _seed_dlami_parameters(self) -> None:
-        from moto.ssm.models import ssm_backends
-
-        from pt2aws.aws.images import dlami_parameter, reported_by_caller
-        from pt2aws.sizing import catalog
-
-        store = ssm_backends[EMULATOR_ACCOUNT][self.region]._parameters
-        with reported_by_caller():  # support-date warnings belong to the launch plan
-            names = {dlami_parameter(it.name) for it in catalog.load_catalog()}
-        for name in sorted(n for n in names if not store.get(n)):
-            self.seed_public_parameter(name, PLACEHOLDER_AMI)
-
 
 def _set_environment(env: dict[str, str | None]) -> None:
     os.environ.update({k: v for k, v in env.items() if v is not None})
@@ -139,8 +135,6 @@ def _set_environment(env: dict[str, str | None]) -> None:
 def emulated_quotas() -> dict[str, tuple[float, bool]]:
     """``{quota name: (value, applied)}``: 2 of every priced type, GPU training 0 (a default
     only), as new accounts often start (sagemaker-examples#593)."""
-    from pt2aws.aws.account import quota_name
-    from pt2aws.sizing import catalog, pricing
     from pt2aws.sizing.serving_cost import DEFAULT_COMPARISON
 
     quotas = {
