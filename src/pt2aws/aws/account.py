@@ -24,28 +24,6 @@ def quota_name(instance_type: str, use: str = "endpoint") -> str:
     return f"ml.{instance_type.removeprefix('ml.')} for {QUOTA_USES[use]}"
 
 
-def _read_quota(client, name: str) -> tuple[str, float, str] | None:
-    """``(code, value, "applied" | "AWS default")`` of the quota ``name``, None: no such quota."""
-    from botocore.exceptions import ClientError
-
-    found = next(
-        (q for call in ("list_service_quotas", "list_aws_default_service_quotas")
-         for page in client.get_paginator(call).paginate(ServiceCode="sagemaker")
-         for q in page.get("Quotas", []) if q.get("QuotaName") == name),
-        None,
-    )  # fmt: skip
-    if found is None:
-        return None
-    ask = {"ServiceCode": "sagemaker", "QuotaCode": found["QuotaCode"]}
-    try:
-        return ask["QuotaCode"], client.get_service_quota(**ask)["Quota"].get("Value"), "applied"
-    except ClientError as err:
-        if err.response["Error"]["Code"] != "NoSuchResourceException":
-            raise
-    value = client.get_aws_default_service_quota(**ask)["Quota"].get("Value")
-    return ask["QuotaCode"], value, "AWS default"
-
-
 def check_quota(session, instance_type: str, use: str = "endpoint", needed: int = 1) -> dict:
     """The applied quota, else AWS's default: ``{"name", "code", "value", "source", "needed",
     "ok" (None: unknown), "reason"}`` (the fix, if not ok)."""
@@ -53,8 +31,26 @@ def check_quota(session, instance_type: str, use: str = "endpoint", needed: int 
 
     name = quota_name(instance_type, use)
     out = {"name": name, "code": None, "value": None, "source": "unknown", "needed": needed}
+    client = session.client("service-quotas", max_attempts=3)
     try:
-        read = _read_quota(session.client("service-quotas", max_attempts=3), name)
+        found = next(
+            (q for call in ("list_service_quotas", "list_aws_default_service_quotas")
+             for page in client.get_paginator(call).paginate(ServiceCode="sagemaker")
+             for q in page.get("Quotas", []) if q.get("QuotaName") == name),
+            None,
+        )  # fmt: skip
+        if found is None:
+            reason = f"no quota named {name!r} in Service Quotas (check it in the console)"
+            return {**out, "ok": None, "reason": reason}
+        ask = {"ServiceCode": "sagemaker", "QuotaCode": found["QuotaCode"]}
+        out["code"], out["source"] = found["QuotaCode"], "applied"
+        try:
+            out["value"] = client.get_service_quota(**ask)["Quota"].get("Value")
+        except ClientError as err:
+            if err.response["Error"]["Code"] != "NoSuchResourceException":
+                raise
+            out["value"] = client.get_aws_default_service_quota(**ask)["Quota"].get("Value")
+            out["source"] = "AWS default"
     except (ClientError, BotoCoreError) as err:
         code = getattr(err, "response", {}).get("Error", {}).get("Code", type(err).__name__)
         reason = (
@@ -62,10 +58,6 @@ def check_quota(session, instance_type: str, use: str = "endpoint", needed: int 
             "in AmazonSageMakerFullAccess), or look it up in the Service Quotas console"
         )
         return {**out, "ok": None, "reason": reason}
-    if read is None:
-        reason = f"no quota named {name!r} in Service Quotas (check it in the console)"
-        return {**out, "ok": None, "reason": reason}
-    out["code"], out["value"], out["source"] = read
     if out["value"] is not None and out["value"] >= needed:
         return {**out, "ok": True, "reason": ""}
     reason = (
