@@ -1,6 +1,5 @@
-"""What a real account needs before anything billable is created (:func:`checklist`): the
-caller, the IAM actions of the caller and the execution role (``checklist.json``, with its
-sources), the SageMaker quotas (Service Quotas, looked up by name), the expected cost;
+"""What a real account needs before anything billable is created (:func:`checklist`): the caller,
+the IAM actions (``checklist.json``, with sources), the SageMaker quotas, the expected cost;
 :func:`require_ready` stops with one line on what would make the run fail."""
 
 from __future__ import annotations
@@ -14,50 +13,44 @@ from pt2aws.sizing.pricing import instance_cost
 FACTS = json.loads(Path(__file__).with_name("checklist.json").read_text())
 #: Quota names by use, as Service Quotas spells them for SageMaker.
 QUOTA_USES = {"endpoint": "endpoint usage", "training": "training job usage"}
-#: Minutes an endpoint lives in notebook 03 (create, load test, delete): an expectation, not
-#: a measurement.
+#: Minutes an endpoint lives in notebook 03 (create, load test, delete): expected, not measured.
 TYPICAL_ENDPOINT_MINUTES = 10.0
 
 
 def quota_name(instance_type: str, use: str = "endpoint") -> str:
-    """``"ml.c7g.xlarge for endpoint usage"`` (Service Quotas' name, service code sagemaker);
-    ``ValueError``: an unknown ``use``."""
+    """``"ml.c7g.xlarge for endpoint usage"`` (Service Quotas' name); ``ValueError``: unknown use."""
     if use not in QUOTA_USES:
         raise ValueError(f"use {use!r}: choose one of {', '.join(QUOTA_USES)}")
     return f"ml.{instance_type.removeprefix('ml.')} for {QUOTA_USES[use]}"
 
 
-def _read_quota(client, name: str) -> tuple[str, float, str] | None:
-    """``(code, value, "applied" | "AWS default")`` of the quota ``name``, None: no such quota."""
-    from botocore.exceptions import ClientError
-
-    found = next(
-        (q for call in ("list_service_quotas", "list_aws_default_service_quotas")
-         for page in client.get_paginator(call).paginate(ServiceCode="sagemaker")
-         for q in page.get("Quotas", []) if q.get("QuotaName") == name),
-        None,
-    )  # fmt: skip
-    if found is None:
-        return None
-    ask = {"ServiceCode": "sagemaker", "QuotaCode": found["QuotaCode"]}
-    try:
-        return ask["QuotaCode"], client.get_service_quota(**ask)["Quota"].get("Value"), "applied"
-    except ClientError as err:
-        if err.response["Error"]["Code"] != "NoSuchResourceException":
-            raise
-    value = client.get_aws_default_service_quota(**ask)["Quota"].get("Value")
-    return ask["QuotaCode"], value, "AWS default"
-
-
 def check_quota(session, instance_type: str, use: str = "endpoint", needed: int = 1) -> dict:
-    """The applied quota, else AWS's default: ``{"name", "code", "value", "source" ("applied",
-    "AWS default", "unknown"), "needed", "ok" (None: unknown), "reason"}`` (the fix, if not ok)."""
+    """The applied quota, else AWS's default: ``{"name", "code", "value", "source", "needed",
+    "ok" (None: unknown), "reason"}`` (the fix, if not ok)."""
     from botocore.exceptions import BotoCoreError, ClientError
 
     name = quota_name(instance_type, use)
     out = {"name": name, "code": None, "value": None, "source": "unknown", "needed": needed}
+    client = session.client("service-quotas", max_attempts=3)
     try:
-        read = _read_quota(session.client("service-quotas", max_attempts=3), name)
+        found = next(
+            (q for call in ("list_service_quotas", "list_aws_default_service_quotas")
+             for page in client.get_paginator(call).paginate(ServiceCode="sagemaker")
+             for q in page.get("Quotas", []) if q.get("QuotaName") == name),
+            None,
+        )  # fmt: skip
+        if found is None:
+            reason = f"no quota named {name!r} in Service Quotas (check it in the console)"
+            return {**out, "ok": None, "reason": reason}
+        ask = {"ServiceCode": "sagemaker", "QuotaCode": found["QuotaCode"]}
+        out["code"], out["source"] = found["QuotaCode"], "applied"
+        try:
+            out["value"] = client.get_service_quota(**ask)["Quota"].get("Value")
+        except ClientError as err:
+            if err.response["Error"]["Code"] != "NoSuchResourceException":
+                raise
+            out["value"] = client.get_aws_default_service_quota(**ask)["Quota"].get("Value")
+            out["source"] = "AWS default"
     except (ClientError, BotoCoreError) as err:
         code = getattr(err, "response", {}).get("Error", {}).get("Code", type(err).__name__)
         reason = (
@@ -65,10 +58,6 @@ def check_quota(session, instance_type: str, use: str = "endpoint", needed: int 
             "in AmazonSageMakerFullAccess), or look it up in the Service Quotas console"
         )
         return {**out, "ok": None, "reason": reason}
-    if read is None:
-        reason = f"no quota named {name!r} in Service Quotas (check it in the console)"
-        return {**out, "ok": None, "reason": reason}
-    out["code"], out["value"], out["source"] = read
     if out["value"] is not None and out["value"] >= needed:
         return {**out, "ok": True, "reason": ""}
     reason = (
@@ -83,9 +72,8 @@ def check_quota(session, instance_type: str, use: str = "endpoint", needed: int 
 def run_cost(region: str, *, endpoint_instance=None, endpoint_instances=1, wait_timeout_s=1800,
              load_test_seconds=30, keep_endpoint=False, training_instance=None, training_count=1,
              max_runtime_s=None) -> dict:  # fmt: skip
-    """Expected cost: an endpoint about :data:`TYPICAL_ENDPOINT_MINUTES`, at most the wait timeout
-    + the load test + 2 min; a job at most its runtime. ``{"lines", "typical_usd", "worst_usd",
-    "per_hour_kept"}`` (None where no price)."""
+    """Expected cost (an endpoint :data:`TYPICAL_ENDPOINT_MINUTES`, at most wait + load test + 2
+    min; a job its runtime): ``{"lines", "typical_usd", "worst_usd", "per_hour_kept"}``."""
     lines, typical, worst, per_hour = [], 0.0, 0.0, None
     if endpoint_instance:
         most_min = (wait_timeout_s + load_test_seconds) / 60 + 2
@@ -121,10 +109,9 @@ def run_cost(region: str, *, endpoint_instance=None, endpoint_instances=1, wait_
 
 
 def checklist(session, *, autoscaling=False, own_image=False, **run) -> dict:
-    """What the run needs: notebook 03's endpoint and its bounds, or notebook 01's job (``run``:
-    :func:`run_cost`'s keywords). ``{"target", "region", "account", "role", "caller_actions",
-    "execution_role", "quotas" ([:func:`check_quota`]), "cost" (:func:`run_cost`),
-    "arm64_build" (or None)}``; ``AwsSetupError``: no or refused credentials, AWS unreachable."""
+    """What notebook 03's endpoint or 01's job needs (``run``: :func:`run_cost`'s keywords):
+    ``{"target", "region", "account", "role", "caller_actions", "execution_role", "quotas",
+    "cost", "arm64_build"}``; ``AwsSetupError``: no or refused credentials, AWS unreachable."""
     account = session.account()
     cost = run_cost(session.region, **run)
     purposes = ["pass the execution role", "model data in S3", "this checklist and price refresh"]

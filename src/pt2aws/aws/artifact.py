@@ -1,9 +1,5 @@
-"""``model.tar.gz`` for SageMaker: package it, check it offline, upload it to S3. The PyTorch
-inference container's contract (aws/sagemaker-pytorch-inference-toolkit): model files at the
-root, the handler in ``code/inference.py``, its packages in ``code/requirements.txt`` (the DLC
-pip-installs them at start). :func:`validate_archive` refuses, before anything is billed, the
-mistakes issue trackers show (a nested top folder, the handler at the root, no tokenizer,
-links, absolute or ``..`` paths)."""
+"""``model.tar.gz`` for SageMaker, packaged, checked offline, uploaded. The PyTorch inference
+toolkit's layout: model files at the root, ``code/inference.py``, ``code/requirements.txt``."""
 
 from __future__ import annotations
 
@@ -34,13 +30,25 @@ WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "model.safetensors.ind
 COMPANION_PACKAGES = ("tokenizers", "safetensors")
 
 
+_REBUILD = "rebuild with pt2aws.aws.artifact.package"
+#: ``(test, what is wrong)`` for each member SageMaker cannot extract safely, in order.
+MEMBER_RULES = (
+    (tarfile.TarInfo.issym, "symlink to {0!r}; links are not allowed (SageMaker fails to extract "
+     "them); " + _REBUILD + ", which dereferences them"),
+    (tarfile.TarInfo.islnk, "hard link to {0!r}; links are not allowed; " + _REBUILD),
+    (lambda i: i.name.startswith("/") or re.match(r"^[A-Za-z]:[\\/]", i.name), "absolute path; "
+     "members must be relative to the archive root (tar -C model_dir -czf model.tar.gz .)"),
+    (lambda i: ".." in Path(i.name).parts, "'..' path escapes the archive root; " + _REBUILD),
+    (lambda i: not (i.isfile() or i.isdir()), "not a regular file (device or fifo); remove it"),
+)  # fmt: skip
+
+
 class ArchiveError(UserError, ValueError):
     """``model.tar.gz`` breaks the SageMaker layout; the message names the member and the fix."""
 
 
 def requirements_for(model_dir: str | Path) -> str:
-    """``code/requirements.txt``: ``transformers`` at ``config.json``'s ``transformers_version``,
-    and tokenizers/safetensors at the installed versions when that transformers is installed."""
+    """``transformers`` at the saving version, tokenizers/safetensors pinned when it is installed."""
     saved = json.loads((Path(model_dir) / "config.json").read_text()).get("transformers_version")
     installed = metadata.version("transformers")
     lines = [f"transformers=={saved or installed}"]
@@ -101,12 +109,9 @@ def _check_layout(names: set[str]) -> None:
 def package(
     model_dir: str | Path, output_path: str | Path, *, variants: dict | None = None
 ) -> Path:
-    """Write ``model.tar.gz``: ``model_dir``'s files at the root, ``code/inference.py`` (the
-    handler), ``code/requirements.txt``, ``variants.json``
-    (:func:`pt2aws.inference.selection.variant_report`; ``onnx/`` when it records ONNX). Links
-    are dereferenced; members sorted, time 0, uid 0 (same inputs, same bytes).
-    ``FileNotFoundError``: no ``config.json``; ``ArchiveError``: no weights or tokenizer, a broken
-    or folder link, weights saved from a compiled module (``_orig_mod.`` keys)."""
+    """Write ``model.tar.gz``: ``model_dir``'s files, the handler, requirements, ``variants.json``
+    (``onnx/`` when it records ONNX), links dereferenced, same inputs same bytes.
+    ``FileNotFoundError``: no ``config.json``; ``ArchiveError``: a layout SageMaker refuses."""
     model_dir, output_path = Path(model_dir), Path(output_path)
     if not (model_dir / "config.json").is_file():
         raise FileNotFoundError(
@@ -145,38 +150,17 @@ def package(
     return output_path
 
 
-def _check_member(info: tarfile.TarInfo) -> None:
-    """``ArchiveError`` for a link, an absolute or ``..`` path, a device or fifo."""
-    name = info.name
-    if info.issym() or info.islnk():
-        raise ArchiveError(
-            f"{name}: {'symlink' if info.issym() else 'hard link'} to {info.linkname!r}; links "
-            "are not allowed (SageMaker fails to extract them); rebuild with "
-            "pt2aws.aws.artifact.package, which dereferences them"
-        )
-    if name.startswith("/") or re.match(r"^[A-Za-z]:[\\/]", name):
-        raise ArchiveError(
-            f"{name}: absolute path; members must be relative to the archive root "
-            "(tar -C model_dir -czf model.tar.gz .)"
-        )
-    if ".." in Path(name).parts:
-        raise ArchiveError(
-            f"{name}: '..' path escapes the archive root; rebuild with pt2aws.aws.artifact.package"
-        )
-    if not (info.isfile() or info.isdir()):
-        raise ArchiveError(f"{name}: not a regular file (device or fifo); remove it")
-
-
 def validate_archive(path: str | Path, *, smoke_test: bool = True) -> dict:
-    """Check ``model.tar.gz`` against the SageMaker layout (``ArchiveError`` naming the member
-    and the fix), then optionally :func:`smoke_test_archive`: ``{"members": [sorted names],
-    "member_count", "bytes" (archive size), "requirements", "prediction" (None: no smoke test)}``."""
+    """Check ``model.tar.gz`` (``ArchiveError`` naming the member and the fix), then
+    :func:`smoke_test_archive`: ``{"members", "member_count", "bytes", "requirements", "prediction"}``."""
     path = Path(path)
     try:
         with tarfile.open(path, "r:gz") as tar:
             infos = tar.getmembers()
             for info in infos:
-                _check_member(info)
+                for broken, why in MEMBER_RULES:
+                    if broken(info):
+                        raise ArchiveError(f"{info.name}: {why.format(info.linkname)}")
             files = {i.name.removeprefix("./"): i for i in infos if not i.isdir()}
             requirements = files.get("code/requirements.txt")
             requirements = tar.extractfile(requirements).read().decode() if requirements else ""
@@ -194,9 +178,8 @@ def validate_archive(path: str | Path, *, smoke_test: bool = True) -> dict:
 
 
 def smoke_test_archive(path: str | Path, texts: list[str] | None = None) -> list[dict]:
-    """Extract ``path`` (``data`` filter) and run its handler as the container does (``model_fn``
-    -> ``input_fn`` -> ``predict_fn`` -> ``output_fn``): one ``{"label", "score"}`` per text, in
-    order; ``ArchiveError``: another number of predictions, a label outside ``id2label``."""
+    """Run the archive's handler as the container does: one ``{"label", "score"}`` per text;
+    ``ArchiveError``: another number of predictions, a label outside ``id2label``."""
     texts = texts or ["I love this!", "This is terrible."]
     with tempfile.TemporaryDirectory() as tmp, tarfile.open(path, "r:gz") as tar:
         tar.extractall(tmp, filter="data")
@@ -214,8 +197,7 @@ def smoke_test_archive(path: str | Path, texts: list[str] | None = None) -> list
 
 
 def upload_archive(session, archive: str | Path, url: str) -> str:
-    """Upload ``archive`` to ``url`` (``s3://bucket/key``) with SSE-S3 encryption, creating the
-    bucket (public access blocked) in the session's region if it does not exist; returns ``url``."""
+    """Upload ``archive`` to ``url`` (SSE-S3), creating the bucket (public access blocked); ``url``."""
     bucket, key = url.removeprefix("s3://").split("/", 1)
     s3 = session.client("s3")
     try:

@@ -1,7 +1,6 @@
-"""What surrounds notebook 03's SageMaker SDK calls (``Model.create``, ``EndpointConfig.create``,
-``Endpoint.create``, ``wait_for_status``, ``invoke``): the container environment, the requests,
-the clean-up on any failure (:class:`Cleanup`), autoscaling, the record. The model, endpoint
-config and endpoint share one name."""
+"""What surrounds notebook 03's SageMaker SDK calls: the container environment, the requests, the
+clean-up on any failure (:class:`Cleanup`), autoscaling, the record. Model, endpoint config and
+endpoint share one name."""
 
 from __future__ import annotations
 
@@ -29,11 +28,9 @@ class DeploymentError(AwsSetupError):
 def endpoint_environment(
     instance_type: str, vcpus: int | None = None, *, image: str = "dlc"
 ) -> dict[str, str]:
-    """The container environment: the handler, one worker per physical core (``vcpus`` on
-    Graviton, ``vcpus // 2`` on x86), each with ``vcpus // workers`` threads, the Graviton
-    runtime settings (:func:`pt2aws.inference.runtime.graviton_settings`), ``PT2AWS_MAX_BATCH``
-    (:data:`pt2aws.aws.invoke.DEFAULT_MAX_ITEMS`) texts per request; the project's image
-    (``image="custom"``) also ``PT2AWS_VARIANT=auto``."""
+    """The container environment: the handler, one worker per physical core, the Graviton runtime
+    settings (:func:`pt2aws.inference.runtime.graviton_settings`), ``PT2AWS_MAX_BATCH``; the
+    project's image (``image="custom"``) also ``PT2AWS_VARIANT=auto``."""
     vcpus = vcpus or instance_vcpus(instance_type)
     graviton = is_graviton(instance_type)
     workers = max(1, vcpus if graviton else vcpus // 2)
@@ -55,8 +52,7 @@ def endpoint_environment(
 
 
 def tags(extra: dict[str, str] | None = None) -> list:
-    """``project=pt2aws``, ``pt2aws:created-at=<UTC ISO time>`` and ``extra`` as SDK ``Tag``s
-    (``pt2aws cleanup`` finds them)."""
+    """``project=pt2aws``, ``pt2aws:created-at=<UTC time>`` and ``extra`` as SDK ``Tag``s."""
     from sagemaker.core.shapes import Tag
 
     created_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -65,8 +61,7 @@ def tags(extra: dict[str, str] | None = None) -> list:
 
 
 def requests(name: str, container, variant, *, role_arn: str, network_isolation: bool, tags: list):
-    """The ``CreateModel``, ``CreateEndpointConfig`` and ``CreateEndpoint`` requests the SDK's
-    calls send for these shapes, as boto3 keyword arguments (notebook 03 prints and records them)."""
+    """The ``CreateModel``, ``CreateEndpointConfig``, ``CreateEndpoint`` requests the SDK sends."""
     from sagemaker.core.utils.utils import serialize
 
     return serialize({
@@ -92,9 +87,8 @@ def format_requests(sent: dict[str, dict]) -> str:
 
 @dataclass
 class AutoScaling:
-    """Target tracking of a variant: instances between the bounds, holding
-    ``target_invocations_per_instance`` invocations per minute per instance (AWS docs,
-    "Automatic scaling of Amazon SageMaker AI models")."""
+    """Target tracking: instances between the bounds, ``target_invocations_per_instance`` a minute
+    each (AWS docs, "Automatic scaling of Amazon SageMaker AI models")."""
 
     min_instances: int = 1
     max_instances: int = 2
@@ -103,13 +97,11 @@ class AutoScaling:
     scale_out_cooldown_s: int = 60
 
     def __post_init__(self):
-        if not 1 <= self.min_instances <= self.max_instances:
-            raise ValueError(
-                f"need 1 <= min_instances ({self.min_instances}) <= max_instances "
-                f"({self.max_instances})"
-            )
-        if self.target_invocations_per_instance <= 0:
-            raise ValueError("target_invocations_per_instance must be > 0 (per minute)")
+        if (
+            not 1 <= self.min_instances <= self.max_instances
+            or self.target_invocations_per_instance <= 0
+        ):
+            raise ValueError(f"need 1 <= min_instances <= max_instances, a target > 0: {self}")
 
 
 def _scaling_target(name: str) -> dict:
@@ -121,8 +113,7 @@ def _scaling_target(name: str) -> dict:
 
 
 def enable_autoscaling(session, endpoint_name: str, config: AutoScaling) -> str:
-    """Register the variant as a scalable target with a target-tracking policy; returns its id
-    ``endpoint/<name>/variant/AllTraffic``."""
+    """Register the variant with a target-tracking policy; its id ``endpoint/<name>/variant/...``."""
     client, where = session.client("application-autoscaling"), _scaling_target(endpoint_name)
     client.register_scalable_target(
         MinCapacity=config.min_instances, MaxCapacity=config.max_instances, **where
@@ -144,8 +135,8 @@ def enable_autoscaling(session, endpoint_name: str, config: AutoScaling) -> str:
 
 
 def delete_resources(session, name: str) -> list[tuple[str, str]]:
-    """Delete the autoscaling, endpoint, endpoint config and model called ``name``, skipping what
-    does not exist (other errors are logged, the next is still tried); the ``(kind, name)`` deleted."""
+    """Delete what is called ``name`` (autoscaling first), skipping what does not exist, logging
+    other errors; the ``(kind, name)`` deleted."""
     from botocore.exceptions import ClientError
 
     deleted, where = [], _scaling_target(name)
@@ -205,16 +196,13 @@ def _explained(session, name: str, err: BaseException) -> Exception | None:
 
 
 class Cleanup:
-    """Deletes what the deployment ``name`` created (autoscaling, endpoint, config, model, the S3
-    archive unless ``keep_model_data``) on any exception inside ``with cleanup:``, re-raised as one
-    line where the fix is known (a role that cannot be passed, a refused action, a quota, an
-    endpoint that failed), and on :meth:`delete`."""
+    """Deletes what the deployment ``name`` created (the S3 archive unless ``keep_model_data``) on
+    any exception inside ``with cleanup:`` (re-raised as one line where the fix is known) and on
+    :meth:`delete`."""
 
     def __init__(self, session, name: str, model_data_url: str, *, keep_model_data: bool = False):
         self.session, self.name, self.model_data_url = session, name, model_data_url
-        self.keep_model_data = keep_model_data
-        self.deleted: list[tuple[str, str]] = []
-        self.model_data_deleted = False
+        self.keep_model_data, self.deleted, self.model_data_deleted = keep_model_data, [], False
 
     def __enter__(self) -> Cleanup:
         return self
@@ -232,8 +220,7 @@ class Cleanup:
         return False
 
     def delete(self, keep_endpoint: bool = False) -> dict:
-        """Delete it all (``keep_endpoint``: nothing); returns ``{"deleted",
-        "model_data_deleted"}``."""
+        """Delete it all (``keep_endpoint``: nothing): ``{"deleted", "model_data_deleted"}``."""
         if not keep_endpoint:
             self.deleted += delete_resources(self.session, self.name)
             if not self.keep_model_data:
@@ -256,15 +243,11 @@ def kept_endpoint(session, name: str, instance_type: str, instance_count: int = 
 def deployment_record(session, sent: dict, *, image: dict, archive: dict, local_predictions,
                       deployed: bool, answer=None, load_test=None, deleted=(),
                       model_data_deleted=False, left=None, kept=None) -> dict:  # fmt: skip
-    """The record of one deployment (``deploy/deploy.json``), JSON-ready: the inputs (``sent``:
-    :func:`requests`, ``image``: :func:`pt2aws.aws.images.serving_image`, ``left``:
-    :func:`pt2aws.aws.session.billable_resources` after clean-up), ``matches_local`` (None
-    without an answer) and ``resources_left`` (0 after a clean run)."""
+    """``deploy/deploy.json``, JSON-ready (``sent``: :func:`requests`, ``image``:
+    :func:`~pt2aws.aws.images.serving_image`, ``left``: ``billable_resources`` after clean-up)."""
     model, variant = sent["CreateModel"], sent["CreateEndpointConfig"]["ProductionVariants"][0]
-    left = left or {}
-    matches = None
-    if answer is not None:
-        matches = [a["label"] for a in answer] == [p["label"] for p in local_predictions]
+    left, labels = left or {}, [p["label"] for p in local_predictions]
+    matches = None if answer is None else [a["label"] for a in answer] == labels
     record = {
         "target": session.target,
         "region": session.region,

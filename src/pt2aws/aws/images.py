@@ -1,11 +1,6 @@
-"""Every image pt2aws runs on, chosen offline: SageMaker SDK ``image_uris.retrieve`` first, the one
-fallback table ``images.json`` (each fact with its source) where the SDK does not know an image.
-
-Serving: the PyTorch CPU inference DLC (Graviton gets the arm64 image even where the SDK's family
-list, which stops at c7g, says x86) or the project's own image. Training: the SageMaker and EC2
-training DLCs, the Deep Learning AMI. An image past its end of patch warns once
-(:class:`ImageSupportWarning`) and names the newer one.
-"""
+"""Every image pt2aws runs on, chosen offline: SageMaker SDK ``image_uris.retrieve`` first, the
+one fallback table ``images.json`` (each fact with its source) where the SDK does not know it. An
+image past its end of patch warns once (:class:`ImageSupportWarning`) and names the newer one."""
 
 from __future__ import annotations
 
@@ -34,7 +29,6 @@ GPU_TRAINING_FAMILIES: tuple[str, ...] = tuple(_FACTS["training"]["gpu_families"
 NEURON_TRAINING_FAMILIES: tuple[str, ...] = tuple(_FACTS["training"]["neuron_families"])
 DEFAULT_INSTANCE_TYPE = "ml.c7g.xlarge"  # Graviton3, 4 vCPUs
 DEFAULT_TRAINING_INSTANCE_TYPE = "ml.p4d.24xlarge"  # 8x A100 40 GB, the source blog's
-IMAGE_CHOICES = ("dlc", "custom")  # the AWS PyTorch inference DLC, the project's (container/)
 #: A private ECR image URI (ECR user guide, "Creating a private repository": naming rules).
 ECR_IMAGE_PATTERN = re.compile(
     r"^(?P<account>\d{12})\.dkr\.ecr\.(?P<region>[a-z]{2}(?:-[a-z]+)+-\d)\.amazonaws\.com(?:\.cn)?"
@@ -63,7 +57,6 @@ def image_facts() -> dict:
     return _FACTS
 
 
-# ------------------------------------------------------------------------------ patch support
 @dataclass(frozen=True)
 class Support:
     """One image line's (or DLAMI's) end of patch, what to use after it, and the source."""
@@ -89,13 +82,10 @@ class Support:
 
     def as_dict(self) -> dict:
         """``{"image", "end_of_patch", "past", "message", "verified"}`` today."""
-        return {
-            "image": self.image,
-            "end_of_patch": self.end_of_patch.isoformat(),
-            "past": self.past(),
-            "message": self.describe(),
-            "verified": bool(self.source.get("verified")),
-        }
+        past, verified = self.past(), bool(self.source.get("verified"))
+        eop = self.end_of_patch.isoformat()
+        return dict(image=self.image, end_of_patch=eop, past=past, message=self.describe(),
+                    verified=verified)  # fmt: skip
 
 
 def _newest(end_of_patch: dict[str, str], today: datetime.date) -> str | None:
@@ -103,14 +93,9 @@ def _newest(end_of_patch: dict[str, str], today: datetime.date) -> str | None:
     return max(alive, key=lambda v: tuple(map(int, v.split(".")))) if alive else None
 
 
-def _support(image: str, eop: str, newer: str, source_id: str) -> Support:
-    source = dict(_FACTS["sources"][source_id], id=source_id)
-    return Support(image, datetime.date.fromisoformat(eop), newer, source)
-
-
 def dlc_support(repository: str, version: str, today: datetime.date | None = None) -> Support:
-    """Patch support of the DLC line ``repository`` at PyTorch ``version``; ``newer``: the newest
-    line still patched (this one, then its successors). ``KeyError``: no data for it."""
+    """Patch support of DLC line ``repository`` at ``version``, ``newer`` the newest line still
+    patched (this one, then its successors); ``KeyError``: no data."""
     today, support = today or datetime.date.today(), _FACTS["support"]
     minor = ".".join(version.split(".")[:2])
     if minor not in support["lines"].get(repository, {}):
@@ -125,13 +110,12 @@ def dlc_support(repository: str, version: str, today: datetime.date | None = Non
             newer = f"use {line} {newest} (patched until {eops[newest]})"
             break
         line = support["successors"].get(line)
-    eop = support["lines"][repository][minor][1]
-    return _support(f"{repository} {minor}", eop, newer, support["source"])
+    eop = datetime.date.fromisoformat(support["lines"][repository][minor][1])
+    return Support(f"{repository} {minor}", eop, newer, _FACTS["sources"][support["source"]])
 
 
 def dlami_support(pytorch_version: str, today: datetime.date | None = None) -> Support:
-    """Patch support of the GPU Deep Learning AMI for ``pytorch_version`` (dates UNVERIFIED);
-    ``KeyError``: no data for it."""
+    """Patch support of the GPU DLAMI for ``pytorch_version`` (UNVERIFIED dates); ``KeyError``."""
     table = _FACTS["dlami"]["pytorch_versions"]
     minor = ".".join(pytorch_version.split(".")[:2])
     if minor not in table["versions"]:
@@ -140,15 +124,15 @@ def dlami_support(pytorch_version: str, today: datetime.date | None = None) -> S
         )
     newest = _newest(table["versions"], today or datetime.date.today())
     newer = f"use the DLAMI for PyTorch {newest}" if newest else "no supported DLAMI is known"
-    return _support(
-        f"DLAMI PyTorch {minor}", table["versions"][minor], newer, table["support_source"]
-    )
+    eop = datetime.date.fromisoformat(table["versions"][minor])
+    return Support(f"DLAMI PyTorch {minor}", eop, newer, _FACTS["sources"][table["support_source"]])
 
 
-def _warn_if_past(repository: str, version: str) -> None:
-    """Warn (:class:`ImageSupportWarning`) when the DLC line is past its end of patch."""
+def _warn_if_past(repository: str, version: str, lookup=dlc_support) -> None:
+    """Warn (:class:`ImageSupportWarning`) when the line is past its end of patch (``lookup``:
+    :func:`dlc_support` or :func:`dlami_support`)."""
     with contextlib.suppress(KeyError):
-        support = dlc_support(repository, version)
+        support = lookup(repository, version) if repository else lookup(version)
         if support.past():
             warnings.warn(support.describe(), ImageSupportWarning, stacklevel=3)
 
@@ -161,10 +145,8 @@ def reported_by_caller():
         yield
 
 
-# ---------------------------------------------------------------------------------- serving
 def dlc_registry(region: str) -> str:
-    """``<account>.dkr.ecr.<region>.amazonaws.com`` (``.com.cn`` in China) of the AWS DLCs
-    (``ImageSelectionError``: an unknown region)."""
+    """The AWS DLCs' ``<account>.dkr.ecr.<region>.amazonaws.com[.cn]``; ``ImageSelectionError``."""
     if region not in DLC_REGISTRY_ACCOUNTS:
         raise ImageSelectionError(
             f"no Deep Learning Containers registry known for region {region!r}; "
@@ -175,8 +157,8 @@ def dlc_registry(region: str) -> str:
 
 
 def check_instance_type(instance_type: str, api: str = "hosting") -> None:
-    """Raise (naming the family's sizes) unless SageMaker ``api`` ("hosting" or "training")
-    offers ``instance_type`` (botocore's enum): ``ImageSelectionError``, ``TrainingImageError``."""
+    """``ImageSelectionError`` (``TrainingImageError``) naming the family's sizes unless SageMaker
+    ``api`` ("hosting" or "training") offers ``instance_type`` (botocore's enum)."""
     error, what = (ImageSelectionError, "real-time hosting") if api == "hosting" else (
         TrainingImageError, "training"
     )  # fmt: skip
@@ -200,9 +182,8 @@ def _repository(image_uri: str) -> str:
 
 
 def check_image_matches_instance(image_uri: str, instance_type: str) -> None:
-    """``ImageSelectionError`` if the DLC ``image_uri`` cannot run on ``instance_type``: the
-    architecture is in the repository name (``-graviton``/``-arm64``); Hugging Face DLCs have no
-    arm64 build."""
+    """``ImageSelectionError`` if the DLC ``image_uri`` (its architecture in the repository name)
+    cannot run on ``instance_type``."""
     family, arch = catalog.instance_family(instance_type), catalog.architecture(instance_type)
     repository = _repository(image_uri)
     if arch == "arm64" and "huggingface" in repository:
@@ -224,9 +205,8 @@ def check_image_matches_instance(image_uri: str, instance_type: str) -> None:
 
 def inference_image_uri(region: str, torch_version: str = INFERENCE_TORCH_VERSION,
                         instance_type: str = DEFAULT_INSTANCE_TYPE) -> str:  # fmt: skip
-    """ECR URI of the SageMaker PyTorch CPU inference DLC for ``instance_type`` (no AWS call),
-    e.g. ``<registry>/pytorch-inference-arm64:2.6.0-cpu-py312-ubuntu22.04-sagemaker``;
-    ``ImageSelectionError``: an unknown instance type, region or version (naming what exists)."""
+    """The SageMaker PyTorch CPU inference DLC for ``instance_type`` (Graviton: the arm64 image,
+    where the SDK's list, which stops at c7g, says x86); ``ImageSelectionError``."""
     from sagemaker.core import image_uris
 
     check_instance_type(instance_type)
@@ -257,8 +237,7 @@ def inference_image_uri(region: str, torch_version: str = INFERENCE_TORCH_VERSIO
 
 
 def check_custom_image_uri(image_uri: str, region: str | None = None) -> dict[str, str]:
-    """``{"account", "region", "repository", "tag"}`` of the project's serving image in your
-    private ECR (``ImageSelectionError``: not private ECR with a tag, or another region)."""
+    """``{"account", "region", "repository", "tag"}`` of your private ECR image; ``ImageSelectionError``."""
     match = ECR_IMAGE_PATTERN.match(image_uri or "")
     if not match:
         raise ImageSelectionError(
@@ -278,13 +257,11 @@ def check_custom_image_uri(image_uri: str, region: str | None = None) -> dict[st
 def serving_image(image: str, region: str, instance_type: str, *, image_uri: str = "",
                   torch_version: str = INFERENCE_TORCH_VERSION,
                   network_isolation: bool = False) -> dict:  # fmt: skip
-    """Notebook 03's ``IMAGE`` (``"dlc"``, ``image_uri`` optional, or ``"custom"``, ``image_uri``
-    required), checked offline: ``{"image", "image_uri", "support": {"message", ...}}`` (a past
-    end of patch in the message, not also warned); ``ImageSelectionError`` as the checks above,
-    an unknown ``image``, network isolation with the DLC (it pip-installs at start)."""
+    """Notebook 03's ``IMAGE`` ("dlc", or "custom" with ``image_uri``) checked offline: ``{"image",
+    "image_uri", "support": {"message", ...}}`` (not also warned); ``ImageSelectionError``."""
     check_instance_type(instance_type)
-    if image not in IMAGE_CHOICES:
-        raise ImageSelectionError(f"image must be one of {IMAGE_CHOICES}, not {image!r}")
+    if image not in ("dlc", "custom"):
+        raise ImageSelectionError(f"image must be one of dlc, custom, not {image!r}")
     if image == "custom":
         check_custom_image_uri(image_uri, region)
         message = "your own image: rebuild and push it to pick up security fixes"
@@ -305,7 +282,6 @@ def serving_image(image: str, region: str, instance_type: str, *, image_uri: str
     return {"image": image, "image_uri": uri, "support": support}
 
 
-# --------------------------------------------------------------------------------- training
 def is_gpu_instance(instance_type: str) -> bool:
     """True for instance types with NVIDIA GPUs (``ml.p4d.24xlarge``, ``g5.xlarge`` ...)."""
     return catalog.instance_family(instance_type) in GPU_TRAINING_FAMILIES
@@ -315,7 +291,7 @@ def training_image_uri(instance_type: str = DEFAULT_TRAINING_INSTANCE_TYPE,
                        region: str = "us-east-1",
                        pytorch_version: str = TRAINING_TORCH_VERSION) -> str:  # fmt: skip
     """The SageMaker PyTorch training DLC for ``instance_type`` (the SDK's table, its newest
-    Python); ``TrainingImageError``: not a training type, Trainium, a version without an image."""
+    Python); ``TrainingImageError``."""
     from sagemaker.core import image_uris
 
     check_instance_type(instance_type, "training")
@@ -339,10 +315,8 @@ def training_image_uri(instance_type: str = DEFAULT_TRAINING_INSTANCE_TYPE,
 
 
 def training_image_for(instance_type: str, region: str, dlc_version: str = EC2_DLC_VERSION):
-    """``(EC2 training DLC URI, is the GPU image)`` for ``instance_type`` (the fallback table: the
-    SDK lists no EC2 tags), e.g. ``<registry>/pytorch:2.13.0-cu133-amzn2023``;
-    ``TrainingImageError``: an arm64 CPU instance (AWS publishes no arm64 CPU training DLC), a
-    version without an EC2 DLC; ``ImageSelectionError``: an unknown region."""
+    """``(EC2 training DLC URI, is the GPU image)`` from the fallback table (the SDK lists no EC2
+    tags); ``TrainingImageError``, ``ImageSelectionError``."""
     gpu = is_gpu_instance(instance_type)
     if not gpu and catalog.architecture(instance_type) == "arm64":
         raise TrainingImageError(
@@ -363,15 +337,11 @@ def training_image_for(instance_type: str, region: str, dlc_version: str = EC2_D
 
 def dlami_parameter(instance_type: str, pytorch_version: str = DLAMI_PYTORCH_VERSION,
                     os_name: str = _FACTS["dlami"]["default_os"]) -> str:  # fmt: skip
-    """The public SSM parameter holding the AMI for ``instance_type``: the PyTorch DLAMI (GPU),
-    the Neuron DLAMI (Trainium, Inferentia) or Amazon Linux 2023 (CPU); ``KeyError``: not in the
-    catalog."""
+    """The public SSM parameter of ``instance_type``'s AMI: the PyTorch DLAMI (GPU), the Neuron
+    DLAMI or Amazon Linux 2023 (CPU); ``KeyError``: not in the catalog."""
     it, dlami = catalog.get_instance(instance_type), _FACTS["dlami"]
     if it.kind == "gpu":
-        with contextlib.suppress(KeyError):
-            support = dlami_support(pytorch_version)
-            if support.past():
-                warnings.warn(support.describe(), ImageSupportWarning, stacklevel=2)
+        _warn_if_past("", pytorch_version, dlami_support)
         return dlami["gpu_parameter"].format(arch="x86_64", version=pytorch_version, os=os_name)
     if it.kind in ("trainium", "inferentia"):
         return NEURON_DLAMI_PARAMETER

@@ -1,7 +1,5 @@
-"""Client for a SageMaker real-time endpoint: UTF-8 JSON requests under the payload limit, in
-order, throttling retried (botocore ``standard`` mode: backoff with full jitter); and a short
-bounded load test. A real-time request carries at most 6 MB (SageMaker AI Hosting FAQ; larger:
-Asynchronous Inference)."""
+"""A SageMaker real-time endpoint's client (UTF-8 JSON requests under the 6 MB limit of the
+SageMaker AI Hosting FAQ, in order, throttling retried) and a short bounded load test."""
 
 from __future__ import annotations
 
@@ -27,10 +25,8 @@ def request_body(texts: list[str]) -> bytes:
 
 def chunk_indices(texts: list[str], max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
                   max_items: int = DEFAULT_MAX_ITEMS) -> list[list[int]]:  # fmt: skip
-    """``texts`` split greedily, in order, into requests of at most ``max_items`` texts and
-    ``max_payload_bytes`` bytes (exactly: ``len(request_body(chunk))``), as lists of indices;
-    ``TypeError``: a text not a string, ``ValueError``: a limit below 1, ``PayloadTooLargeError``
-    (:mod:`pt2aws.serving.handler`): one text alone does not fit."""
+    """Indices of ``texts`` split greedily, in order, into requests of at most ``max_items`` texts
+    and ``max_payload_bytes`` bytes; ``TypeError``, ``ValueError``, ``PayloadTooLargeError``."""
     if max_items < 1 or max_payload_bytes < 1:
         raise ValueError(f"max_items ({max_items}) and max_payload_bytes ({max_payload_bytes}) < 1")
     chunks, current = [], []
@@ -55,9 +51,8 @@ def chunk_indices(texts: list[str], max_payload_bytes: int = DEFAULT_MAX_PAYLOAD
 
 
 class EndpointClient:
-    """Invoke ``endpoint_name`` in ``session`` with requests of at most ``max_payload_bytes``
-    (``ValueError`` over 6 MB) and ``max_items`` texts, ``max_attempts`` tries each; ``client``:
-    a ready ``sagemaker-runtime`` client instead."""
+    """Invoke ``endpoint_name`` with requests within the limits (``ValueError``: over 6 MB),
+    ``max_attempts`` tries each; ``client``: a ready ``sagemaker-runtime`` client instead."""
 
     def __init__(self, endpoint_name: str, session=None, *,
                  max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
@@ -78,8 +73,7 @@ class EndpointClient:
     def invoke_raw(
         self, body: bytes, content_type: str = "application/json", accept: str = "application/json"
     ) -> tuple[bytes, str]:
-        """One ``InvokeEndpoint``: ``(body, content type)``; ``ClientError``: ``ModelError`` (the
-        handler refused), or throttling after ``max_attempts`` tries."""
+        """One ``InvokeEndpoint``: ``(body, content type)``; ``ClientError``."""
         response = self._client.invoke_endpoint(
             EndpointName=self.endpoint_name, Body=body, ContentType=content_type, Accept=accept
         )
@@ -87,8 +81,7 @@ class EndpointClient:
         return response["Body"].read(), response.get("ContentType", "")
 
     def predict(self, texts: list[str]) -> list[dict]:
-        """One ``{"label", "score"}`` per text, in order, in as many requests as the limits need
-        (``RuntimeError``: another number of answers; see :func:`chunk_indices`)."""
+        """One ``{"label", "score"}`` per text, in order (``RuntimeError``: another number)."""
         results: list[dict | None] = [None] * len(texts)
         for indices in chunk_indices(texts, self.max_payload_bytes, self.max_items):
             payload, _ = self.invoke_raw(request_body([texts[i] for i in indices]))
@@ -104,11 +97,9 @@ class EndpointClient:
 
 def load_test(client: EndpointClient, texts: list[str], *, max_requests: int = 200,
               max_seconds: float = 60.0, concurrency: int = 4, batch_size: int = 1) -> dict:  # fmt: skip
-    """Requests of ``batch_size`` texts (round-robin from ``texts``) from ``concurrency`` threads
-    until ``max_requests`` or ``max_seconds``, failures counted, not retried: ``{"requests",
-    "errors", "texts", "seconds", "concurrency", "batch_size", "throughput_per_s" (texts/s),
-    "requests_per_s", "latency_ms" (:func:`pt2aws.inference.measure.latency_summary`, None
-    without an answer), "stopped_by" ("requests" | "seconds")}``; ``ValueError``: a bad bound."""
+    """Requests of ``batch_size`` texts from ``concurrency`` threads until ``max_requests`` or
+    ``max_seconds``, failures counted: ``{"requests", "errors", "texts", "seconds", "concurrency",
+    "batch_size", "throughput_per_s", "requests_per_s", "latency_ms", "stopped_by"}``."""
     from pt2aws.inference.measure import latency_summary
 
     if not texts or max_requests < 1 or max_seconds <= 0 or concurrency < 1 or batch_size < 1:

@@ -30,8 +30,8 @@ class RoleError(AwsSetupError, ValueError):
 
 @dataclass
 class AwsSession:
-    """Where AWS calls go: your account, or the emulator (``emulator`` and ``endpoint_url``
-    set); ``role_arn`` is the SageMaker execution role; ``poll_s`` seconds between polls."""
+    """Your account, or the emulator (``emulator`` and ``endpoint_url`` set); ``role_arn``: the
+    SageMaker execution role; ``poll_s``: seconds between polls."""
 
     region: str
     role_arn: str = ""
@@ -53,8 +53,7 @@ class AwsSession:
         """This session's ``boto3.Session`` (one: the SDK caches its clients by it)."""
         import boto3
 
-        if self._boto is None:
-            self._boto = boto3.Session(region_name=self.region, profile_name=self.profile)
+        self._boto = self._boto or boto3.Session(region_name=self.region, profile_name=self.profile)
         return self._boto
 
     @property
@@ -63,8 +62,7 @@ class AwsSession:
         return {"session": self.boto(), "region": self.region}
 
     def client(self, service: str, *, max_attempts: int = 8, **config):
-        """A boto3 client with botocore's ``standard`` retries (backoff and jitter on throttling);
-        ``config``: more ``botocore.config.Config`` settings."""
+        """A boto3 client with botocore's ``standard`` retries; ``config``: more ``Config``."""
         from botocore.config import Config
 
         retries = {"mode": "standard", "total_max_attempts": max_attempts}
@@ -82,8 +80,8 @@ class AwsSession:
         )
 
     def account(self) -> str:
-        """The account id (STS ``GetCallerIdentity``); ``AwsSetupError`` (one line, the fix): no
-        or refused credentials, an unknown profile, AWS unreachable."""
+        """The account id (STS); ``AwsSetupError``: no or refused credentials, an unknown profile,
+        AWS unreachable."""
         from botocore import exceptions as bx
 
         try:
@@ -130,9 +128,8 @@ class AwsSession:
 
 
 def connect(target="aws", *, region="", role_arn="", profile=None) -> AwsSession:
-    """A session for your account (no AWS call yet; :meth:`AwsSession.account` checks the
-    credentials), ``region`` empty: the configured one; closes a running emulator.
-    ``AwsSetupError``: another ``target``, no region given or configured."""
+    """A session for your account (no AWS call yet), ``region`` empty: the configured one; closes
+    a running emulator. ``AwsSetupError``: another ``target``, no region."""
     import boto3
 
     if target != "aws":
@@ -158,8 +155,8 @@ def default_bucket(session: AwsSession) -> str:
 
 
 def billable_resources(session: AwsSession, prefix: str = "") -> dict[str, list[str]]:
-    """``{"endpoints", "endpoint_configs", "models": [names], "scalable_targets": [ids like
-    endpoint/<name>/variant/AllTraffic]}`` starting with ``prefix``: what could still cost."""
+    """``{"endpoints", "endpoint_configs", "models", "scalable_targets"}``: what starting with
+    ``prefix`` could still cost."""
     sm, found = session.client("sagemaker"), {}
     for key, kind in (("endpoints", "Endpoint"), ("endpoint_configs", "EndpointConfig"),
                       ("models", "Model")):  # fmt: skip
@@ -176,8 +173,7 @@ def billable_resources(session: AwsSession, prefix: str = "") -> dict[str, list[
 
 
 def resource_name(prefix: str = "pt2aws") -> str:
-    """``<prefix>-<UTC yyyymmdd-HHMMSS>``, at most 63 characters; ``ValueError`` where SageMaker
-    would refuse the name."""
+    """``<prefix>-<UTC yyyymmdd-HHMMSS>``, 63 characters at most; ``ValueError``: SageMaker would refuse it."""
     name = f"{prefix}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}"[:63]
     if not NAME_PATTERN.match(name):
         raise ValueError(

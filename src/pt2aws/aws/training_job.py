@@ -1,8 +1,7 @@
-"""``pt2aws.train`` as a SageMaker training job: SDK v3 ``ModelTrainer`` + ``Torchrun`` launch it,
-the ``TrainingJob`` resource waits and stops it, its ``model.tar.gz`` comes back into the run
-folder. SageMaker's torchrun driver runs ``train_entry.py --<field> <value> ...`` on every
-instance (:func:`pt2aws.train.main`, the local run's ``TrainConfig``). Container paths: "How
-Amazon SageMaker AI runs your training image"."""
+"""``pt2aws.train`` as a SageMaker training job: SDK v3 ``ModelTrainer`` + ``Torchrun`` launch it
+(``train_entry.py --<field> <value> ...`` on every instance), the ``TrainingJob`` resource waits
+and stops it, its ``model.tar.gz`` comes back into the run folder. Container paths: "How Amazon
+SageMaker AI runs your training image"."""
 
 from __future__ import annotations
 
@@ -32,15 +31,8 @@ DEFAULT_MAX_RUNTIME_S = 4 * 3600
 #: What ``pt2aws.train`` needs beside the DLC's torch, pinned to the installed versions.
 CONTAINER_REQUIREMENTS = ("transformers", "tokenizers", "datasets", "safetensors",
                           "scikit-learn", "pandas", "accelerate", "tqdm")  # fmt: skip
-ENTRY_SOURCE = '''"""SageMaker entry point: torchrun runs this file once per GPU on every instance."""
-
-import sys
-
-from pt2aws.train import main
-
-if __name__ == "__main__":
-    main(sys.argv[1:])
-'''
+#: What torchrun runs once per GPU on every instance.
+ENTRY_SOURCE = "import sys\n\nfrom pt2aws.train import main\n\nif __name__ == '__main__':\n    main(sys.argv[1:])\n"
 
 
 class TrainingJobError(RuntimeError):
@@ -59,9 +51,8 @@ def hyperparameters_from_config(cfg, **overrides) -> dict[str, str]:
 
 
 def container_overrides(cfg, channel_root: str, output_dir: str, checkpoint_dir: str):
-    """``(overrides, model_dir)``: the fields that point inside the container (output, the data
-    file, checkpoints with ``resume=auto``) and the local model to send as the ``model`` channel
-    (None: the container builds ``tiny-roberta`` or downloads a hub id)."""
+    """``(overrides, model_dir)``: the fields that point inside the container, and the local model
+    to send as the ``model`` channel (None: the container builds or downloads it)."""
     from pt2aws.config import MINILM_L6
     from pt2aws.modeling import minilm_path
 
@@ -133,8 +124,7 @@ def training_job_spec(cfg, *, instance_type=DEFAULT_TRAINING_INSTANCE_TYPE, inst
                       processes_per_node=None, region="us-east-1",
                       pytorch_version=TRAINING_TORCH_VERSION,
                       max_runtime_s=DEFAULT_MAX_RUNTIME_S) -> TrainingJobSpec:  # fmt: skip
-    """Image, compute and hyperparameters for ``cfg``, offline (``TrainingImageError``,
-    ``ValueError`` for a count or runtime below 1)."""
+    """Image, compute and hyperparameters for ``cfg``, offline (``TrainingImageError``, ``ValueError``)."""
     if min(instance_count, processes_per_node or 1, max_runtime_s) < 1:
         raise ValueError(
             f"instance_count ({instance_count}), processes_per_node ({processes_per_node}) and "
@@ -184,8 +174,8 @@ def model_trainer(spec: TrainingJobSpec, *, role_arn, session, bucket, source_di
 
 def training_cost_bound(instance_type: str, instance_count: int, max_runtime_s: int,
                         region: str = "us-east-1") -> dict:  # fmt: skip
-    """The most the instance time costs, max runtime x instances x hourly price (storage aside):
-    ``{"usd" (None: no price), "price_verified", "price", "formula"}``."""
+    """Max runtime x instances x hourly price: ``{"usd" (None: no price), "price_verified",
+    "price", "formula"}``."""
     hours = max_runtime_s / 3600
     usd, price = instance_cost(instance_type, "training", hours, instance_count, region)
     return {
@@ -198,11 +188,9 @@ def training_cost_bound(instance_type: str, instance_count: int, max_runtime_s: 
 
 
 def launch_on(session, cfg, *, work_dir, bucket=None, base_job_name="pt2aws-train", **spec_kwargs):
-    """Create a job running ``cfg`` under torchrun, code and data staged under ``work_dir`` and
-    sent to ``s3://<bucket>/<base_job_name>/<job>/input/`` (default bucket
-    ``sagemaker-<region>-<account>``); ``spec_kwargs``: :func:`training_job_spec`'s. Returns
-    ``{"target", "region", "name", "spec", "model_artifact_s3", "status", "cost_bound"}``;
-    ``RoleError``, ``TrainingImageError``, ``ValueError`` before any AWS call."""
+    """Create a job running ``cfg`` (code and data staged under ``work_dir``, sent to ``s3://<bucket
+    >/<base_job_name>/``); ``{"target", "region", "name", "spec", "model_artifact_s3", "status",
+    "cost_bound"}``; ``RoleError``, ``TrainingImageError``, ``ValueError`` before any AWS call."""
     from sagemaker.train.configs import InputData
 
     from pt2aws.aws.session import default_bucket
@@ -236,8 +224,8 @@ def launch_on(session, cfg, *, work_dir, bucket=None, base_job_name="pt2aws-trai
 
 
 def job_status(session, name: str) -> dict:
-    """``DescribeTrainingJob`` in a few fields: ``{"name", "status", "failure_reason",
-    "instance_type", "instance_count", "model_artifact_s3"}``."""
+    """``{"name", "status", "failure_reason", "instance_type", "instance_count",
+    "model_artifact_s3"}`` (``DescribeTrainingJob``)."""
     found = session.client("sagemaker").describe_training_job(TrainingJobName=name)
     return {
         "name": name,
@@ -250,13 +238,12 @@ def job_status(session, name: str) -> dict:
 
 
 def wait_for_job(session, name: str, *, timeout_s: int = 4 * 3600) -> dict:
-    """``TrainingJob.wait``, then one plain line (the SDK's live panel does not survive a reopened
-    notebook); :func:`job_status` once ``Completed``. ``TrainingJobError``: ``Failed`` or
-    ``Stopped``; ``TimeoutError``: still running (not stopped)."""
+    """``TrainingJob.wait``, one plain line, :func:`job_status` once ``Completed``;
+    ``TrainingJobError``: ``Failed`` or ``Stopped``; ``TimeoutError``: still running."""
     from sagemaker.core.resources import TrainingJob
     from sagemaker.core.utils.exceptions import FailedStatusError, TimeoutExceededError
 
-    started, logs = time.monotonic(), f"CloudWatch /aws/sagemaker/TrainingJobs, stream {name}/..."
+    started = time.monotonic()
     try:
         job = TrainingJob.get(training_job_name=name, **session.sdk)
         job.wait(poll=session.poll_s, timeout=max(1, int(timeout_s)))
@@ -271,6 +258,7 @@ def wait_for_job(session, name: str, *, timeout_s: int = 4 * 3600) -> dict:
     print(f"training job {name}: {status['status']} after {time.monotonic() - started:.0f} s")
     if status["status"] != "Completed":
         reason = status["failure_reason"] or "stopped"
+        logs = f"CloudWatch /aws/sagemaker/TrainingJobs, stream {name}/..."
         raise TrainingJobError(
             f"training job {name} is {status['status']}: {reason} (logs: {logs})"
         )
@@ -278,8 +266,7 @@ def wait_for_job(session, name: str, *, timeout_s: int = 4 * 3600) -> dict:
 
 
 def stop_job(session, name: str) -> dict:
-    """``TrainingJob.stop`` (billing ends at ``Stopped``); :func:`job_status` right after
-    (``ClientError`` when the job is not running)."""
+    """``TrainingJob.stop``; :func:`job_status` right after (``ClientError``: not running)."""
     from sagemaker.core.resources import TrainingJob
 
     TrainingJob.get(training_job_name=name, **session.sdk).stop()
@@ -287,9 +274,8 @@ def stop_job(session, name: str) -> dict:
 
 
 def fetch_model(session, model_artifact_s3: str, dest: str | Path) -> dict:
-    """Extract the job's ``model.tar.gz`` (``data`` filter) into ``dest`` (the run's ``train/``),
-    each top-level entry replacing its namesake: ``{"s3", "dest", "bytes", "files"}``.
-    ``FileNotFoundError``: no object yet; ``ValueError``: no ``model/config.json`` inside."""
+    """Extract the job's ``model.tar.gz`` into ``dest``, each top-level entry replacing its
+    namesake: ``{"s3", "dest", "bytes", "files"}``; ``FileNotFoundError``, ``ValueError``."""
     from botocore.exceptions import ClientError
 
     dest = Path(dest)

@@ -1,6 +1,5 @@
-"""What answers an emulated endpoint: the project's own server for its archive, on this machine
-(its Python and torch, whatever the image), started in the background as ``CreateEndpoint``
-starts an instance on AWS; ``InService`` once it answers, ``Failed`` with its log tail."""
+"""What answers an emulated endpoint: the project's server for its archive on this machine,
+started in the background as ``CreateEndpoint`` starts an instance."""
 
 from __future__ import annotations
 
@@ -28,35 +27,41 @@ class EndpointServers:
 
     @contextlib.contextmanager
     def server(self, archive: Path, workdir: Path, env: dict[str, str]):
-        """The project's server for ``archive`` on 127.0.0.1, ready once ``/ping`` is 200; yields
-        ``(invocations URL, what it is in words)`` (tests set another ``server``)."""
+        """Yields ``(invocations URL, what it is in words)`` of the project's server for ``archive``
+        once ``/ping`` answers (tests set another ``server``)."""
         from pt2aws.serving.local import LocalServer
 
         with LocalServer(archive, workdir / "serve", env=env) as server:
             words = "the project's server on this machine (pt2aws.serving.server, 127.0.0.1)"
             yield f"{server.url}/invocations", words
 
-    def create(self, name: str, environment: dict[str, str], fetch, done) -> None:
-        """Serve ``name`` (``fetch()``: the archive's bytes) in the background; ``done(None)`` once
-        it answers, else ``done(reason)``. Only ``PT2AWS_*`` settings pass (this is no instance)."""
-        env = {k: v for k, v in environment.items() if k.startswith("PT2AWS_")}
+    def create(self, endpoint, container: dict, s3) -> None:
+        """Serve moto's ``endpoint`` (``Creating``, then ``InService`` or ``Failed``) from
+        ``container``'s archive in ``s3`` (moto's backend) in the background; only ``PT2AWS_*``
+        settings pass (this is no instance)."""
+        env = container.get("Environment") or {}
+        env = {k: v for k, v in env.items() if k.startswith("PT2AWS_")}
+        endpoint.endpoint_status = "Creating"
         with self._lock:
-            self._served[name] = None
-        threading.Thread(
-            target=self._start, args=(name, env, fetch, done), name=f"endpoint-{name}", daemon=True
-        ).start()
+            self._served[endpoint.endpoint_name] = None
+        url = container.get("ModelDataUrl", "")
+        threading.Thread(target=self._start, args=(endpoint, url, env, s3), daemon=True).start()
 
-    def _start(self, name: str, env: dict, fetch, done) -> None:
-        stack = contextlib.ExitStack()
+    def _start(self, endpoint, archive_url: str, env: dict, s3) -> None:
+        name, stack = endpoint.endpoint_name, contextlib.ExitStack()
         try:
+            found = s3.get_object(*archive_url[5:].split("/", 1))
+            if found is None:
+                raise FileNotFoundError(f"{archive_url} does not exist in the emulated S3")
             folder = self.workdir / name
             folder.mkdir(parents=True, exist_ok=True)
-            (folder / "model.tar.gz").write_bytes(fetch())
+            (folder / "model.tar.gz").write_bytes(found.value)
             url, source = stack.enter_context(self.server(folder / "model.tar.gz", folder, env))
         except Exception as err:  # noqa: BLE001 - becomes the endpoint's FailureReason
             stack.close()
             logger.warning("emulated endpoint %s failed to start: %s", name, err)
-            done(f"the serving software did not start on this machine: {str(err)[-1500:]}")
+            reason = f"the serving software did not start on this machine: {str(err)[-1500:]}"
+            endpoint.endpoint_status, endpoint.failure_reason = "Failed", reason
             return
         with self._lock:
             self.history[name] = source
@@ -65,15 +70,15 @@ class EndpointServers:
                 self._served[name] = (url, stack)
         if not kept:
             stack.close()
-        done(None)
+        endpoint.endpoint_status = "InService"
 
-    def invoke(self, name: str, body: bytes, content_type: str | None, accept: str | None):
-        """``(status, content_type, body)`` of ``name``'s server, or None when none serves it."""
+    def invoke(self, name: str, body: bytes, asked: dict):
+        """``(status, content_type, body)`` of ``name``'s server (``asked``: the request's
+        headers), or None when none serves it."""
         served = self._served.get(name)
         if served is None:
             return None
-        headers = {"Content-Type": content_type or "application/json",
-                   "Accept": accept or "application/json"}  # fmt: skip
+        headers = {k: asked.get(k) or "application/json" for k in ("Content-Type", "Accept")}
         request = urllib.request.Request(served[0], data=body, method="POST", headers=headers)
         try:
             with urllib.request.urlopen(request, timeout=60) as response:

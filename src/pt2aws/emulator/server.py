@@ -1,7 +1,5 @@
-"""A local emulator of the AWS control plane: a moto server on 127.0.0.1 in this process. While
-it runs, ``AWS_ENDPOINT_URL`` and fake credentials point every boto3 and SDK client at it: the
-real AWS code path runs over HTTP, nothing is created in any account. moto keeps its state in
-the process: an emulator started later still sees what was created."""
+"""A moto server on 127.0.0.1 in this process; while it runs, ``AWS_ENDPOINT_URL`` and fake
+credentials point every boto3 and SDK client at it (moto's state lives as long as the process)."""
 
 from __future__ import annotations
 
@@ -14,10 +12,12 @@ import tarfile
 from pathlib import Path
 from unittest import mock
 
+from pt2aws.aws import images
 from pt2aws.aws import session as aws_session
-from pt2aws.emulator import patches
+from pt2aws.aws.account import quota_name
 from pt2aws.emulator.endpoints import EndpointServers
 from pt2aws.processes import free_port
+from pt2aws.sizing import catalog, pricing
 
 EMULATOR_ACCOUNT = "123456789012"  # moto's default account id
 EMULATOR_REGION = "us-east-1"
@@ -30,10 +30,9 @@ ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
 
 
 class Emulator:
-    """moto emulating S3, SageMaker, STS, IAM, SSM, EC2, Service Quotas and autoscaling, with
-    :mod:`pt2aws.emulator.patches`. ``model_servers``: endpoints answered by the project's server
-    on this machine (False: moto's canned answers), its files in ``workdir`` (default: a
-    temporary folder); ``training_output``: the run folder a completed job brings back."""
+    """moto's S3, SageMaker, STS, IAM, SSM, EC2, Service Quotas and autoscaling, patched;
+    ``model_servers``: endpoints answered by the project's server (files in ``workdir``), else
+    moto's canned answers; ``training_output``: the run folder a completed job brings back."""
 
     def __init__(self, region=EMULATOR_REGION, *, model_servers=True, workdir=None,
                  training_output=None):  # fmt: skip
@@ -48,7 +47,10 @@ class Emulator:
     def start(self) -> Emulator:
         """Start the server, apply the patches, point AWS clients at it."""
         from moto.server import ThreadedMotoServer
+        from moto.ssm.models import ssm_backends
         from sagemaker.core.helper import session_helper
+
+        from pt2aws.emulator import patches
 
         logging.getLogger("werkzeug").setLevel(logging.ERROR)  # a log line per request otherwise
         server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
@@ -65,13 +67,20 @@ class Emulator:
             self._stack.callback(self.endpoints.close)
         output = self.training_output
         patches.apply()
-        before = patches.configure(
-            endpoints=self.endpoints,
-            training_output=output and (lambda: run_folder_tarball(output)),
-            quotas=self.quotas,
+        tarball = output and (lambda: run_folder_tarball(output))
+        self._stack.enter_context(  # an emulator before gets its settings back
+            mock.patch.dict(
+                patches._state,
+                endpoints=self.endpoints,
+                training_output=tarball,
+                quotas=self.quotas,
+            )  # fmt: skip
         )
-        self._stack.callback(patches.configure, **before)  # what an emulator before had set
-        self._seed_dlami_parameters()
+        with images.reported_by_caller():  # support-date warnings belong to the launch plan
+            names = {images.dlami_parameter(it.name) for it in catalog.load_catalog()}
+        store = ssm_backends[EMULATOR_ACCOUNT][self.region]._parameters
+        for name in sorted(n for n in names if not store.get(n)):
+            self.seed_public_parameter(name, PLACEHOLDER_AMI)
         return self
 
     def stop(self) -> None:
@@ -85,7 +94,7 @@ class Emulator:
         self.stop()
 
     def session(self, role_arn: str = EMULATOR_ROLE_ARN) -> aws_session.AwsSession:
-        """An :class:`pt2aws.aws.session.AwsSession` here (one per role: its clients are reused)."""
+        """An :class:`~pt2aws.aws.session.AwsSession` here (one per role)."""
         if role_arn not in self._sessions:
             self._sessions[role_arn] = aws_session.AwsSession(
                 self.region, role_arn, endpoint_url=self.url, emulator=self, poll_s=1
@@ -105,8 +114,8 @@ class Emulator:
         return self.session().client("ec2").run_instances(**request)["Instances"][0]["InstanceId"]
 
     def seed_public_parameter(self, name: str, value: str) -> None:
-        """Make SSM answer ``value`` for the AWS-owned ``name`` (``/aws/service/...``: no account
-        may write those, so the store is filled directly)."""
+        """SSM answers ``value`` for the AWS-owned ``name`` (written into moto's store: no account
+        may write ``/aws/service/...``)."""
         from moto.ssm.models import Parameter, ssm_backends
 
         store = ssm_backends[EMULATOR_ACCOUNT][self.region]._parameters
@@ -116,18 +125,6 @@ class Emulator:
             len(store[name]) + 1, kind if value.startswith("ami-") else "text",
         ))  # fmt: skip
 
-    def _seed_dlami_parameters(self) -> None:
-        from moto.ssm.models import ssm_backends
-
-        from pt2aws.aws.images import dlami_parameter, reported_by_caller
-        from pt2aws.sizing import catalog
-
-        store = ssm_backends[EMULATOR_ACCOUNT][self.region]._parameters
-        with reported_by_caller():  # support-date warnings belong to the launch plan
-            names = {dlami_parameter(it.name) for it in catalog.load_catalog()}
-        for name in sorted(n for n in names if not store.get(n)):
-            self.seed_public_parameter(name, PLACEHOLDER_AMI)
-
 
 def _set_environment(env: dict[str, str | None]) -> None:
     os.environ.update({k: v for k, v in env.items() if v is not None})
@@ -136,10 +133,8 @@ def _set_environment(env: dict[str, str | None]) -> None:
 
 
 def emulated_quotas() -> dict[str, tuple[float, bool]]:
-    """The emulator's own SageMaker quotas ``{name: (value, applied)}``: 2 of every priced type,
-    GPU training 0 with only a default, as new accounts often start (sagemaker-examples#593)."""
-    from pt2aws.aws.account import quota_name
-    from pt2aws.sizing import catalog, pricing
+    """``{quota name: (value, applied)}``: 2 of every priced type, GPU training 0 (a default
+    only), as new accounts often start (sagemaker-examples#593)."""
     from pt2aws.sizing.serving_cost import DEFAULT_COMPARISON
 
     quotas = {
@@ -152,8 +147,7 @@ def emulated_quotas() -> dict[str, tuple[float, bool]]:
 
 
 def run_folder_tarball(train_dir: Path) -> bytes:
-    """``train_dir`` as a job's ``model.tar.gz`` (no checkpoints; ``FileNotFoundError`` without
-    ``model/``)."""
+    """``train_dir`` as a job's ``model.tar.gz`` (no checkpoints); ``FileNotFoundError``."""
     if not (train_dir / "model").is_dir():
         raise FileNotFoundError(f"{train_dir} has no model/ folder: train first (notebook 01)")
     buffer = io.BytesIO()
@@ -166,8 +160,8 @@ def run_folder_tarball(train_dir: Path) -> bytes:
 
 def start(region: str = "", *, model_servers: bool = True, workdir=None,
           training_output=None) -> aws_session.AwsSession:  # fmt: skip
-    """Start the process's one emulator (stopping an earlier one) and return its session; it runs
-    until ``session.close()`` or :func:`pt2aws.aws.session.connect`."""
+    """Start the process's one emulator (stopping an earlier one); its session, until
+    ``session.close()`` or :func:`pt2aws.aws.session.connect`."""
     if aws_session._RUNNING_EMULATOR["session"] is not None:
         aws_session._RUNNING_EMULATOR["session"].close()
     emulator = Emulator(region or EMULATOR_REGION, model_servers=model_servers, workdir=workdir,

@@ -51,9 +51,9 @@ def test_checklist_reads_the_quotas_and_prices_the_run_on_the_emulator(session):
     assert "KEEP_ENDPOINT: 0.1734 USD/h (4.16 USD/day)" in text
 
 
-def test_an_unknown_quota_and_the_emulators_own_values(session):
+def test_an_unknown_quota_and_the_emulators_own_values(session, monkeypatch):
     quotas = {**session.emulator.quotas, "ml.c8g.xlarge for endpoint usage": (0, True)}
-    patches.configure(quotas=quotas)
+    monkeypatch.setitem(patches._state, "quotas", quotas)
     low = account.check_quota(session, "ml.c8g.xlarge", needed=1)
     assert (low["value"], low["ok"]) == (0.0, False)
     unknown = account.check_quota(session, "ml.r8g.24xlarge")
