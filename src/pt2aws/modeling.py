@@ -18,11 +18,6 @@ from urllib.parse import urlparse
 from pt2aws.config import MINILM_L6, TINY_ROBERTA
 from pt2aws.errors import ConfigError, HubUnreachableError, MissingFileError
 
-#: Longest input of every model this project trains, tokens (RoBERTa-family configs list 514
-#: positions: fairseq offsets them by ``padding_idx + 1``).
-ROBERTA_MAX_TOKENS = 512
-#: Model types whose configs list 2 more positions than the model accepts.
-OFFSET_POSITION_MODELS = ("roberta", "xlm-roberta", "camembert", "longformer")
 #: ``tiny-roberta``'s sizes; ``vocab_size`` caps its trained tokenizer (the model takes the
 #: tokenizer's size). :mod:`pt2aws.sizing.workload` counts its parameters from these.
 TINY_ROBERTA_SIZES = {
@@ -33,17 +28,6 @@ TINY_ROBERTA_SIZES = {
     "intermediate_size": 128,
     "type_vocab_size": 1,
 }
-
-
-def model_max_tokens(config, tokenizer=None) -> int:
-    """The longest input the model accepts, tokens (special tokens included): its positions,
-    less RoBERTa's offset of 2, capped by a real ``tokenizer.model_max_length`` (tokenizers
-    without one report about 1e30) and by :data:`ROBERTA_MAX_TOKENS`."""
-    limit = int(getattr(config, "max_position_embeddings", ROBERTA_MAX_TOKENS))
-    limit -= 2 if getattr(config, "model_type", "") in OFFSET_POSITION_MODELS else 0
-    if tokenizer is not None and int(tokenizer.model_max_length) > 0:
-        limit = min(limit, int(tokenizer.model_max_length))
-    return min(limit, ROBERTA_MAX_TOKENS)
 
 
 def ensure_hub_reachable(repo_id: str, *, kind: str, offline_alternative: str) -> None:
@@ -165,7 +149,7 @@ def load_tokenizer_and_model(
     """``(tokenizer, model)`` for ``name`` with a fresh head over ``label_names`` (kept when a
     saved model already has those labels).
 
-    The tokenizer keeps the model's real limit (:func:`model_max_tokens`), so a saved model
+    The tokenizer keeps the model's real limit (:func:`pt2aws.serving.handler.max_tokens`), so a saved model
     serves texts up to it; training passes its own ``max_length`` when it tokenizes.
 
     Args:
@@ -181,17 +165,19 @@ def load_tokenizer_and_model(
     """
     from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
 
+    from pt2aws.serving.handler import MODEL_MAX_TOKENS, max_tokens
+
     if name == TINY_ROBERTA:
         if train_texts is None:
             raise ConfigError(
                 "tiny-roberta trains its tokenizer on the training texts: pass train_texts"
             )
         texts = list(train_texts)
-        tokenizer = build_tiny_roberta_tokenizer(texts, max_length=max_length or ROBERTA_MAX_TOKENS)
+        tokenizer = build_tiny_roberta_tokenizer(texts, max_length=max_length or MODEL_MAX_TOKENS)
         if max_length is None:
             from pt2aws.data.lengths import choose_max_length
 
-            choice = choose_max_length(tokenizer, texts, model_max_tokens=ROBERTA_MAX_TOKENS)
+            choice = choose_max_length(tokenizer, texts, model_max_tokens=MODEL_MAX_TOKENS)
             tokenizer.model_max_length = choice.max_length
         return tokenizer, build_tiny_roberta(tokenizer, label_names)
     if name == MINILM_L6:
@@ -209,7 +195,7 @@ def load_tokenizer_and_model(
             kwargs = {}
     model = AutoModelForSequenceClassification.from_pretrained(path, **kwargs)
     model.config.problem_type = "single_label_classification"
-    tokenizer.model_max_length = model_max_tokens(model.config, tokenizer)
+    tokenizer.model_max_length = max_tokens(model.config, tokenizer)
     return tokenizer, model
 
 

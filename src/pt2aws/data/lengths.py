@@ -4,7 +4,7 @@ Training pads each batch to its longest text, so a step costs more as ``max_leng
 the last percent of very long texts adds little: :func:`choose_max_length` takes the 99th
 percentile of the training texts' token lengths, rounded up to a multiple of 8 (the collator's
 ``pad_to_multiple_of``), capped at the model's limit. Serving reads up to the model's limit
-(:func:`pt2aws.modeling.model_max_tokens`), not the training length: :func:`sequence_length_record`.
+(:func:`pt2aws.serving.handler.max_tokens`), not the training length: :func:`sequence_length_record`.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def choose_max_length(
 ) -> LengthChoice:
     """``max_length`` from the data: the nearest-rank ``percentile`` (in (0, 100]) of the token
     lengths of ``texts``, rounded up to a multiple of 8, at least ``minimum``, at most
-    ``model_max_tokens`` (:func:`pt2aws.modeling.model_max_tokens`).
+    ``model_max_tokens`` (:func:`pt2aws.serving.handler.max_tokens`).
 
     Raises:
         ValueError: no texts, a percentile outside (0, 100], or a model limit below ``minimum``.

@@ -50,7 +50,10 @@ MAX_BATCH = 64
 #: RoBERTa's input limit: 514 positions, 2 of them a padding offset.
 MODEL_MAX_TOKENS = 512
 #: Model types whose position ids start after a 2-slot padding offset.
-OFFSET_POSITION_MODELS = ("roberta", "xlm-roberta", "camembert")
+OFFSET_POSITION_MODELS = ("roberta", "xlm-roberta", "camembert", "longformer")
+#: ``(model_dir, model, variant, tokenizer) -> (model, variant, reason)`` for a variant other than
+#: eager: the pt2aws serving image's server sets it (the AWS DLC has none).
+choose_variant = None
 
 
 class _ClientError(GenericInferenceToolkitError):
@@ -153,7 +156,7 @@ def max_tokens(config, tokenizer=None) -> int:
 def model_fn(model_dir: str, context=None) -> dict:
     """Tokenizer and model from ``model_dir`` (the extracted ``model.tar.gz``). Raises
     FileNotFoundError (no ``config.json`` at its root), ValueError (a bad ``PT2AWS_*`` setting),
-    RuntimeError (a variant other than eager without pt2aws: the AWS DLC)."""
+    RuntimeError (a variant other than eager without :data:`choose_variant`: the AWS DLC)."""
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     if not os.path.isfile(os.path.join(model_dir, "config.json")):
@@ -169,14 +172,12 @@ def model_fn(model_dir: str, context=None) -> dict:
     max_length = int(os.environ.get("PT2AWS_MAX_LENGTH", max_tokens(model.config, tokenizer)))
     variant, reason = os.environ.get("PT2AWS_VARIANT", "eager").strip().lower(), "default"
     if variant != "eager":
-        try:  # the project's serving image has pt2aws; the AWS DLC does not
-            from pt2aws.inference.selection import serving_variant
-        except ImportError:
+        if choose_variant is None:
             raise RuntimeError(
                 f"PT2AWS_VARIANT={variant} needs the pt2aws serving image (container/); the AWS "
                 "DLC serves fp32 eager: unset PT2AWS_VARIANT"
-            ) from None
-        model, variant, reason = serving_variant(model_dir, model, variant, tokenizer)
+            )
+        model, variant, reason = choose_variant(model_dir, model, variant, tokenizer)
     print(f"pt2aws handler: serving variant {variant} ({reason})", flush=True)
     fast_math = os.environ.get("DNNL_DEFAULT_FPMATH_MODE", "").upper()
     if fast_math in ("BF16", "ANY"):  # the Graviton guide's setting (Graviton3 and later)

@@ -96,6 +96,10 @@ def load_handler(model_dir: str | os.PathLike, *, builtin: bool = True) -> Modul
     else:
         from pt2aws.serving import handler as module
     logger.info("handler: %s", module.__file__)
+    if hasattr(module, "choose_variant"):  # the built-in handler or a copy of it: every variant
+        from pt2aws.inference.selection import serving_variant
+
+        module.choose_variant = serving_variant
     needed = ("model_fn", "input_fn", "predict_fn", "output_fn")
     missing = [f for f in needed if not hasattr(module, f)]
     if missing:
