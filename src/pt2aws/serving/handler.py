@@ -106,24 +106,15 @@ def _decode(body: bytes, content_type: str | None) -> str:
     try:
         return body.decode(charset).removeprefix("\ufeff")
     except LookupError:
-        raise BadRequestError(
-            f"unknown charset {charset!r} in Content-Type {content_type!r}; send UTF-8"
-        ) from None
+        raise BadRequestError(f"unknown charset {charset!r}; send UTF-8") from None
     except UnicodeDecodeError as err:
         name = "UTF-8" if charset.replace("-", "").replace("_", "") == "utf8" else charset
+        hint = "encode it as UTF-8 or name its charset (e.g. text/plain; charset=windows-1252)"
         if body[:2] in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE):
-            hint = (
-                "it starts with a UTF-16 byte-order mark (Windows PowerShell 5 '>' writes UTF-16): "
-                "send UTF-8 (Out-File -Encoding utf8) or add '; charset=utf-16' to Content-Type"
-            )
-        else:
-            hint = (
-                "encode text as UTF-8, or name its encoding in Content-Type "
-                "(e.g. text/plain; charset=windows-1252)"
-            )
-        raise BadRequestError(
-            f"request body is not valid {name} ({err.reason} at byte {err.start}); {hint}"
-        ) from None
+            hint = "it has a UTF-16 byte-order mark (Windows PowerShell 5 '>'): send UTF-8 or add "
+            hint += "'; charset=utf-16' to Content-Type"
+        why = f"{err.reason} at byte {err.start}"
+        raise BadRequestError(f"request body is not valid {name} ({why}); {hint}") from None
     except (UnicodeError, ValueError) as err:  # codecs such as idna/punycode
         raise BadRequestError(
             f"request body cannot be read as {charset} ({err}); send UTF-8"
@@ -160,10 +151,8 @@ def model_fn(model_dir: str, context=None) -> dict:
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     if not os.path.isfile(os.path.join(model_dir, "config.json")):
-        raise FileNotFoundError(
-            f"{model_dir} has no config.json: model.tar.gz must hold the files written by "
-            "save_pretrained (config.json, weights, tokenizer) at its root, not in a folder"
-        )
+        raise FileNotFoundError(f"{model_dir} has no config.json: model.tar.gz must hold what "
+                                "save_pretrained wrote at its root, not in a folder")  # fmt: skip
     long_texts = os.environ.get("PT2AWS_LONG_TEXTS", "truncate").strip().lower()
     if long_texts not in ("truncate", "windows"):
         raise ValueError(f"PT2AWS_LONG_TEXTS={long_texts!r}: set truncate or windows")
@@ -201,15 +190,10 @@ def input_fn(input_data, content_type, context=None) -> list[str]:
     not in its charset, bad JSON or CSV, an unpaired surrogate, 413 over ``PT2AWS_MAX_BATCH``."""
     media = _media_type(content_type)
     if media not in ACCEPTED_CONTENT_TYPES:
-        hint = (
-            " (curl --data sends this type: add -H 'Content-Type: application/json')"
-            if media == "application/x-www-form-urlencoded"
-            else ""
-        )
-        raise UnsupportedMediaTypeError(
-            f"content type {content_type!r} is not supported; send one of "
-            f"{', '.join(ACCEPTED_CONTENT_TYPES)}{hint}"
-        )
+        hint = f"content type {content_type!r} is not supported; send one of {JSON}, {CSV}, {TEXT}"
+        if media == "application/x-www-form-urlencoded":
+            hint += " (curl --data sends this type: add -H 'Content-Type: application/json')"
+        raise UnsupportedMediaTypeError(hint)
     if isinstance(input_data, (bytes, bytearray, memoryview)):
         text = _decode(bytes(input_data), content_type)
     else:
@@ -228,17 +212,14 @@ def input_fn(input_data, content_type, context=None) -> list[str]:
         try:
             payload = json.loads(text)
         except json.JSONDecodeError as err:
-            raise BadRequestError(
-                f"request body is not valid JSON: {err.msg} at position {err.pos}"
-            ) from None
+            where = f"{err.msg} at position {err.pos}"
+            raise BadRequestError(f"request body is not valid JSON: {where}") from None
         except RecursionError:
-            raise BadRequestError(
-                'request body is JSON nested too deeply; send {"inputs": ["a", "b"]}'
-            ) from None
+            raise BadRequestError('JSON nested too deeply; send {"inputs": ["a", "b"]}') from None
         if isinstance(payload, dict):
             if "inputs" not in payload:
                 raise BadRequestError(
-                    'JSON object must have an "inputs" key: {"inputs": "text"} or {"inputs": ["a", "b"]}'
+                    'JSON object must have an "inputs" key: {"inputs": ["a", "b"]}'
                 )
             payload = payload["inputs"]
         texts = [payload] if isinstance(payload, str) else payload
@@ -248,14 +229,14 @@ def input_fn(input_data, content_type, context=None) -> list[str]:
         try:
             item.encode("utf-8")
         except UnicodeEncodeError as err:  # a JSON "\ud800" escape: no tokenizer reads it
+            bad = item[err.start]
             raise BadRequestError(
-                f"text {i} holds an unpaired surrogate ({item[err.start]!r}): send valid Unicode"
+                f"text {i}: unpaired surrogate {bad!r}; send valid Unicode"
             ) from None
     limit = max_batch()
     if len(texts) > limit:
-        raise PayloadTooLargeError(
-            f"{len(texts)} texts in one request; the limit is {limit} (PT2AWS_MAX_BATCH): split the batch"
-        )
+        too_many = f"{len(texts)} texts in one request; the limit is {limit} (PT2AWS_MAX_BATCH)"
+        raise PayloadTooLargeError(f"{too_many}: split the batch")
     return texts
 
 

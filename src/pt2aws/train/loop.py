@@ -116,9 +116,8 @@ class FineTune:
         self.lengths = [len(r["input_ids"]) for r in self.rows["train"]]
         cfg, info = self.cfg, self.info
         self.steps_per_epoch = math.ceil(len(self._batches(0)) / cfg.gradient_accumulation_steps)
-        self.total_steps = cfg.max_steps
-        if self.total_steps <= 0:
-            self.total_steps = math.ceil(self.steps_per_epoch * cfg.num_train_epochs)
+        epochs_steps = math.ceil(self.steps_per_epoch * cfg.num_train_epochs)
+        self.total_steps = cfg.max_steps if cfg.max_steps > 0 else epochs_steps
         self.num_epochs = math.ceil(self.total_steps / self.steps_per_epoch)
         if info.is_main:
             where = f"device={info.device} world_size={info.world_size}"
