@@ -45,7 +45,6 @@ except ImportError:
     pass
 
 JSON, CSV, TEXT = "application/json", "text/csv", "text/plain"
-ACCEPTED_CONTENT_TYPES = (JSON, CSV, TEXT)
 MAX_BATCH = 64
 #: RoBERTa's input limit: 514 positions, 2 of them a padding offset.
 MODEL_MAX_TOKENS = 512
@@ -86,10 +85,6 @@ class PayloadTooLargeError(_ClientError, ValueError):
 
     def __str__(self) -> str:
         return self.message
-
-
-def _media_type(content_type: str | None) -> str:
-    return (content_type or JSON).split(";")[0].strip().lower()
 
 
 def _charset(content_type: str | None) -> str:
@@ -188,8 +183,8 @@ def model_warmup_fn(model_dir: str, model: dict, context=None) -> None:
 def input_fn(input_data, content_type, context=None) -> list[str]:
     """A request body (bytes or str) as a list of texts; 415 not JSON, CSV or plain text, 400
     not in its charset, bad JSON or CSV, an unpaired surrogate, 413 over ``PT2AWS_MAX_BATCH``."""
-    media = _media_type(content_type)
-    if media not in ACCEPTED_CONTENT_TYPES:
+    media = (content_type or JSON).split(";")[0].strip().lower()
+    if media not in (JSON, CSV, TEXT):
         hint = f"content type {content_type!r} is not supported; send one of {JSON}, {CSV}, {TEXT}"
         if media == "application/x-www-form-urlencoded":
             hint += " (curl --data sends this type: add -H 'Content-Type: application/json')"
