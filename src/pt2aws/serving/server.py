@@ -211,9 +211,6 @@ def create_app(service: ModelService, *, max_request_bytes: int = DEFAULT_MAX_RE
         return respond(Reply(503, json.dumps(state).encode(), "application/json"))
 
     async def invocations(request):
-        declared = request.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > max_request_bytes:
-            return respond(_too_large(max_request_bytes))
         chunks, size = [], 0
         async for chunk in request.stream():
             size += len(chunk)
