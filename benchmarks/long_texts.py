@@ -155,12 +155,12 @@ def main(argv: list[str] | None = None) -> dict:
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     from pt2aws.data import token_lengths
-    from pt2aws.modeling import model_max_tokens
+    from pt2aws.serving.handler import max_tokens
 
     model_dir = args.train_dir / "model"
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForSequenceClassification.from_pretrained(model_dir).eval()
-    limit = model_max_tokens(model.config, tokenizer)
+    limit = max_tokens(model.config, tokenizer)
     data, cfg = _test_split(args.train_dir)
     texts, labels = list(data.splits["test"]["text"]), list(data.splits["test"]["label"])
     lengths = token_lengths(tokenizer, texts)

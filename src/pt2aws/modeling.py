@@ -13,10 +13,6 @@ from urllib.parse import urlparse
 from pt2aws.config import MINILM_L6, TINY_ROBERTA
 from pt2aws.errors import ConfigError, HubUnreachableError, MissingFileError
 
-#: Longest input of every model this project trains, tokens.
-ROBERTA_MAX_TOKENS = 512
-#: Model types whose configs list 2 more positions than they accept (fairseq's offset).
-OFFSET_POSITION_MODELS = ("roberta", "xlm-roberta", "camembert", "longformer")
 #: ``tiny-roberta``'s sizes (``vocab_size`` caps its trained tokenizer).
 TINY_ROBERTA_SIZES = {
     "vocab_size": 2000,
@@ -26,16 +22,6 @@ TINY_ROBERTA_SIZES = {
     "intermediate_size": 128,
     "type_vocab_size": 1,
 }
-
-
-def model_max_tokens(config, tokenizer=None) -> int:
-    """The longest input the model accepts, tokens: its positions less RoBERTa's offset of 2,
-    capped by ``tokenizer.model_max_length`` and :data:`ROBERTA_MAX_TOKENS`."""
-    limit = int(getattr(config, "max_position_embeddings", ROBERTA_MAX_TOKENS))
-    limit -= 2 if getattr(config, "model_type", "") in OFFSET_POSITION_MODELS else 0
-    if tokenizer is not None and int(tokenizer.model_max_length) > 0:
-        limit = min(limit, int(tokenizer.model_max_length))
-    return min(limit, ROBERTA_MAX_TOKENS)
 
 
 def ensure_hub_reachable(repo_id: str, *, kind: str, offline_alternative: str) -> None:
@@ -141,20 +127,22 @@ def load_tokenizer_and_model(
 ):
     """``(tokenizer, model)`` for ``name`` with a fresh head over ``label_names`` (class names
     in id order; a saved model's head is kept when its labels match). The tokenizer keeps the
-    model's limit (:func:`model_max_tokens`); ``tiny-roberta`` trains on ``train_texts``
+    model's limit (:func:`pt2aws.serving.handler.max_tokens`); ``tiny-roberta`` trains on ``train_texts``
     (ConfigError without) with ``max_length`` positions (``None``: from the data).
     MissingFileError, HubUnreachableError: the model cannot be found offline."""
     from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
+
+    from pt2aws.serving.handler import MODEL_MAX_TOKENS, max_tokens
 
     if name == TINY_ROBERTA:
         if train_texts is None:
             raise ConfigError("tiny-roberta trains its tokenizer on train_texts: pass them")
         texts = list(train_texts)
-        tokenizer = build_tiny_roberta_tokenizer(texts, max_length=max_length or ROBERTA_MAX_TOKENS)
+        tokenizer = build_tiny_roberta_tokenizer(texts, max_length=max_length or MODEL_MAX_TOKENS)
         if max_length is None:
             from pt2aws.data.lengths import choose_max_length
 
-            choice = choose_max_length(tokenizer, texts, model_max_tokens=ROBERTA_MAX_TOKENS)
+            choice = choose_max_length(tokenizer, texts, model_max_tokens=MODEL_MAX_TOKENS)
             tokenizer.model_max_length = choice.max_length
         return tokenizer, build_tiny_roberta(tokenizer, label_names)
     path = minilm_path() if name == MINILM_L6 else name
@@ -170,7 +158,7 @@ def load_tokenizer_and_model(
             kwargs = {}
     model = AutoModelForSequenceClassification.from_pretrained(path, **kwargs)
     model.config.problem_type = "single_label_classification"
-    tokenizer.model_max_length = model_max_tokens(model.config, tokenizer)
+    tokenizer.model_max_length = max_tokens(model.config, tokenizer)
     return tokenizer, model
 
 

@@ -5,19 +5,24 @@ import pytest
 from pt2aws.modeling import count_parameters, load_tokenizer_and_model
 
 
-def test_model_max_tokens_caps_at_512_and_follows_the_tokenizer():
-    from transformers import BertConfig, RobertaConfig
+def test_max_tokens_caps_at_512_follows_the_tokenizer_and_roberta_offsets():
+    """The one token limit (the handler's): training, the saved tokenizer and serving use it."""
+    from transformers import BertConfig, LongformerConfig, RobertaConfig
 
-    from pt2aws.modeling import model_max_tokens
-
-    assert model_max_tokens(RobertaConfig(max_position_embeddings=514)) == 512
-    assert model_max_tokens(BertConfig(max_position_embeddings=512)) == 512
-    assert model_max_tokens(BertConfig(max_position_embeddings=2048)) == 512
+    from pt2aws.serving.handler import max_tokens
 
     class Tok:
         model_max_length = 128
 
-    assert model_max_tokens(RobertaConfig(max_position_embeddings=514), Tok()) == 128
+    class NoLimitTokenizer:
+        model_max_length = int(1e30)  # what tokenizers without a limit report
+
+    assert max_tokens(RobertaConfig(max_position_embeddings=514)) == 512
+    assert max_tokens(BertConfig(max_position_embeddings=512)) == 512
+    assert max_tokens(BertConfig(max_position_embeddings=2048)) == 512
+    assert max_tokens(RobertaConfig(max_position_embeddings=514), Tok()) == 128
+    assert max_tokens(RobertaConfig(max_position_embeddings=66), NoLimitTokenizer()) == 64
+    assert max_tokens(LongformerConfig(max_position_embeddings=66)) == 64
 
 
 def test_tiny_roberta_tokenizer_is_real_and_roundtrips():
@@ -65,19 +70,6 @@ def test_saved_tokenizer_keeps_the_model_limit_not_the_training_length(tmp_path)
     tok.save_pretrained(tmp_path)
     # the served model reads up to 512 tokens of a 600-token review, not the 64 trained on
     assert AutoTokenizer.from_pretrained(tmp_path).model_max_length == 512
-
-
-def test_model_max_tokens_is_the_real_limit():
-    from transformers import BertConfig, RobertaConfig
-
-    from pt2aws.modeling import model_max_tokens
-
-    class NoLimitTokenizer:
-        model_max_length = int(1e30)  # what tokenizers without a limit report
-
-    assert model_max_tokens(RobertaConfig(max_position_embeddings=514)) == 512
-    assert model_max_tokens(RobertaConfig(max_position_embeddings=66), NoLimitTokenizer()) == 64
-    assert model_max_tokens(BertConfig(max_position_embeddings=2048)) == 512
 
 
 def test_tiny_roberta_sized_from_the_data_when_max_length_is_none():

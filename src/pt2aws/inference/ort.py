@@ -59,10 +59,8 @@ def onnx_files(model_dir: str | Path, model=None, tokenizer=None) -> dict[str, P
     else:
         why = f"{folder} has no {' and '.join(ONNX_FILES.values())}"
     if model is None or tokenizer is None:
-        raise FileNotFoundError(
-            f"{why}: export them where the model is packaged (variant_report with ort-fp32/"
-            "ort-int8, which pt2aws.aws.artifact.package then ships in onnx/)"
-        )
+        raise FileNotFoundError(f"{why}: export them where the model is packaged (variant_report "
+                                "with ort-fp32/ort-int8; package ships them in onnx/)")  # fmt: skip
     logger.info("exporting the ONNX Runtime variants to %s (%s)", folder, why)
     export_variants(model, tokenizer, folder, weights_sha256=weights_digest(model_dir))
     return files
@@ -165,11 +163,8 @@ class OrtClassifier:
     def __call__(self, **encoding) -> SimpleNamespace:
         ids = np.asarray(encoding["input_ids"], dtype=np.int64)
         # an input the tokenizer left out (token_type_ids) is zeros, as the model defaults it
-        feeds = {
-            name: np.zeros_like(ids)
-            if encoding.get(name) is None
-            else np.asarray(encoding[name], np.int64)
-            for name in self.input_names
-        }
+        given = {k: v for k, v in encoding.items() if v is not None}
+        zeros = np.zeros_like(ids)
+        feeds = {n: np.asarray(given.get(n, zeros), np.int64) for n in self.input_names}
         (logits,) = self.session.run(["logits"], feeds)
         return SimpleNamespace(logits=torch.from_numpy(logits))

@@ -14,6 +14,8 @@ from collections.abc import Sequence
 
 import torch
 
+from pt2aws.serving.handler import classify, max_tokens
+
 VARIANTS = ("eager", "compile", "bf16", "int8", "ort-fp32", "ort-int8")
 COMPILED_VARIANTS = ("compile", "int8")
 ORT_VARIANTS = ("ort-fp32", "ort-int8")
@@ -164,8 +166,6 @@ class Classifier:
     def __init__(self, model, tokenizer, config, *, variant: str = "eager", module=None,
                  max_length: int | None = None, batch_size: int = 32, device="cpu",
                  long_texts: str = "truncate"):  # fmt: skip
-        from pt2aws.serving.handler import max_tokens
-
         if long_texts not in ("truncate", "windows"):
             raise ValueError(f"long_texts={long_texts!r}: use truncate or windows")
         if batch_size < 1:
@@ -179,8 +179,6 @@ class Classifier:
     def predict_proba(self, texts: Sequence[str]) -> torch.Tensor:
         """Class probabilities, float32 ``(len(texts), num_labels)``, in input order; TypeError
         for one string."""
-        from pt2aws.serving.handler import classify
-
         if isinstance(texts, str):
             raise TypeError("pass a list of texts; wrap a single text in [ ]")
         stride = self.max_length // 4 if self.long_texts == "windows" else None

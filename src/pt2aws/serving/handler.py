@@ -45,12 +45,14 @@ except ImportError:
     pass
 
 JSON, CSV, TEXT = "application/json", "text/csv", "text/plain"
-ACCEPTED_CONTENT_TYPES = (JSON, CSV, TEXT)
 MAX_BATCH = 64
 #: RoBERTa's input limit: 514 positions, 2 of them a padding offset.
 MODEL_MAX_TOKENS = 512
 #: Model types whose position ids start after a 2-slot padding offset.
-OFFSET_POSITION_MODELS = ("roberta", "xlm-roberta", "camembert")
+OFFSET_POSITION_MODELS = ("roberta", "xlm-roberta", "camembert", "longformer")
+#: ``(model_dir, model, variant, tokenizer) -> (model, variant, reason)`` for a variant other than
+#: eager: the pt2aws serving image's server sets it (the AWS DLC has none).
+choose_variant = None
 
 
 class _ClientError(GenericInferenceToolkitError):
@@ -85,10 +87,6 @@ class PayloadTooLargeError(_ClientError, ValueError):
         return self.message
 
 
-def _media_type(content_type: str | None) -> str:
-    return (content_type or JSON).split(";")[0].strip().lower()
-
-
 def _charset(content_type: str | None) -> str:
     for param in (content_type or "").split(";")[1:]:
         key, _, value = param.partition("=")
@@ -103,24 +101,15 @@ def _decode(body: bytes, content_type: str | None) -> str:
     try:
         return body.decode(charset).removeprefix("\ufeff")
     except LookupError:
-        raise BadRequestError(
-            f"unknown charset {charset!r} in Content-Type {content_type!r}; send UTF-8"
-        ) from None
+        raise BadRequestError(f"unknown charset {charset!r}; send UTF-8") from None
     except UnicodeDecodeError as err:
         name = "UTF-8" if charset.replace("-", "").replace("_", "") == "utf8" else charset
+        hint = "encode it as UTF-8 or name its charset (e.g. text/plain; charset=windows-1252)"
         if body[:2] in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE):
-            hint = (
-                "it starts with a UTF-16 byte-order mark (Windows PowerShell 5 '>' writes UTF-16): "
-                "send UTF-8 (Out-File -Encoding utf8) or add '; charset=utf-16' to Content-Type"
-            )
-        else:
-            hint = (
-                "encode text as UTF-8, or name its encoding in Content-Type "
-                "(e.g. text/plain; charset=windows-1252)"
-            )
-        raise BadRequestError(
-            f"request body is not valid {name} ({err.reason} at byte {err.start}); {hint}"
-        ) from None
+            hint = "it has a UTF-16 byte-order mark (Windows PowerShell 5 '>'): send UTF-8 or add "
+            hint += "'; charset=utf-16' to Content-Type"
+        why = f"{err.reason} at byte {err.start}"
+        raise BadRequestError(f"request body is not valid {name} ({why}); {hint}") from None
     except (UnicodeError, ValueError) as err:  # codecs such as idna/punycode
         raise BadRequestError(
             f"request body cannot be read as {charset} ({err}); send UTF-8"
@@ -153,14 +142,12 @@ def max_tokens(config, tokenizer=None) -> int:
 def model_fn(model_dir: str, context=None) -> dict:
     """Tokenizer and model from ``model_dir`` (the extracted ``model.tar.gz``). Raises
     FileNotFoundError (no ``config.json`` at its root), ValueError (a bad ``PT2AWS_*`` setting),
-    RuntimeError (a variant other than eager without pt2aws: the AWS DLC)."""
+    RuntimeError (a variant other than eager without :data:`choose_variant`: the AWS DLC)."""
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     if not os.path.isfile(os.path.join(model_dir, "config.json")):
-        raise FileNotFoundError(
-            f"{model_dir} has no config.json: model.tar.gz must hold the files written by "
-            "save_pretrained (config.json, weights, tokenizer) at its root, not in a folder"
-        )
+        raise FileNotFoundError(f"{model_dir} has no config.json: model.tar.gz must hold what "
+                                "save_pretrained wrote at its root, not in a folder")  # fmt: skip
     long_texts = os.environ.get("PT2AWS_LONG_TEXTS", "truncate").strip().lower()
     if long_texts not in ("truncate", "windows"):
         raise ValueError(f"PT2AWS_LONG_TEXTS={long_texts!r}: set truncate or windows")
@@ -169,14 +156,12 @@ def model_fn(model_dir: str, context=None) -> dict:
     max_length = int(os.environ.get("PT2AWS_MAX_LENGTH", max_tokens(model.config, tokenizer)))
     variant, reason = os.environ.get("PT2AWS_VARIANT", "eager").strip().lower(), "default"
     if variant != "eager":
-        try:  # the project's serving image has pt2aws; the AWS DLC does not
-            from pt2aws.inference.selection import serving_variant
-        except ImportError:
+        if choose_variant is None:
             raise RuntimeError(
                 f"PT2AWS_VARIANT={variant} needs the pt2aws serving image (container/); the AWS "
                 "DLC serves fp32 eager: unset PT2AWS_VARIANT"
-            ) from None
-        model, variant, reason = serving_variant(model_dir, model, variant, tokenizer)
+            )
+        model, variant, reason = choose_variant(model_dir, model, variant, tokenizer)
     print(f"pt2aws handler: serving variant {variant} ({reason})", flush=True)
     fast_math = os.environ.get("DNNL_DEFAULT_FPMATH_MODE", "").upper()
     if fast_math in ("BF16", "ANY"):  # the Graviton guide's setting (Graviton3 and later)
@@ -198,17 +183,12 @@ def model_warmup_fn(model_dir: str, model: dict, context=None) -> None:
 def input_fn(input_data, content_type, context=None) -> list[str]:
     """A request body (bytes or str) as a list of texts; 415 not JSON, CSV or plain text, 400
     not in its charset, bad JSON or CSV, an unpaired surrogate, 413 over ``PT2AWS_MAX_BATCH``."""
-    media = _media_type(content_type)
-    if media not in ACCEPTED_CONTENT_TYPES:
-        hint = (
-            " (curl --data sends this type: add -H 'Content-Type: application/json')"
-            if media == "application/x-www-form-urlencoded"
-            else ""
-        )
-        raise UnsupportedMediaTypeError(
-            f"content type {content_type!r} is not supported; send one of "
-            f"{', '.join(ACCEPTED_CONTENT_TYPES)}{hint}"
-        )
+    media = (content_type or JSON).split(";")[0].strip().lower()
+    if media not in (JSON, CSV, TEXT):
+        hint = f"content type {content_type!r} is not supported; send one of {JSON}, {CSV}, {TEXT}"
+        if media == "application/x-www-form-urlencoded":
+            hint += " (curl --data sends this type: add -H 'Content-Type: application/json')"
+        raise UnsupportedMediaTypeError(hint)
     if isinstance(input_data, (bytes, bytearray, memoryview)):
         text = _decode(bytes(input_data), content_type)
     else:
@@ -227,17 +207,14 @@ def input_fn(input_data, content_type, context=None) -> list[str]:
         try:
             payload = json.loads(text)
         except json.JSONDecodeError as err:
-            raise BadRequestError(
-                f"request body is not valid JSON: {err.msg} at position {err.pos}"
-            ) from None
+            where = f"{err.msg} at position {err.pos}"
+            raise BadRequestError(f"request body is not valid JSON: {where}") from None
         except RecursionError:
-            raise BadRequestError(
-                'request body is JSON nested too deeply; send {"inputs": ["a", "b"]}'
-            ) from None
+            raise BadRequestError('JSON nested too deeply; send {"inputs": ["a", "b"]}') from None
         if isinstance(payload, dict):
             if "inputs" not in payload:
                 raise BadRequestError(
-                    'JSON object must have an "inputs" key: {"inputs": "text"} or {"inputs": ["a", "b"]}'
+                    'JSON object must have an "inputs" key: {"inputs": ["a", "b"]}'
                 )
             payload = payload["inputs"]
         texts = [payload] if isinstance(payload, str) else payload
@@ -247,14 +224,14 @@ def input_fn(input_data, content_type, context=None) -> list[str]:
         try:
             item.encode("utf-8")
         except UnicodeEncodeError as err:  # a JSON "\ud800" escape: no tokenizer reads it
+            bad = item[err.start]
             raise BadRequestError(
-                f"text {i} holds an unpaired surrogate ({item[err.start]!r}): send valid Unicode"
+                f"text {i}: unpaired surrogate {bad!r}; send valid Unicode"
             ) from None
     limit = max_batch()
     if len(texts) > limit:
-        raise PayloadTooLargeError(
-            f"{len(texts)} texts in one request; the limit is {limit} (PT2AWS_MAX_BATCH): split the batch"
-        )
+        too_many = f"{len(texts)} texts in one request; the limit is {limit} (PT2AWS_MAX_BATCH)"
+        raise PayloadTooLargeError(f"{too_many}: split the batch")
     return texts
 
 

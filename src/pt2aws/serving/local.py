@@ -3,6 +3,7 @@ notebook 02) and notebook 02's check that it answers as the in-process handler d
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import importlib.util
 import json
@@ -94,12 +95,10 @@ class LocalServer:
     def request(self, method: str, path: str, body: bytes | None = None, headers=None,
                 timeout_s: float = 60.0) -> Reply:  # fmt: skip
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout_s)
-        try:
+        with contextlib.closing(conn):
             conn.request(method, path, body=body, headers=headers or {})
             resp = conn.getresponse()
             return Reply(resp.status, resp.read(), resp.getheader("Content-Type"))
-        finally:
-            conn.close()
 
     def ping(self) -> bool:
         try:

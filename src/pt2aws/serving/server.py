@@ -96,6 +96,10 @@ def load_handler(model_dir: str | os.PathLike, *, builtin: bool = True) -> Modul
     else:
         from pt2aws.serving import handler as module
     logger.info("handler: %s", module.__file__)
+    if hasattr(module, "choose_variant"):  # the built-in handler or a copy of it: every variant
+        from pt2aws.inference.selection import serving_variant
+
+        module.choose_variant = serving_variant
     needed = ("model_fn", "input_fn", "predict_fn", "output_fn")
     missing = [f for f in needed if not hasattr(module, f)]
     if missing:
@@ -207,9 +211,6 @@ def create_app(service: ModelService, *, max_request_bytes: int = DEFAULT_MAX_RE
         return respond(Reply(503, json.dumps(state).encode(), "application/json"))
 
     async def invocations(request):
-        declared = request.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > max_request_bytes:
-            return respond(_too_large(max_request_bytes))
         chunks, size = [], 0
         async for chunk in request.stream():
             size += len(chunk)

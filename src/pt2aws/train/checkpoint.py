@@ -77,14 +77,6 @@ def _dcp(action, state: dict, path) -> None:
         action(state, checkpoint_id=path)
 
 
-def _rng() -> dict:
-    state = {"python": random.getstate(), "numpy": np.random.get_state()}
-    state["torch"] = torch.get_rng_state()
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
 def save_checkpoint(
     cfg: TrainConfig, info: DistInfo, prep: Prepared, scheduler, state: TrainState
 ) -> Path:
@@ -94,7 +86,11 @@ def save_checkpoint(
     from torch.distributed.checkpoint.state_dict import get_state_dict
 
     path = Path(cfg.checkpoint_dir) / f"step-{state.step:06d}"
-    rng = all_gather(_rng(), info)
+    rng = {"python": random.getstate(), "numpy": np.random.get_state()}
+    rng["torch"] = torch.get_rng_state()
+    if torch.cuda.is_available():
+        rng["cuda"] = torch.cuda.get_rng_state_all()
+    rng = all_gather(rng, info)
     windows = all_gather([float(state.loss_window[0]), state.loss_window[1]], info)
     if info.is_main:
         path.mkdir(parents=True, exist_ok=True)

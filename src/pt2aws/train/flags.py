@@ -21,7 +21,7 @@ FASTER = 1.05
 
 
 @dataclass
-class Choice:
+class Flag:
     """A resolved performance flag and why."""
 
     enabled: bool
@@ -126,7 +126,7 @@ def fused_probe(model):
     return probe
 
 
-def measured(flag: str, key: str | None, probe, versus: str, unmeasured: Choice) -> Choice:
+def measured(flag: str, key: str | None, probe, versus: str, unmeasured: Flag) -> Flag:
     """``flag`` on where it measured ``FASTER`` (cached for ``key``, else ``probe()``, recorded)."""
     found = _cached().get(key, {}).get(flag) if key else None
     cached = f"; cached in {cache_file()}" if found else ""
@@ -135,10 +135,10 @@ def measured(flag: str, key: str | None, probe, versus: str, unmeasured: Choice)
     if found is None:
         return unmeasured
     ratio = found["ratio"]
-    return Choice(ratio >= FASTER, f"measured {ratio:.2f}x {versus} here: {found['how']}{cached}")
+    return Flag(ratio >= FASTER, f"measured {ratio:.2f}x {versus} here: {found['how']}{cached}")
 
 
-def choose_bf16(device: torch.device, requested: str, probe=None, key=None) -> Choice:
+def choose_bf16(device: torch.device, requested: str, probe=None, key=None) -> Flag:
     """``--bf16``: on Ampere+ GPUs, measured on CPU (a :func:`bf16_probe`); ValueError for
     ``on`` on a GPU without bf16."""
     cuda = device.type == "cuda"
@@ -146,26 +146,26 @@ def choose_bf16(device: torch.device, requested: str, probe=None, key=None) -> C
     if requested == "on" and not supported:
         raise ValueError("--bf16 on: this GPU has no bf16 (needs Ampere or newer); use --bf16 off")
     if requested != "auto":
-        return Choice(requested == "on", "requested")
+        return Flag(requested == "on", "requested")
     if cuda:
-        return Choice(supported, "GPU has bf16" if supported else "GPU lacks bf16 (pre-Ampere)")
+        return Flag(supported, "GPU has bf16" if supported else "GPU lacks bf16 (pre-Ampere)")
     native = env.cpu_features().bf16_native
     where = f"CPU {'with' if native else 'without'} native bf16 ({native.reason})"
-    unmeasured = Choice(False, f"not measured (no model to time); {where}; --bf16 on forces it")
+    unmeasured = Flag(False, f"not measured (no model to time); {where}; --bf16 on forces it")
     return measured("bf16", key, probe, "fp32's speed", unmeasured)
 
 
-def choose_compile(device: torch.device, requested: str, key=None) -> Choice:
+def choose_compile(device: torch.device, requested: str, key=None) -> Flag:
     """``--torch_compile``: on for CUDA; on CPU where notebook 01's A/B measured it faster."""
     if requested != "auto":
-        return Choice(requested == "on", "requested")
+        return Flag(requested == "on", "requested")
     if device.type == "cuda":
-        return Choice(True, "CUDA: inductor kernels pay back the compile time within minutes")
+        return Flag(True, "CUDA: inductor kernels pay back the compile time within minutes")
     why = 'not measured on CPU (notebook 01\'s A/B with AB_COMPILE = "on" does); --torch_compile on'
-    return measured("torch_compile", key, None, "eager's speed", Choice(False, why))
+    return measured("torch_compile", key, None, "eager's speed", Flag(False, why))
 
 
-def choose_fused_adamw(device: torch.device, requested: str, probe=None, key=None) -> Choice:
+def choose_fused_adamw(device: torch.device, requested: str, probe=None, key=None) -> Flag:
     """``--fused_adamw`` where torch has it: on for CUDA, measured on CPU (a :func:`fused_probe`);
     ValueError for ``on`` where torch has no fused AdamW for ``device``."""
     try:
@@ -177,14 +177,14 @@ def choose_fused_adamw(device: torch.device, requested: str, probe=None, key=Non
     if requested == "on" and not supported:
         raise ValueError(f"--fused_adamw on: {has}; use --fused_adamw off")
     if requested != "auto":
-        return Choice(requested == "on", "requested")
+        return Flag(requested == "on", "requested")
     if device.type == "cuda" or not supported:
-        return Choice(supported, has)
-    unmeasured = Choice(True, f"not measured (nothing to time); {has}")
+        return Flag(supported, has)
+    unmeasured = Flag(True, f"not measured (nothing to time); {has}")
     return measured("fused_adamw", key, probe, "the for-loop AdamW's speed", unmeasured)
 
 
-def resolve_flags(cfg, device: torch.device, model=None, batches=None) -> dict[str, Choice]:
+def resolve_flags(cfg, device: torch.device, model=None, batches=None) -> dict[str, Flag]:
     """Every flag of ``cfg`` for ``device``, in print order; on CPU ``auto`` times ``model`` on
     ``batches(pad_to_multiple_of_8)``. ValueError: a flag forced ``on`` that cannot be."""
     cuda = device.type == "cuda"
@@ -193,7 +193,7 @@ def resolve_flags(cfg, device: torch.device, model=None, batches=None) -> dict[s
         shape = (cfg.per_device_train_batch_size, cfg.max_length, torch.get_num_threads())
         key = measure_key(cfg.model_name_or_path, *shape)
     compiled = choose_compile(device, cfg.torch_compile, key)
-    pad = Choice(cuda or compiled.enabled, "eager CPU: padded to the longest text (less work)")
+    pad = Flag(cuda or compiled.enabled, "eager CPU: padded to the longest text (less work)")
     if pad.enabled:
         pad.reason = "GPU: tensor-core friendly lengths" if cuda else "torch.compile: few shapes"
     fused = choose_fused_adamw(device, cfg.fused_adamw, model and fused_probe(model), key)
@@ -203,18 +203,18 @@ def resolve_flags(cfg, device: torch.device, model=None, batches=None) -> dict[s
     ampere = cuda and torch.cuda.get_device_capability(device)[0] >= 8
     if cfg.tf32 == "on" and not ampere:
         raise ValueError("--tf32 on: needs an Ampere or newer GPU; use --tf32 off")
-    tf32 = Choice(ampere, "Ampere+ GPU: fp32 matmuls on TF32 cores" if ampere else "no Ampere+ GPU")
+    tf32 = Flag(ampere, "Ampere+ GPU: fp32 matmuls on TF32 cores" if ampere else "no Ampere+ GPU")
     if cfg.tf32 != "auto":
-        tf32 = Choice(cfg.tf32 == "on", "requested")
+        tf32 = Flag(cfg.tf32 == "on", "requested")
     bucketing = "batches of similar length" if cfg.length_bucketing else "shuffled batches"
     return {
         "bf16": bf16,
         "torch_compile": compiled,
         "fused_adamw": fused,
         "tf32": tf32,
-        "length_bucketing": Choice(cfg.length_bucketing, f"{bucketing}: --length_bucketing"),
+        "length_bucketing": Flag(cfg.length_bucketing, f"{bucketing}: --length_bucketing"),
         "pad_to_multiple_of_8": pad,
-        "fp16": Choice(fp16, "GPU lacks bf16: fp16 with a GradScaler" if fp16 else "bf16 or fp32"),
+        "fp16": Flag(fp16, "GPU lacks bf16: fp16 with a GradScaler" if fp16 else "bf16 or fp32"),
     }
 
 
@@ -225,7 +225,7 @@ def apply_tf32(enabled: bool) -> None:
     torch.backends.cudnn.conv.fp32_precision = precision
 
 
-def autocast_dtype(flags: dict[str, Choice]) -> torch.dtype | None:
+def autocast_dtype(flags: dict[str, Flag]) -> torch.dtype | None:
     """The autocast dtype the flags chose: ``torch.bfloat16``, ``torch.float16`` or ``None``."""
     if flags["fp16"].enabled:
         return torch.float16

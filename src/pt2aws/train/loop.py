@@ -27,12 +27,13 @@ from pt2aws.data import (
     token_lengths,
 )
 from pt2aws.env.machine import peak_memory_bytes
-from pt2aws.modeling import count_parameters, load_tokenizer_and_model, model_max_tokens
+from pt2aws.modeling import count_parameters, load_tokenizer_and_model
+from pt2aws.serving.handler import max_tokens
 from pt2aws.sizing.catalog import peak_bf16_flops
 from pt2aws.train import checkpoint, distributed, throughput
 from pt2aws.train.distributed import DistInfo
 from pt2aws.train.evaluation import evaluate
-from pt2aws.train.flags import Choice, apply_tf32, autocast_dtype, resolve_flags
+from pt2aws.train.flags import Flag, apply_tf32, autocast_dtype, resolve_flags
 from pt2aws.train.monitor import StepMonitor
 from pt2aws.train.recipe import prepare_model_and_optimizer, train_step
 
@@ -58,7 +59,7 @@ def load_data_and_model(cfg: TrainConfig):
         max_length=None if auto else cfg.max_length,
     )
     if auto:
-        limit = model_max_tokens(model.config, tokenizer)
+        limit = max_tokens(model.config, tokenizer)
         choice = choose_max_length(tokenizer, texts, model_max_tokens=limit)
         cfg.max_length = choice.max_length
         data.stats["max_length_choice"] = choice.to_dict()
@@ -67,7 +68,7 @@ def load_data_and_model(cfg: TrainConfig):
         why = f"attn_implementation={model.config._attn_implementation!r}"
     except (ValueError, ImportError) as err:
         why = f"{type(model).__name__} refused {cfg.attn_implementation!r}: {err}"
-    sdpa = Choice(getattr(model.config, "_attn_implementation", None) == "sdpa", why)
+    sdpa = Flag(getattr(model.config, "_attn_implementation", None) == "sdpa", why)
     if cfg.dropout is not None:
         for module in model.modules():
             if isinstance(module, torch.nn.Dropout):
@@ -115,9 +116,8 @@ class FineTune:
         self.lengths = [len(r["input_ids"]) for r in self.rows["train"]]
         cfg, info = self.cfg, self.info
         self.steps_per_epoch = math.ceil(len(self._batches(0)) / cfg.gradient_accumulation_steps)
-        self.total_steps = cfg.max_steps
-        if self.total_steps <= 0:
-            self.total_steps = math.ceil(self.steps_per_epoch * cfg.num_train_epochs)
+        epochs_steps = math.ceil(self.steps_per_epoch * cfg.num_train_epochs)
+        self.total_steps = cfg.max_steps if cfg.max_steps > 0 else epochs_steps
         self.num_epochs = math.ceil(self.total_steps / self.steps_per_epoch)
         if info.is_main:
             where = f"device={info.device} world_size={info.world_size}"
@@ -258,7 +258,7 @@ class FineTune:
             "data": self.data.stats,
             "sequence_length": sequence_length_record(
                 train_max_length=cfg.max_length,
-                model_max_tokens=model_max_tokens(self.model.config, self.tokenizer),
+                model_max_tokens=max_tokens(self.model.config, self.tokenizer),
                 train_lengths=token_lengths(self.tokenizer, self.data.splits["train"]["text"]),
             ),
             "history": history,

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
@@ -13,20 +12,6 @@ import torch
 
 from pt2aws.train.distributed import DistInfo, all_reduce_sum
 from pt2aws.train.progress import PROGRESS_ENV, ProgressDisplay, report
-
-
-def maybe_fail(step: int, info: DistInfo) -> None:
-    """``PT2AWS_FAIL_AT_STEP=N``: the last rank (or ``PT2AWS_FAIL_RANK``) dies after step N on the
-    first attempt (``os._exit(1)`` under torchrun, else ``RuntimeError``), for restart tests."""
-    first_attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") == "0"
-    rank = int(os.environ.get("PT2AWS_FAIL_RANK", info.world_size - 1))
-    if os.environ.get("PT2AWS_FAIL_AT_STEP") != str(step) or not first_attempt or info.rank != rank:
-        return
-    message = f"PT2AWS_FAIL_AT_STEP={step}: rank {info.rank} fails on purpose"
-    if "TORCHELASTIC_RUN_ID" in os.environ:
-        print(message, file=sys.stderr, flush=True)
-        os._exit(1)
-    raise RuntimeError(message)
 
 
 class StepMonitor:
@@ -83,7 +68,6 @@ class StepMonitor:
                 self.counts[i] += n
             state.loss_window[0] += loss.float()  # a tensor: no host sync per micro-batch
             state.loss_window[1] += 1
-        maybe_fail(state.step, self.info)
         self.steps_done = state.step - self.first_step
         if self.steps_done == self.cfg.benchmark_warmup_steps:
             self._sync()

@@ -94,6 +94,7 @@ def test_endpoint_auto_loads_the_model_once(smoke_model_dir, loads, tmp_path, mo
     record = {"eligible": ["bf16"], "sample": TEXTS[:8], "agreement": {}}
     (model_dir / "variants.json").write_text(json.dumps(record))
     monkeypatch.setenv("PT2AWS_VARIANT", "auto")
+    monkeypatch.setattr(handler, "choose_variant", selection.serving_variant)  # as the server does
     few = functools.partial(selection.choose_by_measurement, latency_calls=3, repeats=1)
     monkeypatch.setattr(selection, "choose_by_measurement", few)
     loaded = handler.model_fn(str(model_dir))

@@ -107,6 +107,7 @@ def test_archive_records_ort_agreement_ships_the_files_and_serves_them(
     exported, tmp_path, monkeypatch
 ):
     from pt2aws.aws import artifact
+    from pt2aws.inference import selection
     from pt2aws.inference.selection import variant_report
     from pt2aws.serving import handler
 
@@ -129,6 +130,7 @@ def test_archive_records_ort_agreement_ships_the_files_and_serves_them(
     with tarfile.open(archive) as tar:
         tar.extractall(served, filter="data")
     monkeypatch.setenv("PT2AWS_VARIANT", "ort-int8")
+    monkeypatch.setattr(handler, "choose_variant", selection.serving_variant)  # as the server does
     loaded = handler.model_fn(str(served))
     assert loaded["variant"] == "ort-int8"
     assert len(handler.predict_fn(TEXTS[:3], loaded)) == 3

@@ -76,6 +76,10 @@ def test_the_endpoint_serves_the_variant_asked_for_or_chosen_by_measurement(
     model_dir = tmp_path / "model"
     shutil.copytree(smoke_model_dir, model_dir)
     monkeypatch.setenv("PT2AWS_VARIANT", "bf16")
+    monkeypatch.setattr(handler, "choose_variant", None)  # the AWS DLC: no server sets the hook
+    with pytest.raises(RuntimeError, match="PT2AWS_VARIANT=bf16 needs the pt2aws serving image"):
+        handler.model_fn(str(model_dir))
+    monkeypatch.setattr(handler, "choose_variant", selection.serving_variant)  # as the server does
     loaded = handler.model_fn(str(model_dir))
     assert (
         loaded["variant"] == "bf16" and next(loaded["model"].parameters()).dtype == torch.bfloat16

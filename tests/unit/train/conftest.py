@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 
 import pytest
+from support.faults import job_env
 from support.training import TINY
 
 from pt2aws.config import TrainConfig
@@ -25,6 +26,6 @@ def two_process_run(tmp_path_factory):
         resume="auto",
     )
     stream = io.StringIO()
-    env = {"PT2AWS_FAIL_AT_STEP": "5"}
+    env = job_env(5)  # rank 1 dies after step 5 (tests/support/faults.py)
     metrics = launch_training(cfg, nproc_per_node=2, max_restarts=1, stream=stream, env=env)
     return cfg, metrics, stream.getvalue()

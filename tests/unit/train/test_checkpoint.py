@@ -71,6 +71,9 @@ def compiled_resume(eager_no_dropout, tmp_path_factory) -> tuple[Path, dict]:
 
 def test_interrupted_and_resumed_equals_uninterrupted(uninterrupted, tmp_path, monkeypatch):
     out = tmp_path / "train"
+    from support.faults import install
+
+    install(monkeypatch)
     monkeypatch.setenv("PT2AWS_FAIL_AT_STEP", "6")
     with pytest.raises(RuntimeError, match="PT2AWS_FAIL_AT_STEP=6"):
         loop.main([*RUN, "--output_dir", str(out)])
