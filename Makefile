@@ -28,7 +28,8 @@ run: setup ## notebooks 00-03 into runs/<UTC timestamp>/ (PROFILE=, DATA=your fi
 	    --encoding "$(ENCODING)" --label-map "$(LABEL_MAP)" --max-length "$(MAX_LENGTH)"
 
 test: setup ## unit tests and every notebook headless (smoke profile), offline
-	$(PY) -m pytest -m "not container and not exercises and not browser and not aws" --durations=15  # image: make container
+	$(PY) -m pytest -m "not container and not exercises and not browser and not aws" \
+	    -n auto --dist loadfile --durations=15  # image: make container
 
 test-exercises: setup ## every notebook "Try next" exercise run as written (CI runs it after make test)
 	$(PY) -m pytest -m exercises tests/notebooks

@@ -88,6 +88,7 @@ def run_notebooks(
             stdout_file=out,
             stderr_file=out,
             config=ipc,
+            start_timeout=300,  # papermill's 60 s is too short for a kernel on a busy machine
         )
         if out is not None and not out.at_line_start:
             sink.write("\n")

@@ -35,7 +35,8 @@ def install(monkeypatch=None) -> None:
             return
         message = f"PT2AWS_FAIL_AT_STEP={step}: rank {info.rank} fails on purpose"
         if "TORCHELASTIC_RUN_ID" in os.environ:
-            print(message, file=sys.stderr, flush=True)
+            sys.stderr.write(message + "\n")  # one write: never inside another rank's line
+            sys.stderr.flush()
             os._exit(1)
         raise RuntimeError(message)
 

@@ -22,7 +22,9 @@ def strip_ansi(text: str) -> str:
 def report(step: int, total: int, **extra) -> None:
     """Print the progress line of step ``step`` (``extra``: ``loss``, ``train_time_s``)."""
     extra = {k: v for k, v in extra.items() if v is not None}
-    print(PREFIX + json.dumps({"step": step, "total": total, **extra}), flush=True)
+    line = PREFIX + json.dumps({"step": step, "total": total, **extra}) + "\n"
+    sys.stdout.write(line)  # one write: ranks share the pipe, and a write is never split
+    sys.stdout.flush()
 
 
 def parse(line: str) -> dict | None:
