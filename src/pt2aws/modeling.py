@@ -5,13 +5,11 @@ byte-level BPE trained on the training texts), ``"minilm-l6"`` (MiniLM-L6-H384 o
 from __future__ import annotations
 
 import os
-import socket
 import tempfile
 from collections.abc import Iterable, Sequence
-from urllib.parse import urlparse
 
 from pt2aws.config import MINILM_L6, TINY_ROBERTA
-from pt2aws.errors import ConfigError, HubUnreachableError, MissingFileError
+from pt2aws.errors import ConfigError, MissingFileError
 
 #: ``tiny-roberta``'s sizes (``vocab_size`` caps its trained tokenizer).
 TINY_ROBERTA_SIZES = {
@@ -22,34 +20,6 @@ TINY_ROBERTA_SIZES = {
     "intermediate_size": 128,
     "type_vocab_size": 1,
 }
-
-
-def ensure_hub_reachable(repo_id: str, *, kind: str, offline_alternative: str) -> None:
-    """Raise HubUnreachableError (naming ``offline_alternative``) within 3 s, not after the
-    libraries' 20-50 s of retries, unless ``repo_id`` is a folder, the hub host accepts a TCP
-    connection (``HF_ENDPOINT``; not with ``HF_HUB_OFFLINE=1``) or a cached copy exists."""
-    if os.path.isdir(repo_id):
-        return
-    if os.environ.get("HF_HUB_OFFLINE", "0").lower() not in ("1", "true", "yes"):
-        url = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
-        try:
-            port = url.port or (443 if url.scheme == "https" else 80)
-            with socket.create_connection((url.hostname, port), timeout=3.0):
-                return
-        except OSError:
-            pass
-    try:
-        from huggingface_hub import snapshot_download
-
-        snapshot_download(repo_id, repo_type=kind, local_files_only=True)
-        return
-    except Exception:  # noqa: BLE001 - any failure means "not cached"
-        pass
-    raise HubUnreachableError(
-        f"the Hugging Face hub {kind} {repo_id!r} cannot be loaded: the hub is not reachable (or "
-        f"HF_HUB_OFFLINE=1) and no cached copy exists. Use the offline {kind} "
-        f"{offline_alternative!r} (e.g. PROFILE=smoke or local), or run where the hub is reachable"
-    )
 
 
 def minilm_path() -> str:
@@ -147,6 +117,8 @@ def load_tokenizer_and_model(
         return tokenizer, build_tiny_roberta(tokenizer, label_names)
     path = minilm_path() if name == MINILM_L6 else name
     if name != MINILM_L6:
+        from pt2aws.data.readers import ensure_hub_reachable
+
         ensure_hub_reachable(
             name, kind="model", offline_alternative=f"{MINILM_L6} (or {TINY_ROBERTA})"
         )

@@ -230,7 +230,9 @@ def lab(tmp_path_factory):
     out = run.root / "browser"
     root = out / "lab"
     # kernel_check.py and data/ beside the copies: the notebooks' cwd is their folder
-    shutil.copytree(notebooks_dir(), root, ignore=shutil.ignore_patterns("*.ipynb", ".*", "__*"))
+    shutil.copytree(
+        notebooks_dir(), root, ignore=shutil.ignore_patterns("*.ipynb", ".*", "__*", "kernel-ipc-*")
+    )  # kernel-ipc-*: the sockets of kernels papermill runs there
     for name in NOTEBOOKS:
         params = {
             "PROFILE": "smoke",

