@@ -5,7 +5,7 @@ For any notebook and any cells, each test asserts: every code cell executed (an 
 count); no error output (a traceback, an error on stderr, a widget that failed to display); every
 progress bar at its maximum; no Markdown pipe table printed as text. It keeps a screenshot of the
 whole notebook, the notebook as saved from the browser and a findings file in
-``runs/<stamp>/browser/``. ``make test-browser`` installs Chromium and Playwright; ``make test``
+``runs/browser-<stamp>/browser/`` (``runs/latest`` untouched). ``make test-browser`` installs Chromium and Playwright; ``make test``
 leaves these tests out.
 """
 
@@ -226,7 +226,9 @@ def lab(tmp_path_factory):
     )
     if not Path(CHROMIUM).exists():
         pytest.fail(f"no {CHROMIUM}: `make test-browser` installs it (Debian's chromium)")
-    run = RunDir.new(ROOT / "runs")
+    # its own folder; runs/latest (the notebooks' default RUN_DIR, a learner's last make run) stays
+    run = RunDir(ROOT / "runs" / time.strftime("browser-%Y%m%d-%H%M%S", time.gmtime()))
+    run.root.mkdir(parents=True)
     out = run.root / "browser"
     root = out / "lab"
     # kernel_check.py and data/ beside the copies: the notebooks' cwd is their folder
