@@ -137,7 +137,7 @@ class BenchSettings:
 
 
 #: Notebook 01's A/B per profile: (steps, warm-up steps, repeats, CPU budget in seconds).
-AB_SCALE = {"smoke": (8, 3, 1, None), "local": (12, 4, 1, 45.0), "full": (60, 15, 3, None)}
+AB_SCALE = {"smoke": (8, 3, 1, None), "local": (12, 4, 1, 60.0), "full": (60, 15, 3, None)}
 
 
 def notebook_settings(profile: str, *, steps=0, repeats=0, budget_s=None) -> BenchSettings:

@@ -35,7 +35,7 @@ def test_notebook_settings_take_model_length_and_lr_from_the_profile(monkeypatch
 
     monkeypatch.setattr("torch.cuda.is_available", lambda: False)
     # (steps, warm-up steps (at most a third of the steps), repeats, CPU budget)
-    expected = {"smoke": (8, 2, 1, None), "local": (12, 4, 1, 45.0), "full": (60, 15, 3, None)}
+    expected = {"smoke": (8, 2, 1, None), "local": (12, 4, 1, 60.0), "full": (60, 15, 3, None)}
     for name, (steps, warmup, repeats, budget) in expected.items():
         profile = get_profile(name)
         got = ab_variants.notebook_settings(name)
@@ -57,7 +57,7 @@ def test_notebook_settings_take_model_length_and_lr_from_the_profile(monkeypatch
 
 def test_budget_defaults_to_a_minute_for_local_on_cpu_and_none_on_a_gpu(monkeypatch):
     monkeypatch.setattr("torch.cuda.is_available", lambda: False)
-    assert ab_variants.notebook_settings("local").budget_s == 45.0
+    assert ab_variants.notebook_settings("local").budget_s == 60.0
     assert ab_variants.notebook_settings("local", budget_s=0).budget_s is None
     assert ab_variants.notebook_settings("smoke", budget_s=5).budget_s == 5
     with pytest.raises(ValueError, match="AB_BUDGET_S"):
