@@ -318,6 +318,14 @@ def test_03_deploys_to_emulator_and_leaves_nothing(executed):
     assert variants["onnx"]  # the ONNX Runtime variants' files ship in the archive's onnx/
     assert variants["eligible"] == [v for v, a in variants["agreement"].items() if a >= 0.99]
     assert variants["texts"] == 20  # the smoke profile's validation split, capped by the parameter
+    timed = {
+        r["variant"]: r["agreement"]
+        for r in executed.read_json(executed.inference_metrics)["variants"]
+    }
+    for variant, source in variants["source"].items():  # 02 timed them on the same texts
+        assert source == ("notebook 02" if variant in timed else "measured here")
+        if variant in timed:
+            assert variants["agreement"][variant] == round(timed[variant], 6)
 
 
 def test_00_and_03_give_the_same_throughput_and_cost_for_the_same_instance(executed):

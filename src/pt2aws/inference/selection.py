@@ -224,19 +224,32 @@ def serving_variant(model_dir: str, model, requested: str, tokenizer=None) -> tu
 
 
 def variant_report(model_dir: str, validation_texts: Sequence[str],
-                   variants: Sequence[str] = RECORDED_VARIANTS, *, sample: int = SAMPLE_TEXTS) -> dict:  # fmt: skip
-    """``variants.json``: ``{"target", "texts", "agreement": {variant: float}, "eligible",
-    "sample", "measured_on"[, "onnx"]}``, each variant's label agreement with fp32 eager on the
-    non-empty ``validation_texts``, run uncompiled (compiling changes speed, not numerics) on
-    this CPU; ONNX variants export their files into ``model_dir/onnx/``. ValueError: no texts.
+                   variants: Sequence[str] = RECORDED_VARIANTS, *, sample: int = SAMPLE_TEXTS,
+                   measured: str | Path | None = None) -> dict:  # fmt: skip
+    """``variants.json``: ``{"target", "texts", "agreement": {variant: float}, "source",
+    "eligible", "sample", "measured_on"[, "onnx"]}``, each variant's label agreement with fp32
+    eager on the non-empty ``validation_texts``: read from ``measured`` (notebook 02's
+    ``inference/metrics.json``, if there and timed on as many texts), else run here uncompiled
+    (compiling changes speed, not numerics); ``source`` says which. ONNX variants' files are
+    exported into ``model_dir/onnx/`` if missing. ValueError: no texts.
     """
     texts = [t for t in validation_texts if t.strip()]
     if not texts:
         raise ValueError("variant_report needs validation texts (the split is empty)")
+    record = json.loads(Path(measured).read_text()) if measured and Path(measured).is_file() else {}
+    known = {}
+    if record.get("agreement_texts", {}).get("count") == len(validation_texts):
+        known = {
+            r["variant"]: r["agreement"] for r in record["variants"] if r["variant"] in variants
+        }
     model, tokenizer = load_fp32(model_dir)
-    reference = Classifier(model, tokenizer, model.config).predict_ids(texts)
+    todo = [v for v in variants if v not in known]
+    reference = Classifier(model, tokenizer, model.config).predict_ids(texts) if todo else None
     agreement = {}
     for variant in variants:
+        if variant in known:
+            agreement[variant] = round(known[variant], 6)
+            continue
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             module, _ = build_variant(model, variant, keep_fp32=True, model_dir=model_dir,
@@ -244,10 +257,12 @@ def variant_report(model_dir: str, validation_texts: Sequence[str],
         labels = Classifier(module, tokenizer, model.config).predict_ids(texts)
         agreement[variant] = round(label_agreement(reference, labels), 6)
     report = {"target": AGREEMENT_TARGET, "texts": len(texts), "agreement": agreement,
+              "source": {v: "notebook 02" if v in known else "measured here" for v in variants},
               "eligible": [v for v, a in agreement.items() if a >= AGREEMENT_TARGET],
               "sample": texts[:sample], "measured_on": cpu_name()}  # fmt: skip
     if set(variants) & set(ORT_VARIANTS):
-        from pt2aws.inference.ort import EXPORT_RECORD, ONNX_DIR
+        from pt2aws.inference.ort import EXPORT_RECORD, ONNX_DIR, onnx_files
 
+        onnx_files(model_dir, model, tokenizer)  # exported by notebook 02, or now
         report["onnx"] = json.loads((Path(model_dir) / ONNX_DIR / EXPORT_RECORD).read_text())
     return report

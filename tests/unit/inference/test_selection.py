@@ -200,3 +200,18 @@ def test_the_archive_records_agreement_with_eager_on_validation_texts(smoke_mode
     assert report["sample"] == TEXTS[:4] and report["target"] == 0.99 and "onnx" not in report
     with pytest.raises(ValueError, match="needs validation texts"):
         selection.variant_report(str(smoke_model_dir), ["", " "])
+
+
+def test_the_archive_reuses_notebook_02s_agreement_only_for_the_same_texts(
+    smoke_model_dir, tmp_path
+):
+    record = tmp_path / "metrics.json"
+    rows = [{"variant": "eager", "agreement": 1.0}, {"variant": "int8", "agreement": 0.25}]
+    record.write_text(json.dumps({"agreement_texts": {"count": len(TEXTS)}, "variants": rows}))
+    report = selection.variant_report(
+        str(smoke_model_dir), TEXTS, ("int8", "bf16"), measured=record
+    )
+    assert report["agreement"]["int8"] == 0.25 and "int8" not in report["eligible"]
+    assert report["source"] == {"int8": "notebook 02", "bf16": "measured here"}
+    other = selection.variant_report(str(smoke_model_dir), TEXTS[:-1], ("bf16",), measured=record)
+    assert other["source"] == {"bf16": "measured here"}  # 02 timed another number of texts
