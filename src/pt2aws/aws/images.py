@@ -9,7 +9,6 @@ import datetime
 import json
 import re
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 
 from pt2aws.errors import UserError
@@ -57,84 +56,38 @@ def image_facts() -> dict:
     return _FACTS
 
 
-@dataclass(frozen=True)
-class Support:
-    """One image line's (or DLAMI's) end of patch, what to use after it, and the source."""
-
-    image: str
-    end_of_patch: datetime.date
-    newer: str
-    source: dict
-
-    def past(self, today: datetime.date | None = None) -> bool:
-        return (today or datetime.date.today()) > self.end_of_patch
-
-    def describe(self, today: datetime.date | None = None) -> str:
-        today = today or datetime.date.today()
-        mark = "" if self.source.get("verified") else " (UNVERIFIED date)"
-        days = abs((today - self.end_of_patch).days)
-        if self.past(today):
-            return (
-                f"{self.image}: patch support ended {self.end_of_patch}{mark}, {days} days ago: "
-                f"no more security fixes; {self.newer}"
-            )
-        return f"{self.image}: patched until {self.end_of_patch}{mark} ({days} days left)"
-
-    def as_dict(self) -> dict:
-        """``{"image", "end_of_patch", "past", "message", "verified"}`` today."""
-        past, verified = self.past(), bool(self.source.get("verified"))
-        eop = self.end_of_patch.isoformat()
-        return dict(image=self.image, end_of_patch=eop, past=past, message=self.describe(),
-                    verified=verified)  # fmt: skip
-
-
-def _newest(end_of_patch: dict[str, str], today: datetime.date) -> str | None:
-    alive = [v for v, eop in end_of_patch.items() if datetime.date.fromisoformat(eop) >= today]
-    return max(alive, key=lambda v: tuple(map(int, v.split(".")))) if alive else None
-
-
-def dlc_support(repository: str, version: str, today: datetime.date | None = None) -> Support:
-    """Patch support of DLC line ``repository`` at ``version``, ``newer`` the newest line still
-    patched (this one, then its successors); ``KeyError``: no data."""
-    today, support = today or datetime.date.today(), _FACTS["support"]
+def support(line: str, version: str, today: datetime.date | None = None) -> dict:
+    """Patch support of image ``line`` (a DLC repository, or ``"DLAMI PyTorch"``) at ``version``:
+    ``{"image", "end_of_patch", "past", "verified", "message"}``, the message naming the newest
+    line still patched (this one, then its successors); ``KeyError``: no data."""
+    today, table = today or datetime.date.today(), _FACTS["support"]
     minor = ".".join(version.split(".")[:2])
-    if minor not in support["lines"].get(repository, {}):
-        raise KeyError(f"no patch-support data for {repository} {minor}")
-    line, newer = repository, "no supported successor is known"
-    if repository.startswith("pytorch-inference"):
+    eop = datetime.date.fromisoformat(table["lines"][line][minor][1])
+    verified = bool(_FACTS["sources"][table["line_sources"].get(line, table["source"])]["verified"])
+    newer, successor = "no supported successor is known", line
+    if line.startswith("pytorch-inference"):
         newer = ("AWS publishes no newer PyTorch CPU inference DLC: deploy your own image "
                  "(image='custom', pt2aws's serving container)")  # fmt: skip
-    while line is not None:
-        eops = {v: dates[1] for v, dates in support["lines"].get(line, {}).items()}
-        if newest := _newest(eops, today):
-            newer = f"use {line} {newest} (patched until {eops[newest]})"
+    while successor:
+        alive = {v: d[1] for v, d in table["lines"][successor].items() if d[1] >= today.isoformat()}
+        if alive:
+            newest = max(alive, key=lambda v: tuple(map(int, v.split("."))))
+            newer = f"use {successor} {newest} (patched until {alive[newest]})"
             break
-        line = support["successors"].get(line)
-    eop = datetime.date.fromisoformat(support["lines"][repository][minor][1])
-    return Support(f"{repository} {minor}", eop, newer, _FACTS["sources"][support["source"]])
+        successor = table["successors"].get(successor)
+    past, days = today > eop, abs((today - eop).days)
+    mark = "" if verified else " (UNVERIFIED date)"
+    state = (f"patch support ended {eop}{mark}, {days} days ago: no more security fixes; {newer}"
+             if past else f"patched until {eop}{mark} ({days} days left)")  # fmt: skip
+    return {"image": f"{line} {minor}", "end_of_patch": eop.isoformat(), "past": past,
+            "verified": verified, "message": f"{line} {minor}: {state}"}  # fmt: skip
 
 
-def dlami_support(pytorch_version: str, today: datetime.date | None = None) -> Support:
-    """Patch support of the GPU DLAMI for ``pytorch_version`` (UNVERIFIED dates); ``KeyError``."""
-    table = _FACTS["dlami"]["pytorch_versions"]
-    minor = ".".join(pytorch_version.split(".")[:2])
-    if minor not in table["versions"]:
-        raise KeyError(
-            f"no patch-support data for DLAMI PyTorch {minor}; known: {table['versions']}"
-        )
-    newest = _newest(table["versions"], today or datetime.date.today())
-    newer = f"use the DLAMI for PyTorch {newest}" if newest else "no supported DLAMI is known"
-    eop = datetime.date.fromisoformat(table["versions"][minor])
-    return Support(f"DLAMI PyTorch {minor}", eop, newer, _FACTS["sources"][table["support_source"]])
-
-
-def _warn_if_past(repository: str, version: str, lookup=dlc_support) -> None:
-    """Warn (:class:`ImageSupportWarning`) when the line is past its end of patch (``lookup``:
-    :func:`dlc_support` or :func:`dlami_support`)."""
+def _warn_if_past(line: str, version: str) -> None:
+    """Warn (:class:`ImageSupportWarning`) when ``line`` at ``version`` is past its end of patch."""
     with contextlib.suppress(KeyError):
-        support = lookup(repository, version) if repository else lookup(version)
-        if support.past():
-            warnings.warn(support.describe(), ImageSupportWarning, stacklevel=3)
+        if (found := support(line, version))["past"]:
+            warnings.warn(found["message"], ImageSupportWarning, stacklevel=3)
 
 
 @contextlib.contextmanager
@@ -276,10 +229,10 @@ def serving_image(image: str, region: str, instance_type: str, *, image_uri: str
         uri = image_uri or inference_image_uri(region, torch_version, instance_type)
         check_image_matches_instance(uri, instance_type)
     try:
-        support = dlc_support(_repository(uri), torch_version).as_dict()
+        found = support(_repository(uri), torch_version)
     except KeyError:
-        support = {"message": "no support data for this DLC"}
-    return {"image": image, "image_uri": uri, "support": support}
+        found = {"message": "no support data for this DLC"}
+    return {"image": image, "image_uri": uri, "support": found}
 
 
 def is_gpu_instance(instance_type: str) -> bool:
@@ -341,7 +294,7 @@ def dlami_parameter(instance_type: str, pytorch_version: str = DLAMI_PYTORCH_VER
     DLAMI or Amazon Linux 2023 (CPU); ``KeyError``: not in the catalog."""
     it, dlami = catalog.get_instance(instance_type), _FACTS["dlami"]
     if it.kind == "gpu":
-        _warn_if_past("", pytorch_version, dlami_support)
+        _warn_if_past("DLAMI PyTorch", pytorch_version)
         return dlami["gpu_parameter"].format(arch="x86_64", version=pytorch_version, os=os_name)
     if it.kind in ("trainium", "inferentia"):
         return NEURON_DLAMI_PARAMETER

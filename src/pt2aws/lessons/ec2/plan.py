@@ -150,16 +150,14 @@ def launch_plan(
 def _support(it) -> list[dict]:
     """Patch support of each image the plan names."""
     facts = images.image_facts()["training"]["ec2"]["versions"]
-    rows = [images.dlami_support(images.DLAMI_PYTORCH_VERSION)] if it.kind == "gpu" else []
+    rows = [("DLAMI PyTorch", images.DLAMI_PYTORCH_VERSION)] if it.kind == "gpu" else []
     rows += [
-        images.dlc_support(facts[images.EC2_DLC_VERSION]["repository"], images.EC2_DLC_VERSION),
-        images.dlc_support("pytorch-training", images.TRAINING_TORCH_VERSION),
-        images.dlc_support(
-            images.ARM64_INFERENCE_IMAGES[images.INFERENCE_TORCH_VERSION]["repository"],
-            images.INFERENCE_TORCH_VERSION,
-        ),
-    ]
-    return [row.as_dict() for row in rows]
+        (facts[images.EC2_DLC_VERSION]["repository"], images.EC2_DLC_VERSION),
+        ("pytorch-training", images.TRAINING_TORCH_VERSION),
+        (images.ARM64_INFERENCE_IMAGES[images.INFERENCE_TORCH_VERSION]["repository"],
+         images.INFERENCE_TORCH_VERSION),
+    ]  # fmt: skip
+    return [images.support(line, version) for line, version in rows]
 
 
 def _next_steps(it, nodes: int, parameter: str, dlc: str | None, serve_instance: str) -> list[str]:
