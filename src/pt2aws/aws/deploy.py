@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from pt2aws.aws.artifact import delete_uploaded
 from pt2aws.aws.invoke import DEFAULT_MAX_ITEMS
-from pt2aws.aws.session import AwsSetupError
+from pt2aws.aws.session import AwsSetupError, explain
 from pt2aws.inference.runtime import graviton_settings
 from pt2aws.sizing.catalog import has_bf16, instance_vcpus, is_graviton
 from pt2aws.sizing.pricing import instance_cost
@@ -168,31 +168,17 @@ def delete_resources(session, name: str) -> list[tuple[str, str]]:
 
 
 def _explained(session, name: str, err: BaseException) -> Exception | None:
-    """The one-line error for a failed step, where AWS's error has a fix we can name."""
-    from botocore.exceptions import ClientError
+    """The one-line error for a failed step: the endpoint's status and reason after a wait, else
+    :func:`~pt2aws.aws.session.explain`."""
     from sagemaker.core.utils.exceptions import WaiterError
 
-    if isinstance(err, WaiterError):  # FailedStatusError, TimeoutExceededError
-        found = session.client("sagemaker").describe_endpoint(EndpointName=name)
-        status, reason = found["EndpointStatus"], found.get("FailureReason", "no reason given")
-        why = reason if status == "Failed" else "still not InService: raise WAIT_TIMEOUT_S"
-        logs = f"CloudWatch /aws/sagemaker/Endpoints/{name}"
-        return DeploymentError(f"endpoint {name} is {status}: {why} (logs: {logs})")
-    if not isinstance(err, ClientError):
-        return None
-    code, message = err.response["Error"]["Code"], err.response["Error"].get("Message", "")
-    fixes = [
-        ("iam:PassRole" in message, "these credentials may not pass the execution role "
-         f"({message}): allow iam:PassRole on it, with condition iam:PassedToService = "
-         "sagemaker.amazonaws.com"),
-        (code.startswith("AccessDenied"), f"{err.operation_name} was refused ({message}): allow "
-         "it to these credentials (the checklist lists every action pt2aws calls)"),
-        (code == "ResourceLimitExceeded", f"quota reached ({message}): request an increase in "
-         "the Service Quotas console (Amazon SageMaker) or pick another instance type"),
-        ("assume" in message.lower() and "role" in message.lower(), "SageMaker cannot assume the "
-         f"execution role ({message}): it must exist and trust sagemaker.amazonaws.com"),
-    ]  # fmt: skip
-    return next((AwsSetupError(text) for matched, text in fixes if matched), None)
+    if not isinstance(err, WaiterError):  # FailedStatusError, TimeoutExceededError
+        return explain(err, session.region)
+    found = session.client("sagemaker").describe_endpoint(EndpointName=name)
+    status, reason = found["EndpointStatus"], found.get("FailureReason", "no reason given")
+    why = reason if status == "Failed" else "still not InService: raise WAIT_TIMEOUT_S"
+    logs = f"CloudWatch /aws/sagemaker/Endpoints/{name}"
+    return DeploymentError(f"endpoint {name} is {status}: {why} (logs: {logs})")
 
 
 class Cleanup:

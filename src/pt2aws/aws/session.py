@@ -18,6 +18,26 @@ _CREDENTIALS_FIX = (
     "set AWS credentials (aws configure, AWS_PROFILE or an instance role) and check them with "
     "`aws sts get-caller-identity`"
 )
+#: AWS's answer -> one line naming the fix, first match: ``(botocore exception class, error code
+#: prefix or operation; words in the message; the line)``, formatted with ``err``, ``code``,
+#: ``message``, ``operation``, ``region``.
+SETUP_ERRORS = (
+    ("NoCredentialsError", (), f"no AWS credentials found: {_CREDENTIALS_FIX}"),
+    ("PartialCredentialsError", (), f"no AWS credentials found: {_CREDENTIALS_FIX}"),
+    ("ProfileNotFound", (), "{err}: set AWS_PROFILE to one of `aws configure list-profiles`"),
+    ("EndpointConnectionError", (), "AWS is unreachable ({err}): check the network, the region "
+     "{region!r} and AWS_ENDPOINT_URL"),
+    ("ClientError", ("iam:passrole",), "these credentials may not pass the execution role "
+     "({message}): allow iam:PassRole on it, with condition iam:PassedToService = "
+     "sagemaker.amazonaws.com"),
+    ("AccessDenied", (), "{operation} was refused ({message}): allow it to these credentials (the "
+     "checklist lists every action pt2aws calls)"),
+    ("ResourceLimitExceeded", (), "quota reached ({message}): request an increase in the Service "
+     "Quotas console (Amazon SageMaker) or pick another instance type"),
+    ("ClientError", ("assume", "role"), "SageMaker cannot assume the execution role ({message}): "
+     "it must exist and trust sagemaker.amazonaws.com"),
+    ("GetCallerIdentity", (), f"the credentials were refused ({{code}}): {_CREDENTIALS_FIX}"),
+)  # fmt: skip
 
 
 class AwsSetupError(UserError):
@@ -80,29 +100,15 @@ class AwsSession:
         )
 
     def account(self) -> str:
-        """The account id (STS); ``AwsSetupError``: no or refused credentials, an unknown profile,
-        AWS unreachable."""
-        from botocore import exceptions as bx
+        """The account id (STS); ``AwsSetupError`` (:func:`explain`): no or refused credentials,
+        an unknown profile, AWS unreachable."""
+        from botocore.exceptions import BotoCoreError, ClientError
 
         try:
             sts = self.client("sts", max_attempts=2, connect_timeout=5)
             return sts.get_caller_identity()["Account"]
-        except (bx.NoCredentialsError, bx.PartialCredentialsError):
-            raise AwsSetupError(f"no AWS credentials found: {_CREDENTIALS_FIX}") from None
-        except bx.ProfileNotFound as err:
-            raise AwsSetupError(
-                f"{err}: set AWS_PROFILE to one of `aws configure list-profiles`"
-            ) from None
-        except bx.EndpointConnectionError as err:
-            raise AwsSetupError(
-                f"AWS is unreachable ({err}): check the network, the region {self.region!r} "
-                "and AWS_ENDPOINT_URL"
-            ) from None
-        except bx.ClientError as err:
-            code = err.response["Error"]["Code"]
-            raise AwsSetupError(
-                f"the credentials were refused ({code}): {_CREDENTIALS_FIX}"
-            ) from None
+        except (BotoCoreError, ClientError) as err:
+            raise (explain(err, self.region) or err) from None
 
     def answered_by(self, endpoint_name: str) -> str:
         """What answers ``endpoint_name``'s invocations, in words."""
@@ -125,6 +131,19 @@ class AwsSession:
             )
         via = f" via {self.endpoint_url}" if self.endpoint_url else ""
         return f"REAL AWS ACCOUNT, region {self.region}{via}: what is created is billed"
+
+
+def explain(err: BaseException, region: str = "") -> AwsSetupError | None:
+    """The one line of :data:`SETUP_ERRORS` that ``err`` (a botocore error) matches, or None."""
+    error = getattr(err, "response", {}).get("Error", {})
+    code, message = error.get("Code", ""), error.get("Message", "")
+    operation = getattr(err, "operation_name", "")
+    names = {cls.__name__ for cls in type(err).__mro__} | {operation}
+    for kind, words, line in SETUP_ERRORS:
+        if (kind in names or code.startswith(kind)) and all(w in message.lower() for w in words):
+            fields = {"code": code, "message": message, "operation": operation, "region": region}
+            return AwsSetupError(line.format(err=err, **fields))
+    return None
 
 
 def connect(target="aws", *, region="", role_arn="", profile=None) -> AwsSession:
@@ -156,15 +175,14 @@ def default_bucket(session: AwsSession) -> str:
 
 def billable_resources(session: AwsSession, prefix: str = "") -> dict[str, list[str]]:
     """``{"endpoints", "endpoint_configs", "models", "scalable_targets"}``: what starting with
-    ``prefix`` could still cost."""
-    sm, found = session.client("sagemaker"), {}
-    for key, kind in (("endpoints", "Endpoint"), ("endpoint_configs", "EndpointConfig"),
-                      ("models", "Model")):  # fmt: skip
-        pages = sm.get_paginator(f"list_{key}").paginate(
-            **({"NameContains": prefix} if prefix else {})
-        )
-        names = [item[f"{kind}Name"] for page in pages for item in page[f"{kind}s"]]
-        found[key] = [n for n in names if n.startswith(prefix)]
+    ``prefix`` could still cost (the SDK's ``get_all``; autoscaling by boto3)."""
+    from sagemaker.core.resources import Endpoint, EndpointConfig, Model
+
+    contains = {"name_contains": prefix} if prefix else {}
+    found = {key: [name for r in kind.get_all(**contains, **session.sdk)
+                   if (name := r.get_name()).startswith(prefix)]
+             for key, kind in (("endpoints", Endpoint), ("endpoint_configs", EndpointConfig),
+                               ("models", Model))}  # fmt: skip
     scaling = session.client("application-autoscaling").get_paginator("describe_scalable_targets")
     ids = [t["ResourceId"] for p in scaling.paginate(ServiceNamespace="sagemaker")
            for t in p["ScalableTargets"]]  # fmt: skip

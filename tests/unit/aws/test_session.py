@@ -98,3 +98,24 @@ def test_a_session_without_a_role_stops_before_any_aws_call(monkeypatch):
     with pytest.raises(session.RoleError, match="needs ROLE_ARN") as info:
         session.AwsSession(region="eu-west-1").require_role()
     _one_line(info.value)
+
+
+@pytest.mark.parametrize(
+    ("code", "operation", "message", "line"),
+    [
+        ("InvalidClientTokenId", "GetCallerIdentity", "invalid", "the credentials were refused ("),
+        ("AccessDeniedException", "CreateModel", "User: x is not authorized to perform: "
+         "iam:PassRole on resource: r", "these credentials may not pass the execution role ("),
+        ("AccessDeniedException", "CreateEndpoint", "no", "CreateEndpoint was refused (no): allow"),
+        ("ResourceLimitExceeded", "CreateEndpoint", "max 0", "quota reached (max 0): request"),
+        ("ValidationException", "CreateModel", "Could not assume role r",
+         "SageMaker cannot assume the execution role ("),
+        ("ValidationException", "CreateModel", "bad name", None),
+    ],
+)  # fmt: skip
+def test_aws_refusals_read_as_one_line_naming_the_fix(code, operation, message, line):
+    from botocore.exceptions import ClientError
+
+    err = ClientError({"Error": {"Code": code, "Message": message}}, operation)
+    explained = session.explain(err, "eu-west-1")
+    assert (explained is None) if line is None else _one_line(explained).startswith(line)
