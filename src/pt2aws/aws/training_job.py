@@ -208,7 +208,7 @@ def launch_on(session, cfg, *, work_dir, bucket=None, base_job_name="pt2aws-trai
     trainer.train(input_data_config=channels, wait=False, logs=False)
     # output_data is documented as <output path>/<job name>/output/output.tar.gz
     name = trainer.output_data.rstrip("/").split("/")[-3]
-    status = job_status(session, name)
+    status = job_status(get_job(session, name))
     return {
         "target": session.target,
         "region": session.region,
@@ -223,29 +223,33 @@ def launch_on(session, cfg, *, work_dir, bucket=None, base_job_name="pt2aws-trai
     }
 
 
-def job_status(session, name: str) -> dict:
-    """``{"name", "status", "failure_reason", "instance_type", "instance_count",
-    "model_artifact_s3"}`` (``DescribeTrainingJob``)."""
-    found = session.client("sagemaker").describe_training_job(TrainingJobName=name)
+def job_status(job) -> dict:
+    """An SDK ``TrainingJob``'s ``{"name", "status", "failure_reason", "instance_type",
+    "instance_count", "model_artifact_s3"}`` (None: not set)."""
     return {
-        "name": name,
-        "status": found["TrainingJobStatus"],
-        "failure_reason": found.get("FailureReason"),
-        "instance_type": found["ResourceConfig"]["InstanceType"],
-        "instance_count": found["ResourceConfig"]["InstanceCount"],
-        "model_artifact_s3": found.get("ModelArtifacts", {}).get("S3ModelArtifacts"),
+        "name": job.training_job_name,
+        "status": job.training_job_status,
+        "failure_reason": job.failure_reason or None,
+        "instance_type": job.resource_config.instance_type,
+        "instance_count": job.resource_config.instance_count,
+        "model_artifact_s3": getattr(job.model_artifacts, "s3_model_artifacts", None),
     }
+
+
+def get_job(session, name: str):
+    """The SDK ``TrainingJob`` called ``name`` (``DescribeTrainingJob``)."""
+    from sagemaker.core.resources import TrainingJob
+
+    return TrainingJob.get(training_job_name=name, **session.sdk)
 
 
 def wait_for_job(session, name: str, *, timeout_s: int = 4 * 3600) -> dict:
     """``TrainingJob.wait``, one plain line, :func:`job_status` once ``Completed``;
     ``TrainingJobError``: ``Failed`` or ``Stopped``; ``TimeoutError``: still running."""
-    from sagemaker.core.resources import TrainingJob
     from sagemaker.core.utils.exceptions import FailedStatusError, TimeoutExceededError
 
-    started = time.monotonic()
+    started, job = time.monotonic(), get_job(session, name)
     try:
-        job = TrainingJob.get(training_job_name=name, **session.sdk)
         job.wait(poll=session.poll_s, timeout=max(1, int(timeout_s)))
     except TimeoutExceededError:
         raise TimeoutError(
@@ -254,23 +258,21 @@ def wait_for_job(session, name: str, *, timeout_s: int = 4 * 3600) -> dict:
         ) from None
     except FailedStatusError:
         pass  # reported below with SageMaker's reason
-    status = job_status(session, name)
-    print(f"training job {name}: {status['status']} after {time.monotonic() - started:.0f} s")
-    if status["status"] != "Completed":
-        reason = status["failure_reason"] or "stopped"
+    status = job.training_job_status
+    print(f"training job {name}: {status} after {time.monotonic() - started:.0f} s")
+    if status != "Completed":
         logs = f"CloudWatch /aws/sagemaker/TrainingJobs, stream {name}/..."
         raise TrainingJobError(
-            f"training job {name} is {status['status']}: {reason} (logs: {logs})"
+            f"training job {name} is {status}: {job.failure_reason or 'stopped'} (logs: {logs})"
         )
-    return status
+    return job_status(job)
 
 
 def stop_job(session, name: str) -> dict:
     """``TrainingJob.stop``; :func:`job_status` right after (``ClientError``: not running)."""
-    from sagemaker.core.resources import TrainingJob
-
-    TrainingJob.get(training_job_name=name, **session.sdk).stop()
-    return job_status(session, name)
+    job = get_job(session, name)
+    job.stop()
+    return job_status(job.refresh())
 
 
 def fetch_model(session, model_artifact_s3: str, dest: str | Path) -> dict:

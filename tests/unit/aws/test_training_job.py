@@ -216,7 +216,7 @@ def test_job_is_followed_and_its_model_lands_in_the_run_folder(session, smoke_tr
     job = _launch(session, tmp_path)
     assert (job["target"], job["region"]) == ("emulator", "us-east-1")
     assert job["cost_bound"]["usd"] == pytest.approx(1.408, abs=0.005)  # 1 h x 1 x ml.g5.xlarge
-    status = training_job.job_status(session, job["name"])
+    status = training_job.job_status(training_job.get_job(session, job["name"]))
     assert status["name"] == job["name"] and status["instance_type"] == "ml.g5.xlarge"
     assert status["status"] in ("InProgress", "Completed")
     done = training_job.wait_for_job(session, job["name"], timeout_s=60)
@@ -242,7 +242,7 @@ def test_job_is_followed_and_its_model_lands_in_the_run_folder(session, smoke_tr
 @pytest.mark.parametrize("session", [600], indirect=True)
 def test_running_job_is_stopped_and_waiting_reports_it(session, tmp_path):
     job = _launch(session, tmp_path)
-    assert training_job.job_status(session, job["name"])["status"] == "InProgress"
+    assert training_job.get_job(session, job["name"]).training_job_status == "InProgress"
     with pytest.raises(TimeoutError, match="still InProgress after"):
         training_job.wait_for_job(session, job["name"], timeout_s=1)
     assert training_job.stop_job(session, job["name"])["status"] == "Stopped"
