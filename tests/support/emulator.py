@@ -192,7 +192,7 @@ def deployed(session, model_data_url: str, name: str, *, instance_type=images.DE
     )
     variant = ProductionVariant(
         variant_name="AllTraffic", model_name=name, instance_type=instance_type,
-        initial_instance_count=autoscaling.min_instances if autoscaling else 1,
+        initial_instance_count=autoscaling["min_instances"] if autoscaling else 1,
     )  # fmt: skip
     tags = deploy.tags(extra_tags)
     role = session.require_role()
@@ -217,7 +217,7 @@ def deployed(session, model_data_url: str, name: str, *, instance_type=images.DE
             )
             out.endpoint.wait_for_status(target_status="InService", poll=1, timeout=timeout_s)
             if autoscaling:
-                deploy.enable_autoscaling(session, name, autoscaling)
+                deploy.enable_autoscaling(session, name, **autoscaling)
         yield out
     finally:
         out.cleanup.delete()

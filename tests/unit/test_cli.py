@@ -27,7 +27,7 @@ def test_cli_cleanup_deletes_leftovers(emulator, capsys):
     sm.create_model(
         ModelName="pt2aws-left", ExecutionRoleArn=EMULATOR_ROLE_ARN, PrimaryContainer={"Image": "x"}
     )
-    deploy.enable_autoscaling(emulator.session(), "pt2aws-left", deploy.AutoScaling())
+    deploy.enable_autoscaling(emulator.session(), "pt2aws-left")
     assert main(["cleanup", "--prefix", "pt2aws-left"]) == 0
     assert "dry run" in capsys.readouterr().out
     assert session.billable_resources(emulator.session())["models"] == ["pt2aws-left"]

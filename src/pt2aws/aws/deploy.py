@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import dataclass
 
 from pt2aws.aws.artifact import delete_uploaded
 from pt2aws.aws.invoke import DEFAULT_MAX_ITEMS
@@ -85,25 +84,6 @@ def format_requests(sent: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
-@dataclass
-class AutoScaling:
-    """Target tracking: instances between the bounds, ``target_invocations_per_instance`` a minute
-    each (AWS docs, "Automatic scaling of Amazon SageMaker AI models")."""
-
-    min_instances: int = 1
-    max_instances: int = 2
-    target_invocations_per_instance: float = 600.0
-    scale_in_cooldown_s: int = 300
-    scale_out_cooldown_s: int = 60
-
-    def __post_init__(self):
-        if (
-            not 1 <= self.min_instances <= self.max_instances
-            or self.target_invocations_per_instance <= 0
-        ):
-            raise ValueError(f"need 1 <= min_instances <= max_instances, a target > 0: {self}")
-
-
 def _scaling_target(name: str) -> dict:
     return {
         "ServiceNamespace": "sagemaker",
@@ -112,22 +92,28 @@ def _scaling_target(name: str) -> dict:
     }
 
 
-def enable_autoscaling(session, endpoint_name: str, config: AutoScaling) -> str:
-    """Register the variant with a target-tracking policy; its id ``endpoint/<name>/variant/...``."""
+def enable_autoscaling(session, endpoint_name: str, *, min_instances: int = 1,
+                       max_instances: int = 2, invocations_per_instance: float = 600.0,
+                       scale_in_cooldown_s: int = 300, scale_out_cooldown_s: int = 60) -> str:  # fmt: skip
+    """Target tracking, ``invocations_per_instance`` a minute each (AWS docs, "Automatic scaling of
+    Amazon SageMaker AI models"); the variant's id ``endpoint/<name>/variant/...``; ``ValueError``."""
+    if not 1 <= min_instances <= max_instances or invocations_per_instance <= 0:
+        raise ValueError(
+            f"need 1 <= min_instances ({min_instances}) <= max_instances ({max_instances}) and "
+            f"invocations_per_instance > 0 ({invocations_per_instance})"
+        )
     client, where = session.client("application-autoscaling"), _scaling_target(endpoint_name)
-    client.register_scalable_target(
-        MinCapacity=config.min_instances, MaxCapacity=config.max_instances, **where
-    )
+    client.register_scalable_target(MinCapacity=min_instances, MaxCapacity=max_instances, **where)
     client.put_scaling_policy(
         PolicyName=f"{endpoint_name}-invocations",
         PolicyType="TargetTrackingScaling",
         TargetTrackingScalingPolicyConfiguration={
-            "TargetValue": float(config.target_invocations_per_instance),
+            "TargetValue": float(invocations_per_instance),
             "PredefinedMetricSpecification": {
                 "PredefinedMetricType": "SageMakerVariantInvocationsPerInstance"
             },
-            "ScaleInCooldown": config.scale_in_cooldown_s,
-            "ScaleOutCooldown": config.scale_out_cooldown_s,
+            "ScaleInCooldown": scale_in_cooldown_s,
+            "ScaleOutCooldown": scale_out_cooldown_s,
         },
         **where,
     )
@@ -135,35 +121,27 @@ def enable_autoscaling(session, endpoint_name: str, config: AutoScaling) -> str:
 
 
 def delete_resources(session, name: str) -> list[tuple[str, str]]:
-    """Delete what is called ``name`` (autoscaling first), skipping what does not exist, logging
-    other errors; the ``(kind, name)`` deleted."""
+    """Delete what is called ``name`` (autoscaling first: deregistering deletes its policies),
+    skipping what does not exist, logging other errors; the ``(kind, name)`` deleted."""
     from botocore.exceptions import ClientError
 
     deleted, where = [], _scaling_target(name)
-    scaling = session.client("application-autoscaling")
-    try:
-        ask = {"ServiceNamespace": "sagemaker", "ResourceIds": [where["ResourceId"]]}
-        if scaling.describe_scalable_targets(**ask)["ScalableTargets"]:
-            ask = {"ServiceNamespace": "sagemaker", "ResourceId": where["ResourceId"]}
-            for policy in scaling.describe_scaling_policies(**ask)["ScalingPolicies"]:
-                scaling.delete_scaling_policy(PolicyName=policy["PolicyName"], **where)
-            scaling.deregister_scalable_target(**where)  # AWS deletes the policies; moto not
-            deleted.append(("scalable_target", where["ResourceId"]))
-    except ClientError as err:  # clean-up goes on
-        logger.error("could not remove autoscaling of %s: %s", name, err)
     sm = session.client("sagemaker")
-    for kind, call, key in (
-        ("endpoint", sm.delete_endpoint, "EndpointName"),
-        ("endpoint_config", sm.delete_endpoint_config, "EndpointConfigName"),
-        ("model", sm.delete_model, "ModelName"),
-    ):
+    calls = [
+        ("scalable_target", where["ResourceId"],
+         session.client("application-autoscaling").deregister_scalable_target, where),
+        ("endpoint", name, sm.delete_endpoint, {"EndpointName": name}),
+        ("endpoint_config", name, sm.delete_endpoint_config, {"EndpointConfigName": name}),
+        ("model", name, sm.delete_model, {"ModelName": name}),
+    ]  # fmt: skip
+    for kind, what, call, ask in calls:
         try:
-            call(**{key: name})
-            deleted.append((kind, name))
-        except ClientError as err:
-            text = str(err).lower()
-            if not any(s in text for s in ("not found", "could not find", "does not exist")):
-                logger.error("could not delete %s %s: %s", kind, name, err)
+            call(**ask)
+            deleted.append((kind, what))
+        except ClientError as err:  # clean-up goes on
+            gone = ("not found", "could not find", "does not exist", "no scalable target")
+            if not any(s in str(err).lower() for s in gone):
+                logger.error("could not delete %s %s: %s", kind, what, err)
     return deleted
 
 
@@ -228,13 +206,16 @@ def kept_endpoint(session, name: str, instance_type: str, instance_count: int = 
 
 def deployment_record(session, sent: dict, *, image: dict, archive: dict, local_predictions,
                       deployed: bool, answer=None, load_test=None, deleted=(),
-                      model_data_deleted=False, left=None, kept=None) -> dict:  # fmt: skip
-    """``deploy/deploy.json``, JSON-ready (``sent``: :func:`requests`, ``image``:
-    :func:`~pt2aws.aws.images.serving_image`, ``left``: ``billable_resources`` after clean-up)."""
+                      model_data_deleted=False, left=None) -> dict:  # fmt: skip
+    """``deploy/deploy.json``, JSON-ready, read from ``sent`` (:func:`requests`; ``image``:
+    :func:`~pt2aws.aws.images.serving_image`; ``left``: ``billable_resources`` after clean-up;
+    ``kept``: :func:`kept_endpoint` when an endpoint is left)."""
     model, variant = sent["CreateModel"], sent["CreateEndpointConfig"]["ProductionVariants"][0]
-    left, labels = left or {}, [p["label"] for p in local_predictions]
-    matches = None if answer is None else [a["label"] for a in answer] == labels
-    record = {
+    name, left, labels = model["ModelName"], left or {}, [p["label"] for p in local_predictions]
+    kept = left.get("endpoints") and kept_endpoint(
+        session, name, variant["InstanceType"], variant["InitialInstanceCount"]
+    )
+    return {
         "target": session.target,
         "region": session.region,
         "instance_type": variant["InstanceType"],
@@ -245,22 +226,21 @@ def deployment_record(session, sent: dict, *, image: dict, archive: dict, local_
         "role_arn": model["ExecutionRoleArn"],
         "archive_bytes": archive["bytes"],
         "archive_valid": True,
-        "endpoint_name": model["ModelName"],
+        "endpoint_name": name,
         "model_data_url": model["PrimaryContainer"]["ModelDataUrl"],
         "requests": sent,
         "deployed": deployed,
         "local_predictions": local_predictions,
         "answer": answer,
-        "answer_source": session.answered_by(model["ModelName"]) if deployed else "not deployed",
-        "matches_local": matches,
+        "answer_source": session.answered_by(name) if deployed else "not deployed",
+        "matches_local": None if answer is None else [a["label"] for a in answer] == labels,
         "load_test": load_test,
         "deleted": [list(pair) for pair in deleted],
         "model_data_deleted": model_data_deleted,
         "left": left,
         "resources_left": sum(len(v) for v in left.values()),
-        "kept": kept,
+        "kept": kept or None,
     }
-    return json.loads(json.dumps(record))
 
 
 def format_record(record: dict) -> str:

