@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from pt2aws.aws.session import AwsSetupError
+from pt2aws.aws.training_job import training_cost_bound
 from pt2aws.sizing.pricing import instance_cost
 
 FACTS = json.loads(Path(__file__).with_name("checklist.json").read_text())
@@ -93,17 +94,13 @@ def run_cost(region: str, *, endpoint_instance=None, endpoint_instances=1, wait_
                     f"KEEP_ENDPOINT: {usd:.4f} USD/h ({usd * 24:.2f} USD/day) until you delete it"
                 )
     if training_instance and max_runtime_s:
-        hours = max_runtime_s / 3600
-        bound, price = instance_cost(training_instance, "training", hours, training_count, region)
-        if price is None:
-            lines.append(f"training {training_instance}: no training price in the catalog")
-            worst = None
-        else:
-            worst = None if worst is None else worst + bound
-            lines.append(
-                f"training job {training_count} x {training_instance} at {price.describe()}: at "
-                f"most {bound:.2f} USD ({hours:g} h max runtime)"
-            )
+        bound = training_cost_bound(training_instance, training_count, max_runtime_s, region)
+        worst = None if worst is None or bound["usd"] is None else worst + bound["usd"]
+        usd = "an unknown" if bound["usd"] is None else f"{bound['usd']:.2f}"
+        lines.append(
+            f"training job {training_count} x {training_instance} at {bound['price']}: at most "
+            f"{usd} USD ({max_runtime_s / 3600:g} h max runtime)"
+        )
     lines.append(FACTS["not_priced"])
     return {"lines": lines, "typical_usd": typical, "worst_usd": worst, "per_hour_kept": per_hour}
 
