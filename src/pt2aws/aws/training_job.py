@@ -179,7 +179,7 @@ def training_cost_bound(instance_type: str, instance_count: int, max_runtime_s: 
     hours = max_runtime_s / 3600
     usd, price = instance_cost(instance_type, "training", hours, instance_count, region)
     return {
-        "usd": round(usd, 2) if price else None,
+        "usd": usd if price else None,
         "price_verified": bool(price and price.verified),
         "price": price.describe() if price else "no price in pt2aws/sizing/instances.json",
         "formula": f"{hours:g} h x {instance_count} x "
