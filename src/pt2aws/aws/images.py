@@ -14,18 +14,19 @@ from pathlib import Path
 from pt2aws.errors import UserError
 from pt2aws.sizing import catalog
 
-_FACTS = json.loads(Path(__file__).with_name("images.json").read_text())
+#: ``images.json``: registries, tags, support dates and AMI rules, each with its source.
+FACTS = json.loads(Path(__file__).with_name("images.json").read_text())
 #: ECR account of the AWS Deep Learning Containers per region (source dlc-available-images).
-DLC_REGISTRY_ACCOUNTS: dict[str, str] = _FACTS["registry_accounts"]["accounts"]
+DLC_REGISTRY_ACCOUNTS: dict[str, str] = FACTS["registry_accounts"]["accounts"]
 #: SageMaker arm64 PyTorch inference DLCs: version -> ``{"repository", "python", "os"}``.
-ARM64_INFERENCE_IMAGES: dict[str, dict] = _FACTS["inference"]["arm64"]["versions"]
-INFERENCE_TORCH_VERSION: str = _FACTS["inference"]["default_torch_version"]
-TRAINING_TORCH_VERSION: str = _FACTS["training"]["sagemaker_default_torch_version"]
-EC2_DLC_VERSION: str = _FACTS["training"]["ec2_default_version"]
-DLAMI_PYTORCH_VERSION: str = _FACTS["dlami"]["default_pytorch_version"]
-NEURON_DLAMI_PARAMETER: str = _FACTS["dlami"]["neuron_parameter"]
-GPU_TRAINING_FAMILIES: tuple[str, ...] = tuple(_FACTS["training"]["gpu_families"])
-NEURON_TRAINING_FAMILIES: tuple[str, ...] = tuple(_FACTS["training"]["neuron_families"])
+ARM64_INFERENCE_IMAGES: dict[str, dict] = FACTS["inference"]["arm64"]["versions"]
+INFERENCE_TORCH_VERSION: str = FACTS["inference"]["default_torch_version"]
+TRAINING_TORCH_VERSION: str = FACTS["training"]["sagemaker_default_torch_version"]
+EC2_DLC_VERSION: str = FACTS["training"]["ec2_default_version"]
+DLAMI_PYTORCH_VERSION: str = FACTS["dlami"]["default_pytorch_version"]
+NEURON_DLAMI_PARAMETER: str = FACTS["dlami"]["neuron_parameter"]
+GPU_TRAINING_FAMILIES: tuple[str, ...] = tuple(FACTS["training"]["gpu_families"])
+NEURON_TRAINING_FAMILIES: tuple[str, ...] = tuple(FACTS["training"]["neuron_families"])
 DEFAULT_INSTANCE_TYPE = "ml.c7g.xlarge"  # Graviton3, 4 vCPUs
 DEFAULT_TRAINING_INSTANCE_TYPE = "ml.p4d.24xlarge"  # 8x A100 40 GB, the source blog's
 #: A private ECR image URI (ECR user guide, "Creating a private repository": naming rules).
@@ -51,19 +52,14 @@ class ImageSupportWarning(UserWarning):
 warnings.filterwarnings("once", category=ImageSupportWarning)
 
 
-def image_facts() -> dict:
-    """``images.json``: registries, tags, support dates and AMI rules, each with its source."""
-    return _FACTS
-
-
 def support(line: str, version: str, today: datetime.date | None = None) -> dict:
     """Patch support of image ``line`` (a DLC repository, or ``"DLAMI PyTorch"``) at ``version``:
     ``{"image", "end_of_patch", "past", "verified", "message"}``, the message naming the newest
     line still patched (this one, then its successors); ``KeyError``: no data."""
-    today, table = today or datetime.date.today(), _FACTS["support"]
+    today, table = today or datetime.date.today(), FACTS["support"]
     minor = ".".join(version.split(".")[:2])
     eop = datetime.date.fromisoformat(table["lines"][line][minor][1])
-    verified = bool(_FACTS["sources"][table["line_sources"].get(line, table["source"])]["verified"])
+    verified = bool(FACTS["sources"][table["line_sources"].get(line, table["source"])]["verified"])
     newer, successor = "no supported successor is known", line
     if line.startswith("pytorch-inference"):
         newer = ("AWS publishes no newer PyTorch CPU inference DLC: deploy your own image "
@@ -90,12 +86,9 @@ def _warn_if_past(line: str, version: str) -> None:
             warnings.warn(found["message"], ImageSupportWarning, stacklevel=3)
 
 
-@contextlib.contextmanager
 def reported_by_caller():
     """No :class:`ImageSupportWarning` inside: the caller prints each support message itself."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ImageSupportWarning)
-        yield
+    return warnings.catch_warnings(action="ignore", category=ImageSupportWarning)
 
 
 def dlc_registry(region: str) -> str:
@@ -277,7 +270,7 @@ def training_image_for(instance_type: str, region: str, dlc_version: str = EC2_D
             "pick a GPU (e.g. p4d.24xlarge, g6.xlarge) or x86 instance, or run `torchrun -m "
             "pt2aws.train` in a Python environment there"
         )
-    known = _FACTS["training"]["ec2"]["versions"]
+    known = FACTS["training"]["ec2"]["versions"]
     if dlc_version not in known:
         raise TrainingImageError(
             f"no EC2 training DLC known for PyTorch {dlc_version}; known: {', '.join(known)}"
@@ -289,10 +282,10 @@ def training_image_for(instance_type: str, region: str, dlc_version: str = EC2_D
 
 
 def dlami_parameter(instance_type: str, pytorch_version: str = DLAMI_PYTORCH_VERSION,
-                    os_name: str = _FACTS["dlami"]["default_os"]) -> str:  # fmt: skip
+                    os_name: str = FACTS["dlami"]["default_os"]) -> str:  # fmt: skip
     """The public SSM parameter of ``instance_type``'s AMI: the PyTorch DLAMI (GPU), the Neuron
     DLAMI or Amazon Linux 2023 (CPU); ``KeyError``: not in the catalog."""
-    it, dlami = catalog.get_instance(instance_type), _FACTS["dlami"]
+    it, dlami = catalog.get_instance(instance_type), FACTS["dlami"]
     if it.kind == "gpu":
         _warn_if_past("DLAMI PyTorch", pytorch_version)
         return dlami["gpu_parameter"].format(arch="x86_64", version=pytorch_version, os=os_name)

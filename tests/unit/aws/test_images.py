@@ -192,7 +192,7 @@ def test_dlami_dates_are_marked_unverified_and_name_the_newer_one():
 
 
 def test_every_image_in_the_tables_has_support_dates():
-    facts = images.image_facts()
+    facts = images.FACTS
     for version in images.ARM64_INFERENCE_IMAGES:
         repository = images.ARM64_INFERENCE_IMAGES[version]["repository"]
         assert support(repository, version)["end_of_patch"] >= "2024"

@@ -149,7 +149,7 @@ def launch_plan(
 
 def _support(it) -> list[dict]:
     """Patch support of each image the plan names."""
-    facts = images.image_facts()["training"]["ec2"]["versions"]
+    facts = images.FACTS["training"]["ec2"]["versions"]
     rows = [("DLAMI PyTorch", images.DLAMI_PYTORCH_VERSION)] if it.kind == "gpu" else []
     rows += [
         (facts[images.EC2_DLC_VERSION]["repository"], images.EC2_DLC_VERSION),
