@@ -122,6 +122,7 @@ FAULT_OPERATIONS = {
     "CreateEndpointConfig": "create_endpoint_config",
     "CreateEndpoint": "create_endpoint",
     "InvokeEndpoint": "invoke_endpoint",
+    "CreateTrainingJob": "create_training_job",
 }
 _faults: dict[str, list] = {}
 _installed: list[bool] = []
@@ -167,13 +168,13 @@ def injected(operation: str, code: str = "ThrottlingException", message: str = "
         _faults[operation] = []
 
 
-def denied_pass_role(role_arn: str):
-    """``CreateModel`` answers what AWS answers a caller without ``iam:PassRole`` on the role."""
+def denied_pass_role(role_arn: str, operation: str = "CreateModel"):
+    """``operation`` answers what AWS answers a caller without ``iam:PassRole`` on the role."""
     message = (
         "User: arn:aws:sts::123456789012:assumed-role/analyst/alice is not authorized to perform:"
         f" iam:PassRole on resource: {role_arn}"
     )
-    return injected("CreateModel", "AccessDeniedException", message)
+    return injected(operation, "AccessDeniedException", message)
 
 
 @contextlib.contextmanager

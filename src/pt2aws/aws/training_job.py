@@ -191,9 +191,10 @@ def launch_on(session, cfg, *, work_dir, bucket=None, base_job_name="pt2aws-trai
     """Create a job running ``cfg`` (code and data staged under ``work_dir``, sent to ``s3://<bucket
     >/<base_job_name>/``); ``{"target", "region", "name", "spec", "model_artifact_s3", "status",
     "cost_bound"}``; ``RoleError``, ``TrainingImageError``, ``ValueError`` before any AWS call."""
+    from botocore.exceptions import ClientError
     from sagemaker.train.configs import InputData
 
-    from pt2aws.aws.session import default_bucket
+    from pt2aws.aws.session import default_bucket, explain
 
     role_arn = session.require_role()
     spec = training_job_spec(cfg, region=session.region, **spec_kwargs)
@@ -205,7 +206,10 @@ def launch_on(session, cfg, *, work_dir, bucket=None, base_job_name="pt2aws-trai
     channels = [InputData(channel_name=DATA_CHANNEL, data_source=str(data_file))]
     if spec.model_channel:
         channels.append(InputData(channel_name=MODEL_CHANNEL, data_source=spec.model_channel))
-    trainer.train(input_data_config=channels, wait=False, logs=False)
+    try:
+        trainer.train(input_data_config=channels, wait=False, logs=False)
+    except ClientError as err:  # a role the caller may not pass, no quota: one line
+        raise (explain(err, session.region) or err) from err
     # output_data is documented as <output path>/<job name>/output/output.tar.gz
     name = trainer.output_data.rstrip("/").split("/")[-3]
     status = job_status(get_job(session, name))

@@ -239,6 +239,18 @@ def test_job_is_followed_and_its_model_lands_in_the_run_folder(session, smoke_tr
     assert not list(run_train.parent.glob(".fetch-*"))  # the temporary folder is gone
 
 
+def test_a_role_the_caller_may_not_pass_stops_the_launch_with_one_line(session, tmp_path):
+    from support.emulator import denied_pass_role
+
+    from pt2aws.aws.session import AwsSetupError
+
+    with denied_pass_role(session.role_arn, "CreateTrainingJob"):
+        with pytest.raises(AwsSetupError, match="^these credentials may not pass the execution"):
+            _launch(session, tmp_path)
+    jobs = session.client("sagemaker").list_training_jobs()["TrainingJobSummaries"]
+    assert jobs == []
+
+
 @pytest.mark.parametrize("session", [600], indirect=True)
 def test_running_job_is_stopped_and_waiting_reports_it(session, tmp_path):
     job = _launch(session, tmp_path)
