@@ -108,8 +108,9 @@ class Workload:
     precision: str = "mixed"
 
     def __post_init__(self) -> None:
-        if self.train_examples < 1:
-            raise ValueError(f"train_examples must be >= 1, got {self.train_examples!r}")
+        if self.train_examples < 1 or self.epochs <= 0:
+            raise ValueError(f"need train_examples >= 1 and epochs > 0: {self.train_examples!r}, "
+                             f"{self.epochs!r}")  # fmt: skip
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision {self.precision!r}: choose one of {', '.join(PRECISIONS)}")
 
