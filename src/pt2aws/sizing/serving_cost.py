@@ -1,14 +1,10 @@
 """What serving costs per 1M inferences: the one FLOPs model, the measured anchors of the
-utilisation, and the one cost-row schema of notebooks 00 and 03 and ``pt2aws recommend``::
+utilisation (:func:`utilisation`; figures and sources in ``instances.json``), and the one
+cost-row schema of notebooks 00 and 03 and ``pt2aws recommend``::
 
     inferences/s      = peak FLOP/s x utilisation / FLOPs per request
     FLOPs per request = (2N + 4LdT) x T    (a third of training's 6N + 12LdT per token)
     utilisation       = an anchor's achieved FLOP/s / the peak of the machine that achieved it
-
-Anchors (figures and sources in ``instances.json``): arm64 rows, AWS's published Graviton3
-figure; x86 rows, notebook 02's fp32 eager throughput against this machine's peak (the Graviton3
-figure until it has run); Inferentia2, AWS Neuron's figure; GPU and Trainium rows,
-:data:`ASSUMED_UTILISATION`, an assumption.
 """
 
 from __future__ import annotations
@@ -71,9 +67,7 @@ def machine_peak(cpuinfo: str | None = None, isa: str | None = None, vcpus: int 
     vcpus = vcpus or os.cpu_count() or 1
     graviton = catalog.processor_by_cpu_part(info.get("CPU part", ""))
     if graviton:
-        per_vcpu = catalog.data()["cpus"][graviton[0]]["peak_fp32_gflops_per_vcpu"]
-        basis = f"{vcpus} vCPUs x {per_vcpu:g} GFLOP/s fp32 ({graviton[0]})"
-        return {"flops": vcpus * per_vcpu * 1e9, "basis": basis}
+        return catalog.cpu_peak(graviton[0], vcpus)
     if not info.get("cpu MHz"):
         return None
     if isa is None:
@@ -124,7 +118,9 @@ def local_anchor(run, peak: dict | None = None) -> dict | None:
 
 
 def utilisation(instance_type: str, local: dict | None = None) -> dict:
-    """The anchor of ``instance_type``'s row; ``local``: :func:`local_anchor`'s, for x86 rows."""
+    """The anchor of ``instance_type``'s row: arm64, AWS's published Graviton3 figure; x86,
+    ``local`` (:func:`local_anchor`), else that figure as a stand-in; Inferentia2, AWS Neuron's
+    figure; GPUs and Trainium, :data:`ASSUMED_UTILISATION`."""
     row = catalog.find(instance_type)
     kind = row.kind if row else "cpu"
     if kind == "inferentia":
@@ -185,11 +181,8 @@ def cost_rows(
     model, tokens, instances=DEFAULT_COMPARISON, *, region=CATALOG_REGION, prices=None, local=None
 ):
     """:func:`cost_row` of each of ``instances`` with a known peak; ``prices``: live ones."""
-    prices = prices or {}
-    rows = (
-        cost_row(n, model, tokens, region=region, price=prices.get(n), local=local)
-        for n in instances
-    )
+    rows = [cost_row(n, model, tokens, region=region, price=(prices or {}).get(n), local=local)
+            for n in instances]  # fmt: skip
     return [r for r in rows if r is not None]
 
 
