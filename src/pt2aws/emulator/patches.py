@@ -101,13 +101,11 @@ def stop_training_job(self, original):
     return ActionResult({})
 
 
-def quotas(self, original, *, applied_only: bool, one: bool, moto: bool = True):
-    """The emulator's SageMaker quotas (applied, or every default); other services: moto's."""
+def quotas(self, original, *, applied_only: bool, one: bool):
+    """The emulator's SageMaker quotas (applied, or every default); other services have none."""
     asked = json.loads(self.body or "{}")
     if asked.get("ServiceCode") != "sagemaker":
-        if not moto:
-            raise NoSuchResource
-        return original(self)
+        raise NoSuchResource
     found = [
         {"ServiceCode": "sagemaker", "QuotaName": name, "Value": float(value),
          "QuotaCode": "L-EMU" + hashlib.sha1(name.encode()).hexdigest()[:5].upper()}
@@ -139,10 +137,10 @@ HANDLERS = {
     },
     SageMakerRuntimeResponse: {"invoke_endpoint": invoke_endpoint},
     ServiceQuotasResponse: {
-        "list_service_quotas": partial(quotas, applied_only=True, one=False, moto=False),
+        "list_service_quotas": partial(quotas, applied_only=True, one=False),
         "list_aws_default_service_quotas": partial(quotas, applied_only=False, one=False),
         "get_service_quota": partial(quotas, applied_only=True, one=True),
-        "get_aws_default_service_quota": partial(quotas, applied_only=False, one=True, moto=False),
+        "get_aws_default_service_quota": partial(quotas, applied_only=False, one=True),
     },
 }
 

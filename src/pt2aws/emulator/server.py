@@ -135,11 +135,7 @@ def _set_environment(env: dict[str, str | None]) -> None:
 def emulated_quotas() -> dict[str, tuple[float, bool]]:
     """``{quota name: (value, applied)}``: 2 of every priced type, GPU training 0 (a default
     only), as new accounts often start (sagemaker-examples#593)."""
-    from pt2aws.sizing.serving_cost import DEFAULT_COMPARISON
-
-    quotas = {
-        quota_name(n): (2.0, True) for n in [*DEFAULT_COMPARISON, *pricing.table_prices("hosting")]
-    }
+    quotas = {quota_name(n): (2.0, True) for n in pricing.table_prices("hosting")}
     for name in pricing.table_prices("training"):
         gpu = catalog.instance_family(name)[0] in "gp"
         quotas[quota_name(name, "training")] = (0.0, False) if gpu else (2.0, True)

@@ -206,11 +206,6 @@ def load_test_row(record: dict, request_tokens: float, region=CATALOG_REGION, pr
     return _row(name, load["throughput_per_s"], measured, how, region, known, here)
 
 
-def tokens_per_request(train_metrics: str | Path) -> int:
-    """The length the model was trained at (its ``metrics.json``)."""
-    return int(json.loads(Path(train_metrics).read_text())["sequence_length"]["train_max_length"])
-
-
 def served_variant(image: str | None, metrics: dict) -> str:
     """The variant an endpoint on ``image`` serves: notebook 02's ``auto`` on ``custom``, else
     ``eager`` (the DLC's handler)."""
