@@ -33,17 +33,13 @@ class InstancePrice:
     def verified(self) -> bool:
         return bool(self.source["verified"])
 
-    @property
-    def region_note(self) -> str:
-        if self.region == self.asked_region:
-            return ""
-        return f"{self.region} price: the catalog has no figure for {self.asked_region}"
-
     def describe(self) -> str:
-        """``0.1734 USD/h (UNVERIFIED, sagemaker-hosting-pricing 2026-11-30, us-east-1)``."""
+        """``0.1734 USD/h (UNVERIFIED, sagemaker-hosting-pricing 2026-11-30, us-east-1)``, with
+        ``; us-east-1 price: the catalog has no figure for <asked_region>`` where they differ."""
         mark = "verified" if self.verified else "UNVERIFIED"
-        note = f"; {self.region_note}" if self.region_note else ""
-        where = f"{self.source['id']} {self.source['date']}, {self.region}{note}"
+        note = f"; {self.region} price: the catalog has no figure for {self.asked_region}"
+        where = f"{self.source['id']} {self.source['date']}, {self.region}"
+        where += note if self.region != self.asked_region else ""
         return f"{self.usd_per_hour:.6g} USD/h ({mark}, {where})"
 
 
@@ -146,20 +142,20 @@ def live_price(client, instance_type: str, use: str, region: str) -> InstancePri
 
 
 def refresh_prices(
-    session, instance_types, use=None, region=None, *, enabled=True, client=None
+    session, instance_types, use=None, region=None, *, enabled=True
 ) -> tuple[dict[str, InstancePrice], list[str]]:
     """``({instance: price read now}, [notes])``; the notes say where the prices come from and,
-    for each instance left to the table, why. ``client``: a ready ``pricing`` client."""
+    for each instance left to the table, why."""
     from botocore.config import Config
     from botocore.exceptions import BotoCoreError, ClientError
 
     reason = _why_not(session) if enabled else "price refresh not asked for"
     if reason:
         return {}, [f"prices: the dated table in pt2aws/sizing/instances.json ({reason})"]
-    if client is None:  # us-east-1's endpoint answers for every region; an offline machine
-        retries = {"mode": "standard", "total_max_attempts": 2}  # falls back quickly
-        config = Config(connect_timeout=5, read_timeout=15, retries=retries)
-        client = session.boto().client("pricing", region_name="us-east-1", config=config)
+    # us-east-1's endpoint answers for every region; an offline machine falls back quickly
+    retries = {"mode": "standard", "total_max_attempts": 2}
+    config = Config(connect_timeout=5, read_timeout=15, retries=retries)
+    client = session.boto().client("pricing", region_name="us-east-1", config=config)
     prices, notes = {}, []
     for name in instance_types:
         try:

@@ -57,14 +57,13 @@ def published_anchor(processor: str) -> dict:
     }
 
 
-def machine_peak(cpuinfo: str | None = None, isa: str | None = None, vcpus: int | None = None):
-    """This machine's fp32 peak ``{"flops", "basis"}``, or None (no clock in ``cpuinfo``): a
-    Graviton's from the catalog; x86: physical cores x FLOP/cycle of the ISA x ``cpu MHz``."""
-    if cpuinfo is None:
-        cpuinfo = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").is_file() else ""
-    fields = [line.partition(":")[::2] for line in reversed(cpuinfo.splitlines())]
-    info = {key.strip(): value.strip() for key, value in fields}  # the first processor's
-    vcpus = vcpus or os.cpu_count() or 1
+def machine_peak(cpus: list[dict] | None = None, isa: str | None = None, vcpus: int | None = None):
+    """This machine's fp32 peak ``{"flops", "basis"}``, or None (no clock in ``cpus``, default
+    :func:`pt2aws.env.machine.cpuinfo`): a Graviton's from the catalog; x86: physical cores x
+    FLOP/cycle of the ISA x ``cpu MHz``."""
+    from pt2aws.env.machine import cpuinfo
+
+    info, vcpus = ((cpuinfo() if cpus is None else cpus) or [{}])[0], vcpus or os.cpu_count() or 1
     graviton = catalog.processor_by_cpu_part(info.get("CPU part", ""))
     if graviton:
         return catalog.cpu_peak(graviton[0], vcpus)
@@ -78,10 +77,8 @@ def machine_peak(cpuinfo: str | None = None, isa: str | None = None, vcpus: int 
     per_cycle = table["AVX512"] if isa.startswith("AVX512") else table.get(isa, table["DEFAULT"])
     ghz = float(info["cpu MHz"]) / 1e3
     cores = vcpus / (int(info.get("siblings", 1)) / int(info.get("cpu cores", 1)))
-    return {
-        "flops": cores * per_cycle * ghz * 1e9,
-        "basis": f"{cores:g} cores x {per_cycle} fp32 FLOP/cycle ({isa}) x {ghz:.3g} GHz",
-    }
+    basis = f"{cores:g} cores x {per_cycle} fp32 FLOP/cycle ({isa}) x {ghz:.3g} GHz"
+    return {"flops": cores * per_cycle * ghz * 1e9, "basis": basis}
 
 
 def local_anchor(run, peak: dict | None = None) -> dict | None:
@@ -127,11 +124,9 @@ def utilisation(instance_type: str, local: dict | None = None) -> dict:
         return published_anchor("Inferentia2")
     if kind != "cpu":
         assumed = f"{ASSUMED_UTILISATION:.0%} of peak"
-        return {
-            "utilisation": ASSUMED_UTILISATION,
-            "anchor": f"assumption: {assumed}",
-            "anchor_detail": f"no measured anchor for {row.accelerator}: {assumed} assumed",
-        }
+        detail = f"no measured anchor for {row.accelerator}: {assumed} assumed"
+        return {"utilisation": ASSUMED_UTILISATION, "anchor": f"assumption: {assumed}",
+                "anchor_detail": detail}  # fmt: skip
     if catalog.architecture(instance_type) == "x86_64" and local:
         return local
     graviton = published_anchor("Graviton3")

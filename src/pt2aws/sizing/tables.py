@@ -86,7 +86,7 @@ def catalog_frame(region: str = pricing.CATALOG_REGION) -> pd.DataFrame:
     records = []
     for it in catalog.load_catalog():
         price, src = pricing.price(it.name, "ec2", region), it.sources["price"]
-        where = f" ({price.region})" if price and price.region_note else ""
+        where = f" ({price.region})" if price and price.region != region else ""
         devices = f"{it.accelerator_count} x {it.accelerator}" if it.accelerator else it.cpu
         records.append(
             {

@@ -31,12 +31,13 @@ def _stubbed(responses: list[tuple[dict, dict]]):
     return client, stubber
 
 
-def _live_session(monkeypatch, region="us-east-1") -> AwsSession:
-    """A session with (fake) credentials: the Price List API is asked."""
+def _live_session(monkeypatch, client) -> AwsSession:
+    """A session with (fake) credentials whose ``pricing`` client is ``client``."""
     monkeypatch.delenv(pricing.OFF_SWITCH, raising=False)
-    boto = boto3.Session(aws_access_key_id="a", aws_secret_access_key="b", region_name=region)
+    boto = boto3.Session(aws_access_key_id="a", aws_secret_access_key="b", region_name="us-east-1")
+    monkeypatch.setattr(boto, "client", lambda service, **kwargs: client)
     monkeypatch.setattr(AwsSession, "boto", lambda self: boto)
-    return AwsSession(region=region)
+    return AwsSession(region="us-east-1")
 
 
 @pytest.mark.parametrize(("region", "usd"), [("us-east-1", 21.957642), ("eu-west-1", 23.71569)])
@@ -59,7 +60,7 @@ def test_recorded_ec2_answer_gives_the_offer_files_price(region, usd):
     stubber.assert_no_pending_responses()
     assert (price.usd_per_hour, price.region, price.use) == (usd, region, "ec2")
     assert price.verified and price.source["id"] == "aws-price-list-api"
-    assert "BoxUsage:p4d.24xlarge" in price.source["url"] and price.region_note == ""
+    assert "BoxUsage:p4d.24xlarge" in price.source["url"] and price.asked_region == region
 
 
 def test_sagemaker_hosting_is_told_from_the_other_components_by_usage_type():
@@ -92,8 +93,8 @@ def test_two_rates_for_one_filter_set_are_refused_not_guessed():
 def test_access_denied_and_no_session_fall_back_with_the_reason(monkeypatch):
     client, stubber = _stubbed([])
     stubber.add_client_error("get_products", "AccessDeniedException", "not authorized")
-    session = _live_session(monkeypatch)
-    prices, notes = pricing.refresh_prices(session, ["c7g.xlarge", "g5.xlarge"], client=client)
+    session = _live_session(monkeypatch, client)
+    prices, notes = pricing.refresh_prices(session, ["c7g.xlarge", "g5.xlarge"])
     assert prices == {} and len(notes) == 1  # refused once: the others are not asked
     assert notes[0].startswith("c7g.xlarge and the rest: the dated table (pricing:GetProducts")
     assert "not in AmazonSageMakerFullAccess" in notes[0]
@@ -122,8 +123,8 @@ def test_refresh_reads_each_price_and_says_which_came_from_where(monkeypatch):
     recorded = _fixture("pricing_get_products_ec2.json")["us-east-1"]
     empty = {"FormatVersion": "aws_v1", "PriceList": []}
     client, _ = _stubbed([(recorded, None), (empty, None)])
-    session = _live_session(monkeypatch)
-    prices, notes = pricing.refresh_prices(session, ["p4d.24xlarge", "p5e.48xlarge"], client=client)
+    session = _live_session(monkeypatch, client)
+    prices, notes = pricing.refresh_prices(session, ["p4d.24xlarge", "p5e.48xlarge"])
     assert list(prices) == ["p4d.24xlarge"] and prices["p4d.24xlarge"].usd_per_hour == 21.957642
     assert notes[0] == "prices read from the AWS Price List API today: p4d.24xlarge"
     assert notes[1].startswith("p5e.48xlarge: the dated table (0 AmazonEC2 products")
@@ -178,7 +179,7 @@ def test_every_ec2_price_names_a_dated_source_and_the_corrections_hold():
 
 def test_regional_prices_and_the_us_east_1_fallback_say_which_region():
     eu = pricing.price("p4d.24xlarge", "ec2", "eu-west-1")
-    assert (eu.usd_per_hour, eu.region, eu.region_note) == (23.71569, "eu-west-1", "")
+    assert (eu.usd_per_hour, eu.region, eu.asked_region) == (23.71569, "eu-west-1", "eu-west-1")
     assert eu.describe() == "23.7157 USD/h (verified, sub-ec2-2026 2026-09-10, eu-west-1)"
     fallback = pricing.price("c7g.xlarge", "ec2", "eu-west-1")
     assert (fallback.usd_per_hour, fallback.region, fallback.asked_region) == (
@@ -186,7 +187,9 @@ def test_regional_prices_and_the_us_east_1_fallback_say_which_region():
         "us-east-1",
         "eu-west-1",
     )
-    assert fallback.region_note == "us-east-1 price: the catalog has no figure for eu-west-1"
+    assert fallback.describe().endswith(
+        "us-east-1; us-east-1 price: the catalog has no figure for eu-west-1)"
+    )
     hosting = pricing.price("ml.c7g.xlarge", region="ap-south-1")
     assert (hosting.use, hosting.usd_per_hour, hosting.region) == ("hosting", 0.1734, "us-east-1")
     assert hosting.describe().endswith(
