@@ -31,12 +31,11 @@ def _number(kind: type, ok, requirement: str):
 
     def parse(text: str):
         try:
-            value = kind(text)
+            if ok(value := kind(text)):
+                return value
         except ValueError:
-            value = None
-        if value is None or not ok(value):
-            raise argparse.ArgumentTypeError(f"must be {requirement}, got {text!r}")
-        return value
+            pass
+        raise argparse.ArgumentTypeError(f"must be {requirement}, got {text!r}")
 
     return parse
 
@@ -148,11 +147,8 @@ def _serve(args) -> int:
     workdir = Path(args.workdir or Path(args.model).resolve().parent / "serve")
     with LocalServer(args.model, workdir, port=args.port, workers=args.workers) as endpoint:
         print(f"serving {args.model} at {endpoint.url} (/ping, /invocations); logs in {workdir}")
-        print(
-            f"try: curl -s {endpoint.url}/invocations -H 'Content-Type: application/json' "
-            """-d '{"inputs": ["great phone"]}'"""
-        )
-        print("Ctrl-C stops the server")
+        print(f"try: curl -s {endpoint.url}/invocations -H 'Content-Type: application/json' "
+              """-d '{"inputs": ["great phone"]}'\nCtrl-C stops the server""")  # fmt: skip
         try:
             while endpoint.running:
                 time.sleep(1)
@@ -176,9 +172,7 @@ def build_parser() -> ArgumentParser:
     rec = sub.add_parser(
         "recommend", help="size a workload: memory, instances by cost, launch plan"
     )
-    rec.add_argument(
-        "--profile", default="full", choices=PROFILES, help="defaults (full: roberta-base)"
-    )
+    rec.add_argument("--profile", default="full", choices=PROFILES, help="full: roberta-base")
     for name, kind, default, help in (
         ("--model", str, None, "roberta-base, 70B, 350M, a count (7e9)"),
         ("--examples", _positive_int, None, "training examples"),

@@ -120,8 +120,8 @@ def quotas(self, original, *, applied_only: bool, one: bool):
     return json.dumps({"Quota": quota})
 
 
-#: moto class -> ``{method: handler}``; each handler gets moto's method (None:
-#: moto's answer is never wanted: it has none, or a wrong one).
+#: moto class -> ``{method: handler}``; each handler gets moto's method (None where moto has
+#: none) as its second argument.
 HANDLERS = {
     models.FakeEndpointConfig: {"validate_instance_type": validate_instance_type},
     models.SageMakerModelBackend: {

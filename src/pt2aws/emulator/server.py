@@ -65,17 +65,11 @@ class Emulator:
         )
         if self.endpoints:
             self._stack.callback(self.endpoints.close)
-        output = self.training_output
         patches.apply()
+        output = self.training_output
         tarball = output and (lambda: run_folder_tarball(output))
-        self._stack.enter_context(  # an emulator before gets its settings back
-            mock.patch.dict(
-                patches._state,
-                endpoints=self.endpoints,
-                training_output=tarball,
-                quotas=self.quotas,
-            )  # fmt: skip
-        )
+        settings = {"endpoints": self.endpoints, "training_output": tarball, "quotas": self.quotas}
+        self._stack.enter_context(mock.patch.dict(patches._state, settings))  # restores an earlier
         with images.reported_by_caller():  # support-date warnings belong to the launch plan
             names = {images.dlami_parameter(it.name) for it in catalog.load_catalog()}
         store = ssm_backends[EMULATOR_ACCOUNT][self.region]._parameters
@@ -95,11 +89,8 @@ class Emulator:
 
     def session(self, role_arn: str = EMULATOR_ROLE_ARN) -> aws_session.AwsSession:
         """An :class:`~pt2aws.aws.session.AwsSession` here (one per role)."""
-        if role_arn not in self._sessions:
-            self._sessions[role_arn] = aws_session.AwsSession(
-                self.region, role_arn, endpoint_url=self.url, emulator=self, poll_s=1
-            )
-        return self._sessions[role_arn]
+        return self._sessions.setdefault(role_arn, aws_session.AwsSession(
+            self.region, role_arn, endpoint_url=self.url, emulator=self, poll_s=1))  # fmt: skip
 
     def answered_by(self, endpoint_name: str) -> str:
         """What answers (or answered) ``endpoint_name``'s invocations, in words."""

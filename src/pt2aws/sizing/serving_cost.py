@@ -204,9 +204,8 @@ def load_test_row(record: dict, request_tokens: float, region=CATALOG_REGION, pr
 def served_variant(image: str | None, metrics: dict) -> str:
     """The variant an endpoint on ``image`` serves: notebook 02's ``auto`` on ``custom``, else
     ``eager`` (the DLC's handler)."""
-    if image == "custom":
-        return (metrics.get("auto_variant") or {}).get("variant") or "eager"
-    return "eager"
+    auto = (metrics.get("auto_variant") or {}).get("variant") if image == "custom" else None
+    return auto or "eager"
 
 
 def batched_vs_single(metrics_path: str | Path, load_test: dict | None, image: str | None) -> str:
