@@ -8,16 +8,12 @@ import re
 import time
 from dataclasses import dataclass, field
 
-from pt2aws.errors import UserError
+from pt2aws.errors import CHECK_CREDENTIALS, UserError
 
 #: SageMaker resource names: letters, digits and single hyphens, 63 characters at most.
 NAME_PATTERN = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 #: The emulator this process runs: :func:`connect` closes it, so that "aws" reaches AWS.
 _RUNNING_EMULATOR: dict = {"session": None}
-_CREDENTIALS_FIX = (
-    "set AWS credentials (aws configure, AWS_PROFILE or an instance role) and check them with "
-    "`aws sts get-caller-identity`"
-)
 
 
 class AwsSetupError(UserError):
@@ -88,7 +84,7 @@ class AwsSession:
             sts = self.client("sts", max_attempts=2, connect_timeout=5)
             return sts.get_caller_identity()["Account"]
         except (bx.NoCredentialsError, bx.PartialCredentialsError):
-            raise AwsSetupError(f"no AWS credentials found: {_CREDENTIALS_FIX}") from None
+            raise AwsSetupError(f"no AWS credentials found: {CHECK_CREDENTIALS}") from None
         except bx.ProfileNotFound as err:
             raise AwsSetupError(
                 f"{err}: set AWS_PROFILE to one of `aws configure list-profiles`"
@@ -101,7 +97,7 @@ class AwsSession:
         except bx.ClientError as err:
             code = err.response["Error"]["Code"]
             raise AwsSetupError(
-                f"the credentials were refused ({code}): {_CREDENTIALS_FIX}"
+                f"the credentials were refused ({code}): {CHECK_CREDENTIALS}"
             ) from None
 
     def answered_by(self, endpoint_name: str) -> str:

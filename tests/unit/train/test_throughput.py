@@ -30,7 +30,7 @@ def test_flops_per_token_leave_out_the_embeddings_and_add_attention():
 
 def test_sizing_counts_training_flops_with_the_same_function():
     from pt2aws.sizing.ranking import rank_training, training_flops
-    from pt2aws.sizing.workload import model_spec
+    from pt2aws.sizing.workload import Workload, model_spec
 
     model, _ = _minilm_on_meta()
     spec = model_spec("minilm-l6")  # closed form, no model built
@@ -38,7 +38,7 @@ def test_sizing_counts_training_flops_with_the_same_function():
     assert training_flops(spec, 1000, 64) == 1000 * training_flops_per_token(
         spec.non_embedding_parameters, 6, 384, 64
     )
-    rows = {r["instance"]: r for r in rank_training("minilm-l6", 3000 * 64, seq_len=64)}
+    rows = {r["instance"]: r for r in rank_training(Workload("minilm-l6", 3000, 64, 1))}
     cpu, gpu = rows["c7g.xlarge"], rows["g5.xlarge"]
     flops = training_flops(spec, 3000 * 64, 64)
     assert gpu["time_s"] == pytest.approx(flops / (70e12 * gpu["mfu"]))  # A10G, bf16 peak
