@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import codecs
 import csv
+import email.message
 import io
 import json
 import os
+import re
 
 import torch
 
@@ -87,21 +89,14 @@ class PayloadTooLargeError(_ClientError, ValueError):
         return self.message
 
 
-def _charset(content_type: str | None) -> str:
-    for param in (content_type or "").split(";")[1:]:
-        key, _, value = param.partition("=")
-        if key.strip().lower() == "charset" and value.strip():
-            return value.strip().strip("\"'").strip().lower()
-    return "utf-8"
-
-
 def _decode(body: bytes, content_type: str | None) -> str:
-    """Body bytes to text; a UTF-8 BOM wins over the declared charset (WHATWG Encoding)."""
-    charset = "utf-8" if body.startswith(codecs.BOM_UTF8) else _charset(content_type)
+    """Body bytes to text in its ``charset`` (default UTF-8); a UTF-8 BOM wins (WHATWG Encoding)."""
+    header = email.message.Message()
+    header["content-type"] = content_type or ""
+    charset = (header.get_content_charset() or "").strip("\"' ") or "utf-8"
+    charset = "utf-8" if body.startswith(codecs.BOM_UTF8) else charset
     try:
         return body.decode(charset).removeprefix("\ufeff")
-    except LookupError:
-        raise BadRequestError(f"unknown charset {charset!r}; send UTF-8") from None
     except UnicodeDecodeError as err:
         name = "UTF-8" if charset.replace("-", "").replace("_", "") == "utf8" else charset
         hint = "encode it as UTF-8 or name its charset (e.g. text/plain; charset=windows-1252)"
@@ -110,10 +105,9 @@ def _decode(body: bytes, content_type: str | None) -> str:
             hint += "'; charset=utf-16' to Content-Type"
         why = f"{err.reason} at byte {err.start}"
         raise BadRequestError(f"request body is not valid {name} ({why}); {hint}") from None
-    except (UnicodeError, ValueError) as err:  # codecs such as idna/punycode
-        raise BadRequestError(
-            f"request body cannot be read as {charset} ({err}); send UTF-8"
-        ) from None
+    except (LookupError, UnicodeError, ValueError) as err:  # unknown, or idna/punycode
+        why = f"request body cannot be read as {charset!r} ({err}); send UTF-8"
+        raise BadRequestError(why) from None
 
 
 def _lines(text: str) -> str:
@@ -211,23 +205,15 @@ def input_fn(input_data, content_type, context=None) -> list[str]:
             raise BadRequestError(f"request body is not valid JSON: {where}") from None
         except RecursionError:
             raise BadRequestError('JSON nested too deeply; send {"inputs": ["a", "b"]}') from None
-        if isinstance(payload, dict):
-            if "inputs" not in payload:
-                raise BadRequestError(
-                    'JSON object must have an "inputs" key: {"inputs": ["a", "b"]}'
-                )
-            payload = payload["inputs"]
+        if isinstance(payload, dict) and "inputs" not in payload:
+            raise BadRequestError('JSON object must have an "inputs" key: {"inputs": ["a", "b"]}')
+        payload = payload["inputs"] if isinstance(payload, dict) else payload
         texts = [payload] if isinstance(payload, str) else payload
         if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
             raise BadRequestError('"inputs" must be a string or a list of strings')
-    for i, item in enumerate(texts):
-        try:
-            item.encode("utf-8")
-        except UnicodeEncodeError as err:  # a JSON "\ud800" escape: no tokenizer reads it
-            bad = item[err.start]
-            raise BadRequestError(
-                f"text {i}: unpaired surrogate {bad!r}; send valid Unicode"
-            ) from None
+    for i, item in enumerate(texts):  # a JSON "\ud800" escape: no tokenizer reads it
+        if bad := re.search("[\ud800-\udfff]", item):
+            raise BadRequestError(f"text {i}: unpaired surrogate {bad[0]!r}; send valid Unicode")
     limit = max_batch()
     if len(texts) > limit:
         too_many = f"{len(texts)} texts in one request; the limit is {limit} (PT2AWS_MAX_BATCH)"
@@ -290,26 +276,15 @@ def _choose_accept(accept: str | None) -> str:
     """The response type for an ``Accept`` header (comma list, q-values, wildcards)."""
     if not (accept or "").strip():
         return JSON
-    options = []
-    for pos, part in enumerate(accept.split(",")):
-        media, *params = [x.strip() for x in part.split(";")]
-        q = 1.0
-        for param in params:
-            key, _, value = param.partition("=")
-            if key.strip().lower() == "q":
-                try:
-                    q = float(value)
-                except ValueError:
-                    q = 0.0
-        if media and q > 0:
-            options.append((-q, pos, media.lower()))
-    for _, _, media in sorted(options):
-        if media in (JSON, CSV):
-            return media
-        if media in ("*/*", "application/*"):
-            return JSON
-        if media == "text/*":
-            return CSV
+    ranked = []
+    for part in accept.split(","):
+        media, *params = [x.strip().lower() for x in part.split(";")]
+        q = dict(p.partition("=")[::2] for p in params).get("q", "1").strip()
+        ranked.append((float(q) if re.fullmatch(r"\d+(\.\d*)?", q) else 0.0, media))
+    answers = {JSON: JSON, CSV: CSV, "*/*": JSON, "application/*": JSON, "text/*": CSV}
+    for q, media in sorted(ranked, key=lambda r: -r[0]):  # stable: ties keep their order
+        if q > 0 and media in answers:
+            return answers[media]
     raise NotAcceptableError(f"Accept {accept!r} is not supported; ask for {JSON} or {CSV}")
 
 
@@ -324,9 +299,8 @@ def output_fn(prediction: list[dict], accept=None, context=None):
         out = io.StringIO()
         writer = csv.writer(out, lineterminator="\n")
         writer.writerow(["label", "score", "empty", "truncated"])
-        for p in prediction:
-            writer.writerow([p["label"] or "", "" if p["score"] is None else p["score"],
-                             "true" if p.get("empty") else "false",
-                             "true" if p.get("truncated") else "false"])  # fmt: skip
+        writer.writerows([p["label"] or "", "" if p["score"] is None else p["score"],
+                          *(str(bool(p.get(k))).lower() for k in ("empty", "truncated"))]
+                         for p in prediction)  # fmt: skip
         body = out.getvalue()
     return body if (accept or JSON).strip() == media else (body, media)
