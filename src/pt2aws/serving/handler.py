@@ -23,6 +23,7 @@ import io
 import json
 import os
 import re
+from http import HTTPStatus
 
 import torch
 
@@ -57,36 +58,22 @@ OFFSET_POSITION_MODELS = ("roberta", "xlm-roberta", "camembert", "longformer")
 choose_variant = None
 
 
-class _ClientError(GenericInferenceToolkitError):
-    status, phrase = 400, "Bad Request"
+class ClientError(GenericInferenceToolkitError):
+    """A client mistake, answered as HTTP ``status`` (400 body, 406 Accept, 413 too many texts,
+    415 Content-Type) with ``message``."""
 
-    def __init__(self, message: str):
-        super().__init__(self.status, message, self.phrase)
-
-
-class BadRequestError(_ClientError):
-    """HTTP 400: the body cannot be read."""
-
-
-class UnsupportedMediaTypeError(_ClientError):
-    """HTTP 415: a ``Content-Type`` the handler does not read."""
-
-    status, phrase = 415, "Unsupported Media Type"
-
-
-class NotAcceptableError(_ClientError):
-    """HTTP 406: an ``Accept`` the handler cannot answer."""
-
-    status, phrase = 406, "Not Acceptable"
-
-
-class PayloadTooLargeError(_ClientError, ValueError):
-    """HTTP 413: too many texts for one request (also raised by ``pt2aws.aws.invoke``)."""
-
-    status, phrase = 413, "Payload Too Large"
+    def __init__(self, status: int, message: str):
+        super().__init__(status, message, HTTPStatus(status).phrase)
 
     def __str__(self) -> str:
         return self.message
+
+
+class PayloadTooLargeError(ClientError, ValueError):
+    """HTTP 413: too many texts for one request (also raised by ``pt2aws.aws.invoke``)."""
+
+    def __init__(self, message: str):
+        super().__init__(413, message)
 
 
 def _decode(body: bytes, content_type: str | None) -> str:
@@ -104,10 +91,10 @@ def _decode(body: bytes, content_type: str | None) -> str:
             hint = "it has a UTF-16 byte-order mark (Windows PowerShell 5 '>'): send UTF-8 or add "
             hint += "'; charset=utf-16' to Content-Type"
         why = f"{err.reason} at byte {err.start}"
-        raise BadRequestError(f"request body is not valid {name} ({why}); {hint}") from None
+        raise ClientError(400, f"request body is not valid {name} ({why}); {hint}") from None
     except (LookupError, UnicodeError, ValueError) as err:  # unknown, or idna/punycode
         why = f"request body cannot be read as {charset!r} ({err}); send UTF-8"
-        raise BadRequestError(why) from None
+        raise ClientError(400, why) from None
 
 
 def _lines(text: str) -> str:
@@ -151,19 +138,13 @@ def model_fn(model_dir: str, context=None) -> dict:
     variant, reason = os.environ.get("PT2AWS_VARIANT", "eager").strip().lower(), "default"
     if variant != "eager":
         if choose_variant is None:
-            raise RuntimeError(
-                f"PT2AWS_VARIANT={variant} needs the pt2aws serving image (container/); the AWS "
-                "DLC serves fp32 eager: unset PT2AWS_VARIANT"
-            )
+            raise RuntimeError(f"PT2AWS_VARIANT={variant} needs the pt2aws serving image "
+                               "(container/); the AWS DLC serves fp32 eager: unset it")  # fmt: skip
         model, variant, reason = choose_variant(model_dir, model, variant, tokenizer)
     print(f"pt2aws handler: serving variant {variant} ({reason})", flush=True)
-    fast_math = os.environ.get("DNNL_DEFAULT_FPMATH_MODE", "").upper()
-    if fast_math in ("BF16", "ANY"):  # the Graviton guide's setting (Graviton3 and later)
-        print(
-            f"pt2aws handler: DNNL_DEFAULT_FPMATH_MODE={fast_math}: fp32 matrix products run in "
-            "bf16, so labels can differ from the agreement recorded at packaging",
-            flush=True,
-        )
+    if (fast := os.environ.get("DNNL_DEFAULT_FPMATH_MODE", "").upper()) in ("BF16", "ANY"):
+        print(f"pt2aws handler: DNNL_DEFAULT_FPMATH_MODE={fast}: fp32 matrix products run in bf16, "
+              "so labels can differ from the agreement recorded at packaging", flush=True)  # fmt: skip
     stride = int(os.environ.get("PT2AWS_WINDOW_OVERLAP", max_length // 4))
     return {"tokenizer": tokenizer, "model": model, "max_length": max_length,
             "long_texts": long_texts, "stride": stride, "variant": variant}  # fmt: skip
@@ -182,7 +163,7 @@ def input_fn(input_data, content_type, context=None) -> list[str]:
         hint = f"content type {content_type!r} is not supported; send one of {JSON}, {CSV}, {TEXT}"
         if media == "application/x-www-form-urlencoded":
             hint += " (curl --data sends this type: add -H 'Content-Type: application/json')"
-        raise UnsupportedMediaTypeError(hint)
+        raise ClientError(415, hint)
     if isinstance(input_data, (bytes, bytearray, memoryview)):
         text = _decode(bytes(input_data), content_type)
     else:
@@ -193,7 +174,7 @@ def input_fn(input_data, content_type, context=None) -> list[str]:
         try:
             rows = [row for row in csv.reader(io.StringIO(_lines(text))) if row]
         except csv.Error as err:  # e.g. a field over csv.field_size_limit()
-            raise BadRequestError(f"request body is not readable CSV: {err}") from None
+            raise ClientError(400, f"request body is not readable CSV: {err}") from None
         if rows and rows[0][0].strip().lower() in ("text", "inputs"):
             rows = rows[1:]
         texts = [",".join(row).strip() for row in rows]
@@ -202,18 +183,18 @@ def input_fn(input_data, content_type, context=None) -> list[str]:
             payload = json.loads(text)
         except json.JSONDecodeError as err:
             where = f"{err.msg} at position {err.pos}"
-            raise BadRequestError(f"request body is not valid JSON: {where}") from None
+            raise ClientError(400, f"request body is not valid JSON: {where}") from None
         except RecursionError:
-            raise BadRequestError('JSON nested too deeply; send {"inputs": ["a", "b"]}') from None
+            raise ClientError(400, 'JSON nested too deeply; send {"inputs": ["a", "b"]}') from None
         if isinstance(payload, dict) and "inputs" not in payload:
-            raise BadRequestError('JSON object must have an "inputs" key: {"inputs": ["a", "b"]}')
+            raise ClientError(400, 'JSON object must have an "inputs" key: {"inputs": ["a", "b"]}')
         payload = payload["inputs"] if isinstance(payload, dict) else payload
         texts = [payload] if isinstance(payload, str) else payload
         if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
-            raise BadRequestError('"inputs" must be a string or a list of strings')
+            raise ClientError(400, '"inputs" must be a string or a list of strings')
     for i, item in enumerate(texts):  # a JSON "\ud800" escape: no tokenizer reads it
         if bad := re.search("[\ud800-\udfff]", item):
-            raise BadRequestError(f"text {i}: unpaired surrogate {bad[0]!r}; send valid Unicode")
+            raise ClientError(400, f"text {i}: unpaired surrogate {bad[0]!r}; send valid Unicode")
     limit = max_batch()
     if len(texts) > limit:
         too_many = f"{len(texts)} texts in one request; the limit is {limit} (PT2AWS_MAX_BATCH)"
@@ -285,13 +266,13 @@ def _choose_accept(accept: str | None) -> str:
     for q, media in sorted(ranked, key=lambda r: -r[0]):  # stable: ties keep their order
         if q > 0 and media in answers:
             return answers[media]
-    raise NotAcceptableError(f"Accept {accept!r} is not supported; ask for {JSON} or {CSV}")
+    raise ClientError(406, f"Accept {accept!r} is not supported; ask for {JSON} or {CSV}")
 
 
 def output_fn(prediction: list[dict], accept=None, context=None):
     """Predictions as JSON or CSV (``label,score,empty,truncated``) by ``accept``: the body, or
     ``(body, content_type)`` where ``accept`` does not name it (the toolkit's ``Content-Type``).
-    NotAcceptableError (406) where ``accept`` allows neither."""
+    a 406 ClientError where ``accept`` allows neither."""
     media = _choose_accept(accept)
     if media == JSON:
         body = json.dumps(prediction)
