@@ -284,13 +284,11 @@ def main(argv: list[str] | None = None) -> int:
         workers = worker_count(args.workers)
         port = _positive("SAGEMAKER_BIND_TO_PORT", DEFAULT_PORT) if args.port is None else args.port
         max_request_bytes()  # validated once, not in every worker
+        if not (model_dir := resolve_model_dir(args.model_dir).resolve()).is_dir():
+            raise ValueError(f"model folder {model_dir} does not exist (SageMaker extracts "
+                             "model.tar.gz to /opt/ml/model; locally pass --model-dir)")  # fmt: skip
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
-        return 2
-    model_dir = resolve_model_dir(args.model_dir).resolve()
-    if not model_dir.is_dir():
-        print(f"error: model folder {model_dir} does not exist (SageMaker extracts model.tar.gz "
-              "to /opt/ml/model; locally pass --model-dir)", file=sys.stderr)  # fmt: skip
         return 2
     from pt2aws.inference.runtime import set_runtime_environment
 
