@@ -214,14 +214,12 @@ def _arm(hw, caps, onednn, model) -> tuple[Capability, ...]:
     return bf16, int8, no, no, sve
 
 
-def cpu_features(environ: Mapping[str, str] | None = None) -> CpuFeatures:
+def cpu_features() -> CpuFeatures:
     """What this CPU does natively for this process (``.bf16_native`` on a Graviton3 or a
-    Sapphire Rapids); the hardware is probed once, the caps read from ``environ`` each call."""
+    Sapphire Rapids); the hardware is probed once, the caps read from ``os.environ`` each call."""
     machine = platform.machine()
     hardware, source, isa = _probe(machine)
-    isa = isa if environ is None else None  # torch's level reflects this process's caps only
-    model = cpu_name(machine=machine)
-    return features_from(machine, hardware, environ=environ, isa=isa, model=model, source=source)
+    return features_from(machine, hardware, isa=isa, model=cpu_name(machine=machine), source=source)
 
 
 def inductor_cache_for_caps(environ: dict | None = None) -> str | None:

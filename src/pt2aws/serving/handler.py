@@ -97,10 +97,6 @@ def _decode(body: bytes, content_type: str | None) -> str:
         raise ClientError(400, why) from None
 
 
-def _lines(text: str) -> str:
-    return text.replace("\r\n", "\n").replace("\r", "\n")
-
-
 def max_batch() -> int:
     """``PT2AWS_MAX_BATCH`` (texts per request), default 64; ValueError if not a positive int."""
     raw = os.environ.get("PT2AWS_MAX_BATCH", str(MAX_BATCH))
@@ -168,11 +164,12 @@ def input_fn(input_data, content_type, context=None) -> list[str]:
         text = _decode(bytes(input_data), content_type)
     else:
         text = input_data.removeprefix("\ufeff")
+    text = text.replace("\r\n", "\n").replace("\r", "\n")  # Windows and classic Mac OS lines
     if media == TEXT:
-        texts = [_lines(text).strip()]
+        texts = [text.strip()]
     elif media == CSV:
         try:
-            rows = [row for row in csv.reader(io.StringIO(_lines(text))) if row]
+            rows = [row for row in csv.reader(io.StringIO(text)) if row]
         except csv.Error as err:  # e.g. a field over csv.field_size_limit()
             raise ClientError(400, f"request body is not readable CSV: {err}") from None
         if rows and rows[0][0].strip().lower() in ("text", "inputs"):

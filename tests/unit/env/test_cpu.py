@@ -106,9 +106,11 @@ def test_emulated_arm64_ignores_the_hosts_cpuinfo(tmp_path, monkeypatch):
     monkeypatch.setattr(cpu_mod.platform, "machine", lambda: "aarch64")
     monkeypatch.setattr(cpu_mod.platform, "system", lambda: "Linux")
     monkeypatch.setattr(cpu_mod, "_auxv", lambda: GRAVITON3)
+    for name in cpu_mod.CAP_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
     cpu_mod._probe.cache_clear()
     try:
-        probed = cpu_mod.cpu_features(environ={})
+        probed = cpu_mod.cpu_features()
     finally:
         cpu_mod._probe.cache_clear()
     assert probed.source.startswith("getauxval") and probed.bf16_native and probed.sve
