@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from pt2aws.report import markdown_table
 from pt2aws.sizing import catalog, pricing
 
 
@@ -104,8 +105,7 @@ def catalog_frame(region: str = pricing.CATALOG_REGION) -> pd.DataFrame:
 
 def markdown(frame: pd.DataFrame) -> str:
     """A DataFrame as a Markdown table (for files: the run's summary embeds it)."""
-    lines = ["| " + " | ".join(map(str, frame.columns)) + " |", "|" + " --- |" * frame.shape[1]]
-    return "\n".join(lines + ["| " + " | ".join(map(str, row)) + " |" for row in frame.values])
+    return "\n".join(markdown_table(frame.columns, frame.values))
 
 
 def format_sizing(rec: dict) -> str:
