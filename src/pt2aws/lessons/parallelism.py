@@ -10,15 +10,14 @@ import gc
 import json
 import os
 import re
-import subprocess
 import sys
 import tempfile
-import threading
 from pathlib import Path
 
 import torch
 from torch import nn
 
+from pt2aws.processes import stream_child
 from pt2aws.train.distributed import all_gather, compute_cleanup, compute_init, exit_worker
 
 #: Rank 0's lines that :func:`run` passes on as they come.
@@ -136,19 +135,13 @@ def run(timeout_s: float = 300, stream=None) -> dict:
         cmd += ["-m", "pt2aws.lessons.parallelism", str(out)]
         # blocks of 64 KiB and more go back to the OS when freed (glibc): RSS follows the live
         # tensors; CUDA_VISIBLE_DEVICES="": CPU tensors and gloo on a GPU machine too
-        env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536", "CUDA_VISIBLE_DEVICES": ""}
-        output = []
-        with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              env=env) as proc:  # fmt: skip
-            timer = threading.Timer(timeout_s, proc.kill)
-            timer.start()
-            for line in proc.stdout:
-                output.append(line)
-                if line.startswith(PREFIX) and stream is not None:
-                    print(line[len(PREFIX) :].rstrip(), file=stream, flush=True)
-            timer.cancel()
-        if proc.returncode != 0:
-            raise RuntimeError(f"exited {proc.returncode}:\n{''.join(output)[-3000:]}")
+        env = {"MALLOC_MMAP_THRESHOLD_": "65536", "CUDA_VISIBLE_DEVICES": ""}
+
+        def on_line(line: str) -> None:
+            if line.startswith(PREFIX) and stream is not None:
+                print(line[len(PREFIX) :].rstrip(), file=stream, flush=True)
+
+        stream_child(cmd, on_line, what="the parallelism lesson", env=env, timeout_s=timeout_s)
         return json.loads(out.read_text())
 
 

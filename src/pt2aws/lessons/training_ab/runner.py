@@ -10,15 +10,13 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 from pt2aws.env.machine import available_cpus, cpu_name, default_num_threads
 from pt2aws.lessons.training_ab.variants import FLAG_OF, BenchSettings, Variant
-from pt2aws.processes import die_with_parent
+from pt2aws.processes import stream_child
 from pt2aws.train.progress import PROGRESS_ENV, parse
 
 #: Mean of the last this many per-step losses is the reported final loss.
@@ -64,41 +62,21 @@ def run_variant(variant: Variant, settings: BenchSettings, output_dir, on_step=N
     output_dir, threads = Path(output_dir), settings.num_threads or default_num_threads()
     peer = variant.runner == "trainer"
     module = "pt2aws.lessons.training_ab.trainer_peer" if peer else "pt2aws.train"
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false"}
-    output, records, stopped, timed_out = [], [], False, threading.Event()
-    load, started = os.getloadavg()[0], time.perf_counter()
-    with subprocess.Popen(
-        [sys.executable, "-m", module, *settings.train_args(variant, output_dir)],
-        env=env | {PROGRESS_ENV: "lines"},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        preexec_fn=die_with_parent(),
-    ) as proc:
-        watchdog = threading.Timer(settings.timeout_s, lambda: (timed_out.set(), proc.kill()))
-        watchdog.start()
-        try:
-            for line in proc.stdout:
-                record = parse(line)
-                if record is None:
-                    output.append(line)
-                if record is None or "train_time_s" not in record:
-                    continue
-                records.append(record)
-                if on_step:
-                    on_step(record["step"])
-                over = limit_s is not None and record["train_time_s"] >= limit_s
-                if over and record["step"] < record["total"]:
-                    stopped = True
-                    proc.kill()
-                    break
-        finally:
-            watchdog.cancel()
-        code = proc.wait()
-    if timed_out.is_set():
-        raise RuntimeError(f"{variant.name}: no result within {settings.timeout_s} s")
-    if code != 0 and not stopped:
-        raise RuntimeError(f"{variant.name} failed (exit {code}):\n{''.join(output[-25:])}")
+    env = {"TOKENIZERS_PARALLELISM": "false", PROGRESS_ENV: "lines"}
+    records, load, started = [], os.getloadavg()[0], time.perf_counter()
+
+    def on_line(line: str) -> bool:  # True: stop the run, its budget share is spent
+        record = parse(line) or {}
+        if "train_time_s" in record:
+            records.append(record)
+            if on_step:
+                on_step(record["step"])
+            over = limit_s is not None and record["train_time_s"] >= limit_s
+            return over and record["step"] < record["total"]
+        return False
+
+    cmd = [sys.executable, "-m", module, *settings.train_args(variant, output_dir)]
+    stopped = stream_child(cmd, on_line, what=variant.name, env=env, timeout_s=settings.timeout_s)
     if not records:
         raise RuntimeError(f"{variant.name}: no training step reported")
     figures = _figures(records, settings, None if stopped else output_dir)
