@@ -54,7 +54,9 @@ def stream_child(cmd: list[str], on_line, *, what: str, env=None, timeout_s=None
         env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
         preexec_fn=die_with_parent(),  # a killed kernel or make run: the child stops too
     ) as proc:
-        timer = threading.Timer(timeout_s or threading.TIMEOUT_MAX, lambda: (timed_out.set(), proc.kill()))
+        timer = threading.Timer(
+            timeout_s or threading.TIMEOUT_MAX, lambda: (timed_out.set(), proc.kill())
+        )
         timer.start()
         try:
             for line in proc.stdout:
@@ -67,7 +69,7 @@ def stream_child(cmd: list[str], on_line, *, what: str, env=None, timeout_s=None
             timer.cancel()
         code = proc.wait()
     if timed_out.is_set() or (code and not stopped):
-        why = f"no result within {timeout_s} s" if timed_out.is_set() else f"exited with code {code}"
+        why = f"no result within {timeout_s} s" if timed_out.is_set() else f"exit code {code}"
         raise ChildFailedError(f"{what}: {why}; last output:\n{''.join(tail)}")
     return stopped
 

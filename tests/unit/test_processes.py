@@ -66,7 +66,7 @@ def test_stream_child_streams_lines_stops_early_and_fails_with_its_tail():
     assert [int(x) for x in lines] == list(range(50))
     assert processes.stream_child(count, lambda line: line == "3\n", what="count") is True
     fail = [sys.executable, "-c", "import sys\nfor i in range(50): print(i)\nsys.exit(3)"]
-    with pytest.raises(processes.ChildFailedError, match="^count: exited with code 3") as err:
+    with pytest.raises(processes.ChildFailedError, match="^count: exit code 3") as err:
         processes.stream_child(fail, lambda line: None, what="count")
     assert str(err.value).splitlines()[1:] == [str(i) for i in range(10, 50)]  # the last 40
     sleep = [sys.executable, "-c", "import time; print('up', flush=True); time.sleep(30)"]
