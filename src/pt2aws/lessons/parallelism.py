@@ -24,9 +24,9 @@ from pt2aws.train.distributed import all_gather, compute_cleanup, compute_init, 
 PREFIX = "pt2aws-parallelism: "
 
 
-def make_mlp(dim: int = 1024, layers: int = 8) -> nn.Sequential:
-    """``layers`` square ``Linear(dim, dim)`` + ReLU blocks."""
-    return nn.Sequential(*(nn.Sequential(nn.Linear(dim, dim), nn.ReLU()) for _ in range(layers)))
+def make_mlp() -> nn.Sequential:
+    """8 ``Linear(1024, 1024)`` + ReLU blocks (8.4 M parameters)."""
+    return nn.Sequential(*(nn.Sequential(nn.Linear(1024, 1024), nn.ReLU()) for _ in range(8)))
 
 
 def _bytes(tensors) -> int:
@@ -41,7 +41,7 @@ def _rss(field: str) -> int:
     return int(re.search(rf"{field}:\s+(\d+) kB", status).group(1)) * 1024
 
 
-def _memory(mode: str, dim: int, layers: int) -> dict:
+def _memory(mode: str) -> dict:
     """Build and wrap (``ddp`` or ``fsdp``), one AdamW step: what this rank holds after it."""
     from torch.distributed.fsdp import fully_shard
     from torch.nn.parallel import DistributedDataParallel as DDP
@@ -52,7 +52,7 @@ def _memory(mode: str, dim: int, layers: int) -> dict:
     torch.manual_seed(0)
     if mode == "fsdp":
         with torch.device("meta"):  # FSDP2's idiom: no rank ever holds the whole model
-            model = make_mlp(dim, layers)
+            model = make_mlp()
         for block in model:
             fully_shard(block)  # one unit per layer: all-gathered for its forward, then freed
         fully_shard(model)
@@ -62,10 +62,10 @@ def _memory(mode: str, dim: int, layers: int) -> dict:
                 module.reset_parameters()
         step_model = model
     else:
-        model = make_mlp(dim, layers)
+        model = make_mlp()
         step_model = DDP(model)  # a full replica per rank, plus gradient buckets for all-reduce
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    x = torch.randn(16, dim, generator=torch.Generator().manual_seed(1))
+    x = torch.randn(16, 1024, generator=torch.Generator().manual_seed(1))
     step_model(x).pow(2).mean().backward()
     optimizer.step()
     state = [t for s in optimizer.state.values() for t in s.values() if torch.is_tensor(t)]
@@ -78,7 +78,7 @@ def _memory(mode: str, dim: int, layers: int) -> dict:
     }
 
 
-def _tensor_parallel(dim: int) -> dict:
+def _tensor_parallel(dim: int = 16) -> dict:
     """Column-wise first layer, row-wise second: local and full shapes, and the output's largest
     difference from the unsplit MLP."""
     from torch.distributed.device_mesh import init_device_mesh
@@ -116,7 +116,7 @@ def main(out: str) -> dict:
     torch.optim.AdamW(warm.parameters()).step()
     result = {"world_size": info.world_size}
     for mode in ("ddp", "fsdp", "tp"):
-        mine = _tensor_parallel(16) if mode == "tp" else _memory(mode, 1024, 8)
+        mine = _tensor_parallel() if mode == "tp" else _memory(mode)
         result[mode] = all_gather(mine, info)
         if info.is_main:
             print(f"{PREFIX}{mode} measured on {info.world_size} processes", flush=True)

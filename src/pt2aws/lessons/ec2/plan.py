@@ -21,15 +21,13 @@ def lookup_ami(session, parameter: str) -> str:
         return session.client("ssm").get_parameter(Name=parameter)["Parameter"]["Value"]
     except ClientError as exc:
         code = exc.response["Error"]["Code"]
-        if code == "ParameterNotFound":
-            raise LaunchPlanError(
-                f"SSM parameter {parameter} not found in {session.region}: the DLAMI version or OS "
-                "may be retired; list current ones with `aws ssm get-parameters-by-path --path "
-                "/aws/service/deeplearning/ami/x86_64 --recursive`"
-            ) from None
+    if code == "ParameterNotFound":
         raise LaunchPlanError(
-            f"reading {parameter} failed ({code}): allow ssm:GetParameter"
-        ) from None
+            f"SSM parameter {parameter} not found in {session.region}: the DLAMI version or OS "
+            "may be retired; list current ones with `aws ssm get-parameters-by-path --path "
+            "/aws/service/deeplearning/ami/x86_64 --recursive`"
+        )
+    raise LaunchPlanError(f"reading {parameter} failed ({code}): allow ssm:GetParameter")
 
 
 def run_instances_request(instance_type: str, image_id: str, count=1, *, name="pt2aws-train"):

@@ -115,11 +115,9 @@ def _write(cfg, flags: dict, losses: list[float], step_times: list[float], sizes
     steady_s, total = sum(step_times[warm:]), [sum(x) for x in zip(*sizes, strict=True)]
     steady = [sum(x) for x in zip(*sizes[warm * cfg.gradient_accumulation_steps :], strict=True)]
     metrics = {
-        "runner": "hf_trainer",
         "train_steps": len(step_times),
         "train_samples_per_second": steady[0] / steady_s,
         "train_tokens_per_second": steady[1] / steady_s,
-        "warmup_time_s": sum(step_times[:warm]),
         "peak_memory_bytes": peak_memory_bytes("cuda" if torch.cuda.is_available() else "cpu"),
         "pad_fraction": 1 - total[1] / total[2],
         "num_compiles": throughput.num_compiled_graphs() if flags["torch_compile"] else None,
