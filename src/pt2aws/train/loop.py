@@ -61,8 +61,8 @@ def load_data_and_model(cfg: TrainConfig):
     if auto:
         limit = max_tokens(model.config, tokenizer)
         choice = choose_max_length(tokenizer, texts, model_max_tokens=limit)
-        cfg.max_length = choice.max_length
-        data.stats["max_length_choice"] = choice.to_dict()
+        cfg.max_length = choice["max_length"]
+        data.stats["max_length_choice"] = choice
     try:  # PyTorch's fused scaled_dot_product_attention where the model has it
         model.set_attn_implementation(cfg.attn_implementation)
         why = f"attn_implementation={model.config._attn_implementation!r}"
