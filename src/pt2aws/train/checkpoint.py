@@ -48,12 +48,6 @@ def list_checkpoints(checkpoint_dir: str | Path) -> list[Path]:
     return [p.parent for p in sorted(Path(checkpoint_dir).glob("step-*/.metadata"))]
 
 
-def latest_checkpoint(checkpoint_dir: str | Path) -> Path | None:
-    """The newest complete checkpoint, or ``None``."""
-    found = list_checkpoints(checkpoint_dir)
-    return found[-1] if found else None
-
-
 def check_resumable(saved: dict, cfg: TrainConfig, world_size: int, path) -> None:
     """ValueError naming each field (but :data:`RESUMABLE_CHANGES`) or world size that changed."""
     now = dataclasses.asdict(cfg)
@@ -120,7 +114,7 @@ def resume(cfg: TrainConfig, info: DistInfo, prep: Prepared, scheduler) -> Train
 
     found = None
     if cfg.resume == "auto" and info.is_main:
-        found = latest_checkpoint(cfg.checkpoint_dir)
+        found = (list_checkpoints(cfg.checkpoint_dir) or [None])[-1]
     elif cfg.resume not in ("auto", "never"):
         found = Path(cfg.resume)
     found = all_gather(str(found) if found else None, info)[0]
@@ -129,13 +123,9 @@ def resume(cfg: TrainConfig, info: DistInfo, prep: Prepared, scheduler) -> Train
     saved = torch.load(Path(found) / TRAINER_STATE, map_location="cpu", weights_only=False)
     check_resumable(saved, cfg, info.world_size, found)
     model_state, optim_state = get_state_dict(prep.module, prep.optimizer)
-    loaded = {"model": model_state, "optim": optim_state}
-    _dcp(dcp.load, loaded, found)
+    _dcp(dcp.load, {"model": model_state, "optim": optim_state}, found)  # in place
     set_state_dict(
-        prep.module,
-        prep.optimizer,
-        model_state_dict=loaded["model"],
-        optim_state_dict=loaded["optim"],
+        prep.module, prep.optimizer, model_state_dict=model_state, optim_state_dict=optim_state
     )
     scheduler.load_state_dict(saved["scheduler"])
     prep.scaler.load_state_dict(saved["scaler"])

@@ -56,13 +56,12 @@ def compute_init(num_threads: int | None = None) -> DistInfo:
     return DistInfo(rank=rank, local_rank=local_rank, world_size=world_size, device=device)
 
 
-def compute_cleanup(info: DistInfo, *, succeeded: bool) -> None:
-    """After success, a barrier (gloo's threads release their tensors before exit, else "terminate
-    called without an active exception") and ``destroy_process_group``; after a failure neither."""
-    if info.world_size == 1 or not succeeded:
-        return
-    dist.barrier()
-    dist.destroy_process_group()
+def compute_cleanup(info: DistInfo) -> None:
+    """After a successful run: a barrier (gloo's threads release their tensors before exit, else
+    "terminate called without an active exception"), then ``destroy_process_group``."""
+    if info.world_size > 1:
+        dist.barrier()
+        dist.destroy_process_group()
 
 
 def all_reduce_sum(values: list[float], info: DistInfo) -> list[float]:

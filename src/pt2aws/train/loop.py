@@ -1,11 +1,6 @@
-"""Fine-tune a sequence classifier: one process on CPU, or N GPUs/nodes under ``torchrun``::
-
-    python -m pt2aws.train --profile smoke --output_dir runs/x/train            # 1 process
-    torchrun --nproc_per_node 8 -m pt2aws.train --profile full --output_dir …   # 8 GPUs, DDP
-    python -m pt2aws.train --config runs/x/train/train_config.json --max_steps 50  # a saved config
-
-Writes ``model/``, ``metrics.json``, ``train_log.jsonl``, ``train_config.json``, ``checkpoints/``.
-"""
+"""Fine-tune a sequence classifier on one process or under ``torchrun`` (:func:`main`): the
+stages of :class:`FineTune`. Writes ``model/``, ``metrics.json``, ``train_log.jsonl``,
+``train_config.json`` and ``checkpoints/`` into ``--output_dir``."""
 
 from __future__ import annotations
 
@@ -215,7 +210,6 @@ class FineTune:
                     f"epoch {epoch + 1}: eval_loss={ev['loss']:.4f} "
                     f"eval_accuracy={ev['accuracy']:.4f} ({ev['num_examples']} examples)"
                 )
-            self.monitor.finish()
 
     def _evaluate(self, split: str) -> dict:
         batch_size = self.cfg.per_device_eval_batch_size
@@ -303,11 +297,9 @@ def main(argv: list[str] | None = None) -> dict:
     cfg = parse_args(argv)
     threads = torch.get_num_threads()  # compute_init sets its own; give in-process callers theirs
     info = distributed.compute_init(cfg.num_threads)
-    succeeded = False
     try:
         metrics = FineTune(cfg, info).run()
-        succeeded = True
-        return metrics
     finally:
-        distributed.compute_cleanup(info, succeeded=succeeded)
         torch.set_num_threads(threads)
+    distributed.compute_cleanup(info)  # not after a failure: the other ranks may be gone
+    return metrics
