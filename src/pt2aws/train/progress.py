@@ -37,8 +37,8 @@ def parse(line: str) -> dict | None:
 class ProgressDisplay:
     """Progress records as one bar; other lines echoed above it (without colours)."""
 
-    def __init__(self, stream=None, desc: str = "train"):
-        self.stream, self.desc, self.bar, self.loss = stream or sys.stdout, desc, None, None
+    def __init__(self, stream=None):
+        self.stream, self.bar, self.loss = stream or sys.stdout, None, None
 
     def feed(self, line: str) -> None:
         """Handle one line of the training process's output."""
@@ -55,7 +55,7 @@ class ProgressDisplay:
         if self.bar is None:
             from tqdm.auto import tqdm
 
-            self.bar = tqdm(total=record["total"], desc=self.desc, unit="step", file=self.stream)
+            self.bar = tqdm(total=record["total"], desc="train", unit="step", file=self.stream)
         self.bar.update(record["step"] - self.bar.n)
         if record.get("loss") is not None:
             self.loss = record["loss"]
@@ -67,7 +67,7 @@ class ProgressDisplay:
             return None
         self.bar.close()
         bar, loss = self.bar, f", last logged loss {self.loss:.4f}" if self.loss is not None else ""
-        summary = f"{self.desc}: {bar.n}/{bar.total} steps in {bar.format_dict['elapsed']:.0f} s"
+        summary = f"train: {bar.n}/{bar.total} steps in {bar.format_dict['elapsed']:.0f} s"
         summary += f"{loss} (wall clock: evaluation and saving included)"
         print(summary, file=self.stream, flush=True)
         return summary

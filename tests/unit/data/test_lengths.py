@@ -18,17 +18,12 @@ class WordTokenizer:
 
 def test_max_length_is_a_percentile_rounded_up_to_8():
     texts = [" ".join(["w"] * (n - 2)) for n in range(3, 103)]  # 3..102 tokens, 100 texts
-    default = choose_max_length(WordTokenizer(), texts, model_max_tokens=512)
-    assert (default["percentile"], default["percentile_tokens"], default["max_length"]) == (
-        99.0,
-        101,
-        104,
-    )
-    choice = choose_max_length(WordTokenizer(), texts, model_max_tokens=512, percentile=95)
-    assert choice["percentile_tokens"] == 97  # nearest rank: the 95th of 100 sorted lengths
+    choice = choose_max_length(WordTokenizer(), texts, model_max_tokens=512)
+    assert choice["percentile"] == 99.0
+    assert choice["percentile_tokens"] == 101  # nearest rank: the 99th of 100 sorted lengths
     assert choice["max_length"] == 104
     assert choice["fraction_truncated"] == 0.0 and choice["longest"] == 102
-    assert "95th percentile of 100 training texts is 97 tokens" in choice["description"]
+    assert "99th percentile of 100 training texts is 101 tokens" in choice["description"]
 
 
 def test_max_length_is_capped_at_the_model_limit_and_reports_the_cut():
@@ -43,8 +38,6 @@ def test_max_length_has_a_floor_and_checks_its_inputs():
     assert choose_max_length(WordTokenizer(), ["a"] * 5, model_max_tokens=512)["max_length"] == 8
     with pytest.raises(ValueError, match="at least one"):
         choose_max_length(WordTokenizer(), [], model_max_tokens=512)
-    with pytest.raises(ValueError, match="percentile"):
-        choose_max_length(WordTokenizer(), ["a"], model_max_tokens=512, percentile=0)
 
 
 def test_max_length_on_a_real_tokenizer(minilm_tokenizer):
