@@ -144,3 +144,27 @@ def test_missing_paths_and_folders(tmp_path):
         load_sentiment_data("~/surely/not/here.parquet")
     with pytest.raises(DataError, match="not a data file I can read"):
         read_file(tmp_path)
+
+
+def test_hub_dataset_splits_are_joined_with_class_names(monkeypatch):
+    import datasets
+
+    from pt2aws.data import read_source, readers
+
+    features = datasets.Features(
+        {"sentence": datasets.Value("string"), "label": datasets.ClassLabel(names=["neg", "pos"])}
+    )
+
+    def split(labels):
+        texts = [f"text {len(labels)} {i}" for i in range(len(labels))]
+        return datasets.Dataset.from_dict({"sentence": texts, "label": labels}, features=features)
+
+    hub = datasets.DatasetDict({"train": split([0, 1, 1]), "test": split([-1, -1])})
+    monkeypatch.setattr(datasets, "load_dataset", lambda name, config=None: hub)
+    monkeypatch.setattr(readers, "ensure_hub_reachable", lambda *args, **kwargs: None)
+    frame = read_source("someone/reviews", text_column="sentence")
+    assert frame["label"][:3].tolist() == ["neg", "pos", "pos"]
+    assert frame["label"][3:].isna().all()  # -1: no label
+    assert frame.attrs["format"] == "hub" and frame.attrs["text_column"] == "sentence"
+    with pytest.raises(DataError, match=r"\['text'\] not found.*'sentence'"):
+        read_source("someone/reviews")
