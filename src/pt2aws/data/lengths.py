@@ -16,11 +16,9 @@ PERCENTILE = 99.0
 
 def token_lengths(tokenizer, texts: Sequence[str]) -> list[int]:
     """Tokens per text (special tokens included, no truncation), 1,024 texts a call."""
-    lengths: list[int] = []
-    for start in range(0, len(texts), 1024):
-        ids = tokenizer(list(texts[start : start + 1024]), truncation=False, verbose=False)
-        lengths.extend(len(x) for x in ids["input_ids"])
-    return lengths
+    chunks = (list(texts[i : i + 1024]) for i in range(0, len(texts), 1024))
+    ids = (tokenizer(chunk, truncation=False, verbose=False)["input_ids"] for chunk in chunks)
+    return [len(x) for chunk in ids for x in chunk]
 
 
 def choose_max_length(tokenizer, texts: Sequence[str], *, model_max_tokens: int) -> dict:

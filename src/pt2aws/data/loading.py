@@ -183,31 +183,26 @@ def _split(frame, names, max_train, max_eval, seed):
                 f"needs a row of every class: raise it, e.g. {option(setting, 10 * len(names))}"
             )
 
-    def capped(part, n):
-        if n is None or n >= len(part):
-            return part
-        return train_test_split(part, train_size=n, stratify=part["label"], random_state=seed)[0]
+    label2id = {n: i for i, n in enumerate(names)}
+    features = datasets.Features(
+        {"text": datasets.Value("string"), "label": datasets.ClassLabel(names=list(names))}
+    )
+
+    def dataset(part, cap):
+        if cap is not None and cap < len(part):
+            part = train_test_split(
+                part, train_size=cap, stratify=part["label"], random_state=seed
+            )[0]
+        part = part[["text", "label"]].assign(label=part["label"].map(label2id))
+        return datasets.Dataset.from_pandas(part, features=features, preserve_index=False)
 
     train, rest = train_test_split(frame, test_size=0.2, stratify=frame["label"], random_state=seed)
     validation, test = train_test_split(
         rest, test_size=0.5, stratify=rest["label"], random_state=seed
     )
-    label2id = {n: i for i, n in enumerate(names)}
-    features = datasets.Features(
-        {"text": datasets.Value("string"), "label": datasets.ClassLabel(names=list(names))}
-    )
-    parts = {"train": (train, max_train), "validation": (validation, max_eval)}
-    parts["test"] = (test, max_eval)
-    return datasets.DatasetDict(
-        {
-            name: datasets.Dataset.from_pandas(
-                capped(part, n)[["text", "label"]].assign(label=lambda f: f["label"].map(label2id)),
-                features=features,
-                preserve_index=False,
-            )
-            for name, (part, n) in parts.items()
-        }
-    )
+    splits = {"train": (train, max_train), "validation": (validation, max_eval)}
+    splits["test"] = (test, max_eval)
+    return datasets.DatasetDict({name: dataset(*split) for name, split in splits.items()})
 
 
 def load_for_run(train_dir: str | Path, *, capped: bool = True) -> SentimentData:

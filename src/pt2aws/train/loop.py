@@ -218,7 +218,6 @@ class FineTune:
     def _finish(self) -> dict:
         """Throughput, test metrics, the replica check (all ranks); rank 0 writes the run."""
         cfg, info, module, monitor = self.cfg, self.info, self.prep.module, self.monitor
-        num_params = count_parameters(module)  # DTensor parameters report their global size
         # MFU against the peak of the precision the matmuls run in: the catalog has GPUs' bf16
         gpu = torch.cuda.get_device_name(info.device) if info.device.type == "cuda" else None
         peak = peak_bf16_flops(gpu) if gpu and self.amp is not None else None
@@ -233,7 +232,7 @@ class FineTune:
         metrics = {
             "profile": cfg.profile,
             "model_name_or_path": cfg.model_name_or_path,
-            "num_parameters": num_params,
+            "num_parameters": count_parameters(module),  # DTensors count their global size
             "device": str(info.device),
             "world_size": info.world_size,
             "parallelism": self.parallelism,
@@ -259,11 +258,14 @@ class FineTune:
         }
         cfg.to_json(saved_config_path(self.out_dir))
         (self.out_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
+        baseline, samples_s = (
+            metrics["majority_baseline_accuracy"],
+            speed["train_samples_per_second"],
+        )
         print(
-            f"test_accuracy={test['accuracy']:.4f} (majority baseline "
-            f"{metrics['majority_baseline_accuracy']:.4f}); "
-            f"{speed['train_samples_per_second']:.1f} samples/s steady, "
-            f"pad_fraction={speed['pad_fraction']:.3f}; saved {self.out_dir / 'model'}",
+            f"test_accuracy={test['accuracy']:.4f} (majority baseline {baseline:.4f}); "
+            f"{samples_s:.1f} samples/s steady, pad_fraction={speed['pad_fraction']:.3f}; "
+            f"saved {self.out_dir / 'model'}",
             flush=True,
         )
         return metrics
