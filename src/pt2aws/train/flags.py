@@ -9,8 +9,8 @@ import json
 import os
 import statistics
 import time
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 
@@ -20,8 +20,7 @@ from pt2aws import env
 FASTER = 1.05
 
 
-@dataclass
-class Flag:
+class Flag(NamedTuple):
     """A resolved performance flag and why."""
 
     enabled: bool
@@ -186,9 +185,8 @@ def resolve_flags(cfg, device: torch.device, model=None, batches=None) -> dict[s
         shape = (cfg.per_device_train_batch_size, cfg.max_length, torch.get_num_threads())
         key = measure_key(cfg.model_name_or_path, *shape)
     compiled = choose_compile(device, cfg.torch_compile, key)
-    pad = Flag(cuda or compiled.enabled, "eager CPU: padded to the longest text (less work)")
-    if pad.enabled:
-        pad.reason = "GPU: tensor-core friendly lengths" if cuda else "torch.compile: few shapes"
+    why = "torch.compile: few shapes" if compiled.enabled else "eager CPU: each to its longest"
+    pad = Flag(cuda or compiled.enabled, "GPU: tensor-core friendly lengths" if cuda else why)
     probe = (lambda: fused_probe(model)) if model is not None else None
     fused = choose_fused_adamw(device, cfg.fused_adamw, probe, key)
     probe = (lambda: bf16_probe(model, batches(pad.enabled), fused.enabled)) if batches else None

@@ -4,7 +4,6 @@ stages of :class:`FineTune`. Writes ``model/``, ``metrics.json``, ``train_log.js
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import math
@@ -236,7 +235,7 @@ class FineTune:
             "device": str(info.device),
             "world_size": info.world_size,
             "parallelism": self.parallelism,
-            "flags": {k: dataclasses.asdict(v) for k, v in self.flags.items()},
+            "flags": {k: v._asdict() for k, v in self.flags.items()},
             "train_steps": self.state.step,
             "resumed_from_step": self.state.resumed_from,
             **speed,
