@@ -185,7 +185,7 @@ def resolve_flags(cfg, device: torch.device, model=None, batches=None) -> dict[s
         shape = (cfg.per_device_train_batch_size, cfg.max_length, torch.get_num_threads())
         key = measure_key(cfg.model_name_or_path, *shape)
     compiled = choose_compile(device, cfg.torch_compile, key)
-    why = "torch.compile: few shapes" if compiled.enabled else "eager CPU: each to its longest"
+    why = "torch.compile: few shapes" if compiled.enabled else "eager CPU: pad to the longest text"
     pad = Flag(cuda or compiled.enabled, "GPU: tensor-core friendly lengths" if cuda else why)
     probe = (lambda: fused_probe(model)) if model is not None else None
     fused = choose_fused_adamw(device, cfg.fused_adamw, probe, key)
