@@ -205,16 +205,21 @@ def _split(frame, names, max_train, max_eval, seed):
     return datasets.DatasetDict({name: dataset(*split) for name, split in splits.items()})
 
 
+def load_for_config(cfg: dict, *, capped: bool = True) -> SentimentData:
+    """The data a training config names (``TrainConfig.to_dict()`` or its saved JSON; ``capped=
+    False``: before the caps), read, cleaned and split as that run did."""
+    options = ("text_column", "label_column", "header", "encoding", "label_map", "three_class")
+    options += ("seed", *(("max_train_samples", "max_eval_samples") if capped else ()))
+    kwargs = {k: cfg[k] for k in options if k in cfg}
+    return load_sentiment_data(cfg["dataset"], config_name=cfg.get("dataset_config"), **kwargs)
+
+
 def load_for_run(train_dir: str | Path, *, capped: bool = True) -> SentimentData:
-    """The splits a training run used, rebuilt from its ``train_config.json`` (``capped=False``:
-    before the caps); DataFileNotFoundError when there is none (train first)."""
+    """The splits a training run used, from its ``train_config.json`` (:func:`load_for_config`);
+    DataFileNotFoundError when there is none (train first)."""
     path = saved_config_path(train_dir)
     if not path.is_file():
         raise DataFileNotFoundError(
             f"{path} not found: run notebook 01 first with the same RUN_DIR"
         )
-    cfg = json.loads(path.read_text())
-    options = ("text_column", "label_column", "header", "encoding", "label_map", "three_class")
-    options += ("seed", *(("max_train_samples", "max_eval_samples") if capped else ()))
-    kwargs = {k: cfg[k] for k in options if k in cfg}
-    return load_sentiment_data(cfg["dataset"], config_name=cfg.get("dataset_config"), **kwargs)
+    return load_for_config(json.loads(path.read_text()), capped=capped)

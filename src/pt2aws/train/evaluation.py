@@ -33,9 +33,8 @@ def evaluate(prep, examples: list[dict], collator, info: DistInfo, batch_size: i
             preds += out.logits.argmax(-1).tolist()
             refs += batch["labels"].tolist()
     model.train()
-    gathered = all_gather((total_loss, preds, refs), info)
-    preds = [p for g in gathered for p in g[1]]
-    refs = [r for g in gathered for r in g[2]]
+    losses, preds, refs = zip(*all_gather((total_loss, preds, refs), info))
+    preds, refs = sum(preds, []), sum(refs, [])
     scores = classification_metrics(refs, preds, range(model.config.num_labels))
-    loss = sum(g[0] for g in gathered) / len(refs)
-    return {"loss": loss, **{k: scores[k] for k in ("accuracy", "f1", "num_examples")}}
+    scores["loss"] = sum(losses) / len(refs)
+    return {k: scores[k] for k in ("loss", "accuracy", "f1", "num_examples")}

@@ -15,7 +15,7 @@ import torch
 from pt2aws.config import TrainConfig, saved_config_path
 from pt2aws.data import (
     choose_max_length,
-    load_sentiment_data,
+    load_for_config,
     parse_label_map,
     sequence_length_record,
     token_lengths,
@@ -36,15 +36,7 @@ def load_data_and_model(cfg: TrainConfig):
     """``(data, tokenizer, model, sdpa_choice)`` as ``cfg`` names them (also for the HF Trainer
     peer), the model on CPU; ``max_length="auto"`` is chosen from the data and set in ``cfg``.
     Raises ``pt2aws.data.DataError``/``DataFileNotFoundError``: data the user must fix."""
-    data = load_sentiment_data(
-        cfg.dataset,
-        **cfg.reader_options(),
-        label_map=cfg.label_map,
-        three_class=cfg.three_class,
-        max_train_samples=cfg.max_train_samples,
-        max_eval_samples=cfg.max_eval_samples,
-        seed=cfg.seed,
-    )
+    data = load_for_config(cfg.to_dict())
     auto, texts = cfg.max_length == "auto", data.splits["train"]["text"]
     tokenizer, model = load_tokenizer_and_model(
         cfg.model_name_or_path,
