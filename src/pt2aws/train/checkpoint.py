@@ -88,16 +88,10 @@ def save_checkpoint(
     windows = all_gather([float(state.loss_window[0]), state.loss_window[1]], info)
     if info.is_main:
         path.mkdir(parents=True, exist_ok=True)
-        trainer_state = {
-            **dataclasses.asdict(state),
-            "scheduler": scheduler.state_dict(),
-            "scaler": prep.scaler.state_dict(),
-            "rng": rng,
-            "windows": windows,
-            "world_size": info.world_size,
-            "config": dataclasses.asdict(cfg),
-        }
-        torch.save(trainer_state, path / TRAINER_STATE)
+        saved = {"scheduler": scheduler.state_dict(), "scaler": prep.scaler.state_dict()}
+        saved |= {"rng": rng, "windows": windows, "world_size": info.world_size}
+        saved["config"] = cfg.to_dict()
+        torch.save(dataclasses.asdict(state) | saved, path / TRAINER_STATE)
     model_state, optim_state = get_state_dict(prep.module, prep.optimizer)
     _dcp(dcp.save, {"model": model_state, "optim": optim_state}, path)
     if info.is_main and cfg.save_total_limit > 0:
