@@ -103,7 +103,7 @@ def load_tokenizer_and_model(
             from pt2aws.data.lengths import choose_max_length
 
             choice = choose_max_length(tokenizer, texts, model_max_tokens=MODEL_MAX_TOKENS)
-            tokenizer.model_max_length = choice.max_length
+            tokenizer.model_max_length = choice["max_length"]
         return tokenizer, build_tiny_roberta(tokenizer, label_names)
     path = minilm_path() if name == MINILM_L6 else name
     if name != MINILM_L6:

@@ -122,7 +122,7 @@ def main(out: str) -> dict:
             print(f"{PREFIX}{mode} measured on {info.world_size} processes", flush=True)
     if info.is_main:
         Path(out).write_text(json.dumps(result, indent=2))
-    compute_cleanup(info, succeeded=True)
+    compute_cleanup(info)
     return result
 
 

@@ -61,7 +61,7 @@ def test_mfu_is_flops_per_token_times_tokens_per_second_over_the_peak():
         counts=[96, 96 * 64, 96 * 64], warm=(1.0, [32, 32 * 64, 32 * 64], 1), runtime_s=2.0,
         steps_done=3,
     )  # fmt: skip
-    info = DistInfo(rank=0, local_rank=0, world_size=1, device=torch.device("cpu"))
+    info = DistInfo()
     speed = summary(monitor, info, model, config, peak_flops=1e12)
     assert speed["train_samples_per_second"] == 64.0 and speed["steady_state_steps"] == 2
     assert speed["warmup_time_s"] == 1.0 and speed["step_time_s"] == 0.5
