@@ -74,15 +74,13 @@ def main(argv: list[str] | None = None) -> int:
                 model, out / model, _texts_for_tokenizer(dataset), max_length=args.max_length
             )
         )
-    variants = ab_variants.default_variants(
-        compile=not args.no_compile, trainer=not args.no_trainer
-    )
-    if args.variants:
-        wanted = [name.strip() for name in args.variants.split(",")]
-        unknown = set(wanted) - {v.name for v in ab_variants.default_variants()}
-        if unknown:
-            parser.error(f"unknown variants {sorted(unknown)}")
-        variants = [v for v in ab_variants.default_variants() if v.name in wanted]
+    wanted = [name.strip() for name in args.variants.split(",") if name.strip()]
+    try:
+        variants, _ = ab_variants.choose_variants(
+            "off" if args.no_compile else "on", "on", trainer=not args.no_trainer, only=wanted
+        )
+    except ValueError as err:
+        parser.error(str(err))
     settings = ab_variants.BenchSettings(
         model=model,
         dataset=dataset,

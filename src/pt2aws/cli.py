@@ -14,12 +14,14 @@ Examples (a user error prints one line and exits 2; --debug shows the traceback)
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
 
 from pt2aws.config import PROFILES
 from pt2aws.errors import ArgumentParser, MissingFileError, UserError, run_cli
+from pt2aws.sizing.workload import PRECISIONS
 
 VERBS = ("env", "recommend", "train", "run", "serve", "cleanup")
 
@@ -29,12 +31,11 @@ def _number(kind: type, ok, requirement: str):
 
     def parse(text: str):
         try:
-            value = kind(text)
+            if ok(value := kind(text)):
+                return value
         except ValueError:
-            value = None
-        if value is None or not ok(value):
-            raise argparse.ArgumentTypeError(f"must be {requirement}, got {text!r}")
-        return value
+            pass
+        raise argparse.ArgumentTypeError(f"must be {requirement}, got {text!r}")
 
     return parse
 
@@ -61,30 +62,23 @@ def _recommend(args) -> int:
     from pt2aws.sizing import pricing, ranking, tables
     from pt2aws.sizing.workload import profile_workload
 
-    workload = profile_workload(
-        args.profile, train_examples=args.examples, model=args.model, epochs=args.epochs
+    workload = profile_workload(args.profile, args.examples, args.model, args.epochs)
+    shape = {k: getattr(args, k) for k in ("seq_len", "micro_batch") if getattr(args, k)}
+    workload = dataclasses.replace(workload, precision=args.precision, **shape)
+    live = args.prices == "auto"  # the AWS Price List API where credentials allow, else the table
+    prices, notes = pricing.refresh_prices(
+        _session("aws", args.region) if live else None,
+        ranking.DEFAULT_INFERENCE_INSTANCES,
+        region=args.region,
+        enabled=live,
     )
-    for name in ("seq_len", "micro_batch"):
-        if getattr(args, name) is not None:
-            setattr(workload, name, getattr(args, name))
-    workload.precision = args.precision
-    prices, notes = {}, ["prices: the dated table in pt2aws/sizing/instances.json (--prices table)"]
-    if args.prices == "auto":  # the AWS Price List API where credentials allow, else the table
-        session, instances = _session("aws", args.region), ranking.DEFAULT_INFERENCE_INSTANCES
-        prices, notes = pricing.refresh_prices(session, instances, region=args.region)
-    rec = ranking.recommend(
-        workload, mfu=args.mfu, overhead_s=args.overhead_s, region=args.region, prices=prices
-    )
-    rec["price_notes"] = notes
-    plan = None
-    if rec["recommended"]:
+    rec = ranking.recommend(workload, args.mfu, args.overhead_s, args.region, prices)
+    rec["price_notes"], plan, choice = notes, None, rec["recommended"]
+    if choice:
         session = None if args.aws_target == "none" else _session(args.aws_target, args.region)
         try:
             plan = ec2_plan.launch_plan(
-                rec["recommended"]["instance"],
-                rec["recommended"]["nodes"],
-                session=session,
-                region=args.region,
+                choice["instance"], choice["nodes"], session=session, region=args.region
             )
         finally:
             if session is not None:
@@ -92,8 +86,7 @@ def _recommend(args) -> int:
     if args.json:
         print(json.dumps({"recommendation": rec, "launch_plan": plan}, indent=2, default=str))
         return 0
-    print(tables.format_recommendation(rec, limit=args.top))
-    print("\n".join(notes))
+    print(tables.format_recommendation(rec, limit=args.top), "\n".join(notes), sep="\n")
     if plan:
         print("\n" + ec2_plan.format_launch_plan(plan))
     return 0
@@ -154,11 +147,8 @@ def _serve(args) -> int:
     workdir = Path(args.workdir or Path(args.model).resolve().parent / "serve")
     with LocalServer(args.model, workdir, port=args.port, workers=args.workers) as endpoint:
         print(f"serving {args.model} at {endpoint.url} (/ping, /invocations); logs in {workdir}")
-        print(
-            f"try: curl -s {endpoint.url}/invocations -H 'Content-Type: application/json' "
-            """-d '{"inputs": ["great phone"]}'"""
-        )
-        print("Ctrl-C stops the server")
+        print(f"try: curl -s {endpoint.url}/invocations -H 'Content-Type: application/json' "
+              """-d '{"inputs": ["great phone"]}'\nCtrl-C stops the server""")  # fmt: skip
         try:
             while endpoint.running:
                 time.sleep(1)
@@ -182,9 +172,7 @@ def build_parser() -> ArgumentParser:
     rec = sub.add_parser(
         "recommend", help="size a workload: memory, instances by cost, launch plan"
     )
-    rec.add_argument(
-        "--profile", default="full", choices=PROFILES, help="defaults (full: roberta-base)"
-    )
+    rec.add_argument("--profile", default="full", choices=PROFILES, help="full: roberta-base")
     for name, kind, default, help in (
         ("--model", str, None, "roberta-base, 70B, 350M, a count (7e9)"),
         ("--examples", _positive_int, None, "training examples"),
@@ -198,7 +186,7 @@ def build_parser() -> ArgumentParser:
     ):
         rec.add_argument(name, type=kind, default=default, help=help)
     for name, choices, help in (  # the first choice is the default
-        ("--precision", ("mixed", "bf16", "fp32"), "training precision"),
+        ("--precision", PRECISIONS, "training precision"),
         ("--aws-target", ("none", "emulator", "aws"), "launch plan: none (no AWS call), "
          "emulator (local moto), aws (DryRun in your account)"),
         ("--prices", ("auto", "table"), "auto: the AWS Price List API where credentials allow, "

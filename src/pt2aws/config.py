@@ -1,10 +1,6 @@
-"""Profiles and the training configuration: what every notebook and entry point starts from.
-
-Profiles: ``smoke`` (tiny RoBERTa built here, 800 tweets, any CPU, seconds), ``local`` (MiniLM-L6
-from PyPI, 3,000 tweets, CPU, 1.5-2 min), ``full`` (``FacebookAI/roberta-base``, all tweets, GPU).
-:class:`TrainConfig` is a profile plus per-field overrides (``HfArgumentParser`` builds the
-command line from it), validated on creation and saved as ``train_config.json`` with every run.
-"""
+"""Profiles (:data:`PROFILES`: ``smoke``, ``local``, ``full``) and :class:`TrainConfig`, a profile
+plus per-field overrides: validated on creation, the command line (``HfArgumentParser``), saved
+as ``train_config.json`` with every run."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""User errors: one line naming the problem and the fix, at the command line and in a notebook.
-
-Errors for input the user can fix derive from :class:`UserError`. :func:`run_cli` prints them
-(and ``ValueError``, a bad path, botocore's set-up errors) as ``<prog>: error: <problem>: <fix>``
-and exits 2; anything else is a bug and keeps its traceback. In a notebook,
-:func:`show_user_errors_in_one_line` does the same. ``--debug`` or ``PT2AWS_DEBUG=1`` shows it all.
-"""
+"""User errors: one line naming the problem and the fix, at the command line (:func:`run_cli`,
+``<prog>: error: ...``, exit 2) and in a notebook cell (:func:`show_user_errors_in_one_line`);
+``--debug`` or ``PT2AWS_DEBUG=1`` shows the traceback. Anything else is a bug and keeps it."""
 
 from __future__ import annotations
 
@@ -15,16 +11,15 @@ import sys
 import traceback
 from collections.abc import Callable, Sequence
 
-#: Exit status of a user error (argparse's), and the flag and variable that show the traceback.
-EXIT_USER_ERROR, DEBUG_FLAG, DEBUG_ENV = 2, "--debug", "PT2AWS_DEBUG"
+DEBUG_ENV = "PT2AWS_DEBUG"
+CHECK_CREDENTIALS = (
+    "set AWS credentials (aws configure, AWS_PROFILE or an instance role) and check them "
+    "with `aws sts get-caller-identity`"
+)
 #: ``ClientError`` codes meaning the caller's credentials are invalid, expired or not allowed.
 AWS_CREDENTIAL_ERROR_CODES = frozenset(
     "AccessDenied AccessDeniedException AuthFailure ExpiredToken ExpiredTokenException "
     "InvalidAccessKeyId InvalidClientTokenId SignatureDoesNotMatch UnrecognizedClientException".split()
-)
-_CHECK_CREDENTIALS = (
-    "set AWS credentials (aws configure, AWS_PROFILE or an instance role) and check them "
-    "with `aws sts get-caller-identity`"
 )
 
 
@@ -74,7 +69,7 @@ class ArgumentParser(argparse.ArgumentParser):
 
 #: botocore exception (or a base class of it) -> the fix.
 _AWS_HINTS = {
-    **dict.fromkeys(("NoCredentialsError", "PartialCredentialsError"), _CHECK_CREDENTIALS),
+    **dict.fromkeys(("NoCredentialsError", "PartialCredentialsError"), CHECK_CREDENTIALS),
     "NoRegionError": "pass --region (e.g. us-east-1) or set AWS_DEFAULT_REGION",
     "ProfileNotFound": "set AWS_PROFILE to a profile of `aws configure list-profiles`",
     "EndpointConnectionError": "check the network, the region and AWS_ENDPOINT_URL",
@@ -88,7 +83,7 @@ def _aws_hint(exc: BaseException) -> str | None:
     names = [c.__name__ for c in type(exc).__mro__]
     if "ClientError" in names:
         code = exc.response.get("Error", {}).get("Code", "")
-        return _CHECK_CREDENTIALS if code in AWS_CREDENTIAL_ERROR_CODES else None
+        return CHECK_CREDENTIALS if code in AWS_CREDENTIAL_ERROR_CODES else None
     return next((_AWS_HINTS[n] for n in names if n in _AWS_HINTS), None)
 
 
@@ -116,16 +111,16 @@ def run_cli(main: Callable[[list[str]], object], argv: Sequence[str] | None = No
     """``main(argv without --debug)``'s int result (else 0); a user error prints one line
     ``<prog>: error: ...`` on stderr and returns 2; other exceptions propagate."""
     args = list(sys.argv[1:] if argv is None else argv)
-    debug = DEBUG_FLAG in args or debug_enabled()
+    debug = "--debug" in args or debug_enabled()
     try:
-        result = main([a for a in args if a != DEBUG_FLAG])
+        result = main([a for a in args if a != "--debug"])
     except Exception as exc:
         if not is_user_error(exc):
             raise
         if debug:
             traceback.print_exc()
         print(f"{prog}: error: {describe(exc)}", file=sys.stderr)
-        return EXIT_USER_ERROR
+        return 2  # argparse's status for a usage error
     return result if isinstance(result, int) else 0
 
 

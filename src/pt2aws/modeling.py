@@ -38,25 +38,15 @@ def minilm_path() -> str:
     return str(path)
 
 
-def build_tiny_roberta_tokenizer(
-    texts: Iterable[str],
-    *,
-    vocab_size: int = TINY_ROBERTA_SIZES["vocab_size"],
-    max_length: int = 128,
-):
+def build_tiny_roberta_tokenizer(texts: Iterable[str], *, vocab_size=None, max_length=128):
     """A ``RobertaTokenizerFast`` around a byte-level BPE trained on ``texts``; RuntimeError on
     a degenerate vocabulary (transformers 5 makes one, silently, from v4-style arguments)."""
     from tokenizers import ByteLevelBPETokenizer
     from transformers import RobertaTokenizerFast
 
-    bpe = ByteLevelBPETokenizer()
-    bpe.train_from_iterator(
-        list(texts),
-        vocab_size=vocab_size,
-        min_frequency=2,
-        special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"],
-        show_progress=False,
-    )
+    bpe, special = ByteLevelBPETokenizer(), ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
+    vocab = vocab_size or TINY_ROBERTA_SIZES["vocab_size"]
+    bpe.train_from_iterator(list(texts), vocab, special_tokens=special, show_progress=False)
     with tempfile.TemporaryDirectory() as tmp:
         bpe.save_model(tmp)
         tokenizer = RobertaTokenizerFast.from_pretrained(tmp, model_max_length=max_length)
@@ -95,10 +85,10 @@ def load_tokenizer_and_model(
     train_texts: Iterable[str] | None = None,
     max_length: int | None = 128,
 ):
-    """``(tokenizer, model)`` for ``name`` with a fresh head over ``label_names`` (class names
-    in id order; a saved model's head is kept when its labels match). The tokenizer keeps the
-    model's limit (:func:`pt2aws.serving.handler.max_tokens`); ``tiny-roberta`` trains on ``train_texts``
-    (ConfigError without) with ``max_length`` positions (``None``: from the data).
+    """``(tokenizer, model)`` for ``name`` with a fresh head over ``label_names`` (id order; a
+    saved model's head is kept when its labels match), the tokenizer at the model's limit
+    (:func:`pt2aws.serving.handler.max_tokens`); ``tiny-roberta`` trains on ``train_texts`` with
+    ``max_length`` positions (``None``: from the data). ConfigError (no ``train_texts``),
     MissingFileError, HubUnreachableError: the model cannot be found offline."""
     from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
 
@@ -113,7 +103,7 @@ def load_tokenizer_and_model(
             from pt2aws.data.lengths import choose_max_length
 
             choice = choose_max_length(tokenizer, texts, model_max_tokens=MODEL_MAX_TOKENS)
-            tokenizer.model_max_length = choice.max_length
+            tokenizer.model_max_length = choice["max_length"]
         return tokenizer, build_tiny_roberta(tokenizer, label_names)
     path = minilm_path() if name == MINILM_L6 else name
     if name != MINILM_L6:

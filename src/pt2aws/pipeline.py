@@ -40,14 +40,11 @@ class _PrefixedStream(io.TextIOBase):
         self.sink, self.prefix, self.at_line_start = sink, prefix, True
 
     def write(self, text: str) -> int:
-        out = []
-        for ch in text:
-            if self.at_line_start:
-                out.append(self.prefix)
-            out.append(ch)
-            self.at_line_start = ch in "\n\r"
-        self.sink.write("".join(out))
+        lines = text.splitlines(keepends=True)  # a bar's "\r" ends a line too
+        starts = [self.at_line_start] + [True] * (len(lines) - 1)
+        self.sink.write("".join(self.prefix * s + line for s, line in zip(starts, lines)))
         self.sink.flush()
+        self.at_line_start = lines[-1][-1] in "\n\r" if lines else self.at_line_start
         return len(text)
 
 

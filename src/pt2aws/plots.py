@@ -21,14 +21,10 @@ def plot_training(log: Sequence[dict], history: Sequence[dict], path: str | Path
 
     fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(10, 3.5))
     ax_loss.plot([r["step"] for r in log], [r["loss"] for r in log], marker=".")
-    ax_loss.set(
-        xlabel="optimizer step", ylabel="training loss (cross-entropy, nats)", title="Training loss"
-    )
+    ax_loss.set(title="Training loss", xlabel="optimizer step", ylabel="cross-entropy (nats)")
     epochs, accuracy = [h["epoch"] for h in history], [h["eval_accuracy"] for h in history]
     ax_acc.plot(epochs, accuracy, marker="o", color="tab:green")
-    ax_acc.set(
-        xlabel="epoch", ylabel="validation accuracy", title="Validation accuracy", ylim=(0, 1)
-    )
+    ax_acc.set(title="Validation accuracy", xlabel="epoch", ylabel="accuracy", ylim=(0, 1))
     fig.tight_layout()
     return _save(fig, path)
 
@@ -98,9 +94,9 @@ def plot_time_vs_cost(rec: dict, path: str | Path | None = None):
     for kind, color in {"gpu": "tab:green", "trainium": "tab:purple", "cpu": "tab:gray"}.items():
         points = 10 ** xy[[r["kind"] == kind for r in rows]]
         ax.scatter(points[:, 0], points[:, 1], color=color, label=kind)
-    ax.set(xscale="log", yscale="log", xlabel="estimated training time, compute only (hours)")
-    ax.set(ylabel="estimated cost (USD, EC2 on-demand)")
-    ax.set_title(f"{rec['model']['name']}: time vs cost per instance")
+    ax.set(xscale="log", yscale="log", xlabel="estimated training time, compute only (hours)",
+           ylabel="estimated cost (USD, EC2 on-demand)",
+           title=f"{rec['model']['name']}: time vs cost per instance")  # fmt: skip
     ax.legend(fontsize=8, title="labelled: no other is faster and cheaper", title_fontsize=7)
     fig.tight_layout()
     cheapest = {r["kind"]: r for r in sorted(rows, key=lambda r: -r["cost_usd"])}.values()
@@ -120,11 +116,9 @@ def plot_time_vs_cost(rec: dict, path: str | Path | None = None):
     boxes = []
     for point, names in groups:
         for corner, (dx, dy) in enumerate(((5, 5), (5, -5), (-5, 5), (-5, -5))):
-            ha, va = ("left" if dx > 0 else "right"), ("bottom" if dy > 0 else "top")
-            text, at = "\n".join(names), 10**point
-            label = ax.annotate(
-                text, at, (dx, dy), textcoords="offset points", ha=ha, va=va, fontsize=7
-            )
+            label = ax.annotate("\n".join(names), 10**point, (dx, dy), textcoords="offset points",
+                                ha="left" if dx > 0 else "right", va="bottom" if dy > 0 else "top",
+                                fontsize=7)  # fmt: skip
             box = label.get_window_extent(fig.canvas.get_renderer())
             if corner == 3 or not any(box.overlaps(b) for b in boxes):  # the last corner stays
                 break

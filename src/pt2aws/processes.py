@@ -1,5 +1,5 @@
-"""Subprocesses and ports: a free TCP port, a child that dies with its parent, a process group
-stopped with everything it started."""
+"""Subprocesses and ports: a free TCP port, a child that dies with its parent and streams its
+output, a process group stopped with everything it started."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
+from collections import deque
 from pathlib import Path
 
 
@@ -32,6 +34,44 @@ def die_with_parent():
         ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
 
     return set_death_signal
+
+
+class ChildFailedError(RuntimeError):
+    """A child process exited non-zero or ran past its time; the message ends with its output."""
+
+
+def stream_child(cmd: list[str], on_line, *, what: str, env=None, timeout_s=None) -> bool:
+    """Run ``cmd`` (``env`` added to this process's, Python unbuffered, stderr into stdout; it dies
+    with this process), each output line to ``on_line``; a true return kills the child. Returns
+    whether ``on_line`` stopped it. Raises ChildFailedError (``what``, the last 40 lines): a
+    non-zero exit, or ``timeout_s`` seconds passed."""
+    tail, stopped, timed_out = deque(maxlen=40), False, threading.Event()
+    with subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+        preexec_fn=die_with_parent(),  # a killed kernel or make run: the child stops too
+    ) as proc:
+        timer = threading.Timer(
+            timeout_s or threading.TIMEOUT_MAX, lambda: (timed_out.set(), proc.kill())
+        )
+        timer.start()
+        try:
+            for line in proc.stdout:
+                tail.append(line)
+                if on_line(line):
+                    stopped = True
+                    proc.kill()
+                    break
+        finally:
+            timer.cancel()
+        code = proc.wait()
+    if timed_out.is_set() or (code and not stopped):
+        why = f"no result within {timeout_s} s" if timed_out.is_set() else f"exit code {code}"
+        raise ChildFailedError(f"{what}: {why}; last output:\n{''.join(tail)}")
+    return stopped
 
 
 def stop_process_group(proc: subprocess.Popen, timeout_s: float = 15.0) -> None:

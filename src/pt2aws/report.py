@@ -1,9 +1,11 @@
-"""``summary.md``: the key figures of a run folder (``make run``), one function per notebook;
-a stage that did not run is reported as missing, not hidden."""
+"""``summary.md``: the key figures of a run folder (``make run``), a section per notebook; a stage
+that did not run is reported as missing, not hidden. :func:`markdown_table` is the one Markdown
+table writer."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from pt2aws.rundir import RunDir
@@ -16,32 +18,32 @@ TRAINING_KEYS = (
 )
 
 
+def markdown_table(header: Sequence, rows: Iterable[Sequence]) -> list[str]:
+    """The lines of a Markdown table: ``header`` (column names) over ``rows``."""
+    return [f"| {' | '.join(map(str, r))} |" for r in [header, ["---"] * len(header), *rows]]
+
+
 def _fmt(value, digits: int = 4) -> str:
     if value is None:
         return "n/a"
     return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
 
 
-def _table(header: str, rows: list[list]) -> list[str]:
-    rule = " | ".join("---" for _ in header.split("|"))
-    return [f"| {header} |", f"| {rule} |", *(f"| {' | '.join(map(str, r))} |" for r in rows)]
+def _metrics(title: str, rows: list) -> list[str]:
+    return [f"## {title}", *markdown_table(["metric", "value"], rows), ""]
 
 
-def _load(path: Path) -> dict | None:
-    return json.loads(path.read_text()) if path.is_file() else None
+def _load(path: Path) -> dict:
+    return json.loads(path.read_text()) if path.is_file() else {}
 
 
-def _environment(env: dict | None, sizing: dict | None) -> list[str]:
+def _environment(env: dict, sizing: dict | None) -> list[str]:
     lines = []
     if env:
-        cpu = env.get("cpu") or {}
-        lines += [
-            "## Environment",
-            f"- profile: `{env.get('profile')}`; torch {env.get('versions', {}).get('torch')}, "
-            f"{env.get('accelerator', 'cpu')}; suggested instance: {env.get('suggested_instance')}",
-        ]
-        described = (cpu.get("features") or {}).get("description")
-        if described:
+        cpu, torch = env.get("cpu") or {}, env.get("versions", {}).get("torch")
+        lines += ["## Environment", f"- profile: `{env.get('profile')}`; torch {torch}, "
+                  f"{env.get('accelerator', 'cpu')}; suggested instance: {env.get('suggested_instance')}"]  # fmt: skip
+        if described := (cpu.get("features") or {}).get("description"):
             lines.append(f"- CPU: {described}; {cpu.get('logical_cores', '?')} logical cores")
         lines.append("")
     if sizing:
@@ -57,47 +59,35 @@ def _environment(env: dict | None, sizing: dict | None) -> list[str]:
     return lines
 
 
-def _training(train: dict | None) -> list[str]:
+def _training(train: dict, ab: dict, job: dict) -> list[str]:
     if not train:
-        return ["## Fine-tuning: missing (train/metrics.json not found)", ""]
-    rows = [[key, _fmt(train.get(key))] for key in TRAINING_KEYS]
-    source = (train.get("data") or {}).get("source")
-    if source:
-        rows.insert(0, ["data", f"{source}, classes {', '.join(train.get('label_names', []))}"])
-    flags = ", ".join(
-        f"{k}={'on' if v['enabled'] else 'off'}" for k, v in train.get("flags", {}).items()
-    )
-    rows.append(["flags", flags])
-    length = train.get("sequence_length")
-    if length:
-        served = f"train {length['train_max_length']}, serve {length['serve_max_length']} tokens"
-        rows.append(["sequence length", served])
-    return ["## Fine-tuning (notebook 01)", *_table("metric | value", rows), ""]
-
-
-def _ab_and_job(ab: dict | None, job: dict | None) -> list[str]:
-    lines = []
-    if ab and ab.get("rows"):
-        header = "variant | samples/s | vs baseline | vs Trainer | final loss"
-        rows = [
-            [r["variant"], _fmt(r.get("samples_per_s"), 1), _fmt(r.get("vs_baseline"), 2)]
-            + [_fmt(r.get("vs_trainer"), 2), _fmt(r.get("final_loss"))]
-            for r in ab["rows"]
+        lines = ["## Fine-tuning: missing (train/metrics.json not found)", ""]
+    else:
+        rows = [[key, _fmt(train.get(key))] for key in TRAINING_KEYS]
+        if source := (train.get("data") or {}).get("source"):
+            rows.insert(0, ["data", f"{source}, classes {', '.join(train.get('label_names', []))}"])
+        flags = [
+            f"{k}={'on' if v['enabled'] else 'off'}" for k, v in train.get("flags", {}).items()
         ]
-        lines += [f"## Training speed A/B (notebook 01; {ab.get('device')})", *_table(header, rows)]
-        lines.append("")
+        rows.append(["flags", ", ".join(flags)])
+        if n := train.get("sequence_length"):
+            served = f"train {n['train_max_length']}, serve {n['serve_max_length']} tokens"
+            rows.append(["sequence length", served])
+        lines = _metrics("Fine-tuning (notebook 01)", rows)
+    if ab.get("rows"):
+        header = ["variant", "samples/s", "vs baseline", "vs Trainer", "final loss"]
+        rows = [[r["variant"], _fmt(r.get("samples_per_s"), 1), _fmt(r.get("vs_baseline"), 2),
+                 _fmt(r.get("vs_trainer"), 2), _fmt(r.get("final_loss"))] for r in ab["rows"]]  # fmt: skip
+        lines += [f"## Training speed A/B (notebook 01; {ab.get('device')})"]
+        lines += [*markdown_table(header, rows), ""]
     if job:
         status = (job.get("final") or {}).get("status", job.get("status"))
-        image = job.get("spec", {}).get("image_uri")
-        lines += [
-            f"- SageMaker training job ({job.get('target')}): `{job.get('name')}` {status}, "
-            f"image `{image}`",
-            "",
-        ]
+        lines += [f"- SageMaker training job ({job.get('target')}): `{job.get('name')}` {status}, "
+                  f"image `{job.get('spec', {}).get('image_uri')}`", ""]  # fmt: skip
     return lines
 
 
-def _inference(infer: dict | None) -> list[str]:
+def _inference(infer: dict) -> list[str]:
     if not infer:
         return []
     rows = [
@@ -109,13 +99,13 @@ def _inference(infer: dict | None) -> list[str]:
     ]
     if infer.get("best_variant"):
         speed = _fmt(infer.get("throughput_samples_per_second"), 1)
-        best = f"{infer['best_variant']}: {speed} samples/s (batch 32)"
-        rows.append(["best variant (>= 99% agreement)", best])
+        rows.append(["best variant (>= 99% agreement)", f"{infer['best_variant']}: {speed} "
+                     "samples/s (batch 32)"])  # fmt: skip
     left_out = [f"- {name} left out: {why}" for name, why in (infer.get("left_out") or {}).items()]
-    return ["## Local inference (notebook 02)", *_table("metric | value", rows), "", *left_out, ""]
+    return [*_metrics("Local inference (notebook 02)", rows), *left_out, ""]
 
 
-def _deployment(deploy: dict | None, cost_md: Path) -> list[str]:
+def _deployment(deploy: dict, cost_md: Path) -> list[str]:
     if not deploy:
         return []
     lines = [
@@ -128,26 +118,22 @@ def _deployment(deploy: dict | None, cost_md: Path) -> list[str]:
         f"{deploy.get('matches_local')}",
         "",
     ]
-    if cost_md.is_file():
-        lines += ["### Cost per 1M inferences", cost_md.read_text(), ""]
-    return lines
+    cost = ["### Cost per 1M inferences", cost_md.read_text(), ""] if cost_md.is_file() else []
+    return lines + cost
 
 
 def write_summary(run_dir: str | Path, timings_s: dict[str, float] | None = None) -> Path:
     """Write ``summary.md`` from ``run_dir`` and ``timings_s`` (seconds per notebook); its path."""
     run = RunDir(run_dir)
     lines = [f"# pt2aws run {run.root.name}", ""]
-    sizing = (_load(run.recommendation_json) or {}).get("recommendation")
-    lines += _environment(_load(run.env_json), sizing)
-    lines += _training(_load(run.train_metrics))
-    lines += _ab_and_job(_load(run.ab_json), _load(run.sagemaker_job_json))
+    lines += _environment(_load(run.env_json), _load(run.recommendation_json).get("recommendation"))
+    lines += _training(_load(run.train_metrics), _load(run.ab_json), _load(run.sagemaker_job_json))
     lines += _inference(_load(run.inference_metrics))
     lines += _deployment(_load(run.deploy_json), run.cost_md)
     if timings_s:
         rows = [[k, f"{v:.1f}"] for k, v in {**timings_s, "total": sum(timings_s.values())}.items()]
-        lines += ["## Timings", *_table("notebook | seconds", rows), ""]
-    plots = sorted(run.plots_dir.glob("*.png"))
-    if plots:
+        lines += ["## Timings", *markdown_table(["notebook", "seconds"], rows), ""]
+    if plots := sorted(run.plots_dir.glob("*.png")):
         lines += ["## Plots", *(f"![{p.stem}](plots/{p.name})" for p in plots), ""]
     run.summary_md.write_text("\n".join(lines))
     return run.summary_md

@@ -75,27 +75,26 @@ class RunDir:
     def plot(self, name: str) -> Path:  # plots/<name>.png
         return self.plots_dir / f"{name.removesuffix('.png')}.png"
 
-    def writer_of(self, path: str | Path) -> str:
-        """The notebook that writes ``path`` (a path inside this run folder)."""
+    def require(self, path: str | Path) -> Path:
+        """``path`` if it exists, else MissingFileError naming the notebook that writes it."""
+        if Path(path).exists():
+            return Path(path)
         try:
             first = Path(path).resolve().relative_to(self.root.resolve()).parts[0]
         except (ValueError, IndexError):
-            return "an earlier notebook"
-        return WRITERS.get(first, "an earlier notebook")
-
-    def require(self, path: str | Path) -> Path:
-        """``path`` if it exists, else MissingFileError naming the notebook to run first."""
-        if not Path(path).exists():
-            raise MissingFileError(
-                f"{path} not found: run {self.writer_of(path)} first with RUN_DIR = {str(self.root)!r}"
-            )
-        return Path(path)
+            first = ""
+        writer = WRITERS.get(first, "an earlier notebook")
+        raise MissingFileError(
+            f"{path} not found: run {writer} first with RUN_DIR = {str(self.root)!r}"
+        )
 
     def read_json(self, path: str | Path) -> dict:
         return json.loads(self.require(path).read_text())
 
     def read_jsonl(self, path: str | Path) -> list[dict]:
-        return read_jsonl(self.require(path))
+        """A JSON Lines file as a list of dicts (one per non-empty line)."""
+        lines = self.require(path).read_text().splitlines()
+        return [json.loads(line) for line in lines if line.strip()]
 
 
 def write_json(path: str | Path, data: dict) -> Path:
@@ -104,8 +103,3 @@ def write_json(path: str | Path, data: dict) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=2, default=str))
     return path
-
-
-def read_jsonl(path: str | Path) -> list[dict]:
-    """A JSON Lines file as a list of dicts (one per non-empty line)."""
-    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]

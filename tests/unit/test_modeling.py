@@ -79,6 +79,6 @@ def test_tiny_roberta_sized_from_the_data_when_max_length_is_none():
     tok, model = load_tokenizer_and_model(
         "tiny-roberta", ["a", "b"], train_texts=texts, max_length=None
     )
-    chosen = choose_max_length(tok, texts, model_max_tokens=512).max_length
+    chosen = choose_max_length(tok, texts, model_max_tokens=512)["max_length"]
     assert tok.model_max_length == chosen and chosen % 8 == 0
     assert model.config.max_position_embeddings == chosen + 2

@@ -57,3 +57,18 @@ def test_die_with_parent_ends_a_silent_child_when_its_parent_dies():
         assert not gone_within(survivor, 1.5)  # the control: an orphan lives on by default
     finally:
         os.kill(survivor, 9)
+
+
+def test_stream_child_streams_lines_stops_early_and_fails_with_its_tail():
+    lines = []
+    count = [sys.executable, "-c", "import time\nfor i in range(50): print(i, flush=True)"]
+    assert processes.stream_child(count, lines.append, what="count") is False
+    assert [int(x) for x in lines] == list(range(50))
+    assert processes.stream_child(count, lambda line: line == "3\n", what="count") is True
+    fail = [sys.executable, "-c", "import sys\nfor i in range(50): print(i)\nsys.exit(3)"]
+    with pytest.raises(processes.ChildFailedError, match="^count: exit code 3") as err:
+        processes.stream_child(fail, lambda line: None, what="count")
+    assert str(err.value).splitlines()[1:] == [str(i) for i in range(10, 50)]  # the last 40
+    sleep = [sys.executable, "-c", "import time; print('up', flush=True); time.sleep(30)"]
+    with pytest.raises(processes.ChildFailedError, match="no result within 0.5 s"):
+        processes.stream_child(sleep, lambda line: None, what="sleep", timeout_s=0.5)

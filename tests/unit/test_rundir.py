@@ -23,12 +23,17 @@ def test_run_dir_names_every_path_and_says_which_notebook_writes_it(tmp_path):
     assert run.model_dir == tmp_path / "train" / "model"
     assert run.plot("training") == run.plot("training.png") == tmp_path / "plots" / "training.png"
     assert run.deploy_archive == tmp_path / "deploy" / "model.tar.gz"
-    assert run.writer_of(run.train_metrics) == "01_finetune_multi_gpu"
-    assert run.writer_of(run.inference_metrics) == "02_local_inference"
-    assert run.writer_of(run.cost_md) == "03_deploy_sagemaker_graviton"
-    assert run.writer_of(run.recommendation_json) == "00_instance_setup"
-    assert run.writer_of(run.ec2_dir / "commands.json") == "00_instance_setup"
-    assert run.writer_of(run.sagemaker_job_dir / "model") == "01_finetune_multi_gpu"
+    for path, writer in (
+        (run.train_metrics, "01_finetune_multi_gpu"),
+        (run.inference_metrics, "02_local_inference"),
+        (run.cost_md, "03_deploy_sagemaker_graviton"),
+        (run.recommendation_json, "00_instance_setup"),
+        (run.ec2_dir / "commands.json", "00_instance_setup"),
+        (run.sagemaker_job_dir / "model", "01_finetune_multi_gpu"),
+        (tmp_path.parent / "elsewhere.json", "an earlier notebook"),
+    ):
+        with pytest.raises(FileNotFoundError, match=f"run {writer} first"):
+            run.require(path)
     with pytest.raises(FileNotFoundError, match="run 01_finetune_multi_gpu first with RUN_DIR"):
         run.require(run.model_dir)
     rundir.write_json(run.ab_json, {"rows": [1]})

@@ -8,22 +8,18 @@ import re
 import time
 from dataclasses import dataclass, field
 
-from pt2aws.errors import UserError
+from pt2aws.errors import CHECK_CREDENTIALS, UserError
 
 #: SageMaker resource names: letters, digits and single hyphens, 63 characters at most.
 NAME_PATTERN = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 #: The emulator this process runs: :func:`connect` closes it, so that "aws" reaches AWS.
 _RUNNING_EMULATOR: dict = {"session": None}
-_CREDENTIALS_FIX = (
-    "set AWS credentials (aws configure, AWS_PROFILE or an instance role) and check them with "
-    "`aws sts get-caller-identity`"
-)
 #: AWS's answer -> one line naming the fix, first match: ``(botocore exception class, error code
 #: prefix or operation; words in the message; the line)``, formatted with ``err``, ``code``,
 #: ``message``, ``operation``, ``region``.
 SETUP_ERRORS = (
-    ("NoCredentialsError", (), f"no AWS credentials found: {_CREDENTIALS_FIX}"),
-    ("PartialCredentialsError", (), f"no AWS credentials found: {_CREDENTIALS_FIX}"),
+    ("NoCredentialsError", (), f"no AWS credentials found: {CHECK_CREDENTIALS}"),
+    ("PartialCredentialsError", (), f"no AWS credentials found: {CHECK_CREDENTIALS}"),
     ("ProfileNotFound", (), "{err}: set AWS_PROFILE to one of `aws configure list-profiles`"),
     ("EndpointConnectionError", (), "AWS is unreachable ({err}): check the network, the region "
      "{region!r} and AWS_ENDPOINT_URL"),
@@ -36,7 +32,7 @@ SETUP_ERRORS = (
      "Quotas console (Amazon SageMaker) or pick another instance type"),
     ("ClientError", ("assume", "role"), "SageMaker cannot assume the execution role ({message}): "
      "it must exist and trust sagemaker.amazonaws.com"),
-    ("GetCallerIdentity", (), f"the credentials were refused ({{code}}): {_CREDENTIALS_FIX}"),
+    ("GetCallerIdentity", (), f"the credentials were refused ({{code}}): {CHECK_CREDENTIALS}"),
 )  # fmt: skip
 
 

@@ -60,13 +60,12 @@ def parse_label_map(spec: Mapping | str | None) -> dict[str, str] | None:
             raise DataError(f"label_map {spec!r}: the JSON must be an object")
     elif isinstance(spec, str):
         items = [item.partition("=") for item in spec.split(",")]
-        for raw, sep, _ in items:
-            if not sep:
-                raise DataError(
-                    f"label_map item {raw.strip()!r} has no '='; write raw=class pairs separated by "
-                    f"commas, e.g. {option('label_map', '1=positive,-1=negative')} (a label that "
-                    "contains ',' or '=' needs the JSON form)"
-                )
+        for raw in (raw for raw, sep, _ in items if not sep):
+            raise DataError(
+                f"label_map item {raw.strip()!r} has no '='; write raw=class pairs separated by "
+                f"commas, e.g. {option('label_map', '1=positive,-1=negative')} (a label that "
+                "contains ',' or '=' needs the JSON form)"
+            )
         spec = {raw: name for raw, _, name in items}
     result: dict[str, str] = {}
     for raw, name in spec.items():
@@ -91,7 +90,6 @@ def parse_label_map(spec: Mapping | str | None) -> dict[str, str] | None:
 def suggest_label_map(labels: list[str]) -> str:
     """A map to suggest for numeric labels: two become ``negative``/``positive``, more
     ``class_<value>``."""
-    ordered = sorted(labels, key=lambda v: float(v) if is_numeric(v) else math.inf)
-    if len(ordered) == 2:
-        return f"{ordered[0]}=negative,{ordered[1]}=positive"
-    return ",".join(f"{v}=class_{v}" for v in ordered)
+    ordered = sorted(labels, key=float)
+    names = ["negative", "positive"] if len(ordered) == 2 else [f"class_{v}" for v in ordered]
+    return ",".join(f"{v}={name}" for v, name in zip(ordered, names))

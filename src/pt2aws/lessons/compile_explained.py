@@ -12,6 +12,7 @@ import textwrap
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch._dynamo.testing import CompileCounter
 
 
 class TinyClassifier(nn.Module):
@@ -57,98 +58,73 @@ def step_without_graph_break(model, input_ids, attention_mask, labels):
     return loss, accuracy
 
 
-def _recorder(graphs: list):
-    """A ``torch.compile`` backend that keeps each FX graph Dynamo hands it and runs it as is."""
-
-    def backend(gm: torch.fx.GraphModule, example_inputs):
-        graphs.append(gm)
-        return gm.forward
-
-    return backend
-
-
-def capture_graphs(fn, *args) -> dict:
-    """Compile ``fn`` with a recording backend and call it once: its graphs and breaks."""
-    from torch._dynamo.utils import counters
-
-    torch._dynamo.reset()
-    counters.clear()
-    graphs = []
-    dynamo_log = logging.getLogger("torch._dynamo")
-    level = dynamo_log.level
-    dynamo_log.setLevel(logging.ERROR)  # the breaks are the lesson: returned, not logged
-    try:
-        with torch.no_grad():
-            torch.compile(fn, backend=_recorder(graphs))(*args)
-    finally:
-        dynamo_log.setLevel(level)
-    reasons = [r.splitlines()[0] for r, n in counters["graph_break"].items() for _ in range(n)]
-    return {
-        "graph_count": len(graphs),
-        "graph_break_count": len(reasons),
-        "break_reasons": reasons,
-        "graph_code": [gm.code.strip() for gm in graphs],
-    }
-
-
 def graph_breaks() -> dict:
-    """:func:`capture_graphs` of the step with a graph break and of the one without."""
+    """``torch._dynamo.explain`` of the step with a graph break and of the one without: each's
+    ``graph_count``, ``graph_break_count``, ``break_reasons`` (first lines), ``graph_code``."""
     torch.manual_seed(0)
     gen = torch.Generator().manual_seed(0)
     ids = torch.randint(0, 100, (4, 16), generator=gen)
     labels = torch.randint(0, 2, (4,), generator=gen)
-    args = (TinyClassifier().eval(), ids, torch.ones(4, 16, dtype=torch.long), labels)
-    return {
-        "with_break": capture_graphs(step_with_graph_break, *args),
-        "without_break": capture_graphs(step_without_graph_break, *args),
-    }
-
-
-def count_recompiles(
-    lengths, *, batch_size=16, bucketing=False, pad_to_multiple_of=1, dynamic=False
-):
-    """One epoch of ``epoch_batches`` (shuffled or bucketed), each padded to its longest text
-    (rounded up to ``pad_to_multiple_of``), through the compiled tiny model: batches, distinct
-    shapes, compiles, pad fraction."""
-    from pt2aws.train.distributed import epoch_batches
-
-    batches = epoch_batches(lengths, batch_size, seed=0, bucketing=bucketing)
-    multiple = pad_to_multiple_of
-    shapes = [
-        (len(b), math.ceil(max(lengths[i] for i in b) / multiple) * multiple) for b in batches
-    ]
-    torch.manual_seed(0)
-    graphs = []
-    torch._dynamo.reset()
-    compiled = torch.compile(TinyClassifier().eval(), backend=_recorder(graphs), dynamic=dynamic)
-    with torch.no_grad(), torch._dynamo.config.patch(recompile_limit=len(batches) + 1):
-        for rows, padded in shapes:
-            compiled(torch.zeros(rows, padded, dtype=torch.long), torch.ones(rows, padded))
-    real = sum(lengths[i] for b in batches for i in b)
-    return {
-        "batches": len(batches),
-        "distinct_shapes": len(set(shapes)),
-        "compiles": len(graphs),
-        "pad_fraction": 1 - real / sum(rows * padded for rows, padded in shapes),
-        "padded_lengths": [padded for _, padded in shapes],
-    }
+    args = (TinyClassifier().eval(), ids, torch.ones_like(ids), labels)
+    steps = {"with_break": step_with_graph_break, "without_break": step_without_graph_break}
+    dynamo_log, out = logging.getLogger("torch._dynamo"), {}
+    level = dynamo_log.level
+    dynamo_log.setLevel(logging.ERROR)  # the breaks are the lesson: returned, not logged
+    try:
+        for name, fn in steps.items():
+            with torch.no_grad():
+                found = torch._dynamo.explain(fn)(*args)
+            out[name] = {
+                "graph_count": found.graph_count,
+                "graph_break_count": found.graph_break_count,
+                "break_reasons": [r.reason.splitlines()[0] for r in found.break_reasons],
+                "graph_code": [gm.code.strip() for gm in found.graphs],
+            }
+    finally:
+        dynamo_log.setLevel(level)
+    return out
 
 
 def recompile_table() -> list[dict]:
-    """:func:`count_recompiles` for the settings worth comparing, one row each, on 96 lengths
-    drawn from 6-48 tokens like tweets."""
+    """Per setting, one epoch of ``epoch_batches`` (batch 16) of 96 lengths drawn from 6-48
+    tokens like tweets, each batch padded to its longest text (rounded up to a multiple),
+    through the compiled tiny model: ``batches``, ``distinct_shapes``, ``compiles``,
+    ``pad_fraction``, ``padded_lengths``."""
+    from pt2aws.train.distributed import epoch_batches
+
     lengths = torch.randint(6, 49, (96,), generator=torch.Generator().manual_seed(0)).tolist()
-    settings = {
-        "shuffled, pad to longest, static shapes": {},
-        "shuffled, pad to multiple of 8, static": {"pad_to_multiple_of": 8},
-        "bucketed, pad to longest, static shapes": {"bucketing": True},
-        "bucketed, pad to multiple of 8, static": {"bucketing": True, "pad_to_multiple_of": 8},
-        "bucketed, pad to longest, dynamic=None": {"bucketing": True, "dynamic": None},
+    settings = {  # (bucketing, pad to a multiple of, dynamic)
+        "shuffled, pad to longest, static shapes": (False, 1, False),
+        "shuffled, pad to multiple of 8, static": (False, 8, False),
+        "bucketed, pad to longest, static shapes": (True, 1, False),
+        "bucketed, pad to multiple of 8, static": (True, 8, False),
+        "bucketed, pad to longest, dynamic=None": (True, 1, None),
     }
-    return [
-        {"setting": name, **count_recompiles(lengths, **kwargs)}
-        for name, kwargs in settings.items()
-    ]
+    rows = []
+    for name, (bucketing, multiple, dynamic) in settings.items():
+        batches = epoch_batches(lengths, 16, seed=0, bucketing=bucketing)
+        shapes = [
+            (len(b), math.ceil(max(lengths[i] for i in b) / multiple) * multiple) for b in batches
+        ]
+        torch.manual_seed(0)
+        torch._dynamo.reset()
+        counter = CompileCounter()  # a backend that counts the graphs it is given, run eagerly
+        compiled = torch.compile(TinyClassifier().eval(), backend=counter, dynamic=dynamic)
+        with torch.no_grad(), torch._dynamo.config.patch(recompile_limit=len(batches) + 1):
+            for n, length in shapes:
+                compiled(torch.zeros(n, length, dtype=torch.long), torch.ones(n, length))
+        cells = sum(n * length for n, length in shapes)  # each text is in one batch
+        rows.append(
+            {
+                "setting": name,
+                "batches": len(batches),
+                "distinct_shapes": len(set(shapes)),
+                "compiles": counter.frame_count,
+                "pad_fraction": 1 - sum(lengths) / cells,
+                "padded_lengths": [length for _, length in shapes],
+            }
+        )
+    return rows
 
 
 def _mlp() -> nn.Module:
@@ -215,8 +191,8 @@ def precision() -> dict:
 def show_source(obj, docstring: bool = True) -> str:
     """The dedented source of a function or class; ``docstring=False`` leaves its docstring out."""
     source = textwrap.dedent(inspect.getsource(obj))
-    body = ast.parse(source).body[0].body
-    if docstring or not (isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)):
+    node = ast.parse(source).body[0]
+    if docstring or ast.get_docstring(node) is None:
         return source
-    lines = source.splitlines(keepends=True)
-    return "".join(lines[: body[0].lineno - 1] + lines[body[0].end_lineno :])
+    lines, doc = source.splitlines(keepends=True), node.body[0]
+    return "".join(lines[: doc.lineno - 1] + lines[doc.end_lineno :])

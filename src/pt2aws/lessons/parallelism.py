@@ -10,24 +10,23 @@ import gc
 import json
 import os
 import re
-import subprocess
 import sys
 import tempfile
-import threading
 from pathlib import Path
 
 import torch
 from torch import nn
 
+from pt2aws.processes import stream_child
 from pt2aws.train.distributed import all_gather, compute_cleanup, compute_init, exit_worker
 
 #: Rank 0's lines that :func:`run` passes on as they come.
 PREFIX = "pt2aws-parallelism: "
 
 
-def make_mlp(dim: int = 1024, layers: int = 8) -> nn.Sequential:
-    """``layers`` square ``Linear(dim, dim)`` + ReLU blocks."""
-    return nn.Sequential(*(nn.Sequential(nn.Linear(dim, dim), nn.ReLU()) for _ in range(layers)))
+def make_mlp() -> nn.Sequential:
+    """8 ``Linear(1024, 1024)`` + ReLU blocks (8.4 M parameters)."""
+    return nn.Sequential(*(nn.Sequential(nn.Linear(1024, 1024), nn.ReLU()) for _ in range(8)))
 
 
 def _bytes(tensors) -> int:
@@ -42,7 +41,7 @@ def _rss(field: str) -> int:
     return int(re.search(rf"{field}:\s+(\d+) kB", status).group(1)) * 1024
 
 
-def _memory(mode: str, dim: int, layers: int) -> dict:
+def _memory(mode: str) -> dict:
     """Build and wrap (``ddp`` or ``fsdp``), one AdamW step: what this rank holds after it."""
     from torch.distributed.fsdp import fully_shard
     from torch.nn.parallel import DistributedDataParallel as DDP
@@ -53,7 +52,7 @@ def _memory(mode: str, dim: int, layers: int) -> dict:
     torch.manual_seed(0)
     if mode == "fsdp":
         with torch.device("meta"):  # FSDP2's idiom: no rank ever holds the whole model
-            model = make_mlp(dim, layers)
+            model = make_mlp()
         for block in model:
             fully_shard(block)  # one unit per layer: all-gathered for its forward, then freed
         fully_shard(model)
@@ -63,10 +62,10 @@ def _memory(mode: str, dim: int, layers: int) -> dict:
                 module.reset_parameters()
         step_model = model
     else:
-        model = make_mlp(dim, layers)
+        model = make_mlp()
         step_model = DDP(model)  # a full replica per rank, plus gradient buckets for all-reduce
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    x = torch.randn(16, dim, generator=torch.Generator().manual_seed(1))
+    x = torch.randn(16, 1024, generator=torch.Generator().manual_seed(1))
     step_model(x).pow(2).mean().backward()
     optimizer.step()
     state = [t for s in optimizer.state.values() for t in s.values() if torch.is_tensor(t)]
@@ -79,7 +78,7 @@ def _memory(mode: str, dim: int, layers: int) -> dict:
     }
 
 
-def _tensor_parallel(dim: int) -> dict:
+def _tensor_parallel(dim: int = 16) -> dict:
     """Column-wise first layer, row-wise second: local and full shapes, and the output's largest
     difference from the unsplit MLP."""
     from torch.distributed.device_mesh import init_device_mesh
@@ -117,13 +116,13 @@ def main(out: str) -> dict:
     torch.optim.AdamW(warm.parameters()).step()
     result = {"world_size": info.world_size}
     for mode in ("ddp", "fsdp", "tp"):
-        mine = _tensor_parallel(16) if mode == "tp" else _memory(mode, 1024, 8)
+        mine = _tensor_parallel() if mode == "tp" else _memory(mode)
         result[mode] = all_gather(mine, info)
         if info.is_main:
             print(f"{PREFIX}{mode} measured on {info.world_size} processes", flush=True)
     if info.is_main:
         Path(out).write_text(json.dumps(result, indent=2))
-    compute_cleanup(info, succeeded=True)
+    compute_cleanup(info)
     return result
 
 
@@ -136,19 +135,13 @@ def run(timeout_s: float = 300, stream=None) -> dict:
         cmd += ["-m", "pt2aws.lessons.parallelism", str(out)]
         # blocks of 64 KiB and more go back to the OS when freed (glibc): RSS follows the live
         # tensors; CUDA_VISIBLE_DEVICES="": CPU tensors and gloo on a GPU machine too
-        env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536", "CUDA_VISIBLE_DEVICES": ""}
-        output = []
-        with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              env=env) as proc:  # fmt: skip
-            timer = threading.Timer(timeout_s, proc.kill)
-            timer.start()
-            for line in proc.stdout:
-                output.append(line)
-                if line.startswith(PREFIX) and stream is not None:
-                    print(line[len(PREFIX) :].rstrip(), file=stream, flush=True)
-            timer.cancel()
-        if proc.returncode != 0:
-            raise RuntimeError(f"exited {proc.returncode}:\n{''.join(output)[-3000:]}")
+        env = {"MALLOC_MMAP_THRESHOLD_": "65536", "CUDA_VISIBLE_DEVICES": ""}
+
+        def on_line(line: str) -> None:
+            if line.startswith(PREFIX) and stream is not None:
+                print(line[len(PREFIX) :].rstrip(), file=stream, flush=True)
+
+        stream_child(cmd, on_line, what="the parallelism lesson", env=env, timeout_s=timeout_s)
         return json.loads(out.read_text())
 
 

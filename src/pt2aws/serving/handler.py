@@ -18,9 +18,12 @@ from __future__ import annotations
 
 import codecs
 import csv
+import email.message
 import io
 import json
 import os
+import re
+from http import HTTPStatus
 
 import torch
 
@@ -55,53 +58,32 @@ OFFSET_POSITION_MODELS = ("roberta", "xlm-roberta", "camembert", "longformer")
 choose_variant = None
 
 
-class _ClientError(GenericInferenceToolkitError):
-    status, phrase = 400, "Bad Request"
+class ClientError(GenericInferenceToolkitError):
+    """A client mistake, answered as HTTP ``status`` (400 body, 406 Accept, 413 too many texts,
+    415 Content-Type) with ``message``."""
 
-    def __init__(self, message: str):
-        super().__init__(self.status, message, self.phrase)
-
-
-class BadRequestError(_ClientError):
-    """HTTP 400: the body cannot be read."""
-
-
-class UnsupportedMediaTypeError(_ClientError):
-    """HTTP 415: a ``Content-Type`` the handler does not read."""
-
-    status, phrase = 415, "Unsupported Media Type"
-
-
-class NotAcceptableError(_ClientError):
-    """HTTP 406: an ``Accept`` the handler cannot answer."""
-
-    status, phrase = 406, "Not Acceptable"
-
-
-class PayloadTooLargeError(_ClientError, ValueError):
-    """HTTP 413: too many texts for one request (also raised by ``pt2aws.aws.invoke``)."""
-
-    status, phrase = 413, "Payload Too Large"
+    def __init__(self, status: int, message: str):
+        super().__init__(status, message, HTTPStatus(status).phrase)
 
     def __str__(self) -> str:
         return self.message
 
 
-def _charset(content_type: str | None) -> str:
-    for param in (content_type or "").split(";")[1:]:
-        key, _, value = param.partition("=")
-        if key.strip().lower() == "charset" and value.strip():
-            return value.strip().strip("\"'").strip().lower()
-    return "utf-8"
+class PayloadTooLargeError(ClientError, ValueError):
+    """HTTP 413: too many texts for one request (also raised by ``pt2aws.aws.invoke``)."""
+
+    def __init__(self, message: str):
+        super().__init__(413, message)
 
 
 def _decode(body: bytes, content_type: str | None) -> str:
-    """Body bytes to text; a UTF-8 BOM wins over the declared charset (WHATWG Encoding)."""
-    charset = "utf-8" if body.startswith(codecs.BOM_UTF8) else _charset(content_type)
+    """Body bytes to text in its ``charset`` (default UTF-8); a UTF-8 BOM wins (WHATWG Encoding)."""
+    header = email.message.Message()
+    header["content-type"] = content_type or ""
+    charset = (header.get_content_charset() or "").strip("\"' ") or "utf-8"
+    charset = "utf-8" if body.startswith(codecs.BOM_UTF8) else charset
     try:
         return body.decode(charset).removeprefix("\ufeff")
-    except LookupError:
-        raise BadRequestError(f"unknown charset {charset!r}; send UTF-8") from None
     except UnicodeDecodeError as err:
         name = "UTF-8" if charset.replace("-", "").replace("_", "") == "utf8" else charset
         hint = "encode it as UTF-8 or name its charset (e.g. text/plain; charset=windows-1252)"
@@ -109,15 +91,10 @@ def _decode(body: bytes, content_type: str | None) -> str:
             hint = "it has a UTF-16 byte-order mark (Windows PowerShell 5 '>'): send UTF-8 or add "
             hint += "'; charset=utf-16' to Content-Type"
         why = f"{err.reason} at byte {err.start}"
-        raise BadRequestError(f"request body is not valid {name} ({why}); {hint}") from None
-    except (UnicodeError, ValueError) as err:  # codecs such as idna/punycode
-        raise BadRequestError(
-            f"request body cannot be read as {charset} ({err}); send UTF-8"
-        ) from None
-
-
-def _lines(text: str) -> str:
-    return text.replace("\r\n", "\n").replace("\r", "\n")
+        raise ClientError(400, f"request body is not valid {name} ({why}); {hint}") from None
+    except (LookupError, UnicodeError, ValueError) as err:  # unknown, or idna/punycode
+        why = f"request body cannot be read as {charset!r} ({err}); send UTF-8"
+        raise ClientError(400, why) from None
 
 
 def max_batch() -> int:
@@ -157,19 +134,13 @@ def model_fn(model_dir: str, context=None) -> dict:
     variant, reason = os.environ.get("PT2AWS_VARIANT", "eager").strip().lower(), "default"
     if variant != "eager":
         if choose_variant is None:
-            raise RuntimeError(
-                f"PT2AWS_VARIANT={variant} needs the pt2aws serving image (container/); the AWS "
-                "DLC serves fp32 eager: unset PT2AWS_VARIANT"
-            )
+            raise RuntimeError(f"PT2AWS_VARIANT={variant} needs the pt2aws serving image "
+                               "(container/); the AWS DLC serves fp32 eager: unset it")  # fmt: skip
         model, variant, reason = choose_variant(model_dir, model, variant, tokenizer)
     print(f"pt2aws handler: serving variant {variant} ({reason})", flush=True)
-    fast_math = os.environ.get("DNNL_DEFAULT_FPMATH_MODE", "").upper()
-    if fast_math in ("BF16", "ANY"):  # the Graviton guide's setting (Graviton3 and later)
-        print(
-            f"pt2aws handler: DNNL_DEFAULT_FPMATH_MODE={fast_math}: fp32 matrix products run in "
-            "bf16, so labels can differ from the agreement recorded at packaging",
-            flush=True,
-        )
+    if (fast := os.environ.get("DNNL_DEFAULT_FPMATH_MODE", "").upper()) in ("BF16", "ANY"):
+        print(f"pt2aws handler: DNNL_DEFAULT_FPMATH_MODE={fast}: fp32 matrix products run in bf16, "
+              "so labels can differ from the agreement recorded at packaging", flush=True)  # fmt: skip
     stride = int(os.environ.get("PT2AWS_WINDOW_OVERLAP", max_length // 4))
     return {"tokenizer": tokenizer, "model": model, "max_length": max_length,
             "long_texts": long_texts, "stride": stride, "variant": variant}  # fmt: skip
@@ -188,18 +159,19 @@ def input_fn(input_data, content_type, context=None) -> list[str]:
         hint = f"content type {content_type!r} is not supported; send one of {JSON}, {CSV}, {TEXT}"
         if media == "application/x-www-form-urlencoded":
             hint += " (curl --data sends this type: add -H 'Content-Type: application/json')"
-        raise UnsupportedMediaTypeError(hint)
+        raise ClientError(415, hint)
     if isinstance(input_data, (bytes, bytearray, memoryview)):
         text = _decode(bytes(input_data), content_type)
     else:
         text = input_data.removeprefix("\ufeff")
+    text = text.replace("\r\n", "\n").replace("\r", "\n")  # Windows and classic Mac OS lines
     if media == TEXT:
-        texts = [_lines(text).strip()]
+        texts = [text.strip()]
     elif media == CSV:
         try:
-            rows = [row for row in csv.reader(io.StringIO(_lines(text))) if row]
+            rows = [row for row in csv.reader(io.StringIO(text)) if row]
         except csv.Error as err:  # e.g. a field over csv.field_size_limit()
-            raise BadRequestError(f"request body is not readable CSV: {err}") from None
+            raise ClientError(400, f"request body is not readable CSV: {err}") from None
         if rows and rows[0][0].strip().lower() in ("text", "inputs"):
             rows = rows[1:]
         texts = [",".join(row).strip() for row in rows]
@@ -208,26 +180,18 @@ def input_fn(input_data, content_type, context=None) -> list[str]:
             payload = json.loads(text)
         except json.JSONDecodeError as err:
             where = f"{err.msg} at position {err.pos}"
-            raise BadRequestError(f"request body is not valid JSON: {where}") from None
+            raise ClientError(400, f"request body is not valid JSON: {where}") from None
         except RecursionError:
-            raise BadRequestError('JSON nested too deeply; send {"inputs": ["a", "b"]}') from None
-        if isinstance(payload, dict):
-            if "inputs" not in payload:
-                raise BadRequestError(
-                    'JSON object must have an "inputs" key: {"inputs": ["a", "b"]}'
-                )
-            payload = payload["inputs"]
+            raise ClientError(400, 'JSON nested too deeply; send {"inputs": ["a", "b"]}') from None
+        if isinstance(payload, dict) and "inputs" not in payload:
+            raise ClientError(400, 'JSON object must have an "inputs" key: {"inputs": ["a", "b"]}')
+        payload = payload["inputs"] if isinstance(payload, dict) else payload
         texts = [payload] if isinstance(payload, str) else payload
         if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
-            raise BadRequestError('"inputs" must be a string or a list of strings')
-    for i, item in enumerate(texts):
-        try:
-            item.encode("utf-8")
-        except UnicodeEncodeError as err:  # a JSON "\ud800" escape: no tokenizer reads it
-            bad = item[err.start]
-            raise BadRequestError(
-                f"text {i}: unpaired surrogate {bad!r}; send valid Unicode"
-            ) from None
+            raise ClientError(400, '"inputs" must be a string or a list of strings')
+    for i, item in enumerate(texts):  # a JSON "\ud800" escape: no tokenizer reads it
+        if bad := re.search("[\ud800-\udfff]", item):
+            raise ClientError(400, f"text {i}: unpaired surrogate {bad[0]!r}; send valid Unicode")
     limit = max_batch()
     if len(texts) > limit:
         too_many = f"{len(texts)} texts in one request; the limit is {limit} (PT2AWS_MAX_BATCH)"
@@ -290,33 +254,22 @@ def _choose_accept(accept: str | None) -> str:
     """The response type for an ``Accept`` header (comma list, q-values, wildcards)."""
     if not (accept or "").strip():
         return JSON
-    options = []
-    for pos, part in enumerate(accept.split(",")):
-        media, *params = [x.strip() for x in part.split(";")]
-        q = 1.0
-        for param in params:
-            key, _, value = param.partition("=")
-            if key.strip().lower() == "q":
-                try:
-                    q = float(value)
-                except ValueError:
-                    q = 0.0
-        if media and q > 0:
-            options.append((-q, pos, media.lower()))
-    for _, _, media in sorted(options):
-        if media in (JSON, CSV):
-            return media
-        if media in ("*/*", "application/*"):
-            return JSON
-        if media == "text/*":
-            return CSV
-    raise NotAcceptableError(f"Accept {accept!r} is not supported; ask for {JSON} or {CSV}")
+    ranked = []
+    for part in accept.split(","):
+        media, *params = [x.strip().lower() for x in part.split(";")]
+        q = dict(p.partition("=")[::2] for p in params).get("q", "1").strip()
+        ranked.append((float(q) if re.fullmatch(r"\d+(\.\d*)?", q) else 0.0, media))
+    answers = {JSON: JSON, CSV: CSV, "*/*": JSON, "application/*": JSON, "text/*": CSV}
+    for q, media in sorted(ranked, key=lambda r: -r[0]):  # stable: ties keep their order
+        if q > 0 and media in answers:
+            return answers[media]
+    raise ClientError(406, f"Accept {accept!r} is not supported; ask for {JSON} or {CSV}")
 
 
 def output_fn(prediction: list[dict], accept=None, context=None):
     """Predictions as JSON or CSV (``label,score,empty,truncated``) by ``accept``: the body, or
     ``(body, content_type)`` where ``accept`` does not name it (the toolkit's ``Content-Type``).
-    NotAcceptableError (406) where ``accept`` allows neither."""
+    a 406 ClientError where ``accept`` allows neither."""
     media = _choose_accept(accept)
     if media == JSON:
         body = json.dumps(prediction)
@@ -324,9 +277,8 @@ def output_fn(prediction: list[dict], accept=None, context=None):
         out = io.StringIO()
         writer = csv.writer(out, lineterminator="\n")
         writer.writerow(["label", "score", "empty", "truncated"])
-        for p in prediction:
-            writer.writerow([p["label"] or "", "" if p["score"] is None else p["score"],
-                             "true" if p.get("empty") else "false",
-                             "true" if p.get("truncated") else "false"])  # fmt: skip
+        writer.writerows([p["label"] or "", "" if p["score"] is None else p["score"],
+                          *(str(bool(p.get(k))).lower() for k in ("empty", "truncated"))]
+                         for p in prediction)  # fmt: skip
         body = out.getvalue()
     return body if (accept or JSON).strip() == media else (body, media)

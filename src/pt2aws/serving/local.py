@@ -8,14 +8,13 @@ import http.client
 import importlib.util
 import json
 import os
-import re
 import subprocess
 import sys
 import tarfile
 import time
 from pathlib import Path
 
-from pt2aws.processes import stop_process_group
+from pt2aws.processes import free_port, stop_process_group
 from pt2aws.serving.server import ModelService, Reply
 
 JSON = "application/json"
@@ -52,9 +51,9 @@ class LocalServer:
         return self._proc is not None and self._proc.poll() is None
 
     def launch(self, model_dir: Path) -> list[str]:
-        """The server's command (``--port 0``: it picks a free one and logs it)."""
+        """The server's command."""
         return [sys.executable, "-m", "pt2aws.serving.server", "serve", "--host", "127.0.0.1",
-                "--port", str(self.port or 0), "--model-dir", str(model_dir),
+                "--port", str(self.port), "--model-dir", str(model_dir),
                 "--workers", str(self.workers)]  # fmt: skip
 
     def start(self) -> LocalServer:
@@ -68,6 +67,7 @@ class LocalServer:
             model_dir = self.workdir / "model"
             with tarfile.open(self.model, "r:*") as tar:
                 tar.extractall(model_dir, filter="data")
+        self.port = self.port or free_port()
         cmd = self.launch(model_dir.resolve())
         src = str(Path(__file__).resolve().parents[2])  # the subprocess imports this pt2aws
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
@@ -82,10 +82,7 @@ class LocalServer:
             if not self.running:
                 self.stop()
                 raise ServerError(f"the server exited before it was healthy:\n{self.log_tail()}")
-            if self.port is None:  # our server logs the port it bound
-                found = re.search(r"listening on http://[\d.]+:(\d+)", self.log_tail())
-                self.port = int(found[1]) if found else None
-            if self.port and self.ping():
+            if self.ping():
                 self.startup_s = time.perf_counter() - t0
                 return self
             time.sleep(0.25)

@@ -70,12 +70,10 @@ def unmet_requirements(path: str | os.PathLike) -> list[str]:
     for line in filter(None, lines):
         req = Requirement(line)
         try:
-            version = metadata.version(req.name)
+            if not req.specifier.contains(version := metadata.version(req.name), prereleases=True):
+                unmet.append(f"{line} (installed: {version})")
         except metadata.PackageNotFoundError:
             unmet.append(line)
-            continue
-        if req.specifier and not req.specifier.contains(version, prereleases=True):
-            unmet.append(f"{line} (installed: {version})")
     return unmet
 
 
@@ -124,14 +122,9 @@ class ModelService:
 
     def load(self) -> None:
         """Import the handler, check ``code/requirements.txt``, ``model_fn``, ``model_warmup_fn``
-        if any and a warm-up request, then :attr:`ready`. FileNotFoundError: no model folder;
-        RuntimeError: the warm-up was not a 200."""
+        if any and a warm-up request, then :attr:`ready`. RuntimeError: the warm-up was not a 200.
+        """
         t0 = time.perf_counter()
-        if not self.model_dir.is_dir():
-            raise FileNotFoundError(
-                f"model folder {self.model_dir} does not exist: SageMaker extracts model.tar.gz "
-                "to /opt/ml/model; locally pass --model-dir or mount the model there"
-            )
         requirements = self.model_dir / "code" / "requirements.txt"
         unmet = unmet_requirements(requirements) if requirements.is_file() else []
         if unmet:
@@ -167,11 +160,6 @@ class ModelService:
         return Reply(200, out_body, media)
 
 
-def _too_large(limit: int) -> Reply:
-    return Reply.error(413, f"request body is too large: the limit is {limit} bytes "
-                            "(SAGEMAKER_MAX_PAYLOAD_IN_MB): split the batch")  # fmt: skip
-
-
 def create_app(service: ModelService, *, max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
                on_load_failure=None, load_wait_s: float = LOAD_WAIT_S):  # fmt: skip
     """One worker's Starlette app; ``service.load`` runs in a daemon thread at start-up (SIGTERM
@@ -182,6 +170,8 @@ def create_app(service: ModelService, *, max_request_bytes: int = DEFAULT_MAX_RE
     from starlette.routing import Route
 
     loaded, limiter = threading.Event(), anyio.CapacityLimiter(1)
+    too_large = Reply.error(413, f"request body is too large: the limit is {max_request_bytes} "
+                            "bytes (SAGEMAKER_MAX_PAYLOAD_IN_MB): split the batch")  # fmt: skip
 
     def respond(reply: Reply) -> Response:
         headers = {"content-type": reply.content_type} if reply.content_type else None
@@ -215,7 +205,7 @@ def create_app(service: ModelService, *, max_request_bytes: int = DEFAULT_MAX_RE
         async for chunk in request.stream():
             size += len(chunk)
             if size > max_request_bytes:
-                return respond(_too_large(max_request_bytes))
+                return respond(too_large)
             chunks.append(chunk)
         if not loaded.is_set():
             await asyncio.to_thread(loaded.wait, load_wait_s)
@@ -294,13 +284,11 @@ def main(argv: list[str] | None = None) -> int:
         workers = worker_count(args.workers)
         port = _positive("SAGEMAKER_BIND_TO_PORT", DEFAULT_PORT) if args.port is None else args.port
         max_request_bytes()  # validated once, not in every worker
+        if not (model_dir := resolve_model_dir(args.model_dir).resolve()).is_dir():
+            raise ValueError(f"model folder {model_dir} does not exist (SageMaker extracts "
+                             "model.tar.gz to /opt/ml/model; locally pass --model-dir)")  # fmt: skip
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
-        return 2
-    model_dir = resolve_model_dir(args.model_dir).resolve()
-    if not model_dir.is_dir():
-        print(f"error: model folder {model_dir} does not exist (SageMaker extracts model.tar.gz "
-              "to /opt/ml/model; locally pass --model-dir)", file=sys.stderr)  # fmt: skip
         return 2
     from pt2aws.inference.runtime import set_runtime_environment
 

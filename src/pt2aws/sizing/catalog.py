@@ -152,30 +152,28 @@ def instance_memory_bytes(instance_type: str) -> float | None:
     return instance_vcpus(instance_type) * per_vcpu * 2**30 if per_vcpu else None
 
 
+def cpu_peak(processor: str, vcpus: int) -> dict:
+    """fp32 peak of ``vcpus`` vCPUs of a ``cpus`` processor: ``{"flops", "precision", "basis",
+    "source"}``. Raises KeyError for another processor."""
+    cpu = data()["cpus"][processor]
+    per_vcpu = cpu["peak_fp32_gflops_per_vcpu"]
+    basis = f"{vcpus} vCPUs x {per_vcpu:g} GFLOP/s fp32 ({processor})"
+    return {"flops": vcpus * per_vcpu * 1e9, "precision": "fp32", "basis": basis,
+            "source": source(cpu["source"])}  # fmt: skip
+
+
 def peak_flops(instance_type: str) -> dict | None:
     """Peak FLOP/s of any size of a known family, ``{"flops", "precision", "basis", "source"}``
-    (accelerators' dense bf16, else vCPUs x fp32 per vCPU); None for an unknown processor."""
+    (accelerators' dense bf16, else :func:`cpu_peak`); None for an unknown processor."""
     row = find(instance_type)
     if row is not None and row.accelerator:
         basis = f"{row.accelerator_count} x {row.accelerator} dense bf16"
-        return {
-            "flops": row.peak_tflops * 1e12,
-            "precision": "bf16",
-            "basis": basis,
-            "source": row.sources["peak"],
-        }
+        return {"flops": row.peak_tflops * 1e12, "precision": "bf16", "basis": basis,
+                "source": row.sources["peak"]}  # fmt: skip
     processor = family_processor(instance_type) or ""
-    cpu = data()["cpus"].get(processor)
-    if not cpu:
+    if processor not in data()["cpus"]:
         return None
-    vcpus, per_vcpu = instance_vcpus(instance_type), cpu["peak_fp32_gflops_per_vcpu"]
-    basis = f"{vcpus} vCPUs x {per_vcpu:g} GFLOP/s fp32 ({processor})"
-    return {
-        "flops": vcpus * per_vcpu * 1e9,
-        "precision": "fp32",
-        "basis": basis,
-        "source": source(cpu["source"]),
-    }
+    return cpu_peak(processor, instance_vcpus(instance_type))
 
 
 def peak_bf16_flops(device_name: str) -> float | None:

@@ -33,17 +33,13 @@ class InstancePrice:
     def verified(self) -> bool:
         return bool(self.source["verified"])
 
-    @property
-    def region_note(self) -> str:
-        if self.region == self.asked_region:
-            return ""
-        return f"{self.region} price: the catalog has no figure for {self.asked_region}"
-
     def describe(self) -> str:
-        """``0.1734 USD/h (UNVERIFIED, sagemaker-hosting-pricing 2026-11-30, us-east-1)``."""
+        """``0.1734 USD/h (UNVERIFIED, sagemaker-hosting-pricing 2026-11-30, us-east-1)``, with
+        ``; us-east-1 price: the catalog has no figure for <asked_region>`` where they differ."""
         mark = "verified" if self.verified else "UNVERIFIED"
-        note = f"; {self.region_note}" if self.region_note else ""
-        where = f"{self.source['id']} {self.source['date']}, {self.region}{note}"
+        note = f"; {self.region} price: the catalog has no figure for {self.asked_region}"
+        where = f"{self.source['id']} {self.source['date']}, {self.region}"
+        where += note if self.region != self.asked_region else ""
         return f"{self.usd_per_hour:.6g} USD/h ({mark}, {where})"
 
 
@@ -98,77 +94,41 @@ def instance_cost(
 
 
 class PriceUnavailable(RuntimeError):
-    """The Price List API gave no price; the message is the reason."""
+    """The Price List API gave no single rate; the message says what it gave."""
 
 
-def product_filters(instance_type: str, use: str, region: str) -> tuple[str, list[dict]]:
-    """``(ServiceCode, Filters)`` of ``GetProducts`` for one on-demand rate (EC2: without
-    ``marketoption`` a Capacity Block matches, without ``licenseModel`` Windows rates do)."""
-    use = _use(instance_type, use)
+#: ``GetProducts`` filters of one on-demand Linux EC2 rate (without ``marketoption`` a Capacity
+#: Block matches, without ``licenseModel`` Windows rates do).
+EC2_FILTERS = {"operatingSystem": "Linux", "tenancy": "Shared", "preInstalledSw": "NA",
+               "capacitystatus": "Used", "marketoption": "OnDemand",
+               "licenseModel": "No License required"}  # fmt: skip
+
+
+def live_price(client, instance_type: str, use: str, region: str) -> InstancePrice:
+    """The on-demand hourly rate ``GetProducts`` gives now (``client``: a ``pricing`` client;
+    SageMaker: the ``Host``/``Train`` usage type, not another component's). Raises
+    PriceUnavailable: not exactly one rate; botocore's errors."""
+    bare = instance_type.removeprefix("ml.")
     if use == "ec2":
-        service = "AmazonEC2"
-        fields = {
-            "regionCode": region,
-            "instanceType": instance_type.removeprefix("ml."),
-            "operatingSystem": "Linux",
-            "tenancy": "Shared",
-            "preInstalledSw": "NA",
-            "capacitystatus": "Used",
-            "marketoption": "OnDemand",
-            "licenseModel": "No License required",
-        }
+        service, fields = "AmazonEC2", {"regionCode": region, "instanceType": bare, **EC2_FILTERS}
     else:
         service = "AmazonSageMaker"
-        name = "ml." + instance_type.removeprefix("ml.")
-        fields = {"instanceName": name, "locationType": "AWS Region", "regionCode": region}
-    return service, [{"Type": "TERM_MATCH", "Field": k, "Value": v} for k, v in fields.items()]
-
-
-def on_demand_rate(product: dict | str, use: str) -> tuple[float, str] | None:
-    """``(USD per hour, usage type)`` of one ``GetProducts`` item, or None (another SageMaker
-    component than ``Host``/``Train``, or no hourly on-demand rate)."""
-    item = json.loads(product) if isinstance(product, str) else product
-    usage = item.get("product", {}).get("attributes", {}).get("usagetype", "")
-    wanted = {"hosting": "Host", "training": "Train"}.get(use)
-    if wanted and usage.split(":", 1)[0].rsplit("-", 1)[-1] != wanted:
-        return None
-    for term in item.get("terms", {}).get("OnDemand", {}).values():
-        for dimension in term.get("priceDimensions", {}).values():
-            usd = dimension.get("pricePerUnit", {}).get("USD")
-            if usd is not None and dimension.get("unit", "").lower().startswith("hr"):
-                return float(usd), usage
-    return None
-
-
-def live_price(session, instance_type: str, use: str, region: str | None = None, client=None):
-    """The :class:`InstancePrice` read now from the Price List API; ``client``: a ready
-    ``pricing`` client. Raises PriceUnavailable: refused, unreachable, or not exactly one rate."""
-    from botocore.config import Config
-    from botocore.exceptions import BotoCoreError, ClientError
-
-    region = region or session.region
-    service, filters = product_filters(instance_type, use, region)
-    if client is None:  # short timeouts and one retry: an offline machine falls back quickly
-        retries = {"mode": "standard", "total_max_attempts": 2}
-        config = Config(connect_timeout=5, read_timeout=15, retries=retries)
-        # any of the API's endpoints answers for every region: us-east-1's
-        client = session.boto().client("pricing", region_name="us-east-1", config=config)
-    try:
-        pages = client.get_paginator("get_products").paginate(
-            ServiceCode=service, Filters=filters, FormatVersion="aws_v1"
-        )
-        items = [item for page in pages for item in page.get("PriceList", [])]
-    except ClientError as err:
-        code = err.response["Error"]["Code"]
-        if code in ("AccessDeniedException", "AccessDenied", "UnrecognizedClientException"):
-            raise PriceUnavailable(
-                f"pricing:GetProducts refused ({code}): allow it to these credentials (it is not "
-                "in AmazonSageMakerFullAccess)"
-            ) from None
-        raise PriceUnavailable(f"the Price List API answered {code}") from None
-    except BotoCoreError as err:
-        raise PriceUnavailable(f"the Price List API could not be asked: {err}") from None
-    rates = sorted({rate for rate in (on_demand_rate(item, use) for item in items) if rate})
+        fields = {"instanceName": f"ml.{bare}", "locationType": "AWS Region", "regionCode": region}
+    filters = [{"Type": "TERM_MATCH", "Field": k, "Value": v} for k, v in fields.items()]
+    pages = client.get_paginator("get_products").paginate(
+        ServiceCode=service, Filters=filters, FormatVersion="aws_v1"
+    )
+    items = [json.loads(item) for page in pages for item in page["PriceList"]]
+    component, rates = {"hosting": "-Host", "training": "-Train"}.get(use, ""), set()
+    for item in items:
+        usage = item["product"]["attributes"].get("usagetype", "")  # "USE1-Host:ml.c7g.xlarge"
+        terms = item["terms"].get("OnDemand", {}).values()
+        hourly = [
+            d for t in terms for d in t["priceDimensions"].values() if d["unit"].startswith("Hr")
+        ]
+        if usage.split(":")[0].endswith(component):
+            rates |= {(float(d["pricePerUnit"]["USD"]), usage) for d in hourly}
+    rates = sorted(rates)
     if len({usd for usd, _ in rates}) != 1:
         found = ", ".join(f"{usd:g} ({usage})" for usd, usage in rates) or "none"
         raise PriceUnavailable(
@@ -176,41 +136,48 @@ def live_price(session, instance_type: str, use: str, region: str | None = None,
             f"rates: {found}"
         )
     (usd, usage), *_ = rates
-    url = f"AWS Price List API GetProducts ({service}, {usage})"
-    today = datetime.date.today().isoformat()
-    src = {"id": "aws-price-list-api", "url": url, "date": today, "verified": True}
+    url, today = f"AWS Price List API GetProducts ({service}, {usage})", datetime.date.today()
+    src = {"id": "aws-price-list-api", "url": url, "date": today.isoformat(), "verified": True}
     return InstancePrice(instance_type, usd, src, use, region, region)
 
 
 def refresh_prices(
-    session, instance_types, use=None, region=None, *, enabled=True, client=None
+    session, instance_types, use=None, region=None, *, enabled=True
 ) -> tuple[dict[str, InstancePrice], list[str]]:
     """``({instance: price read now}, [notes])``; the notes say where the prices come from and,
     for each instance left to the table, why."""
+    from botocore.config import Config
+    from botocore.exceptions import BotoCoreError, ClientError
+
     reason = _why_not(session) if enabled else "price refresh not asked for"
     if reason:
         return {}, [f"prices: the dated table in pt2aws/sizing/instances.json ({reason})"]
+    # us-east-1's endpoint answers for every region; an offline machine falls back quickly
+    retries = {"mode": "standard", "total_max_attempts": 2}
+    config = Config(connect_timeout=5, read_timeout=15, retries=retries)
+    client = session.boto().client("pricing", region_name="us-east-1", config=config)
     prices, notes = {}, []
     for name in instance_types:
         try:
-            prices[name] = live_price(session, name, _use(name, use), region, client)
+            prices[name] = live_price(client, name, _use(name, use), region or session.region)
         except PriceUnavailable as err:
             notes.append(f"{name}: the dated table ({err})")
-            if "could not be asked" in str(err) or "refused" in str(err):
-                notes.append("the other prices: the dated table (same reason)")
-                break
+        except (ClientError, BotoCoreError) as err:  # refused or unreachable: ask no more
+            why = f"the Price List API could not be asked: {err}"
+            if isinstance(err, ClientError):
+                why = f"pricing:GetProducts refused ({err.response['Error']['Code']}): allow it "
+                why += "to these credentials (it is not in AmazonSageMakerFullAccess)"
+            notes.append(f"{name} and the rest: the dated table ({why})")
+            break
     if prices:
         notes.insert(0, f"prices read from the AWS Price List API today: {', '.join(prices)}")
     return prices, notes
 
 
 def _why_not(session) -> str | None:
-    if os.environ.get(OFF_SWITCH, "").lower() in ("off", "0", "false", "no"):
-        return f"price refresh off: {OFF_SWITCH}={os.environ[OFF_SWITCH]}"
-    if session is None:
-        return "no AWS session"
-    if session.emulated:
-        return "the emulator has no Price List API"
-    if session.boto().get_credentials() is None:
-        return "no AWS credentials"
-    return None
+    switch = os.environ.get(OFF_SWITCH, "")
+    if switch.lower() in ("off", "0", "false", "no"):
+        return f"price refresh off: {OFF_SWITCH}={switch}"
+    if session is None or session.emulated:
+        return "the emulator has no Price List API" if session else "no AWS session"
+    return None if session.boto().get_credentials() else "no AWS credentials"

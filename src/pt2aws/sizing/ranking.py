@@ -60,13 +60,12 @@ def _training_row(it, plan: dict, flops: float, mfu: float, overhead_s: float, r
     notes = ["needs the AWS Neuron SDK (torch-neuronx)"] if it.kind == "trainium" else []
     if not catalog.availability(it.name)["sagemaker_training"]:
         notes.append("EC2 only (not a SageMaker training type)")
-    devices = f"{it.vcpus} vCPU {it.cpu}"
-    if it.accelerator:
-        devices = f"{it.accelerator_count} x {it.accelerator}"
     return {
         "instance": it.name,
         "kind": it.kind,
-        "accelerators": devices,
+        "accelerators": f"{it.accelerator_count} x {it.accelerator}"
+        if it.accelerator
+        else f"{it.vcpus} vCPU {it.cpu}",
         "nodes": plan["nodes"],
         "strategy": plan["strategy"],
         "memory_per_device_gb": plan["memory_per_device_bytes"] / 1e9,
@@ -81,27 +80,15 @@ def _training_row(it, plan: dict, flops: float, mfu: float, overhead_s: float, r
     }
 
 
-def rank_training(
-    model,
-    train_tokens: float,
-    epochs: float = 1.0,
-    micro_batch: int = 32,
-    seq_len: int = 128,
-    precision: str = "mixed",
-    mfu=None,
-    overhead_s: float = DEFAULT_OVERHEAD_S,
-    region: str = CATALOG_REGION,
-) -> list[dict]:
-    """Every catalog row that fits training, cheapest first, ``cheapest`` and
-    ``fastest`` marked (``time_s``: compute only; ``cost_usd`` None without a price); ``mfu``:
-    one for all kinds (default :data:`DEFAULT_MFU`). Raises ValueError: tokens or epochs <= 0."""
-    if train_tokens <= 0 or epochs <= 0:
-        raise ValueError(f"train_tokens ({train_tokens}) and epochs ({epochs}) must be positive")
-    spec, mfus = model_spec(model), _mfus(mfu)
-    flops = training_flops(spec, train_tokens * epochs, seq_len)
+def rank_training(w, mfu=None, overhead_s=DEFAULT_OVERHEAD_S, region=CATALOG_REGION) -> list[dict]:
+    """Every catalog row that fits training :class:`~pt2aws.sizing.workload.Workload` ``w``,
+    cheapest first, ``cheapest`` and ``fastest`` marked (``time_s``: compute only; ``cost_usd``
+    None without a price); ``mfu``: one for all kinds (default :data:`DEFAULT_MFU`)."""
+    spec, mfus = model_spec(w.model), _mfus(mfu)
+    flops = training_flops(spec, w.train_tokens * w.epochs, w.seq_len)
     rows = []
     for it in catalog.load_catalog():
-        plan = strategy.plan_training(spec, it, micro_batch, seq_len, precision)
+        plan = strategy.plan_training(spec, it, w.micro_batch, w.seq_len, w.precision)
         if plan:
             rows.append(_training_row(it, plan, flops, mfus[it.kind], overhead_s, region))
     _flag(rows, "cost_usd", lambda r: -r["time_s"])
@@ -122,39 +109,27 @@ def rank_inference(model, seq_len=128, region=CATALOG_REGION, prices=None, local
     return rows
 
 
-def recommend(
-    workload,
-    mfu=None,
-    overhead_s=DEFAULT_OVERHEAD_S,
-    region=CATALOG_REGION,
-    prices=None,
-    local=None,
-) -> dict:
+def recommend(w, mfu=None, overhead_s=DEFAULT_OVERHEAD_S, region=CATALOG_REGION, prices=None,
+              local=None) -> dict:  # fmt: skip
     """Memory, workload class and both rankings of a :class:`~pt2aws.sizing.workload.Workload`
     (JSON); ``prices``: live serving prices; ``local``: the x86 anchor; ``recommended``: the
     cheapest priced training row pt2aws runs as is."""
-    spec, w = model_spec(workload.model), workload
-    shape = (w.micro_batch, w.seq_len, w.precision)
-    training = rank_training(
-        spec, w.train_tokens, w.epochs, *shape, mfu=mfu, overhead_s=overhead_s, region=region
-    )
-    inference = rank_inference(spec, w.seq_len, region=region, prices=prices, local=local)
+    w = dataclasses.replace(w, model=model_spec(w.model))
+    spec, shape = w.model, (w.micro_batch, w.seq_len, w.precision)
+    training = rank_training(w, mfu, overhead_s, region)
     runnable = [r for r in training if r["kind"] in RUNNABLE_KINDS and r["cost_usd"] is not None]
     summary = {k: v for k, v in dataclasses.asdict(w).items() if k != "model"}
     summary["train_tokens_per_epoch"] = w.train_tokens
     summary["training_flops"] = training_flops(spec, w.train_tokens * w.epochs, w.seq_len)
+    memory = {"training_one_device": strategy.training_memory(spec, *shape),
+              "inference_bf16": strategy.inference_memory(spec, 1, w.seq_len)}  # fmt: skip
     return {
         "model": dataclasses.asdict(spec),
         "workload": summary,
-        "memory": {
-            "training_one_device": strategy.training_memory(spec, *shape),
-            "inference_bf16": strategy.inference_memory(spec, 1, w.seq_len),
-        },
+        "memory": memory,
         "class": strategy.workload_class(spec, *shape),
         "training": training,
-        "inference": inference,
-        "cheapest": next((r["instance"] for r in training if r["cheapest"]), None),
-        "fastest": next((r["instance"] for r in training if r["fastest"]), None),
+        "inference": rank_inference(spec, w.seq_len, region, prices, local),
         "recommended": {k: runnable[0][k] for k in ("instance", "nodes", "strategy")}
         if runnable
         else None,
@@ -163,5 +138,5 @@ def recommend(
             "mfu": _mfus(mfu),
             "overhead_s": overhead_s,
             "memory_reserve": strategy.MEMORY_RESERVE,
-        },
+        },  # fmt: skip
     }

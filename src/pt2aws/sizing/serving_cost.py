@@ -1,14 +1,10 @@
 """What serving costs per 1M inferences: the one FLOPs model, the measured anchors of the
-utilisation, and the one cost-row schema of notebooks 00 and 03 and ``pt2aws recommend``::
+utilisation (:func:`utilisation`; figures and sources in ``instances.json``), and the one
+cost-row schema of notebooks 00 and 03 and ``pt2aws recommend``::
 
     inferences/s      = peak FLOP/s x utilisation / FLOPs per request
     FLOPs per request = (2N + 4LdT) x T    (a third of training's 6N + 12LdT per token)
     utilisation       = an anchor's achieved FLOP/s / the peak of the machine that achieved it
-
-Anchors (figures and sources in ``instances.json``): arm64 rows, AWS's published Graviton3
-figure; x86 rows, notebook 02's fp32 eager throughput against this machine's peak (the Graviton3
-figure until it has run); Inferentia2, AWS Neuron's figure; GPU and Trainium rows,
-:data:`ASSUMED_UTILISATION`, an assumption.
 """
 
 from __future__ import annotations
@@ -61,19 +57,16 @@ def published_anchor(processor: str) -> dict:
     }
 
 
-def machine_peak(cpuinfo: str | None = None, isa: str | None = None, vcpus: int | None = None):
-    """This machine's fp32 peak ``{"flops", "basis"}``, or None (no clock in ``cpuinfo``): a
-    Graviton's from the catalog; x86: physical cores x FLOP/cycle of the ISA x ``cpu MHz``."""
-    if cpuinfo is None:
-        cpuinfo = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").is_file() else ""
-    fields = [line.partition(":")[::2] for line in reversed(cpuinfo.splitlines())]
-    info = {key.strip(): value.strip() for key, value in fields}  # the first processor's
-    vcpus = vcpus or os.cpu_count() or 1
+def machine_peak(cpus: list[dict] | None = None, isa: str | None = None, vcpus: int | None = None):
+    """This machine's fp32 peak ``{"flops", "basis"}``, or None (no clock in ``cpus``, default
+    :func:`pt2aws.env.machine.cpuinfo`): a Graviton's from the catalog; x86: physical cores x
+    FLOP/cycle of the ISA x ``cpu MHz``."""
+    from pt2aws.env.machine import cpuinfo
+
+    info, vcpus = ((cpuinfo() if cpus is None else cpus) or [{}])[0], vcpus or os.cpu_count() or 1
     graviton = catalog.processor_by_cpu_part(info.get("CPU part", ""))
     if graviton:
-        per_vcpu = catalog.data()["cpus"][graviton[0]]["peak_fp32_gflops_per_vcpu"]
-        basis = f"{vcpus} vCPUs x {per_vcpu:g} GFLOP/s fp32 ({graviton[0]})"
-        return {"flops": vcpus * per_vcpu * 1e9, "basis": basis}
+        return catalog.cpu_peak(graviton[0], vcpus)
     if not info.get("cpu MHz"):
         return None
     if isa is None:
@@ -84,10 +77,8 @@ def machine_peak(cpuinfo: str | None = None, isa: str | None = None, vcpus: int 
     per_cycle = table["AVX512"] if isa.startswith("AVX512") else table.get(isa, table["DEFAULT"])
     ghz = float(info["cpu MHz"]) / 1e3
     cores = vcpus / (int(info.get("siblings", 1)) / int(info.get("cpu cores", 1)))
-    return {
-        "flops": cores * per_cycle * ghz * 1e9,
-        "basis": f"{cores:g} cores x {per_cycle} fp32 FLOP/cycle ({isa}) x {ghz:.3g} GHz",
-    }
+    basis = f"{cores:g} cores x {per_cycle} fp32 FLOP/cycle ({isa}) x {ghz:.3g} GHz"
+    return {"flops": cores * per_cycle * ghz * 1e9, "basis": basis}
 
 
 def local_anchor(run, peak: dict | None = None) -> dict | None:
@@ -124,18 +115,18 @@ def local_anchor(run, peak: dict | None = None) -> dict | None:
 
 
 def utilisation(instance_type: str, local: dict | None = None) -> dict:
-    """The anchor of ``instance_type``'s row; ``local``: :func:`local_anchor`'s, for x86 rows."""
+    """The anchor of ``instance_type``'s row: arm64, AWS's published Graviton3 figure; x86,
+    ``local`` (:func:`local_anchor`), else that figure as a stand-in; Inferentia2, AWS Neuron's
+    figure; GPUs and Trainium, :data:`ASSUMED_UTILISATION`."""
     row = catalog.find(instance_type)
     kind = row.kind if row else "cpu"
     if kind == "inferentia":
         return published_anchor("Inferentia2")
     if kind != "cpu":
         assumed = f"{ASSUMED_UTILISATION:.0%} of peak"
-        return {
-            "utilisation": ASSUMED_UTILISATION,
-            "anchor": f"assumption: {assumed}",
-            "anchor_detail": f"no measured anchor for {row.accelerator}: {assumed} assumed",
-        }
+        detail = f"no measured anchor for {row.accelerator}: {assumed} assumed"
+        return {"utilisation": ASSUMED_UTILISATION, "anchor": f"assumption: {assumed}",
+                "anchor_detail": detail}  # fmt: skip
     if catalog.architecture(instance_type) == "x86_64" and local:
         return local
     graviton = published_anchor("Graviton3")
@@ -185,11 +176,8 @@ def cost_rows(
     model, tokens, instances=DEFAULT_COMPARISON, *, region=CATALOG_REGION, prices=None, local=None
 ):
     """:func:`cost_row` of each of ``instances`` with a known peak; ``prices``: live ones."""
-    prices = prices or {}
-    rows = (
-        cost_row(n, model, tokens, region=region, price=prices.get(n), local=local)
-        for n in instances
-    )
+    rows = [cost_row(n, model, tokens, region=region, price=(prices or {}).get(n), local=local)
+            for n in instances]  # fmt: skip
     return [r for r in rows if r is not None]
 
 
@@ -213,17 +201,11 @@ def load_test_row(record: dict, request_tokens: float, region=CATALOG_REGION, pr
     return _row(name, load["throughput_per_s"], measured, how, region, known, here)
 
 
-def tokens_per_request(train_metrics: str | Path) -> int:
-    """The length the model was trained at (its ``metrics.json``)."""
-    return int(json.loads(Path(train_metrics).read_text())["sequence_length"]["train_max_length"])
-
-
 def served_variant(image: str | None, metrics: dict) -> str:
     """The variant an endpoint on ``image`` serves: notebook 02's ``auto`` on ``custom``, else
     ``eager`` (the DLC's handler)."""
-    if image == "custom":
-        return (metrics.get("auto_variant") or {}).get("variant") or "eager"
-    return "eager"
+    auto = (metrics.get("auto_variant") or {}).get("variant") if image == "custom" else None
+    return auto or "eager"
 
 
 def batched_vs_single(metrics_path: str | Path, load_test: dict | None, image: str | None) -> str:

@@ -67,12 +67,8 @@ def inference_memory(model, batch: int = 1, seq_len: int = 128, precision: str =
     spec = model_spec(model)
     weights = spec.parameters * INFERENCE_BYTES_PER_PARAM[precision]
     layer = activation_bytes(spec, batch, seq_len, precision) / spec.num_layers
-    return {
-        "weights": weights,
-        "activations": layer,
-        "total": weights + layer,
-        "parameters": spec.parameters,
-    }
+    return {"weights": weights, "activations": layer, "total": weights + layer,
+            "parameters": spec.parameters}  # fmt: skip
 
 
 def plan_training(
@@ -97,16 +93,10 @@ def plan_training(
                 label = f"FSDP over {nodes} nodes x {n} devices (EFA)"
                 attempts.append((nodes, nodes * n, label + " + recompute" * recompute, recompute))
     for nodes, shards, strategy, recompute in attempts:
-        memory = training_memory(spec, micro_batch, seq_len, precision, shards, recompute)
-        if memory["total"] <= cap:
-            return {
-                "instance": it.name,
-                "nodes": nodes,
-                "devices": nodes * n,
-                "strategy": strategy,
-                "recompute": recompute,
-                "memory_per_device_bytes": memory["total"],
-            }
+        memory = training_memory(spec, micro_batch, seq_len, precision, shards, recompute)["total"]
+        if memory <= cap:
+            return {"instance": it.name, "nodes": nodes, "devices": nodes * n, "strategy": strategy,
+                    "recompute": recompute, "memory_per_device_bytes": memory}  # fmt: skip
     return None
 
 
@@ -130,11 +120,5 @@ def workload_class(model, micro_batch=32, seq_len=128, precision="mixed") -> dic
             cls, reason = "big", f"{gb:.0f} GB needs {nodes} x {ref.name} ({plan['strategy']})"
         else:
             cls, reason = "huge", f"{gb:.0f} GB needs more than {CLASS_BIG_MAX_NODES} x {ref.name}"
-    return {
-        "class": cls,
-        "strategy": STRATEGIES[cls],
-        "reference_instance": ref.name,
-        "nodes": nodes,
-        "training_bytes": total,
-        "reason": reason,
-    }
+    return {"class": cls, "strategy": STRATEGIES[cls], "reference_instance": ref.name,
+            "nodes": nodes, "training_bytes": total, "reason": reason}  # fmt: skip

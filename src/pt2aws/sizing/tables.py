@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from pt2aws.report import markdown_table
 from pt2aws.sizing import catalog, pricing
 
 
@@ -86,7 +87,7 @@ def catalog_frame(region: str = pricing.CATALOG_REGION) -> pd.DataFrame:
     records = []
     for it in catalog.load_catalog():
         price, src = pricing.price(it.name, "ec2", region), it.sources["price"]
-        where = f" ({price.region})" if price and price.region_note else ""
+        where = f" ({price.region})" if price and price.region != region else ""
         devices = f"{it.accelerator_count} x {it.accelerator}" if it.accelerator else it.cpu
         records.append(
             {
@@ -104,74 +105,57 @@ def catalog_frame(region: str = pricing.CATALOG_REGION) -> pd.DataFrame:
 
 def markdown(frame: pd.DataFrame) -> str:
     """A DataFrame as a Markdown table (for files: the run's summary embeds it)."""
-    lines = ["| " + " | ".join(map(str, frame.columns)) + " |", "|" + " --- |" * frame.shape[1]]
-    return "\n".join(lines + ["| " + " | ".join(map(str, row)) + " |" for row in frame.values])
+    return "\n".join(markdown_table(frame.columns, frame.values))
 
 
 def format_sizing(rec: dict) -> str:
     """Model, data, memory (GB) and workload class: the head of a recommendation."""
     m, w, c = rec["model"], rec["workload"], rec["class"]
     mem, inf = rec["memory"]["training_one_device"], rec["memory"]["inference_bf16"]
-    gb = {k: f"{mem[k] / 1e9:.2f}" for k in ("weights", "gradients", "optimizer", "activations")}
-    return "\n".join(
-        [
-            f"model {m['name']}: {m['parameters']:,} parameters (h={m['hidden_size']}, "
-            f"L={m['num_layers']}, a={m['num_heads']})",
-            f"data: {w['train_examples']:,} examples x {w['seq_len']} tokens x {w['epochs']:g} epochs; "
-            f"{w['training_flops']:.3g} FLOPs ((6N + 12LdT) x tokens, N non-embedding)",
-            f"training memory on one device ({w['precision']}, micro-batch {w['micro_batch']}): "
-            f"weights {gb['weights']} + gradients {gb['gradients']} + AdamW {gb['optimizer']} + "
-            f"activations {gb['activations']} = {mem['total'] / 1e9:.2f} GB",
-            f"inference memory (bf16, batch 1): {inf['total'] / 1e9:.3f} GB",
-            f"workload class: {c['class']} ({c['reason']}) -> {c['strategy']}",
-        ]
-    )
+    gb = {k: f"{v / 1e9:.2f}" for k, v in mem.items()}
+    return f"""model {m["name"]}: {m["parameters"]:,} parameters (h={m["hidden_size"]}, \
+L={m["num_layers"]}, a={m["num_heads"]})
+data: {w["train_examples"]:,} examples x {w["seq_len"]} tokens x {w["epochs"]:g} epochs; \
+{w["training_flops"]:.3g} FLOPs ((6N + 12LdT) x tokens, N non-embedding)
+training memory on one device ({w["precision"]}, micro-batch {w["micro_batch"]}): weights \
+{gb["weights"]} + gradients {gb["gradients"]} + AdamW {gb["optimizer"]} + activations \
+{gb["activations"]} = {gb["total"]} GB
+inference memory (bf16, batch 1): {inf["total"] / 1e9:.3f} GB
+workload class: {c["class"]} ({c["reason"]}) -> {c["strategy"]}"""
 
 
 def training_summary(rec: dict, compare: str = "p4d.24xlarge") -> str:
     """The cheapest, the fastest and the source blog's ``compare`` row, with time and cost."""
 
-    def describe(r: dict | None) -> str:
+    def describe(label: str, r: dict | None) -> str:
         if r is None:
-            return "does not fit"
+            return f"{label}: does not fit"
         cost = "no price" if r["cost_usd"] is None else f"{r['cost_usd']:.2f} USD"
-        return f"{r['nodes']} x {r['instance']} ({duration(r['time_s'])}, {cost})"
+        return f"{label}: {r['nodes']} x {r['instance']} ({duration(r['time_s'])}, {cost})"
 
     rows = rec["training"]
-    parts = {
-        "cheapest": next((r for r in rows if r["cheapest"]), None),
-        "fastest (compute time)": next((r for r in rows if r["fastest"]), None),
-        compare: next((r for r in rows if r["instance"] == compare), None),
-    }
-    return "; ".join(f"{label}: {describe(r)}" for label, r in parts.items())
+    return "; ".join(
+        describe(label, next((r for r in rows if test(r)), None))
+        for label, test in (("cheapest", lambda r: r["cheapest"]),
+                            ("fastest (compute time)", lambda r: r["fastest"]),
+                            (compare, lambda r: r["instance"] == compare))
+    )  # fmt: skip
 
 
 def format_recommendation(rec: dict, limit: int | None = 12) -> str:
     """What ``pt2aws recommend`` prints: the head, both rankings, the anchors, the choice."""
-    inference, choice, a = rec["inference"], rec["recommended"], rec["assumptions"]
-    serving = (
-        cost_frame(inference).to_string(index=False)
-        if inference
-        else "no instance holds the weights"
-    )
-    chosen = (
-        f"{choice['nodes']} x {choice['instance']} ({choice['strategy']})"
-        if choice
-        else "none fits"
-    )
-    return "\n".join(
-        [
-            format_sizing(rec),
-            "",
-            f"Training, cheapest first (MFU {a['mfu']}; cost = (time + {a['overhead_s']:.0f} s "
-            "start-up) x nodes x EC2 on-demand):",
-            training_frame(rec, limit).to_string(index=False),
-            training_summary(rec),
-            "",
-            "Serving, cost per 1M requests (estimated; each row's anchor below):",
-            serving,
-            cost_notes(inference),
-            "",
-            f"recommended for pt2aws as is: {chosen}",
-        ]
-    )
+    a, choice, rows = rec["assumptions"], rec["recommended"], rec["inference"]
+    serving = cost_frame(rows).to_string(index=False) if rows else "no instance holds the weights"
+    chosen = f"{choice['nodes']} x {choice['instance']} ({choice['strategy']})" if choice else None
+    return f"""{format_sizing(rec)}
+
+Training, cheapest first (MFU {a["mfu"]}; cost = (time + {a["overhead_s"]:.0f} s start-up) x \
+nodes x EC2 on-demand):
+{training_frame(rec, limit).to_string(index=False)}
+{training_summary(rec)}
+
+Serving, cost per 1M requests (estimated; each row's anchor below):
+{serving}
+{cost_notes(rows)}
+
+recommended for pt2aws as is: {chosen or "none fits"}"""

@@ -34,18 +34,15 @@ class ModelSpec:
         import torch
         from transformers import AutoModelForSequenceClassification
 
+        from pt2aws.modeling import count_parameters
         from pt2aws.train.throughput import non_embedding_parameters
 
         with torch.device("meta"):
             model = AutoModelForSequenceClassification.from_config(config)
-        total = sum(p.numel() for p in model.parameters())
+        total, name = count_parameters(model), name or getattr(config, "_name_or_path", "")
+        shape = (config.hidden_size, config.num_hidden_layers, config.num_attention_heads)
         return cls(
-            name=name or getattr(config, "_name_or_path", "") or config.model_type,
-            parameters=total,
-            hidden_size=config.hidden_size,
-            num_layers=config.num_hidden_layers,
-            num_heads=config.num_attention_heads,
-            embedding_parameters=total - non_embedding_parameters(model),
+            name or config.model_type, total, *shape, total - non_embedding_parameters(model)
         )
 
     @classmethod
@@ -62,15 +59,15 @@ class ModelSpec:
 
 def _config(name: str):
     """The ``transformers`` config of a model the catalog knows by name (``models``)."""
-    from transformers import BertConfig, RobertaConfig
+    from transformers import AutoConfig
 
     from pt2aws.modeling import TINY_ROBERTA_SIZES
 
-    known = catalog.data()["models"][name]
-    sizes = TINY_ROBERTA_SIZES if name == "tiny-roberta" else {}
-    return {"roberta": RobertaConfig, "bert": BertConfig}[known["model_type"]](
-        **sizes, **known["config"]
+    known, sizes = (
+        catalog.data()["models"][name],
+        TINY_ROBERTA_SIZES if name == "tiny-roberta" else {},
     )
+    return AutoConfig.for_model(known["model_type"], **sizes, **known["config"])
 
 
 def model_spec(model) -> ModelSpec:
@@ -108,8 +105,9 @@ class Workload:
     precision: str = "mixed"
 
     def __post_init__(self) -> None:
-        if self.train_examples < 1:
-            raise ValueError(f"train_examples must be >= 1, got {self.train_examples!r}")
+        if self.train_examples < 1 or self.epochs <= 0:
+            raise ValueError(f"need train_examples >= 1 and epochs > 0: {self.train_examples!r}, "
+                             f"{self.epochs!r}")  # fmt: skip
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision {self.precision!r}: choose one of {', '.join(PRECISIONS)}")
 

@@ -48,12 +48,6 @@ def list_checkpoints(checkpoint_dir: str | Path) -> list[Path]:
     return [p.parent for p in sorted(Path(checkpoint_dir).glob("step-*/.metadata"))]
 
 
-def latest_checkpoint(checkpoint_dir: str | Path) -> Path | None:
-    """The newest complete checkpoint, or ``None``."""
-    found = list_checkpoints(checkpoint_dir)
-    return found[-1] if found else None
-
-
 def check_resumable(saved: dict, cfg: TrainConfig, world_size: int, path) -> None:
     """ValueError naming each field (but :data:`RESUMABLE_CHANGES`) or world size that changed."""
     now = dataclasses.asdict(cfg)
@@ -94,16 +88,10 @@ def save_checkpoint(
     windows = all_gather([float(state.loss_window[0]), state.loss_window[1]], info)
     if info.is_main:
         path.mkdir(parents=True, exist_ok=True)
-        trainer_state = {
-            **dataclasses.asdict(state),
-            "scheduler": scheduler.state_dict(),
-            "scaler": prep.scaler.state_dict(),
-            "rng": rng,
-            "windows": windows,
-            "world_size": info.world_size,
-            "config": dataclasses.asdict(cfg),
-        }
-        torch.save(trainer_state, path / TRAINER_STATE)
+        saved = {"scheduler": scheduler.state_dict(), "scaler": prep.scaler.state_dict()}
+        saved |= {"rng": rng, "windows": windows, "world_size": info.world_size}
+        saved["config"] = cfg.to_dict()
+        torch.save(dataclasses.asdict(state) | saved, path / TRAINER_STATE)
     model_state, optim_state = get_state_dict(prep.module, prep.optimizer)
     _dcp(dcp.save, {"model": model_state, "optim": optim_state}, path)
     if info.is_main and cfg.save_total_limit > 0:
@@ -120,7 +108,7 @@ def resume(cfg: TrainConfig, info: DistInfo, prep: Prepared, scheduler) -> Train
 
     found = None
     if cfg.resume == "auto" and info.is_main:
-        found = latest_checkpoint(cfg.checkpoint_dir)
+        found = (list_checkpoints(cfg.checkpoint_dir) or [None])[-1]
     elif cfg.resume not in ("auto", "never"):
         found = Path(cfg.resume)
     found = all_gather(str(found) if found else None, info)[0]
@@ -129,13 +117,9 @@ def resume(cfg: TrainConfig, info: DistInfo, prep: Prepared, scheduler) -> Train
     saved = torch.load(Path(found) / TRAINER_STATE, map_location="cpu", weights_only=False)
     check_resumable(saved, cfg, info.world_size, found)
     model_state, optim_state = get_state_dict(prep.module, prep.optimizer)
-    loaded = {"model": model_state, "optim": optim_state}
-    _dcp(dcp.load, loaded, found)
+    _dcp(dcp.load, {"model": model_state, "optim": optim_state}, found)  # in place
     set_state_dict(
-        prep.module,
-        prep.optimizer,
-        model_state_dict=loaded["model"],
-        optim_state_dict=loaded["optim"],
+        prep.module, prep.optimizer, model_state_dict=model_state, optim_state_dict=optim_state
     )
     scheduler.load_state_dict(saved["scheduler"])
     prep.scaler.load_state_dict(saved["scaler"])

@@ -15,10 +15,9 @@ from pt2aws.env.machine import default_num_threads
 
 @dataclass
 class DistInfo:
-    """Where this process sits in the job (torchrun's ``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``)."""
+    """Where this process sits in the job (torchrun's ``RANK`` and ``WORLD_SIZE``)."""
 
     rank: int = 0
-    local_rank: int = 0
     world_size: int = 1
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
 
@@ -31,8 +30,7 @@ class DistInfo:
 def compute_init(num_threads: int | None = None) -> DistInfo:
     """From torchrun's environment: the device (set before NCCL starts) or the CPU threads
     (``None``: this node's cores shared out), and the process group when there are ranks."""
-    world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    rank = int(os.environ.get("RANK", "0"))
+    world_size, rank = int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("RANK", "0"))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     if torch.cuda.is_available():
         torch.cuda.set_device(local_rank)
@@ -53,16 +51,15 @@ def compute_init(num_threads: int | None = None) -> DistInfo:
             dist.init_process_group(backend, store=store, rank=rank, world_size=world_size)
         else:
             dist.init_process_group(backend=backend)
-    return DistInfo(rank=rank, local_rank=local_rank, world_size=world_size, device=device)
+    return DistInfo(rank=rank, world_size=world_size, device=device)
 
 
-def compute_cleanup(info: DistInfo, *, succeeded: bool) -> None:
-    """After success, a barrier (gloo's threads release their tensors before exit, else "terminate
-    called without an active exception") and ``destroy_process_group``; after a failure neither."""
-    if info.world_size == 1 or not succeeded:
-        return
-    dist.barrier()
-    dist.destroy_process_group()
+def compute_cleanup(info: DistInfo) -> None:
+    """After a successful run: a barrier (gloo's threads release their tensors before exit, else
+    "terminate called without an active exception"), then ``destroy_process_group``."""
+    if info.world_size > 1:
+        dist.barrier()
+        dist.destroy_process_group()
 
 
 def all_reduce_sum(values: list[float], info: DistInfo) -> list[float]:

@@ -14,7 +14,7 @@ def evaluate(prep, examples: list[dict], collator, info: DistInfo, batch_size: i
     """``{"loss", "accuracy", "f1", "num_examples"}`` over tokenized ``examples``, the same on
     every rank (rank ``r`` takes ``r, r + world, …``): mean cross-entropy in nats, accuracy and
     macro F1 (:mod:`pt2aws.metrics`). Under FSDP every rank runs as many forwards (padding ones)."""
-    from pt2aws.metrics import load_metric
+    from pt2aws.metrics import classification_metrics
 
     model = prep.module
     model.eval()
@@ -33,13 +33,8 @@ def evaluate(prep, examples: list[dict], collator, info: DistInfo, batch_size: i
             preds += out.logits.argmax(-1).tolist()
             refs += batch["labels"].tolist()
     model.train()
-    gathered = all_gather((total_loss, preds, refs), info)
-    preds = [p for g in gathered for p in g[1]]
-    refs = [r for g in gathered for r in g[2]]
-    scores = {"predictions": preds, "references": refs}
-    return {
-        "loss": sum(g[0] for g in gathered) / max(len(refs), 1),
-        "accuracy": load_metric("accuracy").compute(**scores)["accuracy"] if refs else 0.0,
-        "f1": load_metric("f1").compute(**scores, average="macro")["f1"] if refs else 0.0,
-        "num_examples": len(refs),
-    }
+    losses, preds, refs = zip(*all_gather((total_loss, preds, refs), info))
+    preds, refs = sum(preds, []), sum(refs, [])
+    scores = classification_metrics(refs, preds, range(model.config.num_labels))
+    scores["loss"] = sum(losses) / len(refs)
+    return {k: scores[k] for k in ("loss", "accuracy", "f1", "num_examples")}

@@ -9,8 +9,8 @@ import json
 import os
 import statistics
 import time
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 
@@ -20,8 +20,7 @@ from pt2aws import env
 FASTER = 1.05
 
 
-@dataclass
-class Flag:
+class Flag(NamedTuple):
     """A resolved performance flag and why."""
 
     enabled: bool
@@ -65,25 +64,23 @@ def time_interleaved(arms: dict, what="steps", repeats=3, steps=2) -> tuple[floa
     """``(ratio, how)``: the first arm's median seconds per step (``arm(i)``) over the second's:
     a warm-up and a timed step each (outside 0.5-2x: done), then ``repeats`` alternating blocks of
     ``steps`` steps (A B, B A, ...), as many again within 10% of 1x."""
-    names, times, done = list(arms), {name: [] for name in arms}, [0]
+    names, times, done = list(arms), {}, [0]
 
     def block(order, n: int) -> float:
         for name in order:
             start = time.perf_counter()
             for k in range(n):
                 arms[name](done[0] + k)
-            times[name].append((time.perf_counter() - start) / n)
+            times.setdefault(name, []).append((time.perf_counter() - start) / n)
         done[0] += n
         return statistics.median(times[names[0]]) / statistics.median(times[names[1]])
 
     block(names, 1)  # a warm-up step each: kernels, allocator, AdamW state
-    for kept in times.values():
-        kept.clear()
+    times.clear()
     ratio = block(names, 1)
     if not 0.5 < ratio < 2.0:
         return ratio, f"1 {what[:-1]} each after a warm-up one, far from 1x, so not repeated"
-    for kept in times.values():
-        kept.clear()
+    times.clear()
     blocks = 0
     while blocks < repeats or (blocks == repeats and abs(ratio - 1) < 0.1):
         for _ in range(repeats):
@@ -93,37 +90,30 @@ def time_interleaved(arms: dict, what="steps", repeats=3, steps=2) -> tuple[floa
     return ratio, f"{blocks} x {steps} {what} each, interleaved, median{again}"
 
 
-def bf16_probe(model, batches: list[dict], fused: bool):
+def bf16_probe(model, batches: list[dict], fused: bool) -> tuple[float, str]:
     """Time training steps of copies of ``model`` on ``batches``, fp32 and bf16 (RNG kept)."""
     from pt2aws.train.recipe import prepare_model_and_optimizer, train_step
 
-    def probe():
-        arms = {}
-        for name, dtype in (("fp32", None), ("bf16", torch.bfloat16)):
-            prep = prepare_model_and_optimizer(
-                copy.deepcopy(model), torch.device("cpu"), amp_dtype=dtype, fused_adamw=fused
-            )
-            schedule = torch.optim.lr_scheduler.LambdaLR(prep.optimizer, lambda _: 1.0)
-            arms[name] = lambda i, p=prep, s=schedule: train_step(p, [batches[i % len(batches)]], s)
-        with torch.random.fork_rng(devices=[]):
-            return time_interleaved(arms, what="training steps")
-
-    return probe
+    arms = {}
+    for name, dtype in (("fp32", None), ("bf16", torch.bfloat16)):
+        prep = prepare_model_and_optimizer(
+            copy.deepcopy(model), torch.device("cpu"), amp_dtype=dtype, fused_adamw=fused
+        )
+        schedule = torch.optim.lr_scheduler.LambdaLR(prep.optimizer, lambda _: 1.0)
+        arms[name] = lambda i, p=prep, s=schedule: train_step(p, [batches[i % len(batches)]], s)
+    with torch.random.fork_rng(devices=[]):
+        return time_interleaved(arms, what="training steps")
 
 
-def fused_probe(model):
+def fused_probe(model) -> tuple[float, str]:
     """Time AdamW steps over copies of ``model``'s parameters, for-loop and fused."""
-
-    def probe():
-        params = [p.detach().clone().requires_grad_() for p in model.parameters()]
-        for p in params:
-            p.grad = torch.full_like(p, 1e-3)
-        loop = torch.optim.AdamW(params, foreach=False)
-        fused = torch.optim.AdamW(params, fused=True)
-        arms = {"for-loop": lambda i: loop.step(), "fused": lambda i: fused.step()}
-        return time_interleaved(arms, what="AdamW steps")
-
-    return probe
+    params = [p.detach().clone().requires_grad_() for p in model.parameters()]
+    for p in params:
+        p.grad = torch.full_like(p, 1e-3)
+    loop = torch.optim.AdamW(params, foreach=False)
+    fused = torch.optim.AdamW(params, fused=True)
+    arms = {"for-loop": lambda i: loop.step(), "fused": lambda i: fused.step()}
+    return time_interleaved(arms, what="AdamW steps")
 
 
 def measured(flag: str, key: str | None, probe, versus: str, unmeasured: Flag) -> Flag:
@@ -138,17 +128,22 @@ def measured(flag: str, key: str | None, probe, versus: str, unmeasured: Flag) -
     return Flag(ratio >= FASTER, f"measured {ratio:.2f}x {versus} here: {found['how']}{cached}")
 
 
+def _requested(flag: str, requested: str, possible: bool, lacking: str) -> Flag | None:
+    """``on``/``off`` as requested (ValueError for ``on`` where ``lacking``); None for auto."""
+    if requested == "on" and not possible:
+        raise ValueError(f"--{flag} on: {lacking}; use --{flag} off")
+    return None if requested == "auto" else Flag(requested == "on", "requested")
+
+
 def choose_bf16(device: torch.device, requested: str, probe=None, key=None) -> Flag:
-    """``--bf16``: on Ampere+ GPUs, measured on CPU (a :func:`bf16_probe`); ValueError for
-    ``on`` on a GPU without bf16."""
+    """``--bf16``: on Ampere+ GPUs, measured on CPU (``probe()``: :func:`bf16_probe`'s result);
+    ValueError for ``on`` on a GPU without bf16."""
     cuda = device.type == "cuda"
-    supported = torch.cuda.is_bf16_supported() if cuda else True
-    if requested == "on" and not supported:
-        raise ValueError("--bf16 on: this GPU has no bf16 (needs Ampere or newer); use --bf16 off")
-    if requested != "auto":
-        return Flag(requested == "on", "requested")
+    has = torch.cuda.is_bf16_supported() if cuda else True
+    if forced := _requested("bf16", requested, has, "this GPU has no bf16 (needs Ampere or newer)"):
+        return forced
     if cuda:
-        return Flag(supported, "GPU has bf16" if supported else "GPU lacks bf16 (pre-Ampere)")
+        return Flag(has, "GPU has bf16" if has else "GPU lacks bf16 (pre-Ampere)")
     native = env.cpu_features().bf16_native
     where = f"CPU {'with' if native else 'without'} native bf16 ({native.reason})"
     unmeasured = Flag(False, f"not measured (no model to time); {where}; --bf16 on forces it")
@@ -157,8 +152,8 @@ def choose_bf16(device: torch.device, requested: str, probe=None, key=None) -> F
 
 def choose_compile(device: torch.device, requested: str, key=None) -> Flag:
     """``--torch_compile``: on for CUDA; on CPU where notebook 01's A/B measured it faster."""
-    if requested != "auto":
-        return Flag(requested == "on", "requested")
+    if forced := _requested("torch_compile", requested, True, ""):
+        return forced
     if device.type == "cuda":
         return Flag(True, "CUDA: inductor kernels pay back the compile time within minutes")
     why = 'not measured on CPU (notebook 01\'s A/B with AB_COMPILE = "on" does); --torch_compile on'
@@ -166,46 +161,41 @@ def choose_compile(device: torch.device, requested: str, key=None) -> Flag:
 
 
 def choose_fused_adamw(device: torch.device, requested: str, probe=None, key=None) -> Flag:
-    """``--fused_adamw`` where torch has it: on for CUDA, measured on CPU (a :func:`fused_probe`);
-    ValueError for ``on`` where torch has no fused AdamW for ``device``."""
+    """``--fused_adamw`` where torch has it: on for CUDA, measured on CPU (``probe()``:
+    :func:`fused_probe`'s result); ValueError for ``on`` where torch has none for ``device``."""
     try:
         torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1, device=device))], fused=True)
-        supported = True
+        has = True
     except (RuntimeError, ValueError):
-        supported = False
-    has = f"torch {torch.__version__} {'has' if supported else 'lacks'} it on {device.type}"
-    if requested == "on" and not supported:
-        raise ValueError(f"--fused_adamw on: {has}; use --fused_adamw off")
-    if requested != "auto":
-        return Flag(requested == "on", "requested")
-    if device.type == "cuda" or not supported:
-        return Flag(supported, has)
-    unmeasured = Flag(True, f"not measured (nothing to time); {has}")
+        has = False
+    why = f"torch {torch.__version__} {'has' if has else 'lacks'} it on {device.type}"
+    if forced := _requested("fused_adamw", requested, has, why):
+        return forced
+    if device.type == "cuda" or not has:
+        return Flag(has, why)
+    unmeasured = Flag(True, f"not measured (nothing to time); {why}")
     return measured("fused_adamw", key, probe, "the for-loop AdamW's speed", unmeasured)
 
 
 def resolve_flags(cfg, device: torch.device, model=None, batches=None) -> dict[str, Flag]:
     """Every flag of ``cfg`` for ``device``, in print order; on CPU ``auto`` times ``model`` on
     ``batches(pad_to_multiple_of_8)``. ValueError: a flag forced ``on`` that cannot be."""
-    cuda = device.type == "cuda"
-    key = None
+    cuda, key = device.type == "cuda", None
     if model is not None:
         shape = (cfg.per_device_train_batch_size, cfg.max_length, torch.get_num_threads())
         key = measure_key(cfg.model_name_or_path, *shape)
     compiled = choose_compile(device, cfg.torch_compile, key)
-    pad = Flag(cuda or compiled.enabled, "eager CPU: padded to the longest text (less work)")
-    if pad.enabled:
-        pad.reason = "GPU: tensor-core friendly lengths" if cuda else "torch.compile: few shapes"
-    fused = choose_fused_adamw(device, cfg.fused_adamw, model and fused_probe(model), key)
-    probe = bf16_probe(model, batches(pad.enabled), fused.enabled) if batches else None
+    why = "torch.compile: few shapes" if compiled.enabled else "eager CPU: pad to the longest text"
+    pad = Flag(cuda or compiled.enabled, "GPU: tensor-core friendly lengths" if cuda else why)
+    probe = (lambda: fused_probe(model)) if model is not None else None
+    fused = choose_fused_adamw(device, cfg.fused_adamw, probe, key)
+    probe = (lambda: bf16_probe(model, batches(pad.enabled), fused.enabled)) if batches else None
     bf16 = choose_bf16(device, cfg.bf16, probe, key)
     fp16 = cuda and cfg.bf16 == "auto" and not bf16.enabled
     ampere = cuda and torch.cuda.get_device_capability(device)[0] >= 8
-    if cfg.tf32 == "on" and not ampere:
-        raise ValueError("--tf32 on: needs an Ampere or newer GPU; use --tf32 off")
-    tf32 = Flag(ampere, "Ampere+ GPU: fp32 matmuls on TF32 cores" if ampere else "no Ampere+ GPU")
-    if cfg.tf32 != "auto":
-        tf32 = Flag(cfg.tf32 == "on", "requested")
+    tf32 = _requested("tf32", cfg.tf32, ampere, "needs an Ampere or newer GPU") or Flag(
+        ampere, "Ampere+ GPU: fp32 matmuls on TF32 cores" if ampere else "no Ampere+ GPU"
+    )
     bucketing = "batches of similar length" if cfg.length_bucketing else "shuffled batches"
     return {
         "bf16": bf16,

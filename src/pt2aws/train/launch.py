@@ -4,19 +4,13 @@ fork CUDA workers): the command printed, the output streamed live with one bar."
 from __future__ import annotations
 
 import json
-import os
 import shlex
-import subprocess
 import sys
 from pathlib import Path
 
 from pt2aws.config import TrainConfig, saved_config_path
-from pt2aws.processes import die_with_parent
-from pt2aws.train.progress import PROGRESS_ENV, ProgressDisplay, parse, strip_ansi
-
-
-class TrainingFailedError(RuntimeError):
-    """The torchrun subprocess exited non-zero; the message holds the tail of its output."""
+from pt2aws.processes import stream_child
+from pt2aws.train.progress import PROGRESS_ENV, ProgressDisplay
 
 
 def default_nproc_per_node() -> int:
@@ -50,34 +44,17 @@ def launch_training(
     cfg: TrainConfig, *, nproc_per_node=None, max_restarts=0, stream=None, env=None
 ) -> dict:
     """Train ``cfg`` under torchrun (``--config <output_dir>/train_config.json``, ``env`` added),
-    echoing to ``stream`` with one bar; ``metrics.json``, or TrainingFailedError with its tail."""
+    echoing to ``stream`` with one bar; ``metrics.json``; ChildFailedError with its tail."""
     stream = stream or sys.stdout
     config_file = cfg.to_json(saved_config_path(cfg.output_dir))
     args = ["--config", str(config_file)]
     cmd = torchrun_command(args, nproc_per_node=nproc_per_node, max_restarts=max_restarts)
     print("$ " + shlex.join(cmd), file=stream, flush=True)
-    child_env = {**os.environ, "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false"}
-    child_env |= {PROGRESS_ENV: "lines", "HF_HUB_DISABLE_PROGRESS_BARS": "1", **(env or {})}
-    tail: list[str] = []
+    child_env = {"TOKENIZERS_PARALLELISM": "false", PROGRESS_ENV: "lines"}
+    child_env |= {"HF_HUB_DISABLE_PROGRESS_BARS": "1", **(env or {})}
     display = ProgressDisplay(stream)
-    with subprocess.Popen(
-        cmd,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=child_env,
-        preexec_fn=die_with_parent(),  # killed kernel or make run: torchrun stops too
-    ) as proc:
-        try:
-            for line in proc.stdout:
-                if parse(line) is None:
-                    tail = (tail + [strip_ansi(line)])[-40:]
-                display.feed(line)
-        finally:
-            display.close()
-        code = proc.wait()
-    if code != 0:
-        raise TrainingFailedError(
-            f"training exited with code {code}; last output:\n{''.join(tail)}"
-        )
+    try:
+        stream_child(cmd, display.feed, what="training", env=child_env)
+    finally:
+        display.close()
     return json.loads((Path(cfg.output_dir) / "metrics.json").read_text())

@@ -1,15 +1,9 @@
-"""Fine-tune a sequence classifier: one process on CPU, or N GPUs/nodes under ``torchrun``::
-
-    python -m pt2aws.train --profile smoke --output_dir runs/x/train            # 1 process
-    torchrun --nproc_per_node 8 -m pt2aws.train --profile full --output_dir …   # 8 GPUs, DDP
-    python -m pt2aws.train --config runs/x/train/train_config.json --max_steps 50  # a saved config
-
-Writes ``model/``, ``metrics.json``, ``train_log.jsonl``, ``train_config.json``, ``checkpoints/``.
-"""
+"""Fine-tune a sequence classifier on one process or under ``torchrun`` (:func:`main`): the
+stages of :class:`FineTune`. Writes ``model/``, ``metrics.json``, ``train_log.jsonl``,
+``train_config.json`` and ``checkpoints/`` into ``--output_dir``."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import math
@@ -21,7 +15,7 @@ import torch
 from pt2aws.config import TrainConfig, saved_config_path
 from pt2aws.data import (
     choose_max_length,
-    load_sentiment_data,
+    load_for_config,
     parse_label_map,
     sequence_length_record,
     token_lengths,
@@ -42,15 +36,7 @@ def load_data_and_model(cfg: TrainConfig):
     """``(data, tokenizer, model, sdpa_choice)`` as ``cfg`` names them (also for the HF Trainer
     peer), the model on CPU; ``max_length="auto"`` is chosen from the data and set in ``cfg``.
     Raises ``pt2aws.data.DataError``/``DataFileNotFoundError``: data the user must fix."""
-    data = load_sentiment_data(
-        cfg.dataset,
-        **cfg.reader_options(),
-        label_map=cfg.label_map,
-        three_class=cfg.three_class,
-        max_train_samples=cfg.max_train_samples,
-        max_eval_samples=cfg.max_eval_samples,
-        seed=cfg.seed,
-    )
+    data = load_for_config(cfg.to_dict())
     auto, texts = cfg.max_length == "auto", data.splits["train"]["text"]
     tokenizer, model = load_tokenizer_and_model(
         cfg.model_name_or_path,
@@ -61,8 +47,8 @@ def load_data_and_model(cfg: TrainConfig):
     if auto:
         limit = max_tokens(model.config, tokenizer)
         choice = choose_max_length(tokenizer, texts, model_max_tokens=limit)
-        cfg.max_length = choice.max_length
-        data.stats["max_length_choice"] = choice.to_dict()
+        cfg.max_length = choice["max_length"]
+        data.stats["max_length_choice"] = choice
     try:  # PyTorch's fused scaled_dot_product_attention where the model has it
         model.set_attn_implementation(cfg.attn_implementation)
         why = f"attn_implementation={model.config._attn_implementation!r}"
@@ -215,7 +201,6 @@ class FineTune:
                     f"epoch {epoch + 1}: eval_loss={ev['loss']:.4f} "
                     f"eval_accuracy={ev['accuracy']:.4f} ({ev['num_examples']} examples)"
                 )
-            self.monitor.finish()
 
     def _evaluate(self, split: str) -> dict:
         batch_size = self.cfg.per_device_eval_batch_size
@@ -224,7 +209,6 @@ class FineTune:
     def _finish(self) -> dict:
         """Throughput, test metrics, the replica check (all ranks); rank 0 writes the run."""
         cfg, info, module, monitor = self.cfg, self.info, self.prep.module, self.monitor
-        num_params = count_parameters(module)  # DTensor parameters report their global size
         # MFU against the peak of the precision the matmuls run in: the catalog has GPUs' bf16
         gpu = torch.cuda.get_device_name(info.device) if info.device.type == "cuda" else None
         peak = peak_bf16_flops(gpu) if gpu and self.amp is not None else None
@@ -239,11 +223,11 @@ class FineTune:
         metrics = {
             "profile": cfg.profile,
             "model_name_or_path": cfg.model_name_or_path,
-            "num_parameters": num_params,
+            "num_parameters": count_parameters(module),  # DTensors count their global size
             "device": str(info.device),
             "world_size": info.world_size,
             "parallelism": self.parallelism,
-            "flags": {k: dataclasses.asdict(v) for k, v in self.flags.items()},
+            "flags": {k: v._asdict() for k, v in self.flags.items()},
             "train_steps": self.state.step,
             "resumed_from_step": self.state.resumed_from,
             **speed,
@@ -265,11 +249,14 @@ class FineTune:
         }
         cfg.to_json(saved_config_path(self.out_dir))
         (self.out_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
+        baseline, samples_s = (
+            metrics["majority_baseline_accuracy"],
+            speed["train_samples_per_second"],
+        )
         print(
-            f"test_accuracy={test['accuracy']:.4f} (majority baseline "
-            f"{metrics['majority_baseline_accuracy']:.4f}); "
-            f"{speed['train_samples_per_second']:.1f} samples/s steady, "
-            f"pad_fraction={speed['pad_fraction']:.3f}; saved {self.out_dir / 'model'}",
+            f"test_accuracy={test['accuracy']:.4f} (majority baseline {baseline:.4f}); "
+            f"{samples_s:.1f} samples/s steady, pad_fraction={speed['pad_fraction']:.3f}; "
+            f"saved {self.out_dir / 'model'}",
             flush=True,
         )
         return metrics
@@ -303,11 +290,9 @@ def main(argv: list[str] | None = None) -> dict:
     cfg = parse_args(argv)
     threads = torch.get_num_threads()  # compute_init sets its own; give in-process callers theirs
     info = distributed.compute_init(cfg.num_threads)
-    succeeded = False
     try:
         metrics = FineTune(cfg, info).run()
-        succeeded = True
-        return metrics
     finally:
-        distributed.compute_cleanup(info, succeeded=succeeded)
         torch.set_num_threads(threads)
+    distributed.compute_cleanup(info)  # not after a failure: the other ranks may be gone
+    return metrics

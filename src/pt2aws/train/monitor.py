@@ -25,9 +25,9 @@ class StepMonitor:
         self.counts = [0, 0, 0]  # samples, real tokens, padded tokens (this rank)
         self.warm = None  # (seconds, counts, steps) when the warm-up steps are done
         self.first_step, self.steps_done, self.paused_s, self.runtime_s = state.step, 0, 0.0, 0.0
-        self.last_loss, self.log_file, self.bar = float("nan"), None, None
-        if info.is_main and os.environ.get(PROGRESS_ENV) != "lines":  # else the launcher draws it
-            self.bar = ProgressDisplay()
+        self.last_loss, self.log_file = float("nan"), None
+        lines = os.environ.get(PROGRESS_ENV) == "lines"  # then the launcher draws the bar
+        self.bar = ProgressDisplay() if info.is_main and not lines else None
 
     def __enter__(self) -> StepMonitor:
         path, resumed = Path(self.cfg.output_dir) / "train_log.jsonl", self.state.resumed_from
@@ -40,6 +40,8 @@ class StepMonitor:
         return self
 
     def __exit__(self, *exc) -> None:
+        self._sync()
+        self.runtime_s = self.elapsed()  # the clock stops after the last step
         for opened in (self.bar, self.log_file):
             if opened is not None:
                 opened.close()
@@ -98,8 +100,3 @@ class StepMonitor:
         """A line for the reader (rank 0), above the bar."""
         if self.info.is_main:
             (self.bar.write if self.bar else print)(text)
-
-    def finish(self) -> None:
-        """After the last step: stop the clock."""
-        self._sync()
-        self.runtime_s = self.elapsed()

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import re
 import sys
-import time
 
 PROGRESS_ENV = "PT2AWS_PROGRESS"
 PREFIX = "@pt2aws-progress "
@@ -20,10 +19,10 @@ def strip_ansi(text: str) -> str:
 
 
 def report(step: int, total: int, **extra) -> None:
-    """Print the progress line of step ``step`` (``extra``: ``loss``, ``train_time_s``)."""
+    """Print the progress line of step ``step`` (``extra``: ``loss``, ``train_time_s``; ``None``
+    left out) in one write: ranks share the pipe, and a write is never split."""
     extra = {k: v for k, v in extra.items() if v is not None}
-    line = PREFIX + json.dumps({"step": step, "total": total, **extra}) + "\n"
-    sys.stdout.write(line)  # one write: ranks share the pipe, and a write is never split
+    sys.stdout.write(PREFIX + json.dumps({"step": step, "total": total, **extra}) + "\n")
     sys.stdout.flush()
 
 
@@ -38,9 +37,8 @@ def parse(line: str) -> dict | None:
 class ProgressDisplay:
     """Progress records as one bar; other lines echoed above it (without colours)."""
 
-    def __init__(self, stream=None, desc: str = "train"):
-        self.stream, self.desc = stream or sys.stdout, desc
-        self.bar, self.last, self.started = None, {}, time.perf_counter()
+    def __init__(self, stream=None):
+        self.stream, self.bar, self.loss = stream or sys.stdout, None, None
 
     def feed(self, line: str) -> None:
         """Handle one line of the training process's output."""
@@ -54,25 +52,22 @@ class ProgressDisplay:
         (self.bar.write if self.bar else print)(text, file=self.stream)
 
     def show(self, record: dict) -> None:
-        record = {k: v for k, v in record.items() if v is not None}
         if self.bar is None:
             from tqdm.auto import tqdm
 
-            self.bar = tqdm(total=record["total"], desc=self.desc, unit="step", file=self.stream)
-            self.started = time.perf_counter()
+            self.bar = tqdm(total=record["total"], desc="train", unit="step", file=self.stream)
         self.bar.update(record["step"] - self.bar.n)
-        if "loss" in record:
-            self.bar.set_postfix(loss=f"{record['loss']:.4f}", refresh=False)
-        self.last = {**self.last, **record}
+        if record.get("loss") is not None:
+            self.loss = record["loss"]
+            self.bar.set_postfix(loss=f"{self.loss:.4f}", refresh=False)
 
     def close(self) -> str | None:
         """Close the bar; print and return the summary line (``None`` if no step came)."""
         if self.bar is None:
             return None
         self.bar.close()
-        last, seconds = self.last, time.perf_counter() - self.started
-        loss = f", last logged loss {last['loss']:.4f}" if "loss" in last else ""
-        summary = f"{self.desc}: {last['step']}/{last['total']} steps in {seconds:.0f} s{loss}"
-        summary += " (wall clock: evaluation and saving included)"
+        bar, loss = self.bar, f", last logged loss {self.loss:.4f}" if self.loss is not None else ""
+        summary = f"train: {bar.n}/{bar.total} steps in {bar.format_dict['elapsed']:.0f} s"
+        summary += f"{loss} (wall clock: evaluation and saving included)"
         print(summary, file=self.stream, flush=True)
         return summary

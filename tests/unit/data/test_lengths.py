@@ -18,37 +18,33 @@ class WordTokenizer:
 
 def test_max_length_is_a_percentile_rounded_up_to_8():
     texts = [" ".join(["w"] * (n - 2)) for n in range(3, 103)]  # 3..102 tokens, 100 texts
-    default = choose_max_length(WordTokenizer(), texts, model_max_tokens=512)
-    assert (default.percentile, default.percentile_tokens, default.max_length) == (99.0, 101, 104)
-    choice = choose_max_length(WordTokenizer(), texts, model_max_tokens=512, percentile=95)
-    assert choice.percentile_tokens == 97  # nearest rank: the 95th of 100 sorted lengths
-    assert choice.max_length == 104
-    assert choice.fraction_truncated == 0.0 and choice.longest == 102
-    assert "95th percentile of 100 training texts is 97 tokens" in choice.describe()
-    assert choice.to_dict()["max_length"] == 104
+    choice = choose_max_length(WordTokenizer(), texts, model_max_tokens=512)
+    assert choice["percentile"] == 99.0
+    assert choice["percentile_tokens"] == 101  # nearest rank: the 99th of 100 sorted lengths
+    assert choice["max_length"] == 104
+    assert choice["fraction_truncated"] == 0.0 and choice["longest"] == 102
+    assert "99th percentile of 100 training texts is 101 tokens" in choice["description"]
 
 
 def test_max_length_is_capped_at_the_model_limit_and_reports_the_cut():
     texts = [" ".join(["w"] * (n - 2)) for n in range(3, 103)]
     choice = choose_max_length(WordTokenizer(), texts, model_max_tokens=64)
-    assert choice.max_length == 64
-    assert choice.fraction_truncated == pytest.approx(38 / 100)  # lengths 65..102
-    assert "capped at the model's limit of 64" in choice.describe()
+    assert choice["max_length"] == 64
+    assert choice["fraction_truncated"] == pytest.approx(38 / 100)  # lengths 65..102
+    assert "capped at the model's limit of 64" in choice["description"]
 
 
 def test_max_length_has_a_floor_and_checks_its_inputs():
-    assert choose_max_length(WordTokenizer(), ["a"] * 5, model_max_tokens=512).max_length == 8
+    assert choose_max_length(WordTokenizer(), ["a"] * 5, model_max_tokens=512)["max_length"] == 8
     with pytest.raises(ValueError, match="at least one"):
         choose_max_length(WordTokenizer(), [], model_max_tokens=512)
-    with pytest.raises(ValueError, match="percentile"):
-        choose_max_length(WordTokenizer(), ["a"], model_max_tokens=512, percentile=0)
 
 
 def test_max_length_on_a_real_tokenizer(minilm_tokenizer):
     texts = [f"tweet number {i} " + "so good " * (i % 40) for i in range(400)]
     choice = choose_max_length(minilm_tokenizer, texts, model_max_tokens=512)
-    assert choice.max_length % 8 == 0 and 8 <= choice.max_length <= 512
-    assert choice.fraction_truncated <= 0.05
+    assert choice["max_length"] % 8 == 0 and 8 <= choice["max_length"] <= 512
+    assert choice["fraction_truncated"] <= 0.05
 
 
 def test_sequence_length_record_explains_both_lengths():
@@ -57,8 +53,6 @@ def test_sequence_length_record_explains_both_lengths():
     )
     assert record["serve_max_length"] == 512 and record["train_fraction_truncated"] == 0.5
     assert "first 64 tokens" in record["note"] and "up to 512 tokens" in record["note"]
-    lowered = sequence_length_record(
-        train_max_length=64, model_max_tokens=512, serve_max_length=128
-    )
-    assert lowered["serve_max_length"] == 128 and "below the model's limit" in lowered["note"]
-    assert lowered["train_fraction_truncated"] is None
+    assert "between 64 and 512 tokens are read whole" in record["note"]
+    whole = sequence_length_record(train_max_length=512, model_max_tokens=512, train_lengths=[9])
+    assert whole["train_fraction_truncated"] == 0.0 and "read whole" not in whole["note"]

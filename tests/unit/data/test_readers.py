@@ -39,9 +39,7 @@ def test_header_csv_by_position_is_detected_and_columns_reordered(tmp_path):
 def test_header_option_accepts_cli_spellings(tmp_path):
     path = write_csv(tmp_path / "d.csv", rows(), header=False)
     d = load_sentiment_data(path, header="false", text_column="0", label_column="1")
-    assert d.stats["header"] is False
-    with pytest.raises(DataError, match="--header true|false|auto"):
-        load_sentiment_data(path, header="maybe")
+    assert d.stats["header"] is False  # a wrong spelling is TrainConfig's error (test_config)
 
 
 def test_names_on_a_headerless_file_name_the_first_row_and_the_fix(tmp_path):
@@ -146,3 +144,27 @@ def test_missing_paths_and_folders(tmp_path):
         load_sentiment_data("~/surely/not/here.parquet")
     with pytest.raises(DataError, match="not a data file I can read"):
         read_file(tmp_path)
+
+
+def test_hub_dataset_splits_are_joined_with_class_names(monkeypatch):
+    import datasets
+
+    from pt2aws.data import read_source, readers
+
+    features = datasets.Features(
+        {"sentence": datasets.Value("string"), "label": datasets.ClassLabel(names=["neg", "pos"])}
+    )
+
+    def split(labels):
+        texts = [f"text {len(labels)} {i}" for i in range(len(labels))]
+        return datasets.Dataset.from_dict({"sentence": texts, "label": labels}, features=features)
+
+    hub = datasets.DatasetDict({"train": split([0, 1, 1]), "test": split([-1, -1])})
+    monkeypatch.setattr(datasets, "load_dataset", lambda name, config=None: hub)
+    monkeypatch.setattr(readers, "ensure_hub_reachable", lambda *args, **kwargs: None)
+    frame = read_source("someone/reviews", text_column="sentence")
+    assert frame["label"][:3].tolist() == ["neg", "pos", "pos"]
+    assert frame["label"][3:].isna().all()  # -1: no label
+    assert frame.attrs["format"] == "hub" and frame.attrs["text_column"] == "sentence"
+    with pytest.raises(DataError, match=r"\['text'\] not found.*'sentence'"):
+        read_source("someone/reviews")

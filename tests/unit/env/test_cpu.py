@@ -12,23 +12,19 @@ import pytest
 from pt2aws import env
 from pt2aws.env import cpu as cpu_mod
 from pt2aws.env import probes
-from pt2aws.env.cpu import (
-    features_from,
-    hardware_from_auxv,
-    hardware_from_cpuinfo,
-    hardware_from_torch,
-)
+from pt2aws.env.cpu import features_from, hardware_from_auxv, hardware_from_torch
 
-ZEN5 = "model name\t: AMD EPYC\nflags\t\t: fpu avx2 fma avx512f avx512bw avx512vl avx512dq avx_vnni avx512_vnni avx512_bf16\n"
-SAPPHIRE_RAPIDS = "flags\t\t: avx2 avx512f avx512_vnni avx512_bf16 amx_bf16 amx_tile amx_int8\n"
-ICE_LAKE = "flags\t\t: avx2 avx512f avx512_vnni\n"  # AVX-512 + VNNI, no bf16
+# /proc/cpuinfo flags
+ZEN5 = "fpu avx2 fma avx512f avx512bw avx512vl avx512dq avx_vnni avx512_vnni avx512_bf16".split()
+SAPPHIRE_RAPIDS = "avx2 avx512f avx512_vnni avx512_bf16 amx_bf16 amx_tile amx_int8".split()
+ICE_LAKE = ["avx2", "avx512f", "avx512_vnni"]  # AVX-512 + VNNI, no bf16
 # aarch64 auxiliary vectors: (AT_HWCAP, AT_HWCAP2) bits from Linux asm/hwcap.h
 GRAVITON3 = (1 << 1 | 1 << 20 | 1 << 22, 1 << 12 | 1 << 13 | 1 << 14)  # asimd dp sve; bf16 i8mm
 GRAVITON2 = (1 << 1 | 1 << 20, 0)  # Neoverse N1: asimd + dot product, no SVE, no bf16
 
 
-def x86(text: str, environ: dict | None = None):
-    return features_from("x86_64", hardware_from_cpuinfo(text), environ=environ or {}, model="EPYC")
+def x86(flags: list[str], environ: dict | None = None):
+    return features_from("x86_64", flags, environ=environ or {}, model="EPYC")
 
 
 def test_avx2_cap_takes_bf16_and_vnni_from_a_cpu_that_has_them():
@@ -102,19 +98,19 @@ def test_torch_capability_names_map_to_the_kernels():
 def test_emulated_arm64_ignores_the_hosts_cpuinfo(tmp_path, monkeypatch):
     """Under QEMU user mode /proc/cpuinfo is the x86 host's: the auxiliary vector decides."""
     (tmp_path / "proc").mkdir()
-    (tmp_path / "proc" / "cpuinfo").write_text("processor\t: 0\n" + ZEN5)
+    host = "processor\t: 0\nmodel name\t: AMD EPYC\nflags\t\t: " + " ".join(ZEN5) + "\n"
+    (tmp_path / "proc" / "cpuinfo").write_text(host)
     g3 = features_from("aarch64", hardware_from_auxv(*GRAVITON3), environ={}, model="aarch64")
-    cpu = probes.cpu_info(tmp_path, machine="aarch64", features=g3)
-    assert cpu["bf16"] and cpu["sve"] and cpu["int8_dot"] and cpu["cpu_part"] is None
-    assert cpu["model"] == "aarch64" and not cpu["avx512"]  # not the host's EPYC
-    assert cpu["features"]["bf16_native"]["available"] is True
+    assert probes.cpu_info(g3, tmp_path, machine="aarch64")["cpu_part"] is None
 
     monkeypatch.setattr(cpu_mod.platform, "machine", lambda: "aarch64")
     monkeypatch.setattr(cpu_mod.platform, "system", lambda: "Linux")
     monkeypatch.setattr(cpu_mod, "_auxv", lambda: GRAVITON3)
+    for name in cpu_mod.CAP_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
     cpu_mod._probe.cache_clear()
     try:
-        probed = cpu_mod.cpu_features(environ={})
+        probed = cpu_mod.cpu_features()
     finally:
         cpu_mod._probe.cache_clear()
     assert probed.source.startswith("getauxval") and probed.bf16_native and probed.sve

@@ -33,4 +33,7 @@ def test_env_report_on_cpu_machine():
     text = env.format_report(report)
     assert "profile full" in text
     report["cpu"]["processor"] = ("Graviton3", "Neoverse V1")  # what the caller joins
-    assert f"CPU: {report['cpu']['model']}, Graviton3 (Neoverse V1)," in env.format_report(report)
+    assert (
+        f"CPU: {report['cpu']['features']['model']}, Graviton3 (Neoverse V1),"
+        in env.format_report(report)
+    )

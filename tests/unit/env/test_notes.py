@@ -18,7 +18,7 @@ def test_problems_come_with_fixes(tmp_path):
     report = {
         "profile": "full",
         "gpus": [dict(gpu, index=i) for i in range(8)],
-        "cpu": {"bf16": False, "features": {"bf16_native": {"reason": "G2 has no BF16"}}},
+        "cpu": {"features": {"bf16_native": {"available": False, "reason": "G2 has no BF16"}}},
         "versions": {"cuda": "12.8", "sagemaker": None},
         "memory_bytes": 4 * 2**30,
         "disk": {"path": "/x", "free_bytes": 2**30, "total_bytes": 8 * 2**30},

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 from pt2aws.env import probes
+from pt2aws.env.cpu import features_from
 
 GRAVITON3 = """processor\t: 0
 BogoMIPS\t: 2100.00
@@ -38,15 +39,15 @@ def _root(tmp_path, cpuinfo):
 
 
 def test_cpu_info_graviton3_and_sapphire_rapids(tmp_path):
-    g = probes.cpu_info(_root(tmp_path / "g", GRAVITON3), machine="aarch64")
-    assert g["cpu_part"] == "0xd40" and g["model"] == "aarch64"  # Arm: no model name
-    assert g["bf16"] and g["sve"] and not g["amx"] and g["logical_cores"] == 2
-    x = probes.cpu_info(_root(tmp_path / "x", SAPPHIRE_RAPIDS), machine="x86_64")
-    assert x["amx"] and x["bf16"] and x["avx512"] and x["cpu_part"] is None
-    assert x["model"] == "Intel(R) Xeon(R) Platinum 8488C"
+    g3 = features_from("aarch64", ["bf16", "sve"], environ={})
+    g = probes.cpu_info(g3, _root(tmp_path / "g", GRAVITON3), machine="aarch64")
+    assert g["cpu_part"] == "0xd40" and g["logical_cores"] == g["physical_cores"] == 2
+    assert g["features"]["bf16_native"]["available"] is True
+    spr = features_from("x86_64", ["avx512f", "avx512_bf16"], environ={})
+    x = probes.cpu_info(spr, _root(tmp_path / "x", SAPPHIRE_RAPIDS), machine="x86_64")
+    assert x["cpu_part"] is None
     assert x["logical_cores"] == 2 and x["physical_cores"] == 1  # hyper-threads of one core
-    empty = probes.cpu_info(tmp_path / "none", machine="x86_64")
-    assert empty["bf16"] is False and empty["cpu_part"] is None
+    assert probes.cpu_info(spr, tmp_path / "none", machine="x86_64")["cpu_part"] is None
 
 
 def test_efa_and_platform_detection(tmp_path):

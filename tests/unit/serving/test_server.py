@@ -170,11 +170,6 @@ def test_unexpected_handler_error_is_500_without_traceback(loaded, monkeypatch):
     assert reply.body.decode() == "PT2AWS_MAX_BATCH='zero': set a positive integer, e.g. 64\n"
 
 
-def test_missing_model_folder_is_a_clear_load_error(tmp_path):
-    with pytest.raises(FileNotFoundError, match="--model-dir"):
-        ModelService(tmp_path / "nope").load()
-
-
 def test_handler_from_the_archive_wins_and_must_be_complete(tmp_path):
     code = tmp_path / "code"
     code.mkdir()

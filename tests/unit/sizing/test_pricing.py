@@ -31,12 +31,20 @@ def _stubbed(responses: list[tuple[dict, dict]]):
     return client, stubber
 
 
-def test_ec2_filters_pin_one_on_demand_linux_rate():
-    service, filters = pricing.product_filters("p4d.24xlarge", "ec2", "eu-west-1")
-    fields = {f["Field"]: f["Value"] for f in filters}
-    assert service == "AmazonEC2" and all(f["Type"] == "TERM_MATCH" for f in filters)
-    assert fields == {
-        "regionCode": "eu-west-1",
+def _live_session(monkeypatch, client) -> AwsSession:
+    """A session with (fake) credentials whose ``pricing`` client is ``client``."""
+    monkeypatch.delenv(pricing.OFF_SWITCH, raising=False)
+    boto = boto3.Session(aws_access_key_id="a", aws_secret_access_key="b", region_name="us-east-1")
+    monkeypatch.setattr(boto, "client", lambda service, **kwargs: client)
+    monkeypatch.setattr(AwsSession, "boto", lambda self: boto)
+    return AwsSession(region="us-east-1")
+
+
+@pytest.mark.parametrize(("region", "usd"), [("us-east-1", 21.957642), ("eu-west-1", 23.71569)])
+def test_recorded_ec2_answer_gives_the_offer_files_price(region, usd):
+    recorded = _fixture("pricing_get_products_ec2.json")[region]
+    fields = {
+        "regionCode": region,
         "instanceType": "p4d.24xlarge",
         "operatingSystem": "Linux",
         "tenancy": "Shared",
@@ -45,39 +53,30 @@ def test_ec2_filters_pin_one_on_demand_linux_rate():
         "marketoption": "OnDemand",  # without it a free Capacity Block p5 can be read
         "licenseModel": "No License required",  # without it three Windows rates match
     }
-    service, filters = pricing.product_filters("c7g.xlarge", "hosting", "us-east-1")
-    assert service == "AmazonSageMaker" and filters[0]["Value"] == "ml.c7g.xlarge"
-
-
-@pytest.mark.parametrize(("region", "usd"), [("us-east-1", 21.957642), ("eu-west-1", 23.71569)])
-def test_recorded_ec2_answer_gives_the_offer_files_price(region, usd):
-    recorded = _fixture("pricing_get_products_ec2.json")[region]
-    service, filters = pricing.product_filters("p4d.24xlarge", "ec2", region)
-    client, stubber = _stubbed(
-        [(recorded, {"ServiceCode": service, "Filters": filters, "FormatVersion": "aws_v1"})]
-    )
-    price = pricing.live_price(AwsSession(region=region), "p4d.24xlarge", "ec2", client=client)
+    filters = [{"Type": "TERM_MATCH", "Field": k, "Value": v} for k, v in fields.items()]
+    asked = {"ServiceCode": "AmazonEC2", "Filters": filters, "FormatVersion": "aws_v1"}
+    client, stubber = _stubbed([(recorded, asked)])
+    price = pricing.live_price(client, "p4d.24xlarge", "ec2", region)
     stubber.assert_no_pending_responses()
     assert (price.usd_per_hour, price.region, price.use) == (usd, region, "ec2")
     assert price.verified and price.source["id"] == "aws-price-list-api"
-    assert "BoxUsage:p4d.24xlarge" in price.source["url"] and price.region_note == ""
+    assert "BoxUsage:p4d.24xlarge" in price.source["url"] and price.asked_region == region
 
 
 def test_sagemaker_hosting_is_told_from_the_other_components_by_usage_type():
     answer = _fixture("pricing_get_products_sagemaker.json")["us-east-1"]
-    service, filters = pricing.product_filters("ml.c7g.xlarge", "hosting", "us-east-1")
-    params = {"ServiceCode": service, "Filters": filters, "FormatVersion": "aws_v1"}
+    fields = {
+        "instanceName": "ml.c7g.xlarge",
+        "locationType": "AWS Region",
+        "regionCode": "us-east-1",
+    }
+    filters = [{"Type": "TERM_MATCH", "Field": k, "Value": v} for k, v in fields.items()]
+    params = {"ServiceCode": "AmazonSageMaker", "Filters": filters, "FormatVersion": "aws_v1"}
     client, _ = _stubbed([(answer, params), (answer, params)])
-    price = pricing.live_price(
-        AwsSession(region="us-east-1"), "ml.c7g.xlarge", "hosting", client=client
-    )
+    price = pricing.live_price(client, "c7g.xlarge", "hosting", "us-east-1")
     assert price.usd_per_hour == 0.1734 and "USE1-Host:ml.c7g.xlarge" in price.source["url"]
     with pytest.raises(pricing.PriceUnavailable, match="on-demand training rates: none"):
-        pricing.live_price(
-            AwsSession(region="us-east-1"), "ml.c7g.xlarge", "training", client=client
-        )
-    rates = [pricing.on_demand_rate(item, "hosting") for item in answer["PriceList"]]
-    assert rates == [None, (0.1734, "USE1-Host:ml.c7g.xlarge"), None]
+        pricing.live_price(client, "ml.c7g.xlarge", "training", "us-east-1")
 
 
 def test_two_rates_for_one_filter_set_are_refused_not_guessed():
@@ -88,19 +87,17 @@ def test_two_rates_for_one_filter_set_are_refused_not_guessed():
     }
     client, _ = _stubbed([(both, None)])
     with pytest.raises(pricing.PriceUnavailable, match="21.9576 .*23.7157"):
-        pricing.live_price(AwsSession(region="us-east-1"), "p4d.24xlarge", "ec2", client=client)
+        pricing.live_price(client, "p4d.24xlarge", "ec2", "us-east-1")
 
 
 def test_access_denied_and_no_session_fall_back_with_the_reason(monkeypatch):
-    client = boto3.client(
-        "pricing", region_name="us-east-1", aws_access_key_id="a", aws_secret_access_key="b"
-    )
-    stubber = Stubber(client)
+    client, stubber = _stubbed([])
     stubber.add_client_error("get_products", "AccessDeniedException", "not authorized")
-    stubber.activate()
-    with pytest.raises(pricing.PriceUnavailable, match="not in AmazonSageMakerFullAccess"):
-        pricing.live_price(AwsSession(region="us-east-1"), "c7g.xlarge", "ec2", client=client)
-    monkeypatch.delenv(pricing.OFF_SWITCH, raising=False)
+    session = _live_session(monkeypatch, client)
+    prices, notes = pricing.refresh_prices(session, ["c7g.xlarge", "g5.xlarge"])
+    assert prices == {} and len(notes) == 1  # refused once: the others are not asked
+    assert notes[0].startswith("c7g.xlarge and the rest: the dated table (pricing:GetProducts")
+    assert "not in AmazonSageMakerFullAccess" in notes[0]
     assert pricing.refresh_prices(None, ["ml.c7g.xlarge"]) == (
         {},
         ["prices: the dated table in pt2aws/sizing/instances.json (no AWS session)"],
@@ -123,19 +120,11 @@ def test_access_denied_and_no_session_fall_back_with_the_reason(monkeypatch):
 
 
 def test_refresh_reads_each_price_and_says_which_came_from_where(monkeypatch):
-    monkeypatch.delenv(pricing.OFF_SWITCH, raising=False)
     recorded = _fixture("pricing_get_products_ec2.json")["us-east-1"]
     empty = {"FormatVersion": "aws_v1", "PriceList": []}
     client, _ = _stubbed([(recorded, None), (empty, None)])
-    session = AwsSession(region="us-east-1")
-    monkeypatch.setattr(
-        type(session),
-        "boto",
-        lambda self: boto3.Session(
-            aws_access_key_id="a", aws_secret_access_key="b", region_name="us-east-1"
-        ),
-    )
-    prices, notes = pricing.refresh_prices(session, ["p4d.24xlarge", "p5e.48xlarge"], client=client)
+    session = _live_session(monkeypatch, client)
+    prices, notes = pricing.refresh_prices(session, ["p4d.24xlarge", "p5e.48xlarge"])
     assert list(prices) == ["p4d.24xlarge"] and prices["p4d.24xlarge"].usd_per_hour == 21.957642
     assert notes[0] == "prices read from the AWS Price List API today: p4d.24xlarge"
     assert notes[1].startswith("p5e.48xlarge: the dated table (0 AmazonEC2 products")
@@ -190,7 +179,7 @@ def test_every_ec2_price_names_a_dated_source_and_the_corrections_hold():
 
 def test_regional_prices_and_the_us_east_1_fallback_say_which_region():
     eu = pricing.price("p4d.24xlarge", "ec2", "eu-west-1")
-    assert (eu.usd_per_hour, eu.region, eu.region_note) == (23.71569, "eu-west-1", "")
+    assert (eu.usd_per_hour, eu.region, eu.asked_region) == (23.71569, "eu-west-1", "eu-west-1")
     assert eu.describe() == "23.7157 USD/h (verified, sub-ec2-2026 2026-09-10, eu-west-1)"
     fallback = pricing.price("c7g.xlarge", "ec2", "eu-west-1")
     assert (fallback.usd_per_hour, fallback.region, fallback.asked_region) == (
@@ -198,7 +187,9 @@ def test_regional_prices_and_the_us_east_1_fallback_say_which_region():
         "us-east-1",
         "eu-west-1",
     )
-    assert fallback.region_note == "us-east-1 price: the catalog has no figure for eu-west-1"
+    assert fallback.describe().endswith(
+        "us-east-1; us-east-1 price: the catalog has no figure for eu-west-1)"
+    )
     hosting = pricing.price("ml.c7g.xlarge", region="ap-south-1")
     assert (hosting.use, hosting.usd_per_hour, hosting.region) == ("hosting", 0.1734, "us-east-1")
     assert hosting.describe().endswith(

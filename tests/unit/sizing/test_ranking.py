@@ -11,7 +11,8 @@ from pt2aws.sizing import ranking, tables, workload
 
 
 def test_rank_training_time_and_cost_by_hand():
-    rows = ranking.rank_training("roberta-base", train_tokens=1_000_000 * 128, epochs=3)
+    job = workload.Workload("roberta-base", train_examples=1_000_000, seq_len=128, epochs=3)
+    rows = ranking.rank_training(job)
     by = {r["instance"]: r for r in rows}
     # (6 N + 12 L d T) per token, N without the embedding tables (Kaplan et al. 2020; PaLM B)
     non_embedding = ROBERTA_BASE - (EMBEDDINGS - 2 * H)
@@ -25,7 +26,7 @@ def test_rank_training_time_and_cost_by_hand():
     assert p4d["cost_usd"] == pytest.approx(
         (flops / (8 * 312e12 * 0.35) + 600) / 3600 * 21.957642, rel=1e-12
     )
-    bare = ranking.rank_training("roberta-base", 128_000_000, 3, overhead_s=0)
+    bare = ranking.rank_training(job, overhead_s=0)
     bare = [r for r in bare if r["instance"] == "p4d.24xlarge"]
     assert bare[0]["cost_usd"] == pytest.approx(flops / (8 * 312e12 * 0.35) / 3600 * 21.957642)
     assert "inf2.xlarge" not in by  # inference only
@@ -36,8 +37,8 @@ def test_rank_training_time_and_cost_by_hand():
     assert cheapest["cost_usd"] == min(priced)
     fastest = next(r for r in rows if r["fastest"])
     assert fastest["time_s"] == min(r["time_s"] for r in rows)
-    with pytest.raises(ValueError, match="must be positive"):
-        ranking.rank_training("roberta-base", train_tokens=0)
+    with pytest.raises(ValueError, match="epochs > 0"):
+        workload.Workload("roberta-base", epochs=0)
 
 
 def test_rank_inference_holds_the_weights_and_flags_the_cheapest():
@@ -62,7 +63,8 @@ def test_recommend_roberta_base_on_1m_examples():
     assert rec["model"]["parameters"] == ROBERTA_BASE
     assert rec["workload"]["train_tokens_per_epoch"] == 128_000_000
     assert rec["class"]["class"] == "small"
-    assert rec["recommended"]["instance"] == rec["cheapest"]  # the cheapest row is a GPU here
+    cheapest = next(r for r in rec["training"] if r["cheapest"])
+    assert rec["recommended"]["instance"] == cheapest["instance"]  # the cheapest row is a GPU here
     json.dumps(rec)
     text = tables.format_recommendation(rec)
     assert "124,647,170 parameters" in text and "cheapest" in text and " g5.xlarge " in text

@@ -17,9 +17,8 @@ N_BASE = 85_646_592
 #: pytorch.org 2024-12-19: two sentences of 7 tokens (padded) in 25.37 ms on m7g.xlarge
 PUBLISHED_GRAVITON_FLOPS = 2 * 7 * (2 * N_BASE + 4 * 12 * 768 * 7) / 0.02537
 GRAVITON3_4_VCPUS = 4 * 83.2e9
-EPYC_AVX2 = (
-    "processor\t: 0\nmodel name\t: AMD EPYC\ncpu MHz\t\t: 2445.432\nsiblings\t: 2\ncpu cores\t: 2\n"
-)
+EPYC_AVX2 = {"processor": "0", "model name": "AMD EPYC", "cpu MHz": "2445.432", "siblings": "2",
+             "cpu cores": "2"}  # fmt: skip
 
 
 def test_one_flops_count_a_third_of_trainings():
@@ -75,16 +74,16 @@ def test_inferentia_is_anchored_on_neurons_bert_figure_and_gpus_say_they_assume(
 
 
 def test_machine_peak_from_isa_and_clock():
-    avx2 = serving_cost.machine_peak(EPYC_AVX2, isa="AVX2", vcpus=2)
+    avx2 = serving_cost.machine_peak([EPYC_AVX2], isa="AVX2", vcpus=2)
     assert avx2["flops"] == pytest.approx(2 * 32 * 2.445432e9)  # 2 cores x 2 FMA x 8 lanes x 2
     assert avx2["basis"] == "2 cores x 32 fp32 FLOP/cycle (AVX2) x 2.45 GHz"
-    smt = EPYC_AVX2.replace("cpu cores\t: 2", "cpu cores\t: 1")  # 2 hyper-threads of one core
-    assert serving_cost.machine_peak(smt, isa="AVX512_BF16", vcpus=2)["flops"] == pytest.approx(
+    smt = {**EPYC_AVX2, "cpu cores": "1"}  # 2 hyper-threads of one core
+    assert serving_cost.machine_peak([smt], isa="AVX512_BF16", vcpus=2)["flops"] == pytest.approx(
         64 * 2.445432e9
     )
-    graviton = serving_cost.machine_peak("CPU part\t: 0xd40\n", vcpus=4)
+    graviton = serving_cost.machine_peak([{"CPU part": "0xd40"}], vcpus=4)
     assert graviton["flops"] == GRAVITON3_4_VCPUS and "(Graviton3)" in graviton["basis"]
-    assert serving_cost.machine_peak("processor\t: 0\n", isa="AVX2") is None  # no clock
+    assert serving_cost.machine_peak([{"processor": "0"}], isa="AVX2") is None  # no clock
 
 
 def test_x86_rows_take_notebook_02s_measurement_against_this_machines_peak(

@@ -99,7 +99,7 @@ def test_interrupted_and_resumed_equals_uninterrupted(uninterrupted, tmp_path, m
 
 
 def test_resume_refuses_a_changed_run(uninterrupted, tmp_path):
-    path = checkpoint.latest_checkpoint(uninterrupted / "checkpoints")
+    path = checkpoint.list_checkpoints(uninterrupted / "checkpoints")[-1]
     with pytest.raises(ValueError, match="learning_rate: 0.001 -> 0.5"):
         loop.main(
             [*RUN, "--output_dir", str(tmp_path), "--resume", str(path), "--learning_rate", "0.5"]
@@ -126,7 +126,7 @@ def test_compiled_model_saves_plain_weights_that_reload_with_identical_logits(co
     weights = _weights(out)
     assert weights and not any("_orig_mod" in k or k.startswith("module.") for k in weights)
     model = AutoModelForSequenceClassification.from_pretrained(out / "model").eval()
-    final = checkpoint.latest_checkpoint(out / "checkpoints")
+    final = checkpoint.list_checkpoints(out / "checkpoints")[-1]
     assert final.name == "step-000008"
     twin = AutoModelForSequenceClassification.from_pretrained(out / "model").eval()
     state = {"model": {k: torch.zeros_like(v) for k, v in twin.state_dict().items()}}
@@ -149,7 +149,6 @@ def test_only_complete_checkpoints_count_and_old_ones_go(uninterrupted, tmp_path
     shutil.copy(folder / "step-000008" / checkpoint.TRAINER_STATE, folder / "step-000012")
     (folder / "notes").mkdir()
     assert [p.name for p in checkpoint.list_checkpoints(folder)] == ["step-000004", "step-000008"]
-    assert checkpoint.latest_checkpoint(folder).name == "step-000008"
-    assert checkpoint.latest_checkpoint(tmp_path / "missing") is None
+    assert checkpoint.list_checkpoints(tmp_path / "missing") == []
     kept = checkpoint.list_checkpoints(uninterrupted / "checkpoints")  # save_total_limit 2
     assert [p.name for p in kept] == ["step-000004", "step-000008"]

@@ -30,7 +30,7 @@ def test_flops_per_token_leave_out_the_embeddings_and_add_attention():
 
 def test_sizing_counts_training_flops_with_the_same_function():
     from pt2aws.sizing.ranking import rank_training, training_flops
-    from pt2aws.sizing.workload import model_spec
+    from pt2aws.sizing.workload import Workload, model_spec
 
     model, _ = _minilm_on_meta()
     spec = model_spec("minilm-l6")  # closed form, no model built
@@ -38,7 +38,7 @@ def test_sizing_counts_training_flops_with_the_same_function():
     assert training_flops(spec, 1000, 64) == 1000 * training_flops_per_token(
         spec.non_embedding_parameters, 6, 384, 64
     )
-    rows = {r["instance"]: r for r in rank_training("minilm-l6", 3000 * 64, seq_len=64)}
+    rows = {r["instance"]: r for r in rank_training(Workload("minilm-l6", 3000, 64, 1))}
     cpu, gpu = rows["c7g.xlarge"], rows["g5.xlarge"]
     flops = training_flops(spec, 3000 * 64, 64)
     assert gpu["time_s"] == pytest.approx(flops / (70e12 * gpu["mfu"]))  # A10G, bf16 peak
@@ -61,7 +61,7 @@ def test_mfu_is_flops_per_token_times_tokens_per_second_over_the_peak():
         counts=[96, 96 * 64, 96 * 64], warm=(1.0, [32, 32 * 64, 32 * 64], 1), runtime_s=2.0,
         steps_done=3,
     )  # fmt: skip
-    info = DistInfo(rank=0, local_rank=0, world_size=1, device=torch.device("cpu"))
+    info = DistInfo()
     speed = summary(monitor, info, model, config, peak_flops=1e12)
     assert speed["train_samples_per_second"] == 64.0 and speed["steady_state_steps"] == 2
     assert speed["warmup_time_s"] == 1.0 and speed["step_time_s"] == 0.5

@@ -21,18 +21,16 @@ def lookup_ami(session, parameter: str) -> str:
         return session.client("ssm").get_parameter(Name=parameter)["Parameter"]["Value"]
     except ClientError as exc:
         code = exc.response["Error"]["Code"]
-        if code == "ParameterNotFound":
-            raise LaunchPlanError(
-                f"SSM parameter {parameter} not found in {session.region}: the DLAMI version or OS "
-                "may be retired; list current ones with `aws ssm get-parameters-by-path --path "
-                "/aws/service/deeplearning/ami/x86_64 --recursive`"
-            ) from None
+    if code == "ParameterNotFound":
         raise LaunchPlanError(
-            f"reading {parameter} failed ({code}): allow ssm:GetParameter"
-        ) from None
+            f"SSM parameter {parameter} not found in {session.region}: the DLAMI version or OS "
+            "may be retired; list current ones with `aws ssm get-parameters-by-path --path "
+            "/aws/service/deeplearning/ami/x86_64 --recursive`"
+        )
+    raise LaunchPlanError(f"reading {parameter} failed ({code}): allow ssm:GetParameter")
 
 
-def run_instances_request(instance_type: str, image_id: str, count: int = 1, *, name="pt2aws"):
+def run_instances_request(instance_type: str, image_id: str, count=1, *, name="pt2aws-train"):
     """Keyword arguments of ``ec2.run_instances``: IMDSv2, a 200 GB gp3 root volume, a ``Name``
     tag; ``count`` > 1 EFA instances get an EFA interface in ``subnet-REPLACE`` (the reader's:
     one subnet, one AZ, a security group open to itself) and a placement group
@@ -81,33 +79,12 @@ def dry_run(session, request: dict) -> dict:
     return {"would_succeed": False, "code": "NoDryRunAnswer", "message": message}
 
 
-def sagemaker_training_settings(instance_type: str, nodes: int, region: str) -> dict:
-    """``ModelTrainer`` settings (no image: not a SageMaker training type, or Neuron)."""
-    it = catalog.get_instance(instance_type)
+def _or_none(choose) -> str | None:
+    """``choose()``, or None where no such image exists (TrainingImageError)."""
     try:
-        image = images.training_image_uri(f"ml.{it.name}", region)
+        return choose()
     except images.TrainingImageError:
-        image = None
-    return {
-        "training_image": image,
-        "instance_type": f"ml.{it.name}",
-        "instance_count": nodes,
-        "distributed": f"Torchrun(), {it.devices} process(es) per node",
-        "available": image is not None,
-    }
-
-
-def sagemaker_endpoint_settings(instance_type: str, region: str) -> dict:
-    """The image, type and environment of a real-time endpoint."""
-    it = catalog.get_instance(instance_type)
-    name = f"ml.{it.name}"
-    hosting = catalog.availability(it.name)["sagemaker_hosting"]
-    return {
-        "image_uri": images.inference_image_uri(region, instance_type=name) if hosting else None,
-        "instance_type": name,
-        "environment": endpoint_environment(name, it.vcpus),
-        "available": hosting,
-    }
+        return None
 
 
 def launch_plan(
@@ -115,36 +92,44 @@ def launch_plan(
 ):
     """Everything to train on ``nodes`` x ``train_instance`` and serve on ``serve_instance``;
     ``session``: where to read the AMI and dry-run the request (None: no AWS call)."""
-    it = catalog.get_instance(train_instance)
-    region = session.region if session else region
+    it, serve = catalog.get_instance(train_instance), f"ml.{serve_instance.removeprefix('ml.')}"
+    region, trainer = session.region if session else region, f"ml.{it.name}"
+    neuron = it.kind in ("trainium", "inferentia")  # no training DLC here for Neuron
     with images.reported_by_caller():  # the plan's "support" rows carry each notice
         parameter = images.dlami_parameter(it.name)
         ami = lookup_ami(session, parameter) if session else None
-        request = run_instances_request(
-            it.name, ami or "ami-RESOLVE-FROM-SSM", nodes, name="pt2aws-train"
-        )
-        try:  # AWS publishes no arm64 CPU training DLC, and none for Neuron here
-            neuron = it.kind in ("trainium", "inferentia")
-            dlc = None if neuron else images.training_image_for(it.name, region)[0]
-        except images.TrainingImageError:
-            dlc = None
-        plan = {
-            "target": session.target if session else "none",
-            "region": region,
-            "train_instance": it.name,
-            "nodes": nodes,
-            "ec2": {
-                "ssm_parameter": parameter,
-                "ami_id": ami,
-                "request": request,
-                "dry_run": dry_run(session, request) if ami else None,
-                "dlc_image": dlc,
-            },
-            "sagemaker_training": sagemaker_training_settings(it.name, nodes, region),
-            "sagemaker_endpoint": sagemaker_endpoint_settings(serve_instance, region),
-            "support": _support(it),
-        }
-    return plan | {"next_steps": _next_steps(it, nodes, parameter, dlc, serve_instance)}
+        request = run_instances_request(it.name, ami or "ami-RESOLVE-FROM-SSM", nodes)
+        dlc = _or_none(lambda: None if neuron else images.training_image_for(it.name, region)[0])
+        training_image = _or_none(lambda: images.training_image_uri(trainer, region))
+        hosting = catalog.availability(serve)["sagemaker_hosting"]
+        serving_image = images.inference_image_uri(region, instance_type=serve) if hosting else None
+        support = _support(it)
+    return {
+        "target": session.target if session else "none",
+        "region": region,
+        "train_instance": it.name,
+        "nodes": nodes,
+        "ec2": {
+            "ssm_parameter": parameter,
+            "ami_id": ami,
+            "request": request,
+            "dry_run": dry_run(session, request) if ami else None,
+            "dlc_image": dlc,
+        },
+        "sagemaker_training": {  # no image: not a SageMaker training type, or Neuron
+            "training_image": training_image,
+            "instance_type": trainer,
+            "instance_count": nodes,
+            "distributed": f"Torchrun(), {it.devices} process(es) per node",
+        },
+        "sagemaker_endpoint": {
+            "image_uri": serving_image,
+            "instance_type": serve,
+            "environment": endpoint_environment(serve),
+        },
+        "support": support,
+        "next_steps": _next_steps(it, nodes, parameter, dlc, serve),
+    }
 
 
 def _support(it) -> list[dict]:
@@ -176,7 +161,7 @@ def _next_steps(it, nodes: int, parameter: str, dlc: str | None, serve_instance:
         f"instance_count={nodes}), distributed=Torchrun()) (notebook 01)"
         if catalog.availability(it.name)["sagemaker_training"]
         else f"SageMaker training does not offer ml.{it.name}: train on EC2 as above",
-        f"serve on ml.{serve_instance.removeprefix('ml.')} with notebook 03",
+        f"serve on {serve_instance} with notebook 03",
     ]
     if it.kind in ("trainium", "inferentia"):
         steps.insert(0, "port training to the AWS Neuron SDK (torch-neuronx) first")

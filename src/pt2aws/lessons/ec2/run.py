@@ -21,6 +21,7 @@ from pt2aws.aws.training_job import (
     stage_source,
 )
 from pt2aws.sizing.catalog import get_instance
+from pt2aws.train.launch import config_to_args
 
 HOST_DIR = "/opt/pt2aws"
 CONTAINER_DIR = "/workspace"
@@ -59,10 +60,8 @@ def torchrun_args(cfg, *, nproc_per_node: int, nodes: int = 1, head_address: str
             raise ValueError(f"{nodes} nodes need head_address (the first instance's private IP)")
         command += ["--nnodes", str(nodes), "--rdzv_id", "pt2aws", "--rdzv_backend", "c10d"]
         command += ["--rdzv_endpoint", f"{head_address}:{RDZV_PORT}"]
-    command += ["-m", "pt2aws.train"]
-    for key, value in hyperparameters_from_config(cfg, **overrides).items():
-        command += [f"--{key}", value]
-    return command
+    train_args = config_to_args(**hyperparameters_from_config(cfg, **overrides))
+    return [*command, "-m", "pt2aws.train", *train_args]
 
 
 def docker_run_command(image_uri: str, train_command: list[str], *, gpu: bool, efa: bool) -> str:
@@ -132,13 +131,10 @@ def run_on(session, instance_type, cfg, *, work_dir, instance_ids=None) -> dict:
         OutputS3BucketName=bucket,
         OutputS3KeyPrefix=prefix,
     )["Command"]
-    return {
+    return where | {
         "target": session.target,
-        "region": session.region,
         "instance_type": instance_type,
         "image_uri": image,
-        "bundle_s3": bundle_s3,
-        "output_s3": output_s3,
         "commands": commands,
         "command_id": sent["CommandId"],
         "instance_ids": sent["InstanceIds"],

@@ -10,15 +10,13 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 from pt2aws.env.machine import available_cpus, cpu_name, default_num_threads
 from pt2aws.lessons.training_ab.variants import FLAG_OF, BenchSettings, Variant
-from pt2aws.processes import die_with_parent
+from pt2aws.processes import stream_child
 from pt2aws.train.progress import PROGRESS_ENV, parse
 
 #: Mean of the last this many per-step losses is the reported final loss.
@@ -56,7 +54,7 @@ def _figures(records: list[dict], settings: BenchSettings, output_dir: Path | No
     return out
 
 
-def run_variant(variant: Variant, settings: BenchSettings, output_dir, on_step=None, limit_s=None):
+def run_variant(variant: Variant, settings: BenchSettings, output_dir, on_step, limit_s=None):
     """Run ``variant`` once in a fresh process: :func:`_figures` plus ``wall_s``, ``train_s``,
     ``other_load`` (the highest load average seen, less this run's threads) and
     ``stopped_at_budget`` (after ``limit_s`` seconds of training); ``on_step(step)`` as steps
@@ -64,41 +62,20 @@ def run_variant(variant: Variant, settings: BenchSettings, output_dir, on_step=N
     output_dir, threads = Path(output_dir), settings.num_threads or default_num_threads()
     peer = variant.runner == "trainer"
     module = "pt2aws.lessons.training_ab.trainer_peer" if peer else "pt2aws.train"
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false"}
-    output, records, stopped, timed_out = [], [], False, threading.Event()
-    load, started = os.getloadavg()[0], time.perf_counter()
-    with subprocess.Popen(
-        [sys.executable, "-m", module, *settings.train_args(variant, output_dir)],
-        env=env | {PROGRESS_ENV: "lines"},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        preexec_fn=die_with_parent(),
-    ) as proc:
-        watchdog = threading.Timer(settings.timeout_s, lambda: (timed_out.set(), proc.kill()))
-        watchdog.start()
-        try:
-            for line in proc.stdout:
-                record = parse(line)
-                if record is None:
-                    output.append(line)
-                if record is None or "train_time_s" not in record:
-                    continue
-                records.append(record)
-                if on_step:
-                    on_step(record["step"])
-                over = limit_s is not None and record["train_time_s"] >= limit_s
-                if over and record["step"] < record["total"]:
-                    stopped = True
-                    proc.kill()
-                    break
-        finally:
-            watchdog.cancel()
-        code = proc.wait()
-    if timed_out.is_set():
-        raise RuntimeError(f"{variant.name}: no result within {settings.timeout_s} s")
-    if code != 0 and not stopped:
-        raise RuntimeError(f"{variant.name} failed (exit {code}):\n{''.join(output[-25:])}")
+    env = {"TOKENIZERS_PARALLELISM": "false", PROGRESS_ENV: "lines"}
+    records, load, started = [], os.getloadavg()[0], time.perf_counter()
+
+    def on_line(line: str) -> bool:  # True: stop the run, its budget share is spent
+        record = parse(line) or {}
+        if "train_time_s" in record:
+            records.append(record)
+            on_step(record["step"])
+            over = limit_s is not None and record["train_time_s"] >= limit_s
+            return over and record["step"] < record["total"]
+        return False
+
+    cmd = [sys.executable, "-m", module, *settings.train_args(variant, output_dir)]
+    stopped = stream_child(cmd, on_line, what=variant.name, env=env, timeout_s=settings.timeout_s)
     if not records:
         raise RuntimeError(f"{variant.name}: no training step reported")
     figures = _figures(records, settings, None if stopped else output_dir)
@@ -118,56 +95,55 @@ def run_ab(settings: BenchSettings, out_dir, variants, stream=None, on_result=No
     seconds left. ``stream``: where the bar and lines go (None: quiet). Returns ``{"settings",
     "device", "torch", "cpus", "rows", "runs", "failed"}``."""
     import torch
+    from tqdm.auto import tqdm
 
-    out_dir, variants = Path(out_dir), list(variants)
+    out_dir, variants, cuda = Path(out_dir), list(variants), torch.cuda.is_available()
     out_dir.mkdir(parents=True, exist_ok=True)
     runs, failed = {v.name: [] for v in variants}, {}
-    device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
-    device = device or f"CPU x{available_cpus()} ({cpu_name()})"
+    device = torch.cuda.get_device_name(0) if cuda else f"CPU x{available_cpus()} ({cpu_name()})"
+    result = {
+        "settings": dataclasses.asdict(settings),
+        "device": device,
+        "torch": torch.__version__,
+        "cpus": available_cpus(),
+        "rows": [],
+        "runs": runs,
+        "failed": failed,
+    }
     plan = [(r, v) for r in range(settings.repeats) for v in variants]
-    bar, started, spent = None, time.perf_counter(), 0.0
-    if stream is not None:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=len(plan) * settings.max_steps, desc="A/B", unit="step", file=stream)
+    started, spent, steps, quiet = time.perf_counter(), 0.0, settings.max_steps, stream is None
+    bar = tqdm(total=len(plan) * steps, desc="A/B", unit="step", file=stream, disable=quiet)
     for i, (r, v) in enumerate(plan):
         if v.name in failed:
             continue
-        share, base = None, i * settings.max_steps
+        share = None
         if settings.budget_s:
             left = sum(1 for _, w in plan[i:] if w.name not in failed)
             share = max(settings.budget_s - spent, 0.0) / left
-        step = (lambda s, base=base: bar.update(base + s - bar.n)) if bar else None
         folder = out_dir / v.name.replace(" ", "_").replace("+", "plus_") / str(r)
         try:
-            run = run_variant(v, settings, folder, step, share)
+            run = run_variant(
+                v, settings, folder, lambda s, b=i * steps: bar.update(b + s - bar.n), share
+            )
             runs[v.name].append(run)
             spent += run["train_s"]
             line = f"{v.name:18s} {run['samples_per_s']:7.1f} samples/s, {run['steps']} steps"
             line += " (stopped at its budget share)" if run["stopped_at_budget"] else ""
         except RuntimeError as err:
             failed[v.name], line = str(err), f"{v.name}: FAILED ({str(err).splitlines()[0]})"
-        if bar:
-            bar.update(base + settings.max_steps - bar.n)
+        bar.update((i + 1) * steps - bar.n)
+        if not quiet:
             bar.write(line, file=stream)
-        result = {
-            "settings": dataclasses.asdict(settings),
-            "device": device,
-            "torch": torch.__version__,
-            "cpus": available_cpus(),
-            "rows": summarize(variants, runs),
-            "runs": runs,
-            "failed": failed,
-        }
+        result["rows"] = summarize(variants, runs)
         (out_dir / "ab.json").write_text(json.dumps(result, indent=2, default=str))
         if on_result is not None:
             on_result(result)
-    if bar:
-        bar.update(bar.total - bar.n)
-        bar.close()
+    bar.update(bar.total - bar.n)
+    bar.close()
+    if not quiet:
         done, wall = sum(map(len, runs.values())), time.perf_counter() - started
         print(f"A/B: {done} runs in {wall:.0f} s, {len(failed)} failed", file=stream, flush=True)
-    if not torch.cuda.is_available():
+    if not cuda:
         record_flags(result, settings)
     return result
 

@@ -36,15 +36,6 @@ VARIANTS = (
 FLAG_OF = {"+bf16": "bf16", "+compile": "torch_compile", "+fused": "fused_adamw"}
 
 
-def default_variants(*, compile: bool = True, trainer: bool = True) -> list[Variant]:
-    """The variants in table order, without the compiled or the Trainer ones if asked."""
-    return [
-        v
-        for v in VARIANTS
-        if (compile or v.torch_compile != "on") and (trainer or v.runner != "trainer")
-    ]
-
-
 def choose_variants(
     compile_switch: str = "auto", bf16_switch: str = "auto", *, trainer: bool = True, only=()
 ) -> tuple[list[Variant], list[str]]:
@@ -63,7 +54,8 @@ def choose_variants(
         )
     if only:
         return [v for v in VARIANTS if v.name in only], []
-    keep, left_out, cuda = default_variants(trainer=trainer), [], torch.cuda.is_available()
+    keep = [v for v in VARIANTS if trainer or v.runner != "trainer"]
+    left_out, cuda = [], torch.cuda.is_available()
     if cuda:
         bf16_fast, bf16_why = torch.cuda.is_bf16_supported(), "this GPU lacks bf16"
     else:
@@ -127,12 +119,9 @@ class BenchSettings:
             learning_rate=self.learning_rate,
             seed=self.seed,
             logging_steps=1,
-            bf16=variant.bf16,
-            torch_compile=variant.torch_compile,
-            fused_adamw=variant.fused_adamw,
             num_threads=self.num_threads,
-            length_bucketing=variant.length_bucketing,
             benchmark_warmup_steps=self.warmup_steps,
+            **{k: getattr(variant, k) for k in (*FLAG_OF.values(), "length_bucketing")},
         )
 
 

@@ -73,7 +73,7 @@ def test_run_instances_request_validation():
     multi = ec2_plan.run_instances_request("p5.48xlarge", "ami-1", count=2)
     assert multi["NetworkInterfaces"][0]["InterfaceType"] == "efa"
     assert multi["NetworkInterfaces"][0]["SubnetId"] == "subnet-REPLACE"  # the reader's subnet
-    assert multi["Placement"]["GroupName"] == "pt2aws-cluster" and multi["MaxCount"] == 2
+    assert multi["Placement"]["GroupName"] == "pt2aws-train-cluster" and multi["MaxCount"] == 2
     assert (
         ec2_plan.run_instances_request("trn1.2xlarge", "ami-1")["BlockDeviceMappings"][0][
             "DeviceName"
@@ -83,14 +83,14 @@ def test_run_instances_request_validation():
 
 
 def test_images_per_instance_kind():
-    settings = ec2_plan.sagemaker_training_settings
-    assert (
-        "pytorch-training:2.10.0-cpu-py313"
-        in settings("c7i.xlarge", 1, "us-east-1")["training_image"]
-    )
-    assert settings("trn1.32xlarge", 1, "us-east-1")["training_image"] is None  # Neuron image
-    assert settings("c7g.xlarge", 1, "us-east-1")["training_image"] is None  # not a training type
-    assert ec2_plan.sagemaker_endpoint_settings("m7g.xlarge", "us-east-1")["available"] is False
+    def training_image(instance_type):
+        return ec2_plan.launch_plan(instance_type)["sagemaker_training"]["training_image"]
+
+    assert "pytorch-training:2.10.0-cpu-py313" in training_image("c7i.xlarge")
+    assert training_image("trn1.32xlarge") is None  # Neuron image
+    assert training_image("c7g.xlarge") is None  # not a training type
+    serve = ec2_plan.launch_plan("c7i.xlarge", serve_instance="m7g.xlarge")["sagemaker_endpoint"]
+    assert serve["image_uri"] is None and serve["instance_type"] == "ml.m7g.xlarge"
 
 
 def test_plan_on_a_started_emulator_and_offline_restores_environment():

@@ -10,6 +10,8 @@ from pt2aws.lessons.training_ab import runner as training
 from pt2aws.lessons.training_ab import variants as ab_variants
 from pt2aws.train import flags
 
+QUICK = ["baseline", "+bf16", "+fused"]
+
 
 def _run(samples_per_s, spread=1.1, other_load=0.0, **more):
     return {"samples_per_s": samples_per_s, "spread": spread, "other_load": other_load} | more
@@ -22,7 +24,7 @@ def _result(rows, cpus=2, failed=None):
 
 
 def test_summary_takes_medians_and_per_repeat_ratios():
-    variants = [v for v in ab_variants.default_variants() if not v.length_bucketing]
+    variants = [v for v in ab_variants.VARIANTS if not v.length_bucketing]
     speeds = {
         "baseline": [10.0, 12.0, 11.0],
         "+compile": [20.0, 22.0, 21.0],
@@ -74,7 +76,7 @@ def test_a_run_s_speed_is_its_batch_over_the_median_steady_step(tmp_path):
 def test_a_busy_run_is_named_with_its_spread_and_not_recorded_for_auto(tmp_path, monkeypatch):
     cache = tmp_path / "m.json"
     monkeypatch.setattr(flags, "cache_file", lambda: cache)
-    variants = ab_variants.default_variants(compile=False, trainer=False)
+    variants = ab_variants.choose_variants(only=QUICK)[0]
     runs = {
         "baseline": [_run(10.0)],
         "+bf16": [_run(6.4)],
@@ -99,7 +101,7 @@ def test_each_run_gets_a_fair_share_of_the_training_budget_left(monkeypatch, tmp
 
     monkeypatch.setattr(training, "run_variant", fake_run)
     monkeypatch.setattr(training, "record_flags", lambda *a: None)
-    chosen = ab_variants.default_variants(compile=False, trainer=False)  # 3 variants
+    chosen = ab_variants.choose_variants(only=QUICK)[0]  # 3 variants
     settings = ab_variants.BenchSettings(repeats=2, budget_s=60.0)
     result = training.run_ab(settings, tmp_path, chosen)
     # (60 - 5 x runs done) / runs left: what one run leaves goes to the next ones

@@ -10,7 +10,7 @@ from pt2aws.train import loop
 
 def test_trainer_peer_trains_on_the_same_batches_as_our_loop(tmp_path):
     """Same data order, init and dropout: per-step losses agree, so speed is compared fairly."""
-    from pt2aws.rundir import read_jsonl
+    from pt2aws.rundir import RunDir
 
     common = [
         "--profile",
@@ -34,8 +34,10 @@ def test_trainer_peer_trains_on_the_same_batches_as_our_loop(tmp_path):
     ]
     loop.main([*common, "--output_dir", str(tmp_path / "ours")])
     metrics = trainer_peer.trainer_main([*common, "--output_dir", str(tmp_path / "trainer")])
-    ours = [r["loss"] for r in read_jsonl(tmp_path / "ours" / "train_log.jsonl")]
-    theirs = [r["loss"] for r in read_jsonl(tmp_path / "trainer" / "train_log.jsonl")]
+    ours = [r["loss"] for r in RunDir(tmp_path).read_jsonl(tmp_path / "ours" / "train_log.jsonl")]
+    theirs = [
+        r["loss"] for r in RunDir(tmp_path).read_jsonl(tmp_path / "trainer" / "train_log.jsonl")
+    ]
     assert len(ours) == len(theirs) == 3
     assert theirs == pytest.approx(ours, abs=1e-5)
     assert metrics["train_steps"] == 3

@@ -12,7 +12,7 @@ from pt2aws.lessons.training_ab import variants as ab_variants
 
 
 def test_variants_cover_each_flag_alone_and_together():
-    names = [v.name for v in ab_variants.default_variants()]
+    names = [v.name for v in ab_variants.VARIANTS]
     assert names == [
         "baseline",
         "+compile",
@@ -23,9 +23,9 @@ def test_variants_cover_each_flag_alone_and_together():
         "Trainer baseline",
         "Trainer recipe",
     ]
-    base = ab_variants.default_variants()[0]
+    base = ab_variants.VARIANTS[0]
     assert (base.bf16, base.torch_compile, base.fused_adamw) == ("off", "off", "off")
-    quick = ab_variants.default_variants(compile=False, trainer=False)
+    quick, _ = ab_variants.choose_variants("off", "on", trainer=False)
     assert [v.name for v in quick] == ["baseline", "+bf16", "+fused"]
     assert set(ab_variants.FLAG_OF) <= set(names)
 
@@ -68,7 +68,7 @@ def test_budget_defaults_to_a_minute_for_local_on_cpu_and_none_on_a_gpu(monkeypa
 
 def test_train_args_pass_every_variant_flag():
     settings = ab_variants.BenchSettings(max_steps=5, warmup_steps=2, num_threads=1)
-    bucketing = next(v for v in ab_variants.default_variants() if v.length_bucketing)
+    bucketing = next(v for v in ab_variants.VARIANTS if v.length_bucketing)
     args = settings.train_args(bucketing, Path("/x/run"))
     flags = dict(zip(args[::2], args[1::2], strict=True))
     assert flags["--output_dir"] == str(Path("/x/run"))
