@@ -126,7 +126,7 @@ def test_00_writes_env_report(executed):
     assert report["profile"] == "smoke"
     assert report["versions"]["torch"].startswith("2.13.0")
     assert {"cpu", "gpus", "disk", "efa", "where", "notes"} <= set(report)
-    assert report["cpu_only"] == (report["gpu_count"] == 0)
+    assert report["accelerator"] == ("cuda" if report["gpus"] else "cpu")
 
 
 def test_00_recommends_an_instance_and_a_launch_plan(executed):
