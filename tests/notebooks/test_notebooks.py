@@ -134,7 +134,7 @@ def test_00_recommends_an_instance_and_a_launch_plan(executed):
     rec, plan = saved["recommendation"], saved["launch_plan"]
     # the smoke model (tiny RoBERTa, vocab <= 2000) on 800 examples x 48 tokens x 3 epochs
     assert 100_000 < rec["model"]["parameters"] < 300_000
-    assert rec["workload"]["train_tokens_per_epoch"] == 800 * 48
+    assert (rec["workload"]["train_examples"], rec["workload"]["seq_len"]) == (800, 48)
     assert rec["class"]["class"] == "small"
     rows = rec["training"]
     assert sum(r["cheapest"] for r in rows) == 1 and sum(r["fastest"] for r in rows) == 1
