@@ -85,19 +85,6 @@ class ModelSpec:
         return cls(label, int(parameters), hidden, layers, max(1, hidden // 128))
 
 
-def _config(name: str):
-    """The ``transformers`` config of a model the catalog knows by name (``models``)."""
-    from transformers import AutoConfig
-
-    from pt2aws.modeling import TINY_ROBERTA_SIZES
-
-    known, sizes = (
-        catalog.data()["models"][name],
-        TINY_ROBERTA_SIZES if name == "tiny-roberta" else {},
-    )
-    return AutoConfig.for_model(known["model_type"], **sizes, **known["config"])
-
-
 def model_spec(model) -> ModelSpec:
     """A :class:`ModelSpec` from a spec, a ``transformers`` config, a count, ``"70B"`` /
     ``"350M"``, or a name of the catalog's ``models``. Raises ValueError for anything else."""
@@ -109,8 +96,14 @@ def model_spec(model) -> ModelSpec:
         return ModelSpec.from_config(model)
     text = str(model).strip()
     name = text.lower().removeprefix("facebookai/")
-    if name in catalog.data()["models"] and name != "note":
-        return ModelSpec.from_config(_config(name), name=name)
+    if name in catalog.data()["models"] and name != "note":  # a config built from its fields
+        from transformers import AutoConfig
+
+        from pt2aws.modeling import TINY_ROBERTA_SIZES
+
+        known, sizes = catalog.data()["models"][name], TINY_ROBERTA_SIZES
+        fields = {**(sizes if name == "tiny-roberta" else {}), **known["config"]}
+        return ModelSpec.from_config(AutoConfig.for_model(known["model_type"], **fields), name)
     number, scale = text[:-1], {"b": 1e9, "m": 1e6}.get(text[-1:].lower())
     if scale and number.replace(".", "", 1).isdigit():
         return ModelSpec.from_parameters(float(number) * scale, name=text)
