@@ -39,7 +39,7 @@ def collect(profile: str = "local", disk_path: str | Path = ".") -> dict:
         "accelerator": "cuda" if gpus else "cpu",
         "gpus": gpus,
         "cpu": cpu_info(cpu_features()),
-        "memory_bytes": memory_bytes(),
+        "memory_bytes": os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"),  # Linux, macOS
         "disk": disk_info(disk_path),
         "efa": efa_info(),
         "where": platform_info(),
@@ -96,14 +96,6 @@ def gpu_info() -> list[dict]:
             }
         )
     return gpus
-
-
-def memory_bytes() -> int | None:
-    """Total physical memory in bytes (Linux), else None."""
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return None
 
 
 def disk_info(path: str | Path = ".") -> dict:

@@ -195,11 +195,9 @@ _API_SHAPES = {
 @cache
 def botocore_instance_types(api: str) -> frozenset[str]:
     """Types ``"ec2"`` (bare names), ``"training"`` or ``"hosting"`` (``ml.`` names) accept, from
-    botocore's service models. Raises ValueError for another ``api``."""
+    botocore's service models."""
     import botocore.session
 
-    if api not in _API_SHAPES:
-        raise ValueError(f"api {api!r}: choose one of {', '.join(_API_SHAPES)}")
     service, shape = _API_SHAPES[api]
     model = botocore.session.get_session().get_service_model(service)
     return frozenset(model.shape_for(shape).enum)

@@ -156,26 +156,24 @@ def _row(name, rate, anchor, basis, region, known=None, here=None) -> dict:
     }
 
 
-def cost_row(instance_type, model, tokens, *, region=CATALOG_REGION, price=None, local=None):
-    """The row of ``instance_type`` serving ``model`` at ``tokens`` tokens per request
-    (``price``: a live price, else the table's), or None when its peak is unknown."""
-    peak = catalog.peak_flops(instance_type)
-    if peak is None:
-        return None
-    u, flops = utilisation(instance_type, local), flops_per_request(model, tokens)
-    basis = f"{peak['basis']} x {u['utilisation']:.1%} / {flops / 1e9:.3g} GFLOP per request ({tokens} tokens)"
-    if flops < u.get("flops_per_request", 0) / SMALL_REQUEST:  # overhead, not FLOPs, bounds it
-        basis += f", {u['flops_per_request'] / flops:.0f}x fewer than the anchor's: an upper bound"
-    return _row(instance_type, peak["flops"] * u["utilisation"] / flops, u, basis, region, price)
-
-
 def cost_rows(
     model, tokens, instances=DEFAULT_COMPARISON, *, region=CATALOG_REGION, prices=None, local=None
 ):
-    """:func:`cost_row` of each of ``instances`` with a known peak; ``prices``: live ones."""
-    rows = [cost_row(n, model, tokens, region=region, price=(prices or {}).get(n), local=local)
-            for n in instances]  # fmt: skip
-    return [r for r in rows if r is not None]
+    """The row of each of ``instances`` with a known peak serving ``model`` at ``tokens`` tokens
+    per request (``prices``: live ones by instance, else the table's)."""
+    rows, flops = [], flops_per_request(model, tokens)
+    for name in instances:
+        if (peak := catalog.peak_flops(name)) is None:
+            continue
+        u = utilisation(name, local)
+        basis = f"{peak['basis']} x {u['utilisation']:.1%} / {flops / 1e9:.3g} GFLOP per request ({tokens} tokens)"
+        if flops < u.get("flops_per_request", 0) / SMALL_REQUEST:  # overhead, not FLOPs, bounds it
+            basis += (
+                f", {u['flops_per_request'] / flops:.0f}x fewer than the anchor's: an upper bound"
+            )
+        rate, known = peak["flops"] * u["utilisation"] / flops, (prices or {}).get(name)
+        rows.append(_row(name, rate, u, basis, region, known))
+    return rows
 
 
 def load_test_row(record: dict, request_tokens: float, region=CATALOG_REGION, prices=None):

@@ -118,8 +118,6 @@ def test_botocore_lists_and_gpu_peaks_have_one_definition():
     assert "ml.p4d.24xlarge" in catalog.botocore_instance_types("training")
     assert "ml.c7g.xlarge" in catalog.botocore_instance_types("hosting")
     assert "ml.c7g.xlarge" not in catalog.botocore_instance_types("training")
-    with pytest.raises(ValueError, match="choose one of ec2, training, hosting"):
-        catalog.botocore_instance_types("lambda")
     assert catalog.availability("ml.c7g.xlarge") == {
         "ec2": True,
         "sagemaker_training": False,
