@@ -154,12 +154,8 @@ def versions() -> dict:
         "cudnn": torch.backends.cudnn.version() if gpu else None,
         "nccl": ".".join(map(str, torch.cuda.nccl.version())) if gpu else None,
     }
-    for name in PACKAGES:
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            out[name] = None
-    return out
+    installed = {(d.name or "").lower(): d.version for d in metadata.distributions()}
+    return out | {name: installed.get(name) for name in PACKAGES}
 
 
 def problems(report: dict, root: str | Path = "/") -> list[str]:
