@@ -49,10 +49,8 @@ _port = _number(int, lambda v: 1 <= v <= 65535, "a TCP port in 1-65535")
 
 def _env(args) -> int:
     from pt2aws import env
-    from pt2aws.sizing.catalog import processor_by_cpu_part
 
     report = env.collect(args.profile)
-    report["cpu"]["processor"] = processor_by_cpu_part(report["cpu"]["cpu_part"] or "")
     print(json.dumps(report, indent=2) if args.json else env.format_report(report))
     return 0
 

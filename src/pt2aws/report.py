@@ -48,12 +48,14 @@ def _environment(env: dict, sizing: dict | None) -> list[str]:
         lines.append("")
     if sizing:
         choice, model, kind = sizing.get("recommended") or {}, sizing["model"], sizing["class"]
+        best = {m: r["instance"] for r in sizing.get("training", [])
+                for m in ("cheapest", "fastest") if r[m]}  # fmt: skip
         lines += [
             "## Sizing (notebook 00)",
             f"- {model['name']}: {model['parameters']:,} parameters; workload class "
             f"**{kind['class']}** ({kind['strategy']})",
             f"- recommended: {choice.get('nodes', '?')} x `{choice.get('instance')}`; cheapest "
-            f"`{sizing.get('cheapest')}`, fastest `{sizing.get('fastest')}` (estimates)",
+            f"`{best.get('cheapest')}`, fastest `{best.get('fastest')}` (estimates)",
             "",
         ]
     return lines

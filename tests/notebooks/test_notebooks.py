@@ -126,7 +126,7 @@ def test_00_writes_env_report(executed):
     assert report["profile"] == "smoke"
     assert report["versions"]["torch"].startswith("2.13.0")
     assert {"cpu", "gpus", "disk", "efa", "where", "notes"} <= set(report)
-    assert report["cpu_only"] == (report["gpu_count"] == 0)
+    assert report["accelerator"] == ("cuda" if report["gpus"] else "cpu")
 
 
 def test_00_recommends_an_instance_and_a_launch_plan(executed):
@@ -134,7 +134,7 @@ def test_00_recommends_an_instance_and_a_launch_plan(executed):
     rec, plan = saved["recommendation"], saved["launch_plan"]
     # the smoke model (tiny RoBERTa, vocab <= 2000) on 800 examples x 48 tokens x 3 epochs
     assert 100_000 < rec["model"]["parameters"] < 300_000
-    assert rec["workload"]["train_tokens_per_epoch"] == 800 * 48
+    assert (rec["workload"]["train_examples"], rec["workload"]["seq_len"]) == (800, 48)
     assert rec["class"]["class"] == "small"
     rows = rec["training"]
     assert sum(r["cheapest"] for r in rows) == 1 and sum(r["fastest"] for r in rows) == 1

@@ -28,15 +28,17 @@ def test_summary_reports_sizing(tmp_path):
                 "model": {"name": "roberta-base", "parameters": 124647170},
                 "class": {"class": "small", "strategy": "single device"},
                 "recommended": {"instance": "g6e.xlarge", "nodes": 1},
-                "cheapest": "g6e.xlarge",
-                "fastest": "trn2.48xlarge",
+                "training": [
+                    {"instance": "g6e.xlarge", "cheapest": True, "fastest": False},
+                    {"instance": "trn2.48xlarge", "cheapest": False, "fastest": True},
+                ],
             }
         },
     )
     text = report.write_summary(tmp_path).read_text()
     assert "## Sizing (notebook 00)" in text
     assert "124,647,170 parameters; workload class **small**" in text
-    assert "1 x `g6e.xlarge`" in text
+    assert "1 x `g6e.xlarge`; cheapest `g6e.xlarge`, fastest `trn2.48xlarge`" in text
 
 
 def test_summary_names_the_cpu_with_its_caps_and_what_was_left_out(tmp_path):

@@ -43,7 +43,6 @@ X86_CAPABILITIES = {
     "bf16_native": ({"avx512_bf16": "AVX512-BF16", "amx_bf16": "AMX-BF16"}, _ONEDNN_BF16),
     "int8_dot": ({"avx512_vnni": "AVX512-VNNI", "amx_int8": "AMX-INT8"}, _ONEDNN_VNNI),
     "amx": ({"amx_tile": "AMX"}, ("AVX512_CORE_AMX", "AVX10")),
-    "avx512": ({"avx512f": "AVX-512"}, ("AVX512_CORE", "AVX10")),
 }
 
 
@@ -72,7 +71,6 @@ class CpuFeatures:
     bf16_native: Capability
     int8_dot: Capability
     amx: Capability
-    avx512: Capability
     sve: Capability
     notes: list[str] = field(default_factory=list)
 
@@ -167,7 +165,7 @@ def features_from(
         return done(*_arm(hw, caps, onednn, model))
     if arch not in ("x86_64", "AMD64", "i686", "x86"):
         none = Capability(False, f"{arch}: pt2aws knows bf16/int8 instructions of x86 and Arm only")
-        return done(none, none, none, none, none)
+        return done(none, none, none, none)
     if aten and not isa.startswith("AVX512") and not onednn:
         notes.append(
             f"ATEN_CPU_CAPABILITY={aten} caps ATen only: oneDNN still uses this CPU's "
@@ -197,7 +195,7 @@ def features_from(
 
 
 def _arm(hw, caps, onednn, model) -> tuple[Capability, ...]:
-    """``(bf16, int8, amx, avx512, sve)`` of an aarch64 CPU with HWCAP names ``hw``."""
+    """``(bf16, int8, amx, sve)`` of an aarch64 CPU with HWCAP names ``hw``."""
     has_bf16 = "bf16" in hw
     bf16 = Capability(has_bf16, f"{model} has {'' if has_bf16 else 'no '}BF16 (HWCAP2_BF16)")
     dots = [k for k, n in (("SDOT/UDOT", "asimddp"), ("I8MM", "i8mm")) if n in hw]
@@ -210,8 +208,7 @@ def _arm(hw, caps, onednn, model) -> tuple[Capability, ...]:
         sve = Capability(False, f"{model} has SVE, but {cut} caps it away")
     else:
         sve = Capability(True, f"{model} has SVE{'2' if 'sve2' in hw else ''}")
-    no = Capability(False, "AMX and AVX-512 are x86 extensions")
-    return bf16, int8, no, no, sve
+    return bf16, int8, Capability(False, "AMX is an x86 extension"), sve
 
 
 def cpu_features() -> CpuFeatures:

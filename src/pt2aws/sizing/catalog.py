@@ -153,23 +153,20 @@ def instance_memory_bytes(instance_type: str) -> float | None:
 
 
 def cpu_peak(processor: str, vcpus: int) -> dict:
-    """fp32 peak of ``vcpus`` vCPUs of a ``cpus`` processor: ``{"flops", "precision", "basis",
-    "source"}``. Raises KeyError for another processor."""
-    cpu = data()["cpus"][processor]
-    per_vcpu = cpu["peak_fp32_gflops_per_vcpu"]
+    """fp32 peak of ``vcpus`` vCPUs of a ``cpus`` processor: ``{"flops", "basis"}``. Raises
+    KeyError for another processor."""
+    per_vcpu = data()["cpus"][processor]["peak_fp32_gflops_per_vcpu"]
     basis = f"{vcpus} vCPUs x {per_vcpu:g} GFLOP/s fp32 ({processor})"
-    return {"flops": vcpus * per_vcpu * 1e9, "precision": "fp32", "basis": basis,
-            "source": source(cpu["source"])}  # fmt: skip
+    return {"flops": vcpus * per_vcpu * 1e9, "basis": basis}
 
 
 def peak_flops(instance_type: str) -> dict | None:
-    """Peak FLOP/s of any size of a known family, ``{"flops", "precision", "basis", "source"}``
-    (accelerators' dense bf16, else :func:`cpu_peak`); None for an unknown processor."""
+    """Peak FLOP/s of any size of a known family, ``{"flops", "basis"}`` (accelerators' dense
+    bf16, else :func:`cpu_peak`); None for an unknown processor."""
     row = find(instance_type)
     if row is not None and row.accelerator:
         basis = f"{row.accelerator_count} x {row.accelerator} dense bf16"
-        return {"flops": row.peak_tflops * 1e12, "precision": "bf16", "basis": basis,
-                "source": row.sources["peak"]}  # fmt: skip
+        return {"flops": row.peak_tflops * 1e12, "basis": basis}
     processor = family_processor(instance_type) or ""
     if processor not in data()["cpus"]:
         return None
@@ -198,11 +195,9 @@ _API_SHAPES = {
 @cache
 def botocore_instance_types(api: str) -> frozenset[str]:
     """Types ``"ec2"`` (bare names), ``"training"`` or ``"hosting"`` (``ml.`` names) accept, from
-    botocore's service models. Raises ValueError for another ``api``."""
+    botocore's service models."""
     import botocore.session
 
-    if api not in _API_SHAPES:
-        raise ValueError(f"api {api!r}: choose one of {', '.join(_API_SHAPES)}")
     service, shape = _API_SHAPES[api]
     model = botocore.session.get_session().get_service_model(service)
     return frozenset(model.shape_for(shape).enum)

@@ -142,7 +142,7 @@ def live_price(client, instance_type: str, use: str, region: str) -> InstancePri
 
 
 def refresh_prices(
-    session, instance_types, use=None, region=None, *, enabled=True
+    session, instance_types, region=None, *, enabled=True
 ) -> tuple[dict[str, InstancePrice], list[str]]:
     """``({instance: price read now}, [notes])``; the notes say where the prices come from and,
     for each instance left to the table, why."""
@@ -159,7 +159,7 @@ def refresh_prices(
     prices, notes = {}, []
     for name in instance_types:
         try:
-            prices[name] = live_price(client, name, _use(name, use), region or session.region)
+            prices[name] = live_price(client, name, _use(name, None), region or session.region)
         except PriceUnavailable as err:
             notes.append(f"{name}: the dated table ({err})")
         except (ClientError, BotoCoreError) as err:  # refused or unreachable: ask no more

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from pt2aws.sizing import catalog, serving_cost, strategy
+from pt2aws.sizing import catalog, serving_cost, workload
 from pt2aws.sizing.pricing import CATALOG_REGION, instance_cost
-from pt2aws.sizing.workload import model_spec
 from pt2aws.train.throughput import training_flops_per_token
 
 #: Assumed model FLOPs utilisation of training by device kind (ours: PaLM reached 46% at 540B on
@@ -31,15 +30,13 @@ DEFAULT_INFERENCE_INSTANCES = (
 RUNNABLE_KINDS = ("gpu", "cpu")
 
 
-def training_flops(spec, tokens: float, seq_len: float) -> float:
-    """``(6N + 12LdT) x tokens``, N the non-embedding parameters."""
-    n, layers, width = spec.non_embedding_parameters, spec.num_layers, spec.hidden_size
-    return tokens * training_flops_per_token(n, layers, width, seq_len)
-
-
-def _mfus(mfu: float | None) -> dict:
-    """``{kind: MFU}``: the defaults, or ``mfu`` for every kind."""
-    return dict(DEFAULT_MFU) if mfu is None else dict.fromkeys(DEFAULT_MFU, float(mfu))
+def training_flops(spec, w) -> float:
+    """``(6N + 12LdT) x tokens`` of :class:`~pt2aws.sizing.workload.Workload` ``w`` (N the
+    non-embedding parameters of ``spec``)."""
+    per_token = training_flops_per_token(
+        spec.non_embedding_parameters, spec.num_layers, spec.hidden_size, w.seq_len
+    )
+    return per_token * w.train_examples * w.seq_len * w.epochs
 
 
 def _flag(rows: list[dict], cost: str, speed) -> None:
@@ -52,45 +49,34 @@ def _flag(rows: list[dict], cost: str, speed) -> None:
     rows.sort(key=lambda r: (r[cost] is None, r[cost] or 0.0, -speed(r)))
 
 
-def _training_row(it, plan: dict, flops: float, mfu: float, overhead_s: float, region: str):
-    work = flops * (8 / 6 if plan["recompute"] else 1)  # recomputation repeats the forward
-    time_s = work / (plan["nodes"] * it.peak_tflops * 1e12 * mfu)
-    hours = (time_s + overhead_s) / 3600
-    cost, price = instance_cost(it.name, "ec2", hours, plan["nodes"], region)
-    notes = ["needs the AWS Neuron SDK (torch-neuronx)"] if it.kind == "trainium" else []
-    if not catalog.availability(it.name)["sagemaker_training"]:
-        notes.append("EC2 only (not a SageMaker training type)")
-    return {
-        "instance": it.name,
-        "kind": it.kind,
-        "accelerators": f"{it.accelerator_count} x {it.accelerator}"
-        if it.accelerator
-        else f"{it.vcpus} vCPU {it.cpu}",
-        "nodes": plan["nodes"],
-        "strategy": plan["strategy"],
-        "memory_per_device_gb": plan["memory_per_device_bytes"] / 1e9,
-        "peak_tflops": it.peak_tflops * plan["nodes"],
-        "peak_precision": it.peak_precision,
-        "mfu": mfu,
-        "time_s": time_s,
-        "usd_per_hour": price.usd_per_hour if price else None,
-        "cost_usd": cost,
-        "price": price.describe() if price else "no price known",
-        "note": "; ".join(notes),
-    }
-
-
 def rank_training(w, mfu=None, overhead_s=DEFAULT_OVERHEAD_S, region=CATALOG_REGION) -> list[dict]:
     """Every catalog row that fits training :class:`~pt2aws.sizing.workload.Workload` ``w``,
     cheapest first, ``cheapest`` and ``fastest`` marked (``time_s``: compute only; ``cost_usd``
     None without a price); ``mfu``: one for all kinds (default :data:`DEFAULT_MFU`)."""
-    spec, mfus = model_spec(w.model), _mfus(mfu)
-    flops = training_flops(spec, w.train_tokens * w.epochs, w.seq_len)
-    rows = []
+    spec = workload.model_spec(w.model)
+    flops, rows = training_flops(spec, w), []
     for it in catalog.load_catalog():
-        plan = strategy.plan_training(spec, it, w.micro_batch, w.seq_len, w.precision)
-        if plan:
-            rows.append(_training_row(it, plan, flops, mfus[it.kind], overhead_s, region))
+        plan = workload.plan_training(spec, it, w.micro_batch, w.seq_len, w.precision)
+        if not plan:
+            continue
+        nodes, kind_mfu = plan["nodes"], mfu or DEFAULT_MFU[it.kind]
+        work = flops * (8 / 6 if plan["recompute"] else 1)  # recomputation repeats the forward
+        time_s = work / (nodes * it.peak_tflops * 1e12 * kind_mfu)
+        cost, price = instance_cost(it.name, "ec2", (time_s + overhead_s) / 3600, nodes, region)
+        notes = ["needs the AWS Neuron SDK (torch-neuronx)"] if it.kind == "trainium" else []
+        if not catalog.availability(it.name)["sagemaker_training"]:
+            notes.append("EC2 only (not a SageMaker training type)")
+        devices = f"{it.accelerator_count} x {it.accelerator}" if it.accelerator else None
+        rows.append({
+            "instance": it.name, "kind": it.kind,
+            "accelerators": devices or f"{it.vcpus} vCPU {it.cpu}",
+            "nodes": nodes, "strategy": plan["strategy"],
+            "memory_per_device_gb": plan["memory_per_device_bytes"] / 1e9,
+            "peak_tflops": it.peak_tflops * nodes, "peak_precision": it.peak_precision,
+            "mfu": kind_mfu, "time_s": time_s,
+            "usd_per_hour": price.usd_per_hour if price else None, "cost_usd": cost,
+            "price": price.describe() if price else "no price known", "note": "; ".join(notes),
+        })  # fmt: skip
     _flag(rows, "cost_usd", lambda r: -r["time_s"])
     return rows
 
@@ -98,11 +84,10 @@ def rank_training(w, mfu=None, overhead_s=DEFAULT_OVERHEAD_S, region=CATALOG_REG
 def rank_inference(model, seq_len=128, region=CATALOG_REGION, prices=None, local=None):
     """The priced cost rows of :data:`DEFAULT_INFERENCE_INSTANCES` whose device memory holds the
     bf16 weights, cheapest first, ``cheapest`` and ``fastest`` (most inferences/s) marked."""
-    spec = model_spec(model)
-    need = strategy.inference_memory(spec, 1, seq_len)["total"]
-    usable = 1 - strategy.MEMORY_RESERVE
+    spec = workload.model_spec(model)
+    need = workload.inference_memory(spec, seq_len)["total"] / (1 - workload.MEMORY_RESERVE)
     memory = {n: catalog.instance_memory_bytes(n) for n in DEFAULT_INFERENCE_INSTANCES}
-    names = [n for n, held in memory.items() if held is None or need <= held * usable]
+    names = [n for n, held in memory.items() if held is None or need <= held]
     rows = serving_cost.cost_rows(spec, seq_len, names, region=region, prices=prices, local=local)
     rows = [r for r in rows if r["usd_per_1m"] is not None]
     _flag(rows, "usd_per_1m", lambda r: r["inferences_per_s"])
@@ -114,29 +99,25 @@ def recommend(w, mfu=None, overhead_s=DEFAULT_OVERHEAD_S, region=CATALOG_REGION,
     """Memory, workload class and both rankings of a :class:`~pt2aws.sizing.workload.Workload`
     (JSON); ``prices``: live serving prices; ``local``: the x86 anchor; ``recommended``: the
     cheapest priced training row pt2aws runs as is."""
-    w = dataclasses.replace(w, model=model_spec(w.model))
+    w = dataclasses.replace(w, model=workload.model_spec(w.model))  # the shape, built once
     spec, shape = w.model, (w.micro_batch, w.seq_len, w.precision)
     training = rank_training(w, mfu, overhead_s, region)
     runnable = [r for r in training if r["kind"] in RUNNABLE_KINDS and r["cost_usd"] is not None]
-    summary = {k: v for k, v in dataclasses.asdict(w).items() if k != "model"}
-    summary["train_tokens_per_epoch"] = w.train_tokens
-    summary["training_flops"] = training_flops(spec, w.train_tokens * w.epochs, w.seq_len)
-    memory = {"training_one_device": strategy.training_memory(spec, *shape),
-              "inference_bf16": strategy.inference_memory(spec, 1, w.seq_len)}  # fmt: skip
+    choice = runnable[0] if runnable else None
+    summary = dataclasses.asdict(w) | {
+        "model": spec.name,
+        "training_flops": training_flops(spec, w),
+    }
     return {
         "model": dataclasses.asdict(spec),
         "workload": summary,
-        "memory": memory,
-        "class": strategy.workload_class(spec, *shape),
+        "memory": {"training_one_device": workload.training_memory(spec, *shape),
+                   "inference_bf16": workload.inference_memory(spec, w.seq_len)},
+        "class": workload.workload_class(spec, *shape),
         "training": training,
         "inference": rank_inference(spec, w.seq_len, region, prices, local),
-        "recommended": {k: runnable[0][k] for k in ("instance", "nodes", "strategy")}
-        if runnable
-        else None,
+        "recommended": choice and {k: choice[k] for k in ("instance", "nodes", "strategy")},
         "region": region,
-        "assumptions": {
-            "mfu": _mfus(mfu),
-            "overhead_s": overhead_s,
-            "memory_reserve": strategy.MEMORY_RESERVE,
-        },  # fmt: skip
-    }
+        "assumptions": {"mfu": dict.fromkeys(DEFAULT_MFU, mfu) if mfu else DEFAULT_MFU,
+                        "overhead_s": overhead_s},
+    }  # fmt: skip

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from pt2aws.sizing import catalog, pricing
 from pt2aws.sizing.pricing import CATALOG_REGION
+from pt2aws.sizing.workload import ModelSpec, model_spec
 from pt2aws.train.throughput import training_flops_per_token
 
 #: Utilisation of rows without a measured anchor (GPUs, Trainium): our assumption.
@@ -27,24 +28,21 @@ SMALL_REQUEST = 10
 MEASURED_BATCH = 32
 
 
-def forward_flops_per_token(n: float, num_layers: int, hidden_size: int, tokens: float) -> float:
-    """``2N + 4LdT``: a third of training's."""
-    return training_flops_per_token(n, num_layers, hidden_size, tokens) / 3
-
-
-def flops_per_request(model, tokens: float) -> float:
-    """FLOPs of one request of ``tokens`` tokens (``model``: a ModelSpec's shape fields)."""
-    n, layers, width = model.non_embedding_parameters, model.num_layers, model.hidden_size
-    return forward_flops_per_token(n, layers, width, tokens) * tokens
+def flops_per_request(spec: ModelSpec, tokens: float) -> float:
+    """FLOPs of one request of ``tokens`` tokens: ``(2N + 4LdT) x T``, a third of training's."""
+    n, layers, width = spec.non_embedding_parameters, spec.num_layers, spec.hidden_size
+    return training_flops_per_token(n, layers, width, tokens) / 3 * tokens
 
 
 def published_anchor(processor: str) -> dict:
     """``{"utilisation", "flops_per_request", "anchor", "anchor_detail"}`` of AWS's published
     figure for ``"Graviton3"`` or ``"Inferentia2"`` (the catalog's ``serving_anchors``)."""
     a = catalog.data()["serving_anchors"][processor]
-    shape = (a["non_embedding_parameters"], a["num_layers"], a["hidden_size"], a["tokens"])
+    shape = ModelSpec(
+        a["model"], a["non_embedding_parameters"], a["hidden_size"], a["num_layers"], 1
+    )
     rate = a.get("inferences_per_s") or a["batch"] / a["seconds_per_batch"]
-    achieved = rate * forward_flops_per_token(*shape) * a["tokens"]
+    achieved = rate * flops_per_request(shape, a["tokens"])
     peak = catalog.peak_flops(a["instance"])
     src = catalog.source(a["source"])
     return {
@@ -94,7 +92,6 @@ def local_anchor(run, peak: dict | None = None) -> dict | None:
     from transformers import AutoConfig, AutoTokenizer
 
     from pt2aws.data import load_for_run, token_lengths
-    from pt2aws.sizing.workload import model_spec
 
     count = metrics["agreement_texts"]["count"]
     texts = list(load_for_run(run.train_dir).splits["validation"]["text"][:count])
@@ -159,26 +156,24 @@ def _row(name, rate, anchor, basis, region, known=None, here=None) -> dict:
     }
 
 
-def cost_row(instance_type, model, tokens, *, region=CATALOG_REGION, price=None, local=None):
-    """The row of ``instance_type`` serving ``model`` at ``tokens`` tokens per request
-    (``price``: a live price, else the table's), or None when its peak is unknown."""
-    peak = catalog.peak_flops(instance_type)
-    if peak is None:
-        return None
-    u, flops = utilisation(instance_type, local), flops_per_request(model, tokens)
-    basis = f"{peak['basis']} x {u['utilisation']:.1%} / {flops / 1e9:.3g} GFLOP per request ({tokens} tokens)"
-    if flops < u.get("flops_per_request", 0) / SMALL_REQUEST:  # overhead, not FLOPs, bounds it
-        basis += f", {u['flops_per_request'] / flops:.0f}x fewer than the anchor's: an upper bound"
-    return _row(instance_type, peak["flops"] * u["utilisation"] / flops, u, basis, region, price)
-
-
 def cost_rows(
     model, tokens, instances=DEFAULT_COMPARISON, *, region=CATALOG_REGION, prices=None, local=None
 ):
-    """:func:`cost_row` of each of ``instances`` with a known peak; ``prices``: live ones."""
-    rows = [cost_row(n, model, tokens, region=region, price=(prices or {}).get(n), local=local)
-            for n in instances]  # fmt: skip
-    return [r for r in rows if r is not None]
+    """The row of each of ``instances`` with a known peak serving ``model`` at ``tokens`` tokens
+    per request (``prices``: live ones by instance, else the table's)."""
+    rows, flops = [], flops_per_request(model, tokens)
+    for name in instances:
+        if (peak := catalog.peak_flops(name)) is None:
+            continue
+        u = utilisation(name, local)
+        basis = f"{peak['basis']} x {u['utilisation']:.1%} / {flops / 1e9:.3g} GFLOP per request ({tokens} tokens)"
+        if flops < u.get("flops_per_request", 0) / SMALL_REQUEST:  # overhead, not FLOPs, bounds it
+            basis += (
+                f", {u['flops_per_request'] / flops:.0f}x fewer than the anchor's: an upper bound"
+            )
+        rate, known = peak["flops"] * u["utilisation"] / flops, (prices or {}).get(name)
+        rows.append(_row(name, rate, u, basis, region, known))
+    return rows
 
 
 def load_test_row(record: dict, request_tokens: float, region=CATALOG_REGION, prices=None):
@@ -201,18 +196,13 @@ def load_test_row(record: dict, request_tokens: float, region=CATALOG_REGION, pr
     return _row(name, load["throughput_per_s"], measured, how, region, known, here)
 
 
-def served_variant(image: str | None, metrics: dict) -> str:
-    """The variant an endpoint on ``image`` serves: notebook 02's ``auto`` on ``custom``, else
-    ``eager`` (the DLC's handler)."""
-    auto = (metrics.get("auto_variant") or {}).get("variant") if image == "custom" else None
-    return auto or "eager"
-
-
 def batched_vs_single(metrics_path: str | Path, load_test: dict | None, image: str | None) -> str:
-    """Notebook 02's batch-32 throughput of the served variant beside the load test's."""
+    """Notebook 02's batch-32 throughput of the variant an endpoint on ``image`` serves (02's
+    ``auto`` on ``custom``, else the DLC handler's ``eager``) beside the load test's."""
     path = Path(metrics_path)
     metrics = json.loads(path.read_text()) if path.is_file() else {}
-    variant = served_variant(image, metrics)
+    auto = (metrics.get("auto_variant") or {}).get("variant") if image == "custom" else None
+    variant = auto or "eager"
     row = next((r for r in metrics.get("variants", []) if r["variant"] == variant), None)
     if not row or not (load_test or {}).get("requests"):
         return "no batched figure: run notebook 02 (and a load test) first"

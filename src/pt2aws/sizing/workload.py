@@ -1,4 +1,14 @@
-"""What to size: a model's shape (:class:`ModelSpec`) and a training job (:class:`Workload`)."""
+"""What to size and what it needs: a model's shape (:class:`ModelSpec`), a training job
+(:class:`Workload`), training and serving memory per device (bytes), the simplest parallelism
+that fits training on an instance, and the workload class of the re:Invent 2022 talk CMP207
+(thresholds ours).
+
+* Training state per parameter: 16 bytes in mixed precision with AdamW (ZeRO, Rajbhandari et
+  al. 2020, section 3.1), 8 in pure bf16, 16 in fp32; sharding divides it by the shards.
+* Activations per layer, 16-bit: ``s·b·h·(34 + 5·a·s/h)``; with full recomputation ``2·s·b·h``
+  per layer plus one layer's (Korthikanti et al., MLSys 2023, 4.1-4.2); fp32 doubles them.
+* Serving: the bf16 weights plus one layer's activations.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +17,26 @@ from dataclasses import dataclass
 
 from pt2aws.sizing import catalog
 
-#: Training precisions (``mixed``: bf16 autocast over fp32 weights and AdamW states).
-PRECISIONS = ("mixed", "bf16", "fp32")
+#: Training state, bytes per parameter, by precision (``mixed``: bf16 autocast over fp32 weights
+#: and AdamW states).
+STATE_BYTES_PER_PARAM = {
+    "mixed": {"weights": 4.0, "gradients": 4.0, "optimizer": 8.0},
+    "bf16": {"weights": 2.0, "gradients": 2.0, "optimizer": 4.0},
+    "fp32": {"weights": 4.0, "gradients": 4.0, "optimizer": 8.0},
+}
+PRECISIONS = tuple(STATE_BYTES_PER_PARAM)
+#: Share of device memory kept free for the CUDA/Neuron context and fragmentation (ours).
+MEMORY_RESERVE = 0.10
+MAX_NODES = 64
+#: Small fits one 24 GB GPU (A10G / L4); big needs 2-16 nodes of the largest-memory 8-GPU row.
+CLASS_SMALL_DEVICE_GB = 24
+CLASS_BIG_MAX_NODES = 16
+STRATEGIES = {
+    "small": "single device; DDP over more GPUs only to go faster",
+    "intermediate": "one node: DDP if a large-memory GPU holds it, else FSDP over the node's GPUs",
+    "big": "multi-node FSDP over EFA (2-16 nodes), tensor parallel within a node for long sequences",
+    "huge": "FSDP + tensor + pipeline parallel over many nodes (EC2 UltraClusters / SageMaker HyperPod)",
+}
 
 
 @dataclass(frozen=True)
@@ -57,19 +85,6 @@ class ModelSpec:
         return cls(label, int(parameters), hidden, layers, max(1, hidden // 128))
 
 
-def _config(name: str):
-    """The ``transformers`` config of a model the catalog knows by name (``models``)."""
-    from transformers import AutoConfig
-
-    from pt2aws.modeling import TINY_ROBERTA_SIZES
-
-    known, sizes = (
-        catalog.data()["models"][name],
-        TINY_ROBERTA_SIZES if name == "tiny-roberta" else {},
-    )
-    return AutoConfig.for_model(known["model_type"], **sizes, **known["config"])
-
-
 def model_spec(model) -> ModelSpec:
     """A :class:`ModelSpec` from a spec, a ``transformers`` config, a count, ``"70B"`` /
     ``"350M"``, or a name of the catalog's ``models``. Raises ValueError for anything else."""
@@ -81,8 +96,14 @@ def model_spec(model) -> ModelSpec:
         return ModelSpec.from_config(model)
     text = str(model).strip()
     name = text.lower().removeprefix("facebookai/")
-    if name in catalog.data()["models"] and name != "note":
-        return ModelSpec.from_config(_config(name), name=name)
+    if name in catalog.data()["models"] and name != "note":  # a config built from its fields
+        from transformers import AutoConfig
+
+        from pt2aws.modeling import TINY_ROBERTA_SIZES
+
+        known, sizes = catalog.data()["models"][name], TINY_ROBERTA_SIZES
+        fields = {**(sizes if name == "tiny-roberta" else {}), **known["config"]}
+        return ModelSpec.from_config(AutoConfig.for_model(known["model_type"], **fields), name)
     number, scale = text[:-1], {"b": 1e9, "m": 1e6}.get(text[-1:].lower())
     if scale and number.replace(".", "", 1).isdigit():
         return ModelSpec.from_parameters(float(number) * scale, name=text)
@@ -105,16 +126,12 @@ class Workload:
     precision: str = "mixed"
 
     def __post_init__(self) -> None:
-        if self.train_examples < 1 or self.epochs <= 0:
-            raise ValueError(f"need train_examples >= 1 and epochs > 0: {self.train_examples!r}, "
-                             f"{self.epochs!r}")  # fmt: skip
+        counts = (self.train_examples, self.seq_len, self.micro_batch)
+        if min(counts) < 1 or self.epochs <= 0:
+            raise ValueError(f"need train_examples, seq_len, micro_batch >= 1 and epochs > 0: "
+                             f"{counts}, {self.epochs!r}")  # fmt: skip
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision {self.precision!r}: choose one of {', '.join(PRECISIONS)}")
-
-    @property
-    def train_tokens(self) -> int:
-        """Tokens per epoch."""
-        return self.train_examples * self.seq_len
 
 
 def profile_workload(profile: str, train_examples=None, model=None, epochs=None) -> Workload:
@@ -135,3 +152,76 @@ def profile_workload(profile: str, train_examples=None, model=None, epochs=None)
         epochs=float(epochs or prof.num_train_epochs),
         micro_batch=prof.per_device_train_batch_size,
     )
+
+
+def activation_bytes(spec, micro_batch: int, seq_len: int, precision="mixed", recompute=False):
+    """Activations one device keeps for the backward pass, bytes."""
+    s, b, h, a = seq_len, micro_batch, spec.hidden_size, spec.num_heads
+    layer = s * b * h * (34 + 5 * a * s / h)
+    kept = 2 * s * b * h * spec.num_layers + layer if recompute else layer * spec.num_layers
+    return kept * (2.0 if precision == "fp32" else 1.0)
+
+
+def training_memory(
+    spec, micro_batch=32, seq_len=128, precision="mixed", shards=1, recompute=False
+):
+    """``{"weights", "gradients", "optimizer", "activations", "total", "parameters"}``, bytes per
+    device of a :class:`ModelSpec` (the shape checked by :class:`Workload`)."""
+    out = {k: spec.parameters * v / shards for k, v in STATE_BYTES_PER_PARAM[precision].items()}
+    out["activations"] = activation_bytes(spec, micro_batch, seq_len, precision, recompute)
+    return out | {"total": sum(out.values()), "parameters": spec.parameters}
+
+
+def inference_memory(spec, seq_len: int = 128) -> dict:
+    """``{"weights", "activations", "total", "parameters"}`` bytes to serve one text in bf16."""
+    weights = spec.parameters * 2.0
+    layer = activation_bytes(spec, 1, seq_len) / spec.num_layers
+    return {"weights": weights, "activations": layer, "total": weights + layer,
+            "parameters": spec.parameters}  # fmt: skip
+
+
+def plan_training(spec, it, micro_batch=32, seq_len=128, precision="mixed", max_nodes=MAX_NODES):
+    """The first that fits on :class:`~pt2aws.sizing.catalog.InstanceType` ``it`` of: replicas
+    (one device / DDP); FSDP over one node; the same with recomputation; FSDP over the fewest EFA
+    nodes. ``{"nodes", "strategy", "recompute", "memory_per_device_bytes"}`` or None."""
+    if it.kind == "inferentia":
+        return None
+    n, cap = it.devices, it.device_memory_bytes * (1 - MEMORY_RESERVE)
+    single = "single device" if n == 1 else f"DDP over {n} devices"
+    attempts = [(1, 1, single, False)]
+    if n > 1:
+        attempts.append((1, n, f"FSDP over the {n} devices of one node", False))
+    attempts.append((1, n, (f"FSDP over {n} devices" if n > 1 else single) + " + recompute", True))
+    if it.efa and it.accelerator_count:  # multi-node sharding needs EFA
+        state = sum(STATE_BYTES_PER_PARAM[precision].values()) * spec.parameters
+        for nodes in range(max(2, math.ceil(state / (cap * n))), max_nodes + 1):
+            for recompute in (False, True):
+                label = f"FSDP over {nodes} nodes x {n} devices (EFA)"
+                attempts.append((nodes, nodes * n, label + " + recompute" * recompute, recompute))
+    for nodes, shards, strategy, recompute in attempts:
+        memory = training_memory(spec, micro_batch, seq_len, precision, shards, recompute)["total"]
+        if memory <= cap:
+            return {"nodes": nodes, "strategy": strategy, "recompute": recompute,
+                    "memory_per_device_bytes": memory}  # fmt: skip
+    return None
+
+
+def workload_class(spec, micro_batch=32, seq_len=128, precision="mixed") -> dict:
+    """CMP207's class: small (one 24 GB GPU), intermediate (one node of the largest-memory
+    8-GPU row), big (2-16 such nodes), huge (more). ``{"class", "strategy", "reason"}``."""
+    total = training_memory(spec, micro_batch, seq_len, precision)["total"]
+    eight = [i for i in catalog.load_catalog() if i.accelerator_count == 8 and i.kind == "gpu"]
+    ref, gb = max(eight, key=lambda i: i.accelerator_memory_gb), total / 1e9
+    if total <= CLASS_SMALL_DEVICE_GB * 1e9 * (1 - MEMORY_RESERVE):
+        cls, reason = "small", f"{gb:.1f} GB of training memory fits one 24 GB GPU"
+    else:
+        plan = plan_training(spec, ref, micro_batch, seq_len, precision, max_nodes=10_000)
+        nodes = plan["nodes"] if plan else None
+        if nodes == 1:
+            cls = "intermediate"
+            reason = f"{gb:.1f} GB needs more than one 24 GB GPU but fits one {ref.name} ({plan['strategy']})"
+        elif nodes is not None and nodes <= CLASS_BIG_MAX_NODES:
+            cls, reason = "big", f"{gb:.0f} GB needs {nodes} x {ref.name} ({plan['strategy']})"
+        else:
+            cls, reason = "huge", f"{gb:.0f} GB needs more than {CLASS_BIG_MAX_NODES} x {ref.name}"
+    return {"class": cls, "strategy": STRATEGIES[cls], "reason": reason}

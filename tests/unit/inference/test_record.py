@@ -71,9 +71,12 @@ def test_bf16_fast_math_is_recorded():
 def test_cost_table_and_report_read_the_record(tmp_path):
     """The readers of inference/metrics.json find what they read in a built record."""
     from pt2aws.report import _inference
-    from pt2aws.sizing.serving_cost import served_variant
+    from pt2aws.sizing.serving_cost import batched_vs_single
 
     rec = _record()
-    assert served_variant("custom", rec) == "ort-int8" and served_variant("dlc", rec) == "eager"
+    (tmp_path / "metrics.json").write_text(json.dumps(rec))
+    load = {"requests": 1, "throughput_per_s": 1.0}
+    assert "batched ort-int8" in batched_vs_single(tmp_path / "metrics.json", load, "custom")
+    assert "batched eager" in batched_vs_single(tmp_path / "metrics.json", load, "dlc")
     lines = "\n".join(_inference(rec))
     assert "ort-int8: 300.0 samples/s" in lines and "| test accuracy | 0.8600 |" in lines

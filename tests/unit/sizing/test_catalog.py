@@ -101,8 +101,7 @@ def test_peak_per_processor_generation():
     assert ice_lake["basis"] == "4 vCPUs x 112 GFLOP/s fp32 (Ice Lake)"
     assert catalog.peak_flops("ml.c7g.4xlarge")["flops"] == 4 * peaks["ml.c7g.xlarge"]["flops"]
     g5 = catalog.peak_flops("g5.xlarge")
-    assert (g5["flops"], g5["precision"], g5["basis"]) == (70e12, "bf16", "1 x A10G dense bf16")
-    assert peaks["ml.c7g.xlarge"]["source"]["id"] == "derived-cpu-fp32-peak"
+    assert (g5["flops"], g5["basis"]) == (70e12, "1 x A10G dense bf16")
     assert catalog.peak_flops("x9.large") is None
 
 
@@ -119,8 +118,6 @@ def test_botocore_lists_and_gpu_peaks_have_one_definition():
     assert "ml.p4d.24xlarge" in catalog.botocore_instance_types("training")
     assert "ml.c7g.xlarge" in catalog.botocore_instance_types("hosting")
     assert "ml.c7g.xlarge" not in catalog.botocore_instance_types("training")
-    with pytest.raises(ValueError, match="choose one of ec2, training, hosting"):
-        catalog.botocore_instance_types("lambda")
     assert catalog.availability("ml.c7g.xlarge") == {
         "ec2": True,
         "sagemaker_training": False,

@@ -21,11 +21,16 @@ EPYC_AVX2 = {"processor": "0", "model name": "AMD EPYC", "cpu MHz": "2445.432", 
              "cpu cores": "2"}  # fmt: skip
 
 
+def one_row(model, tokens, instance, **options):
+    """The one cost row of ``instance``."""
+    (found,) = serving_cost.cost_rows(model, tokens, [instance], **options)
+    return found
+
+
 def test_one_flops_count_a_third_of_trainings():
     # MiniLM-L6: 22.7 M parameters of which 11.9 M in embedding tables: N = 10,796,162
     assert MINILM.non_embedding_parameters == 22_713_986 - 11_917_824
-    per_token = serving_cost.forward_flops_per_token(10_796_162, 6, 384, 64)
-    assert per_token == 2 * 10_796_162 + 4 * 6 * 384 * 64
+    per_token = 2 * 10_796_162 + 4 * 6 * 384 * 64
     assert per_token * 3 == training_flops_per_token(10_796_162, 6, 384, 64)
     assert serving_cost.flops_per_request(MINILM, 64) == per_token * 64
 
@@ -34,7 +39,7 @@ def test_graviton_rows_are_within_2x_of_the_published_figure_and_say_so():
     """Issue 23: ml.c7g.xlarge against AWS's published Graviton3 figure scaled by FLOPs per
     request (all-mpnet-base-v2 on m7g.xlarge, 4 vCPUs, Graviton3 like c7g)."""
     published = PUBLISHED_GRAVITON_FLOPS / serving_cost.flops_per_request(MINILM, 64)
-    row = serving_cost.cost_row("ml.c7g.xlarge", MINILM, 64)
+    row = one_row(MINILM, 64, "ml.c7g.xlarge")
     assert published / 2 <= row["inferences_per_s"] <= published * 2
     assert row["inferences_per_s"] == pytest.approx(published, rel=1e-9)  # same chip, same vCPUs
     assert row["anchor"] == "AWS-published Graviton3 figure"
@@ -50,12 +55,12 @@ def test_graviton_rows_are_within_2x_of_the_published_figure_and_say_so():
     )
     assert rows["ml.c6g.xlarge"]["anchor"] == row["anchor"]
     assert "upper bound" not in row["basis"]  # MiniLM at 64 tokens: 1.2x the anchor's FLOPs
-    tiny = serving_cost.cost_row("ml.c7g.xlarge", workload.model_spec("tiny-roberta"), 48)
+    tiny = one_row(workload.model_spec("tiny-roberta"), 48, "ml.c7g.xlarge")
     assert "fewer than the anchor's: an upper bound" in tiny["basis"]  # overhead-bound
 
 
 def test_inferentia_is_anchored_on_neurons_bert_figure_and_gpus_say_they_assume():
-    inf2 = serving_cost.cost_row("inf2.xlarge", MINILM, 64)
+    inf2 = one_row(MINILM, 64, "inf2.xlarge")
     bert = 2697.72 * 128 * (2 * N_BASE + 4 * 12 * 768 * 128)  # batch 4, 128 tokens, FLOP/s
     assert inf2["inferences_per_s"] == pytest.approx(
         bert / serving_cost.flops_per_request(MINILM, 64)
@@ -65,7 +70,7 @@ def test_inferentia_is_anchored_on_neurons_bert_figure_and_gpus_say_they_assume(
     assert inf2["basis"].endswith(
         "16x fewer than the anchor's: an upper bound"
     )  # 22.5 vs 1.42 GFLOP
-    g5 = serving_cost.cost_row("g5.xlarge", MINILM, 64)
+    g5 = one_row(MINILM, 64, "g5.xlarge")
     assert g5["anchor"] == "assumption: 10% of peak"
     assert g5["inferences_per_s"] == pytest.approx(
         70e12 * 0.10 / serving_cost.flops_per_request(MINILM, 64)
@@ -92,7 +97,7 @@ def test_x86_rows_take_notebook_02s_measurement_against_this_machines_peak(
     run = RunDir(tmp_path)
     shutil.copytree(smoke_train_dir, run.train_dir, ignore=shutil.ignore_patterns("check*"))
     assert serving_cost.local_anchor(run) is None  # notebook 02 has not run: Graviton stands in
-    stand_in = serving_cost.cost_row("ml.c6i.xlarge", MINILM, 64)
+    stand_in = one_row(MINILM, 64, "ml.c6i.xlarge")
     assert stand_in["anchor"].endswith("(stand-in: notebook 02 has not measured this machine)")
     rows = [
         {"variant": "eager", "samples_per_s": 500.0},
@@ -117,12 +122,12 @@ def test_x86_rows_take_notebook_02s_measurement_against_this_machines_peak(
     assert (
         local["anchor"] == "this machine, notebook 02" and "500.0 texts/s" in local["anchor_detail"]
     )
-    c6i = serving_cost.cost_row("ml.c6i.xlarge", MINILM, 64, local=local)
-    c7g = serving_cost.cost_row("ml.c7g.xlarge", MINILM, 64, local=local)
+    c6i = one_row(MINILM, 64, "ml.c6i.xlarge", local=local)
+    c7g = one_row(MINILM, 64, "ml.c7g.xlarge", local=local)
     assert c6i["inferences_per_s"] == pytest.approx(
         448e9 * local["utilisation"] / serving_cost.flops_per_request(MINILM, 64)
     )
-    assert c7g == serving_cost.cost_row("ml.c7g.xlarge", MINILM, 64)  # arm64: never the local one
+    assert c7g == one_row(MINILM, 64, "ml.c7g.xlarge")  # arm64: never the local one
 
 
 def test_cost_rows_price_arithmetic_and_the_load_test_rows():
@@ -142,9 +147,9 @@ def test_cost_rows_price_arithmetic_and_the_load_test_rows():
     assert "UNVERIFIED" in c7g["price"] and c7g["basis"].endswith(
         "/ 1.42 GFLOP per request (64 tokens)"
     )
-    eu = serving_cost.cost_row("p4d.24xlarge", MINILM, 64, region="eu-west-1")
+    eu = one_row(MINILM, 64, "p4d.24xlarge", region="eu-west-1")
     assert eu["usd_per_hour"] == 23.71569 and "eu-west-1" in eu["price"]
-    assert serving_cost.cost_row("x9.large", MINILM, 64) is None
+    assert serving_cost.cost_rows(MINILM, 64, ["x9.large"]) == []
     load = {"requests": 100, "throughput_per_s": 42.0}
     aws = serving_cost.load_test_row(
         {"target": "aws", "instance_type": "ml.c7g.xlarge", "load_test": load}, 12.4
@@ -168,7 +173,7 @@ def test_notebook_00_and_03_show_the_same_row():
     """Notebook 00's ranking (``pt2aws recommend``) and notebook 03's table agree."""
     rec = ranking.recommend(workload.profile_workload("local"))
     in_00 = next(r for r in rec["inference"] if r["instance"] == "ml.c7g.xlarge")
-    in_03 = serving_cost.cost_row("ml.c7g.xlarge", MINILM, 64)
+    in_03 = one_row(MINILM, 64, "ml.c7g.xlarge")
     assert {k: in_00[k] for k in in_03} == in_03
 
 
@@ -186,4 +191,5 @@ def test_batched_throughput_of_the_served_variant_beside_the_load_test(tmp_path)
     )
     assert "batched bf16" in serving_cost.batched_vs_single(metrics, load, "custom")  # auto's
     assert "run notebook 02" in serving_cost.batched_vs_single(tmp_path / "none.json", load, "dlc")
-    assert serving_cost.served_variant("custom", {}) == "eager"
+    metrics.write_text(json.dumps({"variants": rows}))  # no auto measured: eager on custom too
+    assert "batched eager" in serving_cost.batched_vs_single(metrics, load, "custom")

@@ -35,12 +35,11 @@ def test_sizing_counts_training_flops_with_the_same_function():
     model, _ = _minilm_on_meta()
     spec = model_spec("minilm-l6")  # closed form, no model built
     assert spec.non_embedding_parameters == non_embedding_parameters(model)
-    assert training_flops(spec, 1000, 64) == 1000 * training_flops_per_token(
-        spec.non_embedding_parameters, 6, 384, 64
-    )
+    per_token = training_flops_per_token(spec.non_embedding_parameters, 6, 384, 64)
+    assert training_flops(spec, Workload("minilm-l6", 1000, 64, 2)) == 1000 * 64 * 2 * per_token
     rows = {r["instance"]: r for r in rank_training(Workload("minilm-l6", 3000, 64, 1))}
     cpu, gpu = rows["c7g.xlarge"], rows["g5.xlarge"]
-    flops = training_flops(spec, 3000 * 64, 64)
+    flops = training_flops(spec, Workload("minilm-l6", 3000, 64, 1))
     assert gpu["time_s"] == pytest.approx(flops / (70e12 * gpu["mfu"]))  # A10G, bf16 peak
     assert cpu["time_s"] == pytest.approx(flops / (cpu["peak_tflops"] * 1e12 * cpu["mfu"]))
     from pt2aws.sizing import catalog
