@@ -16,11 +16,6 @@ CHECK_CREDENTIALS = (
     "set AWS credentials (aws configure, AWS_PROFILE or an instance role) and check them "
     "with `aws sts get-caller-identity`"
 )
-#: ``ClientError`` codes meaning the caller's credentials are invalid, expired or not allowed.
-AWS_CREDENTIAL_ERROR_CODES = frozenset(
-    "AccessDenied AccessDeniedException AuthFailure ExpiredToken ExpiredTokenException "
-    "InvalidAccessKeyId InvalidClientTokenId SignatureDoesNotMatch UnrecognizedClientException".split()
-)
 
 
 class UserError(Exception):
@@ -67,39 +62,58 @@ class ArgumentParser(argparse.ArgumentParser):
         raise UserError(f"{message} (see {self.prog} --help)")
 
 
-#: botocore exception (or a base class of it) -> the fix.
-_AWS_HINTS = {
-    **dict.fromkeys(("NoCredentialsError", "PartialCredentialsError"), CHECK_CREDENTIALS),
-    "NoRegionError": "pass --region (e.g. us-east-1) or set AWS_DEFAULT_REGION",
-    "ProfileNotFound": "set AWS_PROFILE to a profile of `aws configure list-profiles`",
-    "EndpointConnectionError": "check the network, the region and AWS_ENDPOINT_URL",
-}
+#: AWS's answer -> one line naming the fix, first match: ``(botocore exception class, error code
+#: prefix or operation; words in the message; the line)``, formatted with ``err``, ``code``,
+#: ``message``, ``operation``, ``region``.
+AWS_ERRORS = (
+    ("NoCredentialsError", (), f"no AWS credentials found: {CHECK_CREDENTIALS}"),
+    ("PartialCredentialsError", (), f"incomplete AWS credentials ({{err}}): {CHECK_CREDENTIALS}"),
+    ("NoRegionError", (), "no AWS region: pass --region (e.g. us-east-1) or set AWS_DEFAULT_REGION"),
+    ("ProfileNotFound", (), "{err}: set AWS_PROFILE to one of `aws configure list-profiles`"),
+    ("EndpointConnectionError", (), "AWS is unreachable ({err}): check the network, the region "
+     "{region!r} and AWS_ENDPOINT_URL"),
+    ("ClientError", ("iam:passrole",), "these credentials may not pass the execution role "
+     "({message}): allow iam:PassRole on it, with condition iam:PassedToService = "
+     "sagemaker.amazonaws.com"),
+    ("AccessDenied", (), "{operation} was refused ({message}): allow it to these credentials (the "
+     "checklist lists every action pt2aws calls)"),
+    ("ResourceLimitExceeded", (), "quota reached ({message}): request an increase in the Service "
+     "Quotas console (Amazon SageMaker) or pick another instance type"),
+    ("ClientError", ("assume", "role"), "SageMaker cannot assume the execution role ({message}): "
+     "it must exist and trust sagemaker.amazonaws.com"),
+    *((kind, (), f"the credentials were refused ({{code}}): {CHECK_CREDENTIALS}")
+      for kind in ("GetCallerIdentity", "AuthFailure", "ExpiredToken", "InvalidAccessKeyId",
+                   "InvalidClientTokenId", "SignatureDoesNotMatch", "UnrecognizedClient")),
+)  # fmt: skip
 
 
-def _aws_hint(exc: BaseException) -> str | None:
-    """The fix for an AWS set-up error from botocore, or None for any other exception."""
-    if not type(exc).__module__.startswith("botocore"):
+def explain_aws(err: BaseException, region: str = "") -> str | None:
+    """The line of :data:`AWS_ERRORS` that ``err`` (a botocore error) matches, or None."""
+    if not type(err).__module__.startswith("botocore"):
         return None
-    names = [c.__name__ for c in type(exc).__mro__]
-    if "ClientError" in names:
-        code = exc.response.get("Error", {}).get("Code", "")
-        return CHECK_CREDENTIALS if code in AWS_CREDENTIAL_ERROR_CODES else None
-    return next((_AWS_HINTS[n] for n in names if n in _AWS_HINTS), None)
+    error = getattr(err, "response", {}).get("Error", {})
+    code, message = error.get("Code", ""), error.get("Message", "")
+    operation = getattr(err, "operation_name", "")
+    names = {cls.__name__ for cls in type(err).__mro__} | {operation}
+    for kind, words, line in AWS_ERRORS:
+        if (kind in names or code.startswith(kind)) and all(w in message.lower() for w in words):
+            fields = {"code": code, "message": message, "operation": operation, "region": region}
+            return line.format(err=err, **fields)
+    return None
 
 
 def is_user_error(exc: BaseException) -> bool:
     """Whether the command line reports ``exc`` as the user's, not a bug."""
     user = (UserError, ValueError, FileNotFoundError, NotADirectoryError, IsADirectoryError)
-    return isinstance(exc, (*user, PermissionError)) or _aws_hint(exc) is not None
+    return isinstance(exc, (*user, PermissionError)) or explain_aws(exc) is not None
 
 
 def describe(exc: BaseException) -> str:
     """One line for a user error, with the fix where the message lacks it (AWS, OS errors)."""
-    text = str(exc)
+    text = explain_aws(exc) or str(exc)
     if isinstance(exc, OSError) and exc.filename is not None and text.startswith("[Errno"):
         text = f"{exc.strerror}: {exc.filename}: check the path"
-    hint = _aws_hint(exc)
-    return " ".join(f"{text}: {hint}".split() if hint else text.split()) or type(exc).__name__
+    return " ".join(text.split()) or type(exc).__name__
 
 
 def debug_enabled() -> bool:

@@ -8,32 +8,12 @@ import re
 import time
 from dataclasses import dataclass, field
 
-from pt2aws.errors import CHECK_CREDENTIALS, UserError
+from pt2aws.errors import UserError, explain_aws
 
 #: SageMaker resource names: letters, digits and single hyphens, 63 characters at most.
 NAME_PATTERN = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 #: The emulator this process runs: :func:`connect` closes it, so that "aws" reaches AWS.
 _RUNNING_EMULATOR: dict = {"session": None}
-#: AWS's answer -> one line naming the fix, first match: ``(botocore exception class, error code
-#: prefix or operation; words in the message; the line)``, formatted with ``err``, ``code``,
-#: ``message``, ``operation``, ``region``.
-SETUP_ERRORS = (
-    ("NoCredentialsError", (), f"no AWS credentials found: {CHECK_CREDENTIALS}"),
-    ("PartialCredentialsError", (), f"no AWS credentials found: {CHECK_CREDENTIALS}"),
-    ("ProfileNotFound", (), "{err}: set AWS_PROFILE to one of `aws configure list-profiles`"),
-    ("EndpointConnectionError", (), "AWS is unreachable ({err}): check the network, the region "
-     "{region!r} and AWS_ENDPOINT_URL"),
-    ("ClientError", ("iam:passrole",), "these credentials may not pass the execution role "
-     "({message}): allow iam:PassRole on it, with condition iam:PassedToService = "
-     "sagemaker.amazonaws.com"),
-    ("AccessDenied", (), "{operation} was refused ({message}): allow it to these credentials (the "
-     "checklist lists every action pt2aws calls)"),
-    ("ResourceLimitExceeded", (), "quota reached ({message}): request an increase in the Service "
-     "Quotas console (Amazon SageMaker) or pick another instance type"),
-    ("ClientError", ("assume", "role"), "SageMaker cannot assume the execution role ({message}): "
-     "it must exist and trust sagemaker.amazonaws.com"),
-    ("GetCallerIdentity", (), f"the credentials were refused ({{code}}): {CHECK_CREDENTIALS}"),
-)  # fmt: skip
 
 
 class AwsSetupError(UserError):
@@ -130,16 +110,9 @@ class AwsSession:
 
 
 def explain(err: BaseException, region: str = "") -> AwsSetupError | None:
-    """The one line of :data:`SETUP_ERRORS` that ``err`` (a botocore error) matches, or None."""
-    error = getattr(err, "response", {}).get("Error", {})
-    code, message = error.get("Code", ""), error.get("Message", "")
-    operation = getattr(err, "operation_name", "")
-    names = {cls.__name__ for cls in type(err).__mro__} | {operation}
-    for kind, words, line in SETUP_ERRORS:
-        if (kind in names or code.startswith(kind)) and all(w in message.lower() for w in words):
-            fields = {"code": code, "message": message, "operation": operation, "region": region}
-            return AwsSetupError(line.format(err=err, **fields))
-    return None
+    """:func:`pt2aws.errors.explain_aws`'s line for ``err`` as an error, or None."""
+    line = explain_aws(err, region)
+    return AwsSetupError(line) if line else None
 
 
 def connect(target="aws", *, region="", role_arn="", profile=None) -> AwsSession:
