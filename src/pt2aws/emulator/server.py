@@ -99,7 +99,7 @@ class Emulator:
 
     def launch_instance(self, instance_type: str) -> str:
         """An emulated EC2 instance (placeholder AMI) to send commands to; returns its id."""
-        from pt2aws.lessons.ec2.plan import run_instances_request
+        from pt2aws.lessons.ec2 import run_instances_request
 
         request = run_instances_request(instance_type, PLACEHOLDER_AMI, name="pt2aws-ec2")
         return self.session().client("ec2").run_instances(**request)["Instances"][0]["InstanceId"]

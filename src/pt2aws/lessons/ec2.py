@@ -1,12 +1,23 @@
-"""The launch plan for a chosen instance: the AMI (public SSM parameter), the EC2
-``RunInstances`` request and its ``DryRun`` (checks permissions and the request, not capacity or
-quota), the SageMaker training and endpoint settings. Nothing starts an instance."""
+"""Notebook 00's EC2 route, the source blog's: the launch plan (the AMI from its public SSM
+parameter, the ``RunInstances`` request and its ``DryRun``, which checks permissions and the
+request but not capacity or quota; the SageMaker training and endpoint settings; nothing starts
+an instance), then training inside the AWS training DLC on that instance, the commands sent
+through SSM Run Command (no SSH key, no open port; DLC flags: aws/deep-learning-containers
+``docs/pytorch/deployment/ec2.md``)."""
 
 from __future__ import annotations
 
-from pt2aws.aws import images
+import shlex
+import tarfile
+from pathlib import Path
+
+from pt2aws.aws import images, training_job
 from pt2aws.aws.deploy import endpoint_environment
 from pt2aws.sizing import catalog
+from pt2aws.train.launch import config_to_args
+
+HOST_DIR = "/opt/pt2aws"
+CONTAINER_DIR = "/workspace"
 
 
 class LaunchPlanError(ValueError):
@@ -66,7 +77,8 @@ def run_instances_request(instance_type: str, image_id: str, count=1, *, name="p
 
 
 def dry_run(session, request: dict) -> dict:
-    """``{"would_succeed", "code", "message"}`` of ``request`` sent with ``DryRun=True``."""
+    """``{"would_succeed", "code", "message"}`` of ``request`` sent with ``DryRun=True``.
+    Raises LaunchPlanError: the endpoint launched instances instead."""
     from botocore.exceptions import ClientError
 
     try:
@@ -75,8 +87,7 @@ def dry_run(session, request: dict) -> dict:
         err = exc.response["Error"]
         ok = err["Code"] == "DryRunOperation"
         return {"would_succeed": ok, "code": err["Code"], "message": err.get("Message", "")}
-    message = "the endpoint launched instead of answering DryRunOperation: check and terminate"
-    return {"would_succeed": False, "code": "NoDryRunAnswer", "message": message}
+    raise LaunchPlanError("EC2 launched instances instead of a dry run: terminate them")
 
 
 def _or_none(choose) -> str | None:
@@ -148,7 +159,7 @@ def _support(it) -> list[dict]:
 def _next_steps(it, nodes: int, parameter: str, dlc: str | None, serve_instance: str) -> list[str]:
     gpus = "--gpus all " if it.kind == "gpu" else ""
     run = (
-        f"pt2aws.lessons.ec2.run.run_on(session, ...) sends, through SSM Run Command, `docker run "
+        f"pt2aws.lessons.ec2.run_on(session, ...) sends, through SSM Run Command, `docker run "
         f"{gpus}... {dlc} torchrun --nproc_per_node {it.devices} -m pt2aws.train ...`"
         if dlc
         else "install the project there (`make setup`) and run `python -m pt2aws.train` (no "
@@ -195,3 +206,95 @@ def format_launch_plan(plan: dict) -> str:
         *[f"  {i}. {step}" for i, step in enumerate(plan["next_steps"], 1)],
     ]
     return "\n".join(lines)
+
+
+def stage_bundle(cfg, work_dir: str | Path) -> Path:
+    """``<work_dir>/bundle.tar.gz``: ``code/``, ``train/data.jsonl`` and a local ``model/``."""
+    work_dir = Path(work_dir)
+    code = training_job.stage_source(work_dir / "code")
+    data = training_job.prepare_data(cfg, work_dir / training_job.DATA_CHANNEL)
+    _, model_dir = training_job.container_overrides(cfg, CONTAINER_DIR, "", "")
+    bundle = work_dir / "bundle.tar.gz"
+    with tarfile.open(bundle, "w:gz") as tar:
+        tar.add(code, arcname="code")
+        tar.add(data, arcname=f"{training_job.DATA_CHANNEL}/{training_job.DATA_FILE}")
+        if model_dir:
+            tar.add(model_dir, arcname=training_job.MODEL_CHANNEL)
+    return bundle
+
+
+def training_commands(instance_type, cfg, *, region, bundle_s3, output_s3) -> list[str]:
+    """The lines SSM runs as root on the instance: fetch the bundle, pull the DLC, ``docker run``
+    it with every GPU, the host's shared memory (data-loader workers, NCCL) and network, the
+    requirements installed and ``torchrun`` one process per device with the container's paths;
+    upload ``output/train`` to ``output_s3``. Raises TrainingImageError (an arm64 CPU instance)
+    or KeyError (a type not in the catalog)."""
+    it = catalog.get_instance(instance_type)
+    image, gpu = images.training_image_for(it.name, region, images.EC2_DLC_VERSION)
+    out = f"{CONTAINER_DIR}/output"
+    overrides, _ = training_job.container_overrides(
+        cfg, CONTAINER_DIR, f"{out}/train", f"{out}/checkpoints"
+    )
+    train = ["torchrun", "--nproc_per_node", str(it.devices), "-m", "pt2aws.train"]
+    train += config_to_args(**training_job.hyperparameters_from_config(cfg, **overrides))
+    inner = (
+        f"pip install --no-cache-dir -r {CONTAINER_DIR}/code/requirements.txt && "
+        f"PYTHONPATH={CONTAINER_DIR}/code {shlex.join(train)}"
+    )
+    docker = ["docker", "run", "--rm", *(["--gpus", "all"] if gpu else []), "--ipc", "host"]
+    docker += ["--network", "host", "-v", f"{HOST_DIR}:{CONTAINER_DIR}", "-w", CONTAINER_DIR]
+    docker += ["-e", "TOKENIZERS_PARALLELISM=false", "-e", "HF_HUB_DISABLE_TELEMETRY=1"]
+    lines = ["set -euo pipefail", f"mkdir -p {HOST_DIR} && cd {HOST_DIR}"]
+    if not gpu:  # the Amazon Linux 2023 AMI of CPU instances has no Docker (the DLAMI has)
+        lines.append("command -v docker || (dnf install -y docker && systemctl start docker)")
+    return lines + [
+        f"aws s3 cp {shlex.quote(bundle_s3)} bundle.tar.gz --region {region}",
+        "rm -rf code train model output && tar -xzf bundle.tar.gz",
+        f"aws ecr get-login-password --region {region} | docker login --username AWS "
+        f"--password-stdin {images.dlc_registry(region)}",
+        f"docker pull {image}",
+        shlex.join([*docker, image, "bash", "-c", inner]),
+        "tar -czf model.tar.gz -C output/train .",
+        f"aws s3 cp model.tar.gz {shlex.quote(output_s3)} --region {region}",
+    ]
+
+
+def run_on(session, instance_type, cfg, *, work_dir, instance_ids=None) -> dict:
+    """Upload the bundle to ``s3://<default bucket>/pt2aws-ec2/<name>/`` and send
+    :func:`training_commands` to ``instance_ids`` (on the emulator: one emulated instance, which
+    runs nothing); full output to S3 (the API keeps 24,000 characters). Raises ValueError: an
+    AWS session without ``instance_ids``; TrainingImageError, before any AWS call."""
+    from pt2aws.aws.artifact import upload_archive
+    from pt2aws.aws.session import default_bucket, resource_name
+
+    if not session.emulated and not instance_ids:
+        raise ValueError(
+            "AWS_TARGET='aws' needs instance_ids: launch the instances from the launch plan "
+            "(notebook 00: DLAMI, instance profile with SSM, ECR read and S3 access) first"
+        )
+    it = catalog.get_instance(instance_type)
+    image, _ = images.training_image_for(it.name, session.region, images.EC2_DLC_VERSION)
+    bucket = default_bucket(session)
+    prefix = f"pt2aws-ec2/{resource_name('pt2aws-ec2')}"
+    bundle = stage_bundle(cfg, work_dir)
+    bundle_s3 = upload_archive(session, bundle, f"s3://{bucket}/{prefix}/bundle.tar.gz")
+    output_s3 = f"s3://{bucket}/{prefix}/output/model.tar.gz"
+    where = {"region": session.region, "bundle_s3": bundle_s3, "output_s3": output_s3}
+    commands = training_commands(instance_type, cfg, **where)
+    sent = session.client("ssm").send_command(
+        InstanceIds=instance_ids or [session.emulator.launch_instance(instance_type)],
+        DocumentName="AWS-RunShellScript",
+        Comment="pt2aws: torchrun -m pt2aws.train in the AWS training DLC",
+        Parameters={"commands": commands, "executionTimeout": [str(8 * 3600)]},
+        OutputS3BucketName=bucket,
+        OutputS3KeyPrefix=prefix,
+    )["Command"]
+    return where | {
+        "target": session.target,
+        "instance_type": instance_type,
+        "image_uri": image,
+        "commands": commands,
+        "command_id": sent["CommandId"],
+        "instance_ids": sent["InstanceIds"],
+        "status": sent["Status"],
+    }
