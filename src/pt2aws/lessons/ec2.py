@@ -45,14 +45,12 @@ def run_instances_request(instance_type: str, image_id: str, count=1, *, name="p
     """Keyword arguments of ``ec2.run_instances``: IMDSv2, a 200 GB gp3 root volume, a ``Name``
     tag; ``count`` > 1 EFA instances get an EFA interface in ``subnet-REPLACE`` (the reader's:
     one subnet, one AZ, a security group open to itself) and a placement group
-    ``<name>-cluster``. Raises LaunchPlanError: a type EC2 does not know, or count < 1."""
+    ``<name>-cluster``. Raises LaunchPlanError: a type EC2 does not know."""
     bare = instance_type.removeprefix("ml.")
     if not catalog.availability(bare)["ec2"]:
         raise LaunchPlanError(
             f"EC2 has no InstanceType {bare!r}: use the EC2 name, e.g. p4d.24xlarge"
         )
-    if count < 1:
-        raise LaunchPlanError(f"count must be >= 1, got {count}")
     row = catalog.find(bare)
     neuron = row is not None and row.kind in ("trainium", "inferentia")
     volume = {"VolumeSize": 200, "VolumeType": "gp3", "DeleteOnTermination": True}
@@ -139,7 +137,7 @@ def launch_plan(
             "environment": endpoint_environment(serve),
         },
         "support": support,
-        "next_steps": _next_steps(it, nodes, parameter, dlc, serve),
+        "next_steps": _next_steps(it, dlc, training_image),
     }
 
 
@@ -156,23 +154,21 @@ def _support(it) -> list[dict]:
     return [images.support(line, version) for line, version in rows]
 
 
-def _next_steps(it, nodes: int, parameter: str, dlc: str | None, serve_instance: str) -> list[str]:
+def _next_steps(it, dlc: str | None, training_image: str | None) -> list[str]:
+    """What to do with the plan's AMI, images and instance types."""
     gpus = "--gpus all " if it.kind == "gpu" else ""
     run = (
-        f"pt2aws.lessons.ec2.run_on(session, ...) sends, through SSM Run Command, `docker run "
-        f"{gpus}... {dlc} torchrun --nproc_per_node {it.devices} -m pt2aws.train ...`"
+        f"pt2aws.lessons.ec2.run_on(session, ...) sends `docker run {gpus}... {dlc} torchrun "
+        f"--nproc_per_node {it.devices} -m pt2aws.train ...` through SSM Run Command"
         if dlc
-        else "install the project there (`make setup`) and run `python -m pt2aws.train` (no "
-        "training DLC for this instance)"
+        else "install the project there (`make setup`) and run `python -m pt2aws.train`"
     )
     steps = [
-        f"EC2: launch {nodes} x {it.name} from the AMI in {parameter} with an instance profile "
-        f"allowing SSM, ECR pulls and S3; then {run}",
-        f"SageMaker: ModelTrainer(training_image=..., compute=Compute('ml.{it.name}', "
-        f"instance_count={nodes}), distributed=Torchrun()) (notebook 01)"
-        if catalog.availability(it.name)["sagemaker_training"]
-        else f"SageMaker training does not offer ml.{it.name}: train on EC2 as above",
-        f"serve on {serve_instance} with notebook 03",
+        f"EC2: launch with an instance profile allowing SSM, ECR pulls and S3; then {run}",
+        "SageMaker: ModelTrainer(training_image=..., compute=Compute(...), distributed=Torchrun())"
+        " as notebook 01 does; serve with notebook 03"
+        if training_image
+        else "serve with notebook 03",
     ]
     if it.kind in ("trainium", "inferentia"):
         steps.insert(0, "port training to the AWS Neuron SDK (torch-neuronx) first")
