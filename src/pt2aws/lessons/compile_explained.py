@@ -4,6 +4,7 @@ and breaks, recompiles, AOTAutograd's graphs, Inductor's kernels, and the bf16 f
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
 import logging
 import math
@@ -127,15 +128,13 @@ def aot_graphs() -> dict:
 
     captured, mlp = {}, _mlp()
 
-    def keep(name):
-        def compiler(gm, example_inputs):
-            captured[name] = gm.code.strip()
-            return make_boxed_func(gm.forward)
-
-        return compiler
+    def keep(gm, example_inputs, name):
+        captured[name] = gm.code.strip()
+        return make_boxed_func(gm.forward)
 
     torch._dynamo.reset()
-    backend = aot_autograd(fw_compiler=keep("forward"), bw_compiler=keep("backward"))
+    fw, bw = (functools.partial(keep, name=name) for name in ("forward", "backward"))
+    backend = aot_autograd(fw_compiler=fw, bw_compiler=bw)
     loss = torch.compile(lambda x, y: F.cross_entropy(mlp(x), y), backend=backend)
     loss(torch.randn(4, 8), torch.tensor([0, 1, 1, 0])).backward()
     return captured
