@@ -1,9 +1,7 @@
-"""Notebook 00's EC2 route, the source blog's: the launch plan (the AMI from its public SSM
-parameter, the ``RunInstances`` request and its ``DryRun``, which checks permissions and the
-request but not capacity or quota; the SageMaker training and endpoint settings; nothing starts
-an instance), then training inside the AWS training DLC on that instance, the commands sent
-through SSM Run Command (no SSH key, no open port; DLC flags: aws/deep-learning-containers
-``docs/pytorch/deployment/ec2.md``)."""
+"""Notebook 00's EC2 route (the source blog's): the launch plan (the AMI from its public SSM
+parameter, ``RunInstances`` and its ``DryRun``: permissions and request, not capacity or quota;
+the SageMaker settings; nothing starts), then training in the AWS training DLC there, sent
+through SSM Run Command (DLC flags: aws/deep-learning-containers ``docs/pytorch/deployment``)."""
 
 from __future__ import annotations
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import sys
 import time
 from pathlib import Path
@@ -16,7 +15,7 @@ import torch
 
 from pt2aws.env.machine import default_num_threads, peak_memory_bytes
 from pt2aws.train import loop, throughput
-from pt2aws.train.progress import PROGRESS_ENV, report
+from pt2aws.train.progress import report
 
 
 def trainer_main(argv: list[str] | None = None) -> dict:
@@ -66,8 +65,7 @@ def _trainer(cfg, flags: dict, rows: list[dict], tokenizer, model):
             if cuda:
                 torch.cuda.synchronize()
             step_times.append(time.perf_counter() - self.start)
-            if os.environ.get(PROGRESS_ENV) == "lines":
-                report(state.global_step, cfg.max_steps, train_time_s=sum(step_times))
+            report(state.global_step, cfg.max_steps, train_time_s=sum(step_times))  # the A/B's
 
     class SameOrderTrainer(Trainer):
         def _get_train_sampler(self, train_dataset=None):  # = distributed.epoch_batches

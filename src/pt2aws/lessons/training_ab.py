@@ -1,9 +1,7 @@
 """The training A/B (notebook 01, ``benchmarks/train_speed.py``): ``baseline`` (eager, fp32,
-unfused AdamW), each optimization alone, the blog's ``recipe`` (all three), it with length
-bucketing, and HF ``Trainer`` peers (:mod:`.trainer_peer`). Each run in a fresh process, repeats
-interleaved, one bar, a table of medians. A run's speed is its batch over the median of its
-steady-state step times; a row whose runs saw a busy machine is named under the table. The
-single-flag rows' ratios are recorded for the training's ``auto`` flags."""
+unfused AdamW), each optimization alone, the blog's ``recipe``, it with length bucketing, and HF
+``Trainer`` peers (:mod:`.trainer_peer`), each run in a fresh process; a table of medians, busy
+runs named under it; the single-flag ratios recorded for the training's ``auto`` flags."""
 
 from __future__ import annotations
 
@@ -16,7 +14,10 @@ import sys
 import time
 from pathlib import Path
 
+import torch
+
 from pt2aws.env.machine import available_cpus, cpu_name, default_num_threads
+from pt2aws.inference.variants import slow_here
 from pt2aws.processes import stream_child
 from pt2aws.train.progress import PROGRESS_ENV, parse
 
@@ -62,8 +63,6 @@ def choose_variants(
     """The variants for this machine and one line per cause left out. ``auto`` leaves out
     compiling on CPU and bf16 where it is emulated; ``only``: these names, whatever the
     switches. Raises ValueError: a switch not auto/on/off, or an unknown name in ``only``."""
-    import torch
-
     switches = {"AB_COMPILE": compile_switch, "AB_BF16": bf16_switch}
     for name, value in switches.items():
         if value not in ("auto", "on", "off"):
@@ -75,14 +74,12 @@ def choose_variants(
         return [v for v in VARIANTS if v.name in only], []
     keep = [v for v in VARIANTS if trainer or v.runner != "trainer"]
     if cuda := torch.cuda.is_available():
-        bf16_fast, bf16_why = torch.cuda.is_bf16_supported(), "this GPU lacks bf16"
+        slow_bf16 = None if torch.cuda.is_bf16_supported() else "this GPU lacks bf16"
     else:
-        from pt2aws.env import cpu_features
-
-        bf16_fast, bf16_why = bool(cpu_features().bf16_native), cpu_features().bf16_native.reason
+        slow_bf16 = slow_here(["bf16"]).get("bf16")  # emulated: many times slower
     rules = {  # switch: flag, fast here, why left out
         "AB_COMPILE": ("torch_compile", cuda, "CPU, where compiling costs tens of seconds"),
-        "AB_BF16": ("bf16", bf16_fast, f"{bf16_why}; bf16 is emulated there, many times slower"),
+        "AB_BF16": ("bf16", not slow_bf16, f"{slow_bf16}, many times slower"),
     }
     left_out = []
     for switch, (flag, fast, why) in rules.items():
@@ -141,8 +138,6 @@ def notebook_settings(profile: str, *, steps=0, repeats=0, budget_s=None) -> Ben
     """Notebook 01's A/B for ``profile`` at :data:`AB_SCALE` (``steps``/``repeats`` 0: the
     profile's; ``budget_s`` None: the profile's on CPU, none on a GPU; 0: none). Raises
     ValueError: unknown profile, or a negative budget."""
-    import torch
-
     from pt2aws.config import get_profile
 
     base = get_profile(profile)
@@ -232,7 +227,6 @@ def run_ab(settings: BenchSettings, out_dir, variants, stream=None, on_result=No
     after every run. With ``settings.budget_s`` each run gets an equal share of the training
     seconds left. ``stream``: where the bar and lines go (None: quiet). Returns ``{"settings",
     "device", "torch", "cpus", "rows", "runs", "failed"}``."""
-    import torch
     from tqdm.auto import tqdm
 
     out_dir, variants, cuda = Path(out_dir), list(variants), torch.cuda.is_available()
@@ -247,10 +241,8 @@ def run_ab(settings: BenchSettings, out_dir, variants, stream=None, on_result=No
     for i, (r, v) in enumerate(plan):
         if v.name in failed:
             continue
-        share = None
-        if settings.budget_s:
-            left = sum(1 for _, w in plan[i:] if w.name not in failed)
-            share = max(settings.budget_s - spent, 0.0) / left
+        left = sum(1 for _, w in plan[i:] if w.name not in failed)
+        share = max(settings.budget_s - spent, 0.0) / left if settings.budget_s else None
         folder = out_dir / v.name.replace(" ", "_").replace("+", "plus_") / str(r)
         try:
             run = run_variant(
@@ -337,8 +329,7 @@ def describe(result: dict) -> str:
     lines += [
         f"{row['variant']}: a busy machine: its steady step times varied {row['spread'] or 1:.1f}x "
         f"within a run, other processes' load average {row['other_load']:.1f} on {cpus} CPUs; "
-        "its speed and ratios can be off by about that much (AB_REPEATS = 3: medians of "
-        "interleaved runs)"
+        "its speed and ratios can be off by about that much (AB_REPEATS = 3 takes medians)"
         for row in result["rows"]
         if _busy(row, cpus)
     ]
