@@ -122,7 +122,7 @@ def _mlp() -> nn.Module:
 
 
 def aot_graphs() -> dict:
-    """``{"forward", "backward"}``: the code of AOTAutograd's ATen graphs of a 2-layer MLP's loss."""
+    """``{"forward", "backward"}``: AOTAutograd's ATen graphs (code) of a 2-layer MLP's loss."""
     from functorch.compile import make_boxed_func
     from torch._dynamo.backends.common import aot_autograd
 

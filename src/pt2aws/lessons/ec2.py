@@ -5,6 +5,7 @@ through SSM Run Command (DLC flags: aws/deep-learning-containers ``docs/pytorch/
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 import tarfile
 from pathlib import Path
@@ -86,14 +87,6 @@ def dry_run(session, request: dict) -> dict:
     raise LaunchPlanError("EC2 launched instances instead of a dry run: terminate them")
 
 
-def _or_none(choose) -> str | None:
-    """``choose()``, or None where no such image exists (TrainingImageError)."""
-    try:
-        return choose()
-    except images.TrainingImageError:
-        return None
-
-
 def launch_plan(
     train_instance, nodes=1, serve_instance="c7g.xlarge", *, session=None, region="us-east-1"
 ):
@@ -106,8 +99,11 @@ def launch_plan(
         parameter = images.dlami_parameter(it.name)
         ami = lookup_ami(session, parameter) if session else None
         request = run_instances_request(it.name, ami or "ami-RESOLVE-FROM-SSM", nodes)
-        dlc = _or_none(lambda: None if neuron else images.training_image_for(it.name, region)[0])
-        training_image = _or_none(lambda: images.training_image_uri(trainer, region))
+        dlc = training_image = None  # where no such image exists (TrainingImageError)
+        with contextlib.suppress(images.TrainingImageError):
+            dlc = None if neuron else images.training_image_for(it.name, region)[0]
+        with contextlib.suppress(images.TrainingImageError):
+            training_image = images.training_image_uri(trainer, region)
         hosting = catalog.availability(serve)["sagemaker_hosting"]
         serving_image = images.inference_image_uri(region, instance_type=serve) if hosting else None
         support = _support(it)
@@ -254,10 +250,9 @@ def training_commands(instance_type, cfg, *, region, bundle_s3, output_s3) -> li
 
 
 def run_on(session, instance_type, cfg, *, work_dir, instance_ids=None) -> dict:
-    """Upload the bundle to ``s3://<default bucket>/pt2aws-ec2/<name>/`` and send
-    :func:`training_commands` to ``instance_ids`` (on the emulator: one emulated instance, which
-    runs nothing); full output to S3 (the API keeps 24,000 characters). Raises ValueError: an
-    AWS session without ``instance_ids``; TrainingImageError, before any AWS call."""
+    """Upload the bundle to ``s3://<default bucket>/pt2aws-ec2/<name>/``, send
+    :func:`training_commands` to ``instance_ids`` (emulator: one emulated instance, which runs
+    nothing), output to S3. ValueError: AWS without ``instance_ids``; TrainingImageError."""
     from pt2aws.aws.artifact import upload_archive
     from pt2aws.aws.session import default_bucket, resource_name
 

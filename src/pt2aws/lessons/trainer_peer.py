@@ -48,9 +48,8 @@ def trainer_main(argv: list[str] | None = None) -> dict:
 
 
 def _trainer(cfg, flags: dict, rows: list[dict], tokenizer, model):
-    """``(trainer, step_times, sizes)``: a ``Trainer`` on ``pt2aws.train``'s shuffled batches
-    (``DistributedSampler`` of one rank), timing each step (s) into ``step_times`` and counting
-    each micro-batch's ``(examples, real tokens, padded tokens)`` into ``sizes``."""
+    """``(trainer, step_times, sizes)``: a ``Trainer`` on ``pt2aws.train``'s shuffled batches,
+    step seconds in ``step_times``, micro-batch (examples, real, padded tokens) in ``sizes``."""
     from transformers import DataCollatorWithPadding, Trainer, TrainerCallback, TrainingArguments
 
     cuda, step_times, sizes = torch.cuda.is_available(), [], []

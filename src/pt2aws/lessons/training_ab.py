@@ -189,10 +189,9 @@ def _figures(records: list[dict], settings: BenchSettings, output_dir: Path | No
 
 
 def run_variant(variant: Variant, settings: BenchSettings, output_dir, on_step, limit_s=None):
-    """Run ``variant`` once in a fresh process: :func:`_figures` plus ``wall_s``, ``train_s``,
-    ``other_load`` (the highest load average seen, less this run's threads) and
-    ``stopped_at_budget`` (after ``limit_s`` seconds of training); ``on_step(step)`` as steps
-    finish. Raises RuntimeError: the process failed or ran past ``settings.timeout_s``."""
+    """``variant`` once in a fresh process: :func:`_figures`, ``wall_s``, ``train_s``,
+    ``other_load`` (peak load average less its threads), ``stopped_at_budget`` (at ``limit_s``
+    s of training); ``on_step(step)`` per step. RuntimeError: it failed or timed out."""
     output_dir, threads = Path(output_dir), settings.num_threads or default_num_threads()
     module = "pt2aws.lessons.trainer_peer" if variant.runner == "trainer" else "pt2aws.train"
     env = {"TOKENIZERS_PARALLELISM": "false", PROGRESS_ENV: "lines"}
@@ -223,10 +222,10 @@ def run_variant(variant: Variant, settings: BenchSettings, output_dir, on_step, 
 
 
 def run_ab(settings: BenchSettings, out_dir, variants, stream=None, on_result=None) -> dict:
-    """Every variant ``settings.repeats`` times, interleaved; ``ab.json`` and ``on_result``
-    after every run. With ``settings.budget_s`` each run gets an equal share of the training
-    seconds left. ``stream``: where the bar and lines go (None: quiet). Returns ``{"settings",
-    "device", "torch", "cpus", "rows", "runs", "failed"}``."""
+    """Every variant ``settings.repeats`` times, interleaved, each an equal share of the training
+    seconds left of ``settings.budget_s``; ``ab.json`` and ``on_result`` after every run; bar and
+    lines to ``stream`` (None: quiet). ``{"settings", "device", "torch", "cpus", "rows", "runs",
+    "failed"}``."""
     from tqdm.auto import tqdm
 
     out_dir, variants, cuda = Path(out_dir), list(variants), torch.cuda.is_available()
