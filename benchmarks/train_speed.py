@@ -7,8 +7,7 @@ Prints a table (never pass/fail) and writes it with the raw runs to ``--out``::
     python benchmarks/train_speed.py --no-compile --repeats 2 --steps 20                # quick look
 
 Each variant runs in its own process; repeats are interleaved; medians are reported. Details and
-definitions: ``pt2aws.lessons.training_ab.variants`` (what runs) and
-``pt2aws.lessons.training_ab.runner`` (how).
+definitions: ``pt2aws.lessons.training_ab``.
 """
 
 from __future__ import annotations
@@ -20,8 +19,7 @@ from pathlib import Path
 
 from peers import models
 
-from pt2aws.lessons.training_ab import runner as training
-from pt2aws.lessons.training_ab import variants as ab_variants
+from pt2aws.lessons import training_ab
 
 
 def _texts_for_tokenizer(dataset: str, n: int = 4000) -> list[str]:
@@ -76,12 +74,12 @@ def main(argv: list[str] | None = None) -> int:
         )
     wanted = [name.strip() for name in args.variants.split(",") if name.strip()]
     try:
-        variants, _ = ab_variants.choose_variants(
+        variants, _ = training_ab.choose_variants(
             "off" if args.no_compile else "on", "on", trainer=not args.no_trainer, only=wanted
         )
     except ValueError as err:
         parser.error(str(err))
-    settings = ab_variants.BenchSettings(
+    settings = training_ab.BenchSettings(
         model=model,
         dataset=dataset,
         max_steps=args.steps,
@@ -95,13 +93,13 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
 
     def write_table(result: dict) -> str:
-        table = f"{training.describe(result)}\n\n{training.table(result).to_string()}\n\n"
+        table = f"{training_ab.describe(result)}\n\n{training_ab.table(result).to_string()}\n\n"
         table += f"model: {args.model}; benchmark wall time so far "
         table += f"{time.perf_counter() - started:.0f} s"
         (out / "table.md").write_text(f"```\n{table}\n```\n")
         return table
 
-    result = training.run_ab(settings, out, variants, stream=sys.stdout, on_result=write_table)
+    result = training_ab.run_ab(settings, out, variants, stream=sys.stdout, on_result=write_table)
     table = write_table(result)
     print()
     print(table)

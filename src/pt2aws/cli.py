@@ -56,7 +56,7 @@ def _env(args) -> int:
 
 
 def _recommend(args) -> int:
-    from pt2aws.lessons.ec2 import plan as ec2_plan
+    from pt2aws.lessons import ec2
     from pt2aws.sizing import pricing, ranking, tables
     from pt2aws.sizing.workload import profile_workload
 
@@ -75,7 +75,7 @@ def _recommend(args) -> int:
     if choice:
         session = None if args.aws_target == "none" else _session(args.aws_target, args.region)
         try:
-            plan = ec2_plan.launch_plan(
+            plan = ec2.launch_plan(
                 choice["instance"], choice["nodes"], session=session, region=args.region
             )
         finally:
@@ -86,7 +86,7 @@ def _recommend(args) -> int:
         return 0
     print(tables.format_recommendation(rec, limit=args.top), "\n".join(notes), sep="\n")
     if plan:
-        print("\n" + ec2_plan.format_launch_plan(plan))
+        print("\n" + ec2.format_launch_plan(plan))
     return 0
 
 

@@ -1,4 +1,4 @@
-"""A local emulator of the AWS control plane (moto on 127.0.0.1) for notebooks, workshops and tests."""
+"""A local AWS control plane (moto on 127.0.0.1) for notebooks, workshops and tests."""
 
 from pt2aws.emulator.server import Emulator, start
 

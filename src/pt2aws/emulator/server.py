@@ -57,8 +57,9 @@ class Emulator:
         server.start()
         self._stack.callback(server.stop)
         env = {**ENV, "AWS_ENDPOINT_URL": self.url, "AWS_DEFAULT_REGION": self.region}
-        self._stack.callback(_set_environment, {k: os.environ.get(k) for k in env})
-        _set_environment(env)
+        self._stack.enter_context(mock.patch.dict(os.environ, {k: v for k, v in env.items() if v}))
+        for key in (k for k, v in env.items() if v is None):
+            os.environ.pop(key, None)
         # the SDK builds its STS client with an explicit regional URL, bypassing AWS_ENDPOINT_URL
         self._stack.enter_context(
             mock.patch.object(session_helper, "sts_regional_endpoint", lambda region: self.url)
@@ -78,7 +79,7 @@ class Emulator:
         return self
 
     def stop(self) -> None:
-        """Stop it and the endpoints' servers; restore the environment (idempotent)."""
+        """Stop it and its endpoints' servers; ``os.environ`` back as it was (idempotent)."""
         self._stack.close()
 
     def __enter__(self) -> Emulator:
@@ -99,7 +100,7 @@ class Emulator:
 
     def launch_instance(self, instance_type: str) -> str:
         """An emulated EC2 instance (placeholder AMI) to send commands to; returns its id."""
-        from pt2aws.lessons.ec2.plan import run_instances_request
+        from pt2aws.lessons.ec2 import run_instances_request
 
         request = run_instances_request(instance_type, PLACEHOLDER_AMI, name="pt2aws-ec2")
         return self.session().client("ec2").run_instances(**request)["Instances"][0]["InstanceId"]
@@ -115,12 +116,6 @@ class Emulator:
             EMULATOR_ACCOUNT, name, value, "String", "seeded by pt2aws.emulator", None, None, now,
             len(store[name]) + 1, kind if value.startswith("ami-") else "text",
         ))  # fmt: skip
-
-
-def _set_environment(env: dict[str, str | None]) -> None:
-    os.environ.update({k: v for k, v in env.items() if v is not None})
-    for key in (k for k, v in env.items() if v is None):
-        os.environ.pop(key, None)
 
 
 def emulated_quotas() -> dict[str, tuple[float, bool]]:

@@ -1,7 +1,6 @@
-"""DDP, FSDP2 and tensor parallelism side by side on 2 CPU processes (notebook 01, section 6):
-what each rank holds after one AdamW step of the same MLP under DDP and FSDP2, with its peak
-resident memory, and a 2-layer MLP split column- then row-wise (Megatron-LM) against the whole.
-``torchrun --nproc_per_node 2 -m pt2aws.lessons.parallelism`` (gloo)."""
+"""DDP, FSDP2 and tensor parallelism on 2 CPU processes (notebook 01, section 6; gloo): what each
+rank holds after one AdamW step of one MLP under DDP and FSDP2, its peak resident memory, and a
+2-layer MLP split column- then row-wise (Megatron-LM) against the whole."""
 
 from __future__ import annotations
 
@@ -82,18 +81,14 @@ def _tensor_parallel(dim: int = 16) -> dict:
     """Column-wise first layer, row-wise second: local and full shapes, and the output's largest
     difference from the unsplit MLP."""
     from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.tensor.parallel import (
-        ColwiseParallel,
-        RowwiseParallel,
-        parallelize_module,
-    )
+    from torch.distributed.tensor import parallel as tp
 
     mesh = init_device_mesh("cpu", (int(os.environ["WORLD_SIZE"]),))
     torch.manual_seed(0)  # the same weights on every rank before splitting
     mlp = nn.Sequential(nn.Linear(dim, 2 * dim), nn.GELU(), nn.Linear(2 * dim, dim))
     whole = copy.deepcopy(mlp)
     x = torch.randn(4, dim, generator=torch.Generator().manual_seed(1))
-    parallelize_module(mlp, mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
+    tp.parallelize_module(mlp, mesh, {"0": tp.ColwiseParallel(), "2": tp.RowwiseParallel()})
     with torch.no_grad():
         out, expected = mlp(x), whole(x)
     local = [mlp[i].weight.to_local() for i in (0, 2)]

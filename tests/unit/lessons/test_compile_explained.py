@@ -13,10 +13,6 @@ def test_graph_break_splits_the_step_and_torch_where_keeps_one_graph():
     assert broken["graph_count"] == 2 and broken["graph_break_count"] == 1
     assert "Tensor.item()" in broken["break_reasons"][0]
     assert whole["graph_count"] == 1 and whole["graph_break_count"] == 0
-    assert "scaled_dot_product_attention" in whole["graph_code"][0]
-    # the break cuts after the loss: graph 1 ends with it, graph 2 resumes at the accuracy
-    assert "cross_entropy" in broken["graph_code"][0] and "argmax" not in broken["graph_code"][0]
-    assert "argmax" in broken["graph_code"][1]
 
 
 def test_recompiles_per_new_padded_length_and_what_bounds_them():

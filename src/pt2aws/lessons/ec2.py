@@ -1,12 +1,22 @@
-"""The launch plan for a chosen instance: the AMI (public SSM parameter), the EC2
-``RunInstances`` request and its ``DryRun`` (checks permissions and the request, not capacity or
-quota), the SageMaker training and endpoint settings. Nothing starts an instance."""
+"""Notebook 00's EC2 route (the source blog's): the launch plan (the AMI from its public SSM
+parameter, ``RunInstances`` and its ``DryRun``: permissions and request, not capacity or quota;
+the SageMaker settings; nothing starts), then training in the AWS training DLC there, sent
+through SSM Run Command (DLC flags: aws/deep-learning-containers ``docs/pytorch/deployment``)."""
 
 from __future__ import annotations
 
-from pt2aws.aws import images
+import contextlib
+import shlex
+import tarfile
+from pathlib import Path
+
+from pt2aws.aws import images, training_job
 from pt2aws.aws.deploy import endpoint_environment
 from pt2aws.sizing import catalog
+from pt2aws.train.launch import config_to_args
+
+HOST_DIR = "/opt/pt2aws"
+CONTAINER_DIR = "/workspace"
 
 
 class LaunchPlanError(ValueError):
@@ -34,14 +44,12 @@ def run_instances_request(instance_type: str, image_id: str, count=1, *, name="p
     """Keyword arguments of ``ec2.run_instances``: IMDSv2, a 200 GB gp3 root volume, a ``Name``
     tag; ``count`` > 1 EFA instances get an EFA interface in ``subnet-REPLACE`` (the reader's:
     one subnet, one AZ, a security group open to itself) and a placement group
-    ``<name>-cluster``. Raises LaunchPlanError: a type EC2 does not know, or count < 1."""
+    ``<name>-cluster``. Raises LaunchPlanError: a type EC2 does not know."""
     bare = instance_type.removeprefix("ml.")
     if not catalog.availability(bare)["ec2"]:
         raise LaunchPlanError(
             f"EC2 has no InstanceType {bare!r}: use the EC2 name, e.g. p4d.24xlarge"
         )
-    if count < 1:
-        raise LaunchPlanError(f"count must be >= 1, got {count}")
     row = catalog.find(bare)
     neuron = row is not None and row.kind in ("trainium", "inferentia")
     volume = {"VolumeSize": 200, "VolumeType": "gp3", "DeleteOnTermination": True}
@@ -66,7 +74,8 @@ def run_instances_request(instance_type: str, image_id: str, count=1, *, name="p
 
 
 def dry_run(session, request: dict) -> dict:
-    """``{"would_succeed", "code", "message"}`` of ``request`` sent with ``DryRun=True``."""
+    """``{"would_succeed", "code", "message"}`` of ``request`` sent with ``DryRun=True``.
+    Raises LaunchPlanError: the endpoint launched instances instead."""
     from botocore.exceptions import ClientError
 
     try:
@@ -75,16 +84,7 @@ def dry_run(session, request: dict) -> dict:
         err = exc.response["Error"]
         ok = err["Code"] == "DryRunOperation"
         return {"would_succeed": ok, "code": err["Code"], "message": err.get("Message", "")}
-    message = "the endpoint launched instead of answering DryRunOperation: check and terminate"
-    return {"would_succeed": False, "code": "NoDryRunAnswer", "message": message}
-
-
-def _or_none(choose) -> str | None:
-    """``choose()``, or None where no such image exists (TrainingImageError)."""
-    try:
-        return choose()
-    except images.TrainingImageError:
-        return None
+    raise LaunchPlanError("EC2 launched instances instead of a dry run: terminate them")
 
 
 def launch_plan(
@@ -99,8 +99,11 @@ def launch_plan(
         parameter = images.dlami_parameter(it.name)
         ami = lookup_ami(session, parameter) if session else None
         request = run_instances_request(it.name, ami or "ami-RESOLVE-FROM-SSM", nodes)
-        dlc = _or_none(lambda: None if neuron else images.training_image_for(it.name, region)[0])
-        training_image = _or_none(lambda: images.training_image_uri(trainer, region))
+        dlc = training_image = None  # where no such image exists (TrainingImageError)
+        with contextlib.suppress(images.TrainingImageError):
+            dlc = None if neuron else images.training_image_for(it.name, region)[0]
+        with contextlib.suppress(images.TrainingImageError):
+            training_image = images.training_image_uri(trainer, region)
         hosting = catalog.availability(serve)["sagemaker_hosting"]
         serving_image = images.inference_image_uri(region, instance_type=serve) if hosting else None
         support = _support(it)
@@ -128,7 +131,7 @@ def launch_plan(
             "environment": endpoint_environment(serve),
         },
         "support": support,
-        "next_steps": _next_steps(it, nodes, parameter, dlc, serve),
+        "next_steps": _next_steps(it, dlc, training_image),
     }
 
 
@@ -145,23 +148,21 @@ def _support(it) -> list[dict]:
     return [images.support(line, version) for line, version in rows]
 
 
-def _next_steps(it, nodes: int, parameter: str, dlc: str | None, serve_instance: str) -> list[str]:
+def _next_steps(it, dlc: str | None, training_image: str | None) -> list[str]:
+    """What to do with the plan's AMI, images and instance types."""
     gpus = "--gpus all " if it.kind == "gpu" else ""
     run = (
-        f"pt2aws.lessons.ec2.run.run_on(session, ...) sends, through SSM Run Command, `docker run "
-        f"{gpus}... {dlc} torchrun --nproc_per_node {it.devices} -m pt2aws.train ...`"
+        f"pt2aws.lessons.ec2.run_on(session, ...) sends `docker run {gpus}... {dlc} torchrun "
+        f"--nproc_per_node {it.devices} -m pt2aws.train ...` through SSM Run Command"
         if dlc
-        else "install the project there (`make setup`) and run `python -m pt2aws.train` (no "
-        "training DLC for this instance)"
+        else "install the project there (`make setup`) and run `python -m pt2aws.train`"
     )
     steps = [
-        f"EC2: launch {nodes} x {it.name} from the AMI in {parameter} with an instance profile "
-        f"allowing SSM, ECR pulls and S3; then {run}",
-        f"SageMaker: ModelTrainer(training_image=..., compute=Compute('ml.{it.name}', "
-        f"instance_count={nodes}), distributed=Torchrun()) (notebook 01)"
-        if catalog.availability(it.name)["sagemaker_training"]
-        else f"SageMaker training does not offer ml.{it.name}: train on EC2 as above",
-        f"serve on {serve_instance} with notebook 03",
+        f"EC2: launch with an instance profile allowing SSM, ECR pulls and S3; then {run}",
+        "SageMaker: ModelTrainer(training_image=..., compute=Compute(...), distributed=Torchrun())"
+        " as notebook 01 does; serve with notebook 03"
+        if training_image
+        else "serve with notebook 03",
     ]
     if it.kind in ("trainium", "inferentia"):
         steps.insert(0, "port training to the AWS Neuron SDK (torch-neuronx) first")
@@ -195,3 +196,94 @@ def format_launch_plan(plan: dict) -> str:
         *[f"  {i}. {step}" for i, step in enumerate(plan["next_steps"], 1)],
     ]
     return "\n".join(lines)
+
+
+def stage_bundle(cfg, work_dir: str | Path) -> Path:
+    """``<work_dir>/bundle.tar.gz``: ``code/``, ``train/data.jsonl`` and a local ``model/``."""
+    work_dir = Path(work_dir)
+    code = training_job.stage_source(work_dir / "code")
+    data = training_job.prepare_data(cfg, work_dir / training_job.DATA_CHANNEL)
+    _, model_dir = training_job.container_overrides(cfg, CONTAINER_DIR, "", "")
+    bundle = work_dir / "bundle.tar.gz"
+    with tarfile.open(bundle, "w:gz") as tar:
+        tar.add(code, arcname="code")
+        tar.add(data, arcname=f"{training_job.DATA_CHANNEL}/{training_job.DATA_FILE}")
+        if model_dir:
+            tar.add(model_dir, arcname=training_job.MODEL_CHANNEL)
+    return bundle
+
+
+def training_commands(instance_type, cfg, *, region, bundle_s3, output_s3) -> list[str]:
+    """The lines SSM runs as root on the instance: fetch the bundle, pull the DLC, ``docker run``
+    it with every GPU, the host's shared memory (data-loader workers, NCCL) and network, the
+    requirements installed and ``torchrun`` one process per device with the container's paths;
+    upload ``output/train`` to ``output_s3``. Raises TrainingImageError (an arm64 CPU instance)
+    or KeyError (a type not in the catalog)."""
+    it = catalog.get_instance(instance_type)
+    image, gpu = images.training_image_for(it.name, region, images.EC2_DLC_VERSION)
+    out = f"{CONTAINER_DIR}/output"
+    overrides, _ = training_job.container_overrides(
+        cfg, CONTAINER_DIR, f"{out}/train", f"{out}/checkpoints"
+    )
+    train = ["torchrun", "--nproc_per_node", str(it.devices), "-m", "pt2aws.train"]
+    train += config_to_args(**training_job.hyperparameters_from_config(cfg, **overrides))
+    inner = (
+        f"pip install --no-cache-dir -r {CONTAINER_DIR}/code/requirements.txt && "
+        f"PYTHONPATH={CONTAINER_DIR}/code {shlex.join(train)}"
+    )
+    docker = ["docker", "run", "--rm", *(["--gpus", "all"] if gpu else []), "--ipc", "host"]
+    docker += ["--network", "host", "-v", f"{HOST_DIR}:{CONTAINER_DIR}", "-w", CONTAINER_DIR]
+    docker += ["-e", "TOKENIZERS_PARALLELISM=false", "-e", "HF_HUB_DISABLE_TELEMETRY=1"]
+    lines = ["set -euo pipefail", f"mkdir -p {HOST_DIR} && cd {HOST_DIR}"]
+    if not gpu:  # the Amazon Linux 2023 AMI of CPU instances has no Docker (the DLAMI has)
+        lines.append("command -v docker || (dnf install -y docker && systemctl start docker)")
+    return lines + [
+        f"aws s3 cp {shlex.quote(bundle_s3)} bundle.tar.gz --region {region}",
+        "rm -rf code train model output && tar -xzf bundle.tar.gz",
+        f"aws ecr get-login-password --region {region} | docker login --username AWS "
+        f"--password-stdin {images.dlc_registry(region)}",
+        f"docker pull {image}",
+        shlex.join([*docker, image, "bash", "-c", inner]),
+        "tar -czf model.tar.gz -C output/train .",
+        f"aws s3 cp model.tar.gz {shlex.quote(output_s3)} --region {region}",
+    ]
+
+
+def run_on(session, instance_type, cfg, *, work_dir, instance_ids=None) -> dict:
+    """Upload the bundle to ``s3://<default bucket>/pt2aws-ec2/<name>/``, send
+    :func:`training_commands` to ``instance_ids`` (emulator: one emulated instance, which runs
+    nothing), output to S3. ValueError: AWS without ``instance_ids``; TrainingImageError."""
+    from pt2aws.aws.artifact import upload_archive
+    from pt2aws.aws.session import default_bucket, resource_name
+
+    if not session.emulated and not instance_ids:
+        raise ValueError(
+            "AWS_TARGET='aws' needs instance_ids: launch the instances from the launch plan "
+            "(notebook 00: DLAMI, instance profile with SSM, ECR read and S3 access) first"
+        )
+    it = catalog.get_instance(instance_type)
+    image, _ = images.training_image_for(it.name, session.region, images.EC2_DLC_VERSION)
+    bucket = default_bucket(session)
+    prefix = f"pt2aws-ec2/{resource_name('pt2aws-ec2')}"
+    bundle = stage_bundle(cfg, work_dir)
+    bundle_s3 = upload_archive(session, bundle, f"s3://{bucket}/{prefix}/bundle.tar.gz")
+    output_s3 = f"s3://{bucket}/{prefix}/output/model.tar.gz"
+    where = {"region": session.region, "bundle_s3": bundle_s3, "output_s3": output_s3}
+    commands = training_commands(instance_type, cfg, **where)
+    sent = session.client("ssm").send_command(
+        InstanceIds=instance_ids or [session.emulator.launch_instance(instance_type)],
+        DocumentName="AWS-RunShellScript",
+        Comment="pt2aws: torchrun -m pt2aws.train in the AWS training DLC",
+        Parameters={"commands": commands, "executionTimeout": [str(8 * 3600)]},
+        OutputS3BucketName=bucket,
+        OutputS3KeyPrefix=prefix,
+    )["Command"]
+    return where | {
+        "target": session.target,
+        "instance_type": instance_type,
+        "image_uri": image,
+        "commands": commands,
+        "command_id": sent["CommandId"],
+        "instance_ids": sent["InstanceIds"],
+        "status": sent["Status"],
+    }

@@ -1,10 +1,10 @@
-"""Tests of :mod:`pt2aws.lessons.training_ab.trainer_peer`: same batches as our loop."""
+"""Tests of :mod:`pt2aws.lessons.trainer_peer`: same batches as our loop."""
 
 from __future__ import annotations
 
 import pytest
 
-from pt2aws.lessons.training_ab import trainer_peer
+from pt2aws.lessons import trainer_peer
 from pt2aws.train import loop
 
 

@@ -1,13 +1,12 @@
 """The A/B's peer: the same fine-tune with HF ``transformers.Trainer`` from ``pt2aws.train``'s
-flags (``python -m pt2aws.lessons.training_ab.trainer_peer --<flags>``), on its batches with the
-same init, dropout stream, schedule, clipping and padding (at equal flags the per-step losses
-agree); it writes ``metrics.json`` and ``train_log.jsonl`` as ``pt2aws.train`` does."""
+flags (``python -m pt2aws.lessons.trainer_peer --<flags>``), on its batches with the same init,
+dropout stream, schedule, clipping and padding (at equal flags the per-step losses agree); it
+writes ``metrics.json`` and ``train_log.jsonl`` as ``pt2aws.train`` does."""
 
 from __future__ import annotations
 
 import json
 import logging
-import os
 import sys
 import time
 from pathlib import Path
@@ -16,12 +15,13 @@ import torch
 
 from pt2aws.env.machine import default_num_threads, peak_memory_bytes
 from pt2aws.train import loop, throughput
-from pt2aws.train.progress import PROGRESS_ENV, report
+from pt2aws.train.progress import report
 
 
 def trainer_main(argv: list[str] | None = None) -> dict:
-    """Train with ``Trainer`` from ``pt2aws.train`` flags; the metrics written. Raises
-    ValueError: ``--max_steps`` not > 0, or ``--length_bucketing true``."""
+    """Train with ``Trainer`` from ``pt2aws.train`` flags (``--bf16``, ``--torch_compile``,
+    ``--fused_adamw``: ``on``, else off); the metrics written. Raises ValueError: ``--max_steps``
+    not > 0, or ``--length_bucketing true``."""
     from transformers import set_seed
 
     from pt2aws.train.flags import apply_tf32
@@ -30,12 +30,7 @@ def trainer_main(argv: list[str] | None = None) -> dict:
     if cfg.max_steps <= 0 or cfg.length_bucketing:
         raise ValueError("the Trainer peer needs --max_steps > 0 and --length_bucketing false")
     cuda, threads = torch.cuda.is_available(), torch.get_num_threads()
-    on = {"on": True, "off": False}  # auto: as pt2aws.train's rules on a GPU; fused where it can
-    flags = {
-        "bf16": on.get(cfg.bf16, cuda and torch.cuda.is_bf16_supported()),
-        "torch_compile": on.get(cfg.torch_compile, cuda),
-        "fused_adamw": on.get(cfg.fused_adamw, True),
-    }
+    flags = {k: getattr(cfg, k) == "on" for k in ("bf16", "torch_compile", "fused_adamw")}
     if cuda:
         apply_tf32(cfg.tf32 != "off" and torch.cuda.get_device_capability()[0] >= 8)
     else:
@@ -53,9 +48,8 @@ def trainer_main(argv: list[str] | None = None) -> dict:
 
 
 def _trainer(cfg, flags: dict, rows: list[dict], tokenizer, model):
-    """``(trainer, step_times, sizes)``: a ``Trainer`` on ``pt2aws.train``'s shuffled batches
-    (``DistributedSampler`` of one rank), timing each step (s) into ``step_times`` and counting
-    each micro-batch's ``(examples, real tokens, padded tokens)`` into ``sizes``."""
+    """``(trainer, step_times, sizes)``: a ``Trainer`` on ``pt2aws.train``'s shuffled batches,
+    step seconds in ``step_times``, micro-batch (examples, real, padded tokens) in ``sizes``."""
     from transformers import DataCollatorWithPadding, Trainer, TrainerCallback, TrainingArguments
 
     cuda, step_times, sizes = torch.cuda.is_available(), [], []
@@ -70,8 +64,7 @@ def _trainer(cfg, flags: dict, rows: list[dict], tokenizer, model):
             if cuda:
                 torch.cuda.synchronize()
             step_times.append(time.perf_counter() - self.start)
-            if os.environ.get(PROGRESS_ENV) == "lines":
-                report(state.global_step, cfg.max_steps, train_time_s=sum(step_times))
+            report(state.global_step, cfg.max_steps, train_time_s=sum(step_times))  # the A/B's
 
     class SameOrderTrainer(Trainer):
         def _get_train_sampler(self, train_dataset=None):  # = distributed.epoch_batches
@@ -121,7 +114,6 @@ def _write(cfg, flags: dict, losses: list[float], step_times: list[float], sizes
         "peak_memory_bytes": peak_memory_bytes("cuda" if torch.cuda.is_available() else "cpu"),
         "pad_fraction": 1 - total[1] / total[2],
         "num_compiles": throughput.num_compiled_graphs() if flags["torch_compile"] else None,
-        "flags": flags,
     }
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
