@@ -131,7 +131,7 @@ def launch_plan(
             "environment": endpoint_environment(serve),
         },
         "support": support,
-        "next_steps": _next_steps(it, dlc, training_image),
+        "next_steps": _next_steps(it, dlc, training_image, nodes),
     }
 
 
@@ -148,7 +148,7 @@ def _support(it) -> list[dict]:
     return [images.support(line, version) for line, version in rows]
 
 
-def _next_steps(it, dlc: str | None, training_image: str | None) -> list[str]:
+def _next_steps(it, dlc: str | None, training_image: str | None, nodes: int) -> list[str]:
     """What to do with the plan's AMI, images and instance types."""
     gpus = "--gpus all " if it.kind == "gpu" else ""
     run = (
@@ -164,6 +164,10 @@ def _next_steps(it, dlc: str | None, training_image: str | None) -> list[str]:
         if training_image
         else "serve with notebook 03",
     ]
+    if nodes > 1:  # torchrun's rendezvous; EFA needs a cluster placement group
+        steps.insert(1, f"{nodes} nodes: the same command on each, with `--nnodes {nodes} "
+                     "--node_rank <i> --rdzv_backend c10d --rdzv_endpoint <node 0's IP>:29400`, "
+                     "in one cluster placement group (EFA)")  # fmt: skip
     if it.kind in ("trainium", "inferentia"):
         steps.insert(0, "port training to the AWS Neuron SDK (torch-neuronx) first")
     return steps

@@ -99,6 +99,16 @@ def test_images_per_instance_kind():
     assert serve["image_uri"] is None and serve["instance_type"] == "ml.m7g.xlarge"
 
 
+def test_a_multi_node_plan_says_how_the_nodes_meet():
+    plan = ec2.launch_plan("p4d.24xlarge", 2)
+    assert (
+        plan["ec2"]["request"]["MinCount"] == 2
+        and plan["sagemaker_training"]["instance_count"] == 2
+    )
+    assert any("--nnodes 2 --node_rank <i>" in step for step in plan["next_steps"])
+    assert not any("--nnodes" in step for step in ec2.launch_plan("p4d.24xlarge", 1)["next_steps"])
+
+
 def test_plan_on_a_started_emulator_and_offline_restores_environment():
     before = os.environ.get("AWS_ENDPOINT_URL")
     session = aws_emulator.start("eu-west-2", model_servers=False)  # a region no test seeded
