@@ -28,7 +28,7 @@ from pt2aws.train import checkpoint, distributed, throughput
 from pt2aws.train.distributed import DistInfo
 from pt2aws.train.evaluation import evaluate
 from pt2aws.train.flags import Flag, apply_tf32, autocast_dtype, resolve_flags
-from pt2aws.train.monitor import StepMonitor
+from pt2aws.train.progress import StepMonitor
 from pt2aws.train.recipe import prepare_model_and_optimizer, train_step
 
 
