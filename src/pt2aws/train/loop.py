@@ -27,7 +27,7 @@ from pt2aws.sizing.catalog import peak_bf16_flops
 from pt2aws.train import checkpoint, distributed, throughput
 from pt2aws.train.distributed import DistInfo
 from pt2aws.train.evaluation import evaluate
-from pt2aws.train.flags import Flag, apply_tf32, autocast_dtype, resolve_flags
+from pt2aws.train.flags import Flag, apply_tf32, resolve_flags
 from pt2aws.train.progress import StepMonitor
 from pt2aws.train.recipe import prepare_model_and_optimizer, train_step
 
@@ -122,18 +122,17 @@ class FineTune:
             bucketing=self.cfg.length_bucketing,
         )
 
-    def _collator(self, pad_to_multiple_of_8: bool):
+    def _collator(self, pad8: bool):
         from transformers import DataCollatorWithPadding
 
-        pad_to = 8 if pad_to_multiple_of_8 else None
-        return DataCollatorWithPadding(self.tokenizer, pad_to_multiple_of=pad_to)
+        return DataCollatorWithPadding(self.tokenizer, pad_to_multiple_of=8 if pad8 else None)
 
     def _setup_flags(self) -> None:
         """Every flag with its reason: rank 0 decides (measuring on CPU), every rank follows."""
         info = self.info
 
-        def first_batches(pad_to_multiple_of_8: bool) -> list[dict]:
-            collate = self._collator(pad_to_multiple_of_8)
+        def first_batches(pad8: bool) -> list[dict]:
+            collate = self._collator(pad8)
             return [collate([self.rows["train"][j] for j in b]) for b in self._batches(0)[:4]]
 
         probe = {"model": self.model, "batches": first_batches} if info.is_main else {}
@@ -153,7 +152,8 @@ class FineTune:
         self.model.to(info.device)
         torch.manual_seed(cfg.seed + info.rank)  # same init everywhere, own dropout stream per rank
         self.compiled_before = throughput.num_compiled_graphs()
-        self.amp = autocast_dtype(self.flags)
+        bf16, fp16 = self.flags["bf16"].enabled, self.flags["fp16"].enabled
+        self.amp = torch.float16 if fp16 else torch.bfloat16 if bf16 else None
         self.prep = prepare_model_and_optimizer(
             self.model,
             info.device,
@@ -249,14 +249,10 @@ class FineTune:
         }
         cfg.to_json(saved_config_path(self.out_dir))
         (self.out_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
-        baseline, samples_s = (
-            metrics["majority_baseline_accuracy"],
-            speed["train_samples_per_second"],
-        )
         print(
-            f"test_accuracy={test['accuracy']:.4f} (majority baseline {baseline:.4f}); "
-            f"{samples_s:.1f} samples/s steady, pad_fraction={speed['pad_fraction']:.3f}; "
-            f"saved {self.out_dir / 'model'}",
+            f"test_accuracy={test['accuracy']:.4f} (majority baseline "
+            f"{metrics['majority_baseline_accuracy']:.4f}); {metrics['train_samples_per_second']:.1f}"
+            f" samples/s steady, pad_fraction={speed['pad_fraction']:.3f}; saved {self.out_dir / 'model'}",
             flush=True,
         )
         return metrics
