@@ -249,10 +249,11 @@ class FineTune:
         }
         cfg.to_json(saved_config_path(self.out_dir))
         (self.out_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
+        m = metrics
         print(
-            f"test_accuracy={test['accuracy']:.4f} (majority baseline "
-            f"{metrics['majority_baseline_accuracy']:.4f}); {metrics['train_samples_per_second']:.1f}"
-            f" samples/s steady, pad_fraction={speed['pad_fraction']:.3f}; saved {self.out_dir / 'model'}",
+            f"test_accuracy={m['test_accuracy']:.4f} (majority baseline "
+            f"{m['majority_baseline_accuracy']:.4f}); {m['train_samples_per_second']:.1f} samples/s"
+            f" steady, pad_fraction={m['pad_fraction']:.3f}; saved {self.out_dir / 'model'}",
             flush=True,
         )
         return metrics
