@@ -1,9 +1,6 @@
-"""Raw rows to clean, named, balanced, split data: :func:`load_sentiment_data`.
-
-Each step is counted in :attr:`SentimentData.stats`: ``rows_read``, ``dropped_<step>`` (rows
-without a label, empty, repeated texts, unmapped, other labels, balance), ``label_source`` (a map,
-the standard names, or the values found), ``per_split``. Deterministic given ``seed``.
-"""
+"""Raw rows to clean, named, balanced, split data (:func:`load_sentiment_data`), each step counted
+in :attr:`SentimentData.stats`: ``rows_read``, ``dropped_<step>`` (no label, empty, repeated,
+unmapped, other labels, balance), ``label_source``, ``per_split``. Deterministic given ``seed``."""
 
 from __future__ import annotations
 

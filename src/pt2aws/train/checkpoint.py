@@ -1,9 +1,7 @@
-"""Checkpoints on ``torch.distributed.checkpoint`` (DCP), resuming to the uninterrupted losses.
-
-``<checkpoint_dir>/step-000123/``: DCP's model and AdamW shards, and ``trainer_state.pt`` (data
-position, scheduler, scaler, loss windows, history, config, every rank's RNG) written by rank 0
-before DCP's ``.metadata``, which marks the folder complete. All ranks must see the folder.
-"""
+"""Checkpoints on ``torch.distributed.checkpoint`` (DCP), resuming to the uninterrupted losses:
+``<checkpoint_dir>/step-000123/`` holds DCP's model and AdamW shards and rank 0's
+``trainer_state.pt`` (data position, scheduler, scaler, loss windows, history, config, each rank's
+RNG), written before DCP's ``.metadata``, which marks it complete. All ranks must see the folder."""
 
 from __future__ import annotations
 
@@ -56,7 +54,7 @@ def _dcp(action, state: dict, path) -> None:
 
 def save_checkpoint(
     cfg: TrainConfig, info: DistInfo, prep: Prepared, scheduler, state: TrainState
-) -> Path:
+) -> None:
     """Write ``step-NNNNNN/`` for ``state`` (a collective: call on every rank); keep the newest
     ``cfg.save_total_limit`` (0: all)."""
     import torch.distributed.checkpoint as dcp
@@ -83,7 +81,6 @@ def save_checkpoint(
     if info.is_main and cfg.save_total_limit > 0:
         for old in list_checkpoints(cfg.checkpoint_dir)[: -cfg.save_total_limit]:
             shutil.rmtree(old, ignore_errors=True)
-    return path
 
 
 def resume(cfg: TrainConfig, info: DistInfo, prep: Prepared, scheduler) -> TrainState:

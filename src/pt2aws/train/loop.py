@@ -171,8 +171,8 @@ class FineTune:
 
     def _train(self) -> None:
         """The epochs: :func:`train_step`, then the one hook; checkpoints, evaluation per epoch."""
-        cfg, state = self.cfg, self.state
-        self.monitor = StepMonitor(cfg, self.info, state, self.total_steps, self.steps_per_epoch)
+        cfg, info, state, rows = self.cfg, self.info, self.state, self.rows["train"]
+        self.monitor = StepMonitor(cfg, info, state, self.total_steps, self.steps_per_epoch)
         with self.monitor:
             self.prep.module.train()
             for epoch in range(state.epoch, self.num_epochs):
@@ -182,7 +182,6 @@ class FineTune:
                 while state.batch_in_epoch < len(batches) and state.step < self.total_steps:
                     group = batches[state.batch_in_epoch :][: cfg.gradient_accumulation_steps]
                     state.batch_in_epoch += len(group)
-                    rows = self.rows["train"]
                     micro_batches = [self.collator([rows[j] for j in g]) for g in group]
                     losses = train_step(self.prep, micro_batches, self.scheduler)
                     state.step += 1
@@ -190,9 +189,7 @@ class FineTune:
                     last = state.step == self.total_steps
                     if last or (cfg.save_steps and state.step % cfg.save_steps == 0):
                         with self.monitor.paused():
-                            checkpoint.save_checkpoint(
-                                cfg, self.info, self.prep, self.scheduler, state
-                            )
+                            checkpoint.save_checkpoint(cfg, info, self.prep, self.scheduler, state)
                 with self.monitor.paused():  # the epoch is done, or the steps are
                     ev = self._evaluate("validation")
                 state.history.append({"epoch": epoch + 1, "step": state.step})
