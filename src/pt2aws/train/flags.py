@@ -213,10 +213,3 @@ def apply_tf32(enabled: bool) -> None:
     precision = "tf32" if enabled else "ieee"
     torch.backends.cuda.matmul.fp32_precision = precision
     torch.backends.cudnn.conv.fp32_precision = precision
-
-
-def autocast_dtype(flags: dict[str, Flag]) -> torch.dtype | None:
-    """The autocast dtype the flags chose: ``torch.bfloat16``, ``torch.float16`` or ``None``."""
-    if flags["fp16"].enabled:
-        return torch.float16
-    return torch.bfloat16 if flags["bf16"].enabled else None

@@ -20,16 +20,6 @@ def default_nproc_per_node() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 1
 
 
-def torchrun_command(train_args: list[str], *, nproc_per_node=None, max_restarts=0) -> list[str]:
-    """``python -m torch.distributed.run --standalone … -m pt2aws.train <train_args>`` with this
-    interpreter; ``max_restarts``: restarts after a failure, each resuming from a checkpoint."""
-    nproc = nproc_per_node or default_nproc_per_node()
-    cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nproc}"]
-    cmd += ["--nnodes=1", "--standalone"]
-    cmd += [f"--max-restarts={max_restarts}"] if max_restarts else []
-    return cmd + ["-m", "pt2aws.train", *train_args]
-
-
 def config_to_args(**overrides) -> list[str]:
     """``profile="smoke", max_steps=5`` -> ``["--profile", "smoke", "--max_steps", "5"]``
     (``None`` skipped, booleans as ``true``/``false``)."""
@@ -43,12 +33,16 @@ def config_to_args(**overrides) -> list[str]:
 def launch_training(
     cfg: TrainConfig, *, nproc_per_node=None, max_restarts=0, stream=None, env=None
 ) -> dict:
-    """Train ``cfg`` under torchrun (``--config <output_dir>/train_config.json``, ``env`` added),
-    echoing to ``stream`` with one bar; ``metrics.json``; ChildFailedError with its tail."""
+    """Train ``cfg`` under torchrun (``--config <output_dir>/train_config.json``, ``env`` added;
+    ``max_restarts``: restarts after a failure, each resuming from a checkpoint), with this
+    interpreter, echoing to ``stream`` with one bar; ``metrics.json``; ChildFailedError with its
+    tail."""
     stream = stream or sys.stdout
     config_file = cfg.to_json(saved_config_path(cfg.output_dir))
-    args = ["--config", str(config_file)]
-    cmd = torchrun_command(args, nproc_per_node=nproc_per_node, max_restarts=max_restarts)
+    nproc = nproc_per_node or default_nproc_per_node()
+    cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nproc}"]
+    cmd += ["--nnodes=1", "--standalone", f"--max-restarts={max_restarts}"]
+    cmd += ["-m", "pt2aws.train", "--config", str(config_file)]
     print("$ " + shlex.join(cmd), file=stream, flush=True)
     child_env = {"TOKENIZERS_PARALLELISM": "false", PROGRESS_ENV: "lines"}
     child_env |= {"HF_HUB_DISABLE_PROGRESS_BARS": "1", **(env or {})}

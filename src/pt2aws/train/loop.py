@@ -26,9 +26,8 @@ from pt2aws.serving.handler import max_tokens
 from pt2aws.sizing.catalog import peak_bf16_flops
 from pt2aws.train import checkpoint, distributed, throughput
 from pt2aws.train.distributed import DistInfo
-from pt2aws.train.evaluation import evaluate
-from pt2aws.train.flags import Flag, apply_tf32, autocast_dtype, resolve_flags
-from pt2aws.train.monitor import StepMonitor
+from pt2aws.train.flags import Flag, apply_tf32, resolve_flags
+from pt2aws.train.progress import StepMonitor
 from pt2aws.train.recipe import prepare_model_and_optimizer, train_step
 
 
@@ -122,18 +121,17 @@ class FineTune:
             bucketing=self.cfg.length_bucketing,
         )
 
-    def _collator(self, pad_to_multiple_of_8: bool):
+    def _collator(self, pad8: bool):
         from transformers import DataCollatorWithPadding
 
-        pad_to = 8 if pad_to_multiple_of_8 else None
-        return DataCollatorWithPadding(self.tokenizer, pad_to_multiple_of=pad_to)
+        return DataCollatorWithPadding(self.tokenizer, pad_to_multiple_of=8 if pad8 else None)
 
     def _setup_flags(self) -> None:
         """Every flag with its reason: rank 0 decides (measuring on CPU), every rank follows."""
         info = self.info
 
-        def first_batches(pad_to_multiple_of_8: bool) -> list[dict]:
-            collate = self._collator(pad_to_multiple_of_8)
+        def first_batches(pad8: bool) -> list[dict]:
+            collate = self._collator(pad8)
             return [collate([self.rows["train"][j] for j in b]) for b in self._batches(0)[:4]]
 
         probe = {"model": self.model, "batches": first_batches} if info.is_main else {}
@@ -153,7 +151,8 @@ class FineTune:
         self.model.to(info.device)
         torch.manual_seed(cfg.seed + info.rank)  # same init everywhere, own dropout stream per rank
         self.compiled_before = throughput.num_compiled_graphs()
-        self.amp = autocast_dtype(self.flags)
+        bf16, fp16 = self.flags["bf16"].enabled, self.flags["fp16"].enabled
+        self.amp = torch.float16 if fp16 else torch.bfloat16 if bf16 else None
         self.prep = prepare_model_and_optimizer(
             self.model,
             info.device,
@@ -171,8 +170,8 @@ class FineTune:
 
     def _train(self) -> None:
         """The epochs: :func:`train_step`, then the one hook; checkpoints, evaluation per epoch."""
-        cfg, state = self.cfg, self.state
-        self.monitor = StepMonitor(cfg, self.info, state, self.total_steps, self.steps_per_epoch)
+        cfg, info, state, rows = self.cfg, self.info, self.state, self.rows["train"]
+        self.monitor = StepMonitor(cfg, info, state, self.total_steps, self.steps_per_epoch)
         with self.monitor:
             self.prep.module.train()
             for epoch in range(state.epoch, self.num_epochs):
@@ -182,7 +181,6 @@ class FineTune:
                 while state.batch_in_epoch < len(batches) and state.step < self.total_steps:
                     group = batches[state.batch_in_epoch :][: cfg.gradient_accumulation_steps]
                     state.batch_in_epoch += len(group)
-                    rows = self.rows["train"]
                     micro_batches = [self.collator([rows[j] for j in g]) for g in group]
                     losses = train_step(self.prep, micro_batches, self.scheduler)
                     state.step += 1
@@ -190,9 +188,7 @@ class FineTune:
                     last = state.step == self.total_steps
                     if last or (cfg.save_steps and state.step % cfg.save_steps == 0):
                         with self.monitor.paused():
-                            checkpoint.save_checkpoint(
-                                cfg, self.info, self.prep, self.scheduler, state
-                            )
+                            checkpoint.save_checkpoint(cfg, info, self.prep, self.scheduler, state)
                 with self.monitor.paused():  # the epoch is done, or the steps are
                     ev = self._evaluate("validation")
                 state.history.append({"epoch": epoch + 1, "step": state.step})
@@ -202,9 +198,36 @@ class FineTune:
                     f"eval_accuracy={ev['accuracy']:.4f} ({ev['num_examples']} examples)"
                 )
 
+    @torch.no_grad()
     def _evaluate(self, split: str) -> dict:
-        batch_size = self.cfg.per_device_eval_batch_size
-        return evaluate(self.prep, self.rows[split], self.collator, self.info, batch_size)
+        """``{"loss", "accuracy", "f1", "num_examples"}`` of ``split``, each example counted once,
+        the same on every rank (rank ``r`` takes ``r, r + world, ...``): mean cross-entropy in
+        nats, accuracy, macro F1. Under FSDP every rank runs as many forwards (padding ones)."""
+        from pt2aws.metrics import classification_metrics
+
+        info, model, size = self.info, self.prep.module, self.cfg.per_device_eval_batch_size
+        examples = self.rows[split]
+        mine = examples[info.rank :: info.world_size]
+        batches = [mine[i : i + size] for i in range(0, len(mine), size)]
+        if self.parallelism == "fsdp":
+            needed = math.ceil(math.ceil(len(examples) / info.world_size) / size)
+            batches += [None] * (needed - len(batches))
+        model.eval()
+        total_loss, preds, refs = 0.0, [], []
+        for rows in batches:
+            batch = {k: v.to(info.device) for k, v in self.collator(rows or examples[:1]).items()}
+            with self.prep.autocast():
+                out = model(**batch)
+            if rows is not None:
+                total_loss += float(out.loss) * len(rows)
+                preds += out.logits.argmax(-1).tolist()
+                refs += batch["labels"].tolist()
+        model.train()
+        losses, preds, refs = zip(*distributed.all_gather((total_loss, preds, refs), info))
+        preds, refs = sum(preds, []), sum(refs, [])
+        scores = classification_metrics(refs, preds, range(model.config.num_labels))
+        scores["loss"] = sum(losses) / len(refs)
+        return {k: scores[k] for k in ("loss", "accuracy", "f1", "num_examples")}
 
     def _finish(self) -> dict:
         """Throughput, test metrics, the replica check (all ranks); rank 0 writes the run."""
@@ -249,14 +272,11 @@ class FineTune:
         }
         cfg.to_json(saved_config_path(self.out_dir))
         (self.out_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
-        baseline, samples_s = (
-            metrics["majority_baseline_accuracy"],
-            speed["train_samples_per_second"],
-        )
+        m = metrics
         print(
-            f"test_accuracy={test['accuracy']:.4f} (majority baseline {baseline:.4f}); "
-            f"{samples_s:.1f} samples/s steady, pad_fraction={speed['pad_fraction']:.3f}; "
-            f"saved {self.out_dir / 'model'}",
+            f"test_accuracy={m['test_accuracy']:.4f} (majority baseline "
+            f"{m['majority_baseline_accuracy']:.4f}); {m['train_samples_per_second']:.1f} samples/s"
+            f" steady, pad_fraction={m['pad_fraction']:.3f}; saved {self.out_dir / 'model'}",
             flush=True,
         )
         return metrics

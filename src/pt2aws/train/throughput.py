@@ -35,12 +35,12 @@ def num_compiled_graphs() -> int:
 
 def summary(monitor, info: DistInfo, model, config, peak_flops: float | None) -> dict:
     """Throughput over all ranks (a collective) of a finished ``StepMonitor``, its warm-up steps
-    left out unless the run was too short; MFU against ``peak_flops`` (one device; ``None``: no
-    MFU). Samples and real tokens per second, pad fraction, FLOPs per token, step time."""
-    warm, steps = monitor.warm, monitor.steps_done
-    warm_s, warm_counts, warm_steps = warm if warm and steps > warm[2] else (0.0, [0, 0, 0], 0)
+    left out unless the run was too short: samples and real tokens per second, pad fraction,
+    FLOPs per token, MFU against ``peak_flops`` (one device; ``None``: no MFU)."""
+    warm = monitor.warm if monitor.warm and monitor.steps_done > monitor.warm[2] else None
+    warm_s, warm_counts = warm[:2] if warm else (0.0, [0, 0, 0])
     totals = all_reduce_sum(monitor.counts + warm_counts, info)
-    time_s, steady_steps = monitor.runtime_s - warm_s, steps - warm_steps
+    time_s = monitor.runtime_s - warm_s
     tokens_per_s = (totals[1] - totals[4]) / time_s if time_s > 0 else 0.0
     flops_per_token = training_flops_per_token(
         non_embedding_parameters(model),
@@ -50,11 +50,8 @@ def summary(monitor, info: DistInfo, model, config, peak_flops: float | None) ->
     )
     return {
         "train_runtime_s": monitor.runtime_s,
-        "warmup_time_s": warm[0] if warm else 0.0,
-        "steady_state_steps": steady_steps,
         "train_samples_per_second": (totals[0] - totals[3]) / time_s if time_s > 0 else 0.0,
         "train_tokens_per_second": tokens_per_s,
-        "step_time_s": time_s / max(steady_steps, 1),
         "pad_fraction": 1.0 - totals[1] / totals[2] if totals[2] else 0.0,
         "flops_per_token": flops_per_token,
         "mfu": (

@@ -1,5 +1,6 @@
 """Launching training under torchrun from a config file, and parsing flags and config files."""
 
+import io
 import json
 import shlex
 import sys
@@ -7,7 +8,7 @@ import sys
 import pytest
 
 from pt2aws.config import TrainConfig
-from pt2aws.train.launch import config_to_args, torchrun_command
+from pt2aws.train.launch import config_to_args
 from pt2aws.train.loop import parse_args
 
 
@@ -22,12 +23,25 @@ def test_config_to_args_skips_none_and_lowers_bools():
     ]
 
 
-def test_torchrun_command_uses_this_interpreter():
-    cmd = torchrun_command(["--profile", "smoke"], nproc_per_node=2, max_restarts=1)
+def test_launch_training_runs_torchrun_with_this_interpreter(tmp_path, monkeypatch):
+    from pt2aws.train import launch
+
+    def child(cmd, on_line, **kwargs):
+        on_line("a line of the child\n")
+        (tmp_path / "metrics.json").write_text(json.dumps({"cmd": cmd, **kwargs}))
+
+    monkeypatch.setattr(launch, "stream_child", child)
+    cfg, out = TrainConfig(profile="smoke", output_dir=str(tmp_path)), io.StringIO()
+    cmd = launch.launch_training(cfg, nproc_per_node=2, max_restarts=1, stream=out)["cmd"]
     assert cmd[:3] == [sys.executable, "-m", "torch.distributed.run"]
     assert {"--nproc_per_node=2", "--standalone", "--max-restarts=1"} <= set(cmd)
-    assert cmd[cmd.index("-m", 3) :] == ["-m", "pt2aws.train", "--profile", "smoke"]
-    assert not any("restarts" in a for a in torchrun_command([], nproc_per_node=1))
+    assert cmd[cmd.index("-m", 3) :] == [
+        "-m",
+        "pt2aws.train",
+        "--config",
+        f"{tmp_path}/train_config.json",
+    ]
+    assert out.getvalue() == f"$ {shlex.join(cmd)}\na line of the child\n"
 
 
 def test_config_file_round_trips_and_later_flags_override_it(tmp_path):

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import io
 
-from pt2aws.train.progress import PREFIX, ProgressDisplay, parse, report, strip_ansi
+from pt2aws.train.progress import PREFIX, ProgressDisplay, parse, report
 
-LOAD_REPORT = "\x1b[1mBertForSequenceClassification LOAD REPORT\x1b[0m from: /models/minilm\n"
+LOAD_REPORT = (
+    "\x1b[1mBertForSequenceClassification LOAD REPORT\x1b[0m from: /models/minilm\x1b[?25l\n"
+)
 
 
 def test_progress_lines_become_one_bar_and_one_summary_line(capsys):
@@ -40,7 +42,3 @@ def test_no_steps_no_bar_and_a_malformed_line_is_echoed_not_lost():
     display = ProgressDisplay(out)
     display.feed(PREFIX + "{not json\n")
     assert out.getvalue() == PREFIX + "{not json\n" and parse("plain") is None
-
-
-def test_strip_ansi_removes_colours_and_cursor_codes():
-    assert strip_ansi("\x1b[31mred\x1b[0m \x1b[38;5;208morange\x1b[0m\x1b[?25l") == "red orange"

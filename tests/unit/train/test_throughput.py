@@ -62,8 +62,7 @@ def test_mfu_is_flops_per_token_times_tokens_per_second_over_the_peak():
     )  # fmt: skip
     info = DistInfo()
     speed = summary(monitor, info, model, config, peak_flops=1e12)
-    assert speed["train_samples_per_second"] == 64.0 and speed["steady_state_steps"] == 2
-    assert speed["warmup_time_s"] == 1.0 and speed["step_time_s"] == 0.5
+    assert speed["train_samples_per_second"] == 64.0
     assert speed["train_tokens_per_second"] == 64 * 64 and speed["pad_fraction"] == 0.0
     assert speed["flops_per_token"] == training_flops_per_token(10_796_162, 6, 384, 64)
     assert speed["mfu"] == pytest.approx(speed["flops_per_token"] * 64 * 64 / 1e12)
