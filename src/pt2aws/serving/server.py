@@ -290,10 +290,10 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    from pt2aws.inference.runtime import set_runtime_environment
+    from pt2aws.inference.runtime import apply_runtime_settings
 
     os.environ["PT2AWS_MODEL_DIR"] = str(model_dir)  # the workers read it
-    set_runtime_environment(workers)  # before the workers import torch
+    apply_runtime_settings(workers, torch_threads=False)  # before the workers import torch
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # its threads fight OpenMP's
 
     import uvicorn
