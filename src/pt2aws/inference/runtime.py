@@ -54,4 +54,3 @@ def apply_runtime_settings(processes: int = 1, *, torch_threads: bool = True) ->
         torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
         settings["torch_threads"] = torch.get_num_threads()
     return settings
-
