@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import importlib.util
 import json
 import logging
 import warnings
@@ -25,13 +24,6 @@ EXPORT_RECORD = "export.json"
 OPSET = 18
 #: ONNX node names containing these stay fp32 in ``ort-int8`` (as ``INT8_FP32_LAYERS``).
 INT8_FP32_NODES = ("classifier",)
-
-
-def onnxruntime_missing() -> str | None:
-    """Why ONNX Runtime variants cannot run here, or None."""
-    if importlib.util.find_spec("onnxruntime") is None:
-        return "onnxruntime is not installed (pip install onnxruntime; the serving image has it)"
-    return None
 
 
 def weights_digest(model_dir: str | Path) -> str:

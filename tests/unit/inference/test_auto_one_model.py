@@ -47,7 +47,7 @@ def loads(monkeypatch):
 
 
 def test_candidates_are_built_from_the_loaded_model_which_stays_fp32_and_losers_are_freed(
-    smoke_model_dir, loads
+    smoke_model_dir, loads, monkeypatch
 ):
     model, tokenizer = load_fp32(str(smoke_model_dir))
     before = {k: v.clone() for k, v in model.state_dict().items()}
@@ -61,11 +61,13 @@ def test_candidates_are_built_from_the_loaded_model_which_stays_fp32_and_losers_
     assert all(
         after[k].dtype == torch.float32 and torch.equal(after[k], v) for k, v in before.items()
     )
-    losers = [weakref.ref(measured.built["bf16"].module)]
-    kept = measured.keep_only("eager")
+    loser = weakref.ref(measured.built["bf16"].module)
+    measured.rows[1]["agreement"] = 0.0  # bf16 left out: auto keeps eager and frees bf16
+    monkeypatch.setattr(selection, "measure_variants", lambda *args, **kwargs: measured)
+    choice, kept = selection.choose_by_measurement(model, tokenizer, TEXTS[:8])
     gc.collect()
-    assert kept.module is model and kept.model is model
-    assert [ref() for ref in losers] == [None] and list(measured.built) == ["eager"]
+    assert choice.variant == "eager" and kept.module is model and kept.model is model
+    assert loser() is None and measured.built == {}
 
 
 def test_predictor_auto_loads_the_model_once(smoke_model_dir, loads, monkeypatch):
