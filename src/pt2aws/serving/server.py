@@ -52,13 +52,6 @@ class Reply(NamedTuple):
         return cls(status, f"{message}\n".encode(), ERROR_CONTENT_TYPE)
 
 
-def resolve_model_dir(model_dir: str | os.PathLike | None = None) -> Path:
-    """``model_dir``, else ``PT2AWS_MODEL_DIR``, else ``$SAGEMAKER_BASE_DIR/model`` (``/opt/ml``)."""
-    if model_dir or os.environ.get("PT2AWS_MODEL_DIR"):
-        return Path(model_dir or os.environ["PT2AWS_MODEL_DIR"])
-    return Path(os.environ.get("SAGEMAKER_BASE_DIR", "/opt/ml")) / "model"
-
-
 def unmet_requirements(path: str | os.PathLike) -> list[str]:
     """Lines of a ``requirements.txt`` the installed packages do not satisfy (nothing installed)."""
     from importlib import metadata
@@ -238,13 +231,6 @@ def max_request_bytes() -> int:
     return DEFAULT_MAX_REQUEST_BYTES if mb is None else mb * 1024 * 1024
 
 
-def worker_count(workers: int | None = None) -> int:
-    """``workers``, else ``SAGEMAKER_MODEL_SERVER_WORKERS``, else one per vCPU."""
-    from pt2aws.env.machine import available_cpus
-
-    return workers or _positive("SAGEMAKER_MODEL_SERVER_WORKERS", available_cpus())
-
-
 def _exit_startup_failure(err: BaseException) -> None:
     logger.critical("stopping: the model failed to load (%s: %s)", type(err).__name__, err)
     logging.shutdown()
@@ -258,10 +244,10 @@ def _configure_logging() -> None:
 
 
 def app_from_environment():
-    """uvicorn's app factory in each worker (model from :func:`resolve_model_dir`)."""
+    """uvicorn's app factory in each worker (the model in ``PT2AWS_MODEL_DIR``, set by :func:`main`)."""
     _configure_logging()
     accept = os.environ.get("SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT", "application/json")
-    service = ModelService(resolve_model_dir(), default_accept=accept)
+    service = ModelService(os.environ["PT2AWS_MODEL_DIR"], default_accept=accept)
     return create_app(service, max_request_bytes=max_request_bytes(),
                       on_load_failure=_exit_startup_failure)  # fmt: skip
 
@@ -273,18 +259,22 @@ def main(argv: list[str] | None = None) -> int:
         print("this image serves SageMaker real-time inference: run it as `<image> serve` "
               f"(got {' '.join(argv) or 'no command'!r})", file=sys.stderr)  # fmt: skip
         return 2
+    from pt2aws.env.machine import available_cpus
+
+    base = Path(os.environ.get("SAGEMAKER_BASE_DIR", "/opt/ml"))
     parser = argparse.ArgumentParser(prog="python -m pt2aws.serving.server serve")
     parser.add_argument("--host", default="0.0.0.0")
     parser.add_argument("--port", type=int, default=None, help="0: a free port")
-    parser.add_argument("--model-dir", default=None, help="default: /opt/ml/model")
+    parser.add_argument("--model-dir", type=Path, help="default: PT2AWS_MODEL_DIR, /opt/ml/model",
+                        default=os.environ.get("PT2AWS_MODEL_DIR") or base / "model")  # fmt: skip
     parser.add_argument("--workers", type=int, default=None)
     args = parser.parse_args(argv[1:])
     _configure_logging()
     try:
-        workers = worker_count(args.workers)
+        workers = args.workers or _positive("SAGEMAKER_MODEL_SERVER_WORKERS", available_cpus())
         port = _positive("SAGEMAKER_BIND_TO_PORT", DEFAULT_PORT) if args.port is None else args.port
         max_request_bytes()  # validated once, not in every worker
-        if not (model_dir := resolve_model_dir(args.model_dir).resolve()).is_dir():
+        if not (model_dir := Path(args.model_dir).resolve()).is_dir():
             raise ValueError(f"model folder {model_dir} does not exist (SageMaker extracts "
                              "model.tar.gz to /opt/ml/model; locally pass --model-dir)")  # fmt: skip
     except ValueError as err:
