@@ -213,27 +213,21 @@ def variant_report(model_dir: str, validation_texts: Sequence[str],
     if not texts:
         raise ValueError("variant_report needs validation texts (the split is empty)")
     record = json.loads(Path(measured).read_text()) if measured and Path(measured).is_file() else {}
-    known = {}
-    if record.get("agreement_texts", {}).get("count") == len(validation_texts):
-        known = {
-            r["variant"]: r["agreement"] for r in record["variants"] if r["variant"] in variants
-        }
+    same_texts = record.get("agreement_texts", {}).get("count") == len(validation_texts)
+    known = {r["variant"]: r["agreement"] for r in record.get("variants", [])
+             if same_texts and r["variant"] in variants}  # fmt: skip
     model, tokenizer = load_fp32(model_dir)
     todo = [v for v in variants if v not in known]
     reference = Classifier(model, tokenizer, model.config).predict_ids(texts) if todo else None
-    agreement = {}
-    for variant in variants:
-        if variant in known:
-            agreement[variant] = round(known[variant], 6)
-            continue
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
+    for variant in todo:
+        with warnings.catch_warnings(action="ignore"):
             module, _ = build_variant(model, variant, keep_fp32=True, model_dir=model_dir,
                                       tokenizer=tokenizer)  # fmt: skip
         labels = Classifier(module, tokenizer, model.config).predict_ids(texts)
-        agreement[variant] = round(label_agreement(reference, labels), 6)
+        known[variant] = label_agreement(reference, labels)
+    agreement = {v: round(known[v], 6) for v in variants}
     report = {"target": AGREEMENT_TARGET, "texts": len(texts), "agreement": agreement,
-              "source": {v: "notebook 02" if v in known else "measured here" for v in variants},
+              "source": {v: "measured here" if v in todo else "notebook 02" for v in variants},
               "eligible": [v for v, a in agreement.items() if a >= AGREEMENT_TARGET],
               "sample": texts[:sample], "measured_on": cpu_name()}  # fmt: skip
     if set(variants) & set(ORT_VARIANTS):
