@@ -120,18 +120,17 @@ def measure_variants(model, tokenizer, texts: Sequence[str], variants: Sequence[
         try:
             module, call = build_variant(model, variant, device, keep_fp32=True,
                                          model_dir=model_dir, tokenizer=tokenizer)  # fmt: skip
-            built[variant] = Classifier(call, tokenizer, model.config, variant=variant,
-                                        module=module, device=device)  # fmt: skip
-            built[variant].predict_ids(texts[:32])  # compile and first-call costs
+            predictor = Classifier(call, tokenizer, model.config, variant=variant, module=module,
+                                   device=device)  # fmt: skip
+            predictor.predict_ids(texts[:32])  # compile and first-call costs
         except Exception as err:
             if variant == "eager":
                 raise
-            built.pop(variant, None)
             first = (str(err).strip().splitlines() or [""])[0][:200]
             skipped[variant] = f"failed to build here: {type(err).__name__}: {first}"
             logger.warning("variant %s left out: %s", variant, skipped[variant])
             continue
-        setup[variant] = time.perf_counter() - t0
+        built[variant], setup[variant] = predictor, time.perf_counter() - t0
         say(f"{variant}: built in {setup[variant]:.1f} s")
     say(f"timing {len(built)} variants: {latency_calls} batch-1 calls and {repeats} batch-32 "
         "passes each, in rounds" + (f"; {share:.0f} s each at most" if share else ""))  # fmt: skip

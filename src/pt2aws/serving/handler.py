@@ -27,25 +27,16 @@ from http import HTTPStatus
 
 import torch
 
-try:  # inside the SageMaker container: the toolkit turns it into a 4xx
-    from sagemaker_inference.errors import GenericInferenceToolkitError
+try:  # inside the SageMaker container the toolkit answers a BaseInferenceToolkitError with its
+    # status, message and phrase; it decodes JSON/CSV as UTF-8 before input_fn and answers bad
+    # bytes with a 500 (sagemaker_inference 1.10.1 transformer.py): emptying its list hands
+    # input_fn the bytes
+    from sagemaker_inference import content_types as _toolkit_types
+    from sagemaker_inference.errors import BaseInferenceToolkitError as _ToolkitError
+
+    _toolkit_types.UTF8_TYPES[:] = []
 except ImportError:
-
-    class GenericInferenceToolkitError(Exception):
-        """Same shape as ``sagemaker_inference.errors.GenericInferenceToolkitError``."""
-
-        def __init__(self, status_code, message=None, phrase=None):
-            self.status_code, self.message, self.phrase = status_code, message, phrase
-            super().__init__(status_code, message, phrase)
-
-
-try:  # the toolkit decodes JSON/CSV as UTF-8 before input_fn and answers bad bytes with a 500
-    # (sagemaker_inference 1.10.1 transformer.py); emptying its list hands input_fn the bytes
-    from sagemaker_inference import content_types as _toolkit_content_types
-
-    _toolkit_content_types.UTF8_TYPES[:] = []
-except ImportError:
-    pass
+    _ToolkitError = Exception
 
 JSON, CSV, TEXT = "application/json", "text/csv", "text/plain"
 MAX_BATCH = 64
@@ -58,12 +49,13 @@ OFFSET_POSITION_MODELS = ("roberta", "xlm-roberta", "camembert", "longformer")
 choose_variant = None
 
 
-class ClientError(GenericInferenceToolkitError):
-    """A client mistake, answered as HTTP ``status`` (400 body, 406 Accept, 413 too many texts,
-    415 Content-Type) with ``message``."""
+class ClientError(_ToolkitError):
+    """A client mistake, answered as HTTP ``status_code`` (400 body, 406 Accept, 413 too many
+    texts, 415 Content-Type) with ``message``."""
 
     def __init__(self, status: int, message: str):
-        super().__init__(status, message, HTTPStatus(status).phrase)
+        self.status_code, self.message, self.phrase = status, message, HTTPStatus(status).phrase
+        Exception.__init__(self, status, message, self.phrase)
 
     def __str__(self) -> str:
         return self.message
