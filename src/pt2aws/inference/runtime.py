@@ -16,22 +16,22 @@ def graviton_settings(*, arm64: bool, bf16: bool, vcpus: int, processes: int = 1
     if vcpus < 1 or processes < 1:
         raise ValueError(f"vcpus ({vcpus}) and processes ({processes}) must be >= 1")
     threads = max(1, vcpus // processes)
+    fast_math = arm64 and bf16
     env = {
         "LRU_CACHE_CAPACITY": "1024",
         "THP_MEM_ALLOC_ENABLE": "1",
         "OMP_NUM_THREADS": str(threads),
     }
+    if fast_math:
+        env["DNNL_DEFAULT_FPMATH_MODE"] = "BF16"
     reasons = {
         "LRU_CACHE_CAPACITY": "oneDNN primitive cache: reuse kernels across input shapes",
         "THP_MEM_ALLOC_ENABLE": "transparent huge pages for large tensors: fewer TLB misses",
         "OMP_NUM_THREADS": f"{vcpus} vCPUs / {processes} process(es)",
-        "DNNL_DEFAULT_FPMATH_MODE": "not set: x86 (the guide's setting is for Graviton)",
-    }
-    if arm64:
-        reasons["DNNL_DEFAULT_FPMATH_MODE"] = "not set: arm64 without bf16 (Graviton2)"
-    if arm64 and bf16:
-        env["DNNL_DEFAULT_FPMATH_MODE"] = "BF16"
-        reasons["DNNL_DEFAULT_FPMATH_MODE"] = "arm64 with bf16 (Graviton3+): bf16 fast math"
+        "DNNL_DEFAULT_FPMATH_MODE": "arm64 with bf16 (Graviton3+): bf16 fast math" if fast_math
+        else "not set: arm64 without bf16 (Graviton2)" if arm64
+        else "not set: x86 (the guide's setting is for Graviton)",
+    }  # fmt: skip
     return {"env": env, "reasons": reasons, "threads": threads}
 
 

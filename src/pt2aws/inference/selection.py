@@ -30,15 +30,15 @@ from pt2aws.metrics.agreement import AGREEMENT_TARGET, label_agreement
 
 logger = logging.getLogger(__name__)
 
-#: What ``auto`` times by default (``compile``'s one-off compile rarely pays back on a CPU).
-AUTO_CANDIDATES = ("eager", "bf16", "int8", "ort-fp32", "ort-int8")
+#: What ``auto`` weighs against eager, recorded at packaging and timed where it serves
+#: (``compile``'s one-off compile rarely pays back on a CPU).
+AUTO_CANDIDATES = ("bf16", "int8", "ort-fp32", "ort-int8")
 #: How much faster than eager another variant must be (a shared machine's run-to-run noise).
 MARGIN = 0.05
 #: Largest batch-1 median latency, as a multiple of eager's, that ``auto`` accepts.
 MAX_LATENCY_RATIO = 2.0
 #: Batch-1 calls and batch-32 rounds per candidate: medians a slow spell does not move.
 AUTO_LATENCY_CALLS, AUTO_REPEATS = 30, 5
-RECORDED_VARIANTS = ("int8", "bf16", "ort-fp32", "ort-int8")
 #: Validation texts the archive carries for the endpoint's start-up measurement.
 SAMPLE_TEXTS = 64
 
@@ -199,7 +199,7 @@ def serving_variant(model_dir: str, model, requested: str, tokenizer) -> tuple:
 
 
 def variant_report(model_dir: str, validation_texts: Sequence[str],
-                   variants: Sequence[str] = RECORDED_VARIANTS, *, sample: int = SAMPLE_TEXTS,
+                   variants: Sequence[str] = AUTO_CANDIDATES, *, sample: int = SAMPLE_TEXTS,
                    measured: str | Path | None = None) -> dict:  # fmt: skip
     """``variants.json``: ``{"target", "texts", "agreement": {variant: float}, "source",
     "eligible", "sample", "measured_on"[, "onnx"]}``, each variant's label agreement with fp32
