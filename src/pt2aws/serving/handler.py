@@ -89,14 +89,6 @@ def _decode(body: bytes, content_type: str | None) -> str:
         raise ClientError(400, why) from None
 
 
-def max_batch() -> int:
-    """``PT2AWS_MAX_BATCH`` (texts per request), default 64; ValueError if not a positive int."""
-    raw = os.environ.get("PT2AWS_MAX_BATCH", str(MAX_BATCH))
-    if not raw.strip().isdigit() or int(raw) < 1:
-        raise ValueError(f"PT2AWS_MAX_BATCH={raw!r}: set a positive integer, e.g. 64")
-    return int(raw)
-
-
 def max_tokens(config, tokenizer=None) -> int:
     """The longest input the model accepts (special tokens included): its positions less
     RoBERTa's offset, capped by the tokenizer's ``model_max_length`` and 512."""
@@ -184,8 +176,10 @@ def input_fn(input_data, content_type, context=None) -> list[str]:
     for i, item in enumerate(texts):  # a JSON "\ud800" escape: no tokenizer reads it
         if bad := re.search("[\ud800-\udfff]", item):
             raise ClientError(400, f"text {i}: unpaired surrogate {bad[0]!r}; send valid Unicode")
-    limit = max_batch()
-    if len(texts) > limit:
+    limit = os.environ.get("PT2AWS_MAX_BATCH", str(MAX_BATCH)).strip()
+    if not limit.isdigit() or int(limit) < 1:  # the server's setting: a 500
+        raise ValueError(f"PT2AWS_MAX_BATCH={limit!r}: set a positive integer, e.g. 64")
+    if len(texts) > int(limit):
         too_many = f"{len(texts)} texts in one request; the limit is {limit} (PT2AWS_MAX_BATCH)"
         raise PayloadTooLargeError(f"{too_many}: split the batch")
     return texts
