@@ -142,15 +142,12 @@ def measure_variants(model, tokenizer, texts: Sequence[str], variants: Sequence[
 
 
 def choose_by_measurement(model, tokenizer, texts: Sequence[str], *, model_dir: str | None = None,
-                          candidates: Sequence[str] = AUTO_CANDIDATES, device=None,
-                          latency_calls: int = AUTO_LATENCY_CALLS, repeats: int = AUTO_REPEATS,
+                          candidates: Sequence[str] = AUTO_CANDIDATES, device="cpu",
                           left_out: dict[str, str] | None = None) -> tuple[Choice, Classifier]:  # fmt: skip
     """:func:`measure_variants` of ``candidates`` on ``texts`` (64-128 are plenty), then
     :meth:`Measured.choice` (``left_out``: dropped beforehand, with why); the others are freed."""
-    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     measured = measure_variants(model, tokenizer, texts, candidates, model_dir=model_dir,
-                                latency_calls=latency_calls, repeats=repeats, device=device,
-                                log=print)  # fmt: skip
+                                device=device, log=print)  # fmt: skip
     choice = measured.choice(left_out)
     print(format_table(measured.rows), f"auto: {choice.variant} ({choice.reason})", sep="\n")
     kept = measured.built.pop(choice.variant)

@@ -73,10 +73,10 @@ def test_candidates_are_built_from_the_loaded_model_which_stays_fp32_and_losers_
 def test_predictor_auto_loads_the_model_once(smoke_model_dir, loads, monkeypatch):
     from pt2aws.inference import predictor as predictor_module
 
-    few = functools.partial(
-        selection.choose_by_measurement, candidates=CANDIDATES, latency_calls=3, repeats=1
-    )
+    few = functools.partial(selection.choose_by_measurement, candidates=CANDIDATES)
     monkeypatch.setattr(predictor_module, "choose_by_measurement", few)
+    quick = functools.partial(selection.measure_variants, latency_calls=3, repeats=1)
+    monkeypatch.setattr(selection, "measure_variants", quick)
     predictor = predictor_module.Predictor(
         str(smoke_model_dir), variant="auto", auto_texts=TEXTS[:8]
     )
@@ -97,8 +97,8 @@ def test_endpoint_auto_loads_the_model_once(smoke_model_dir, loads, tmp_path, mo
     (model_dir / "variants.json").write_text(json.dumps(record))
     monkeypatch.setenv("PT2AWS_VARIANT", "auto")
     monkeypatch.setattr(handler, "choose_variant", selection.serving_variant)  # as the server does
-    few = functools.partial(selection.choose_by_measurement, latency_calls=3, repeats=1)
-    monkeypatch.setattr(selection, "choose_by_measurement", few)
+    few = functools.partial(selection.measure_variants, latency_calls=3, repeats=1)
+    monkeypatch.setattr(selection, "measure_variants", few)
     loaded = handler.model_fn(str(model_dir))
     assert len(loads) == 1  # model_fn's own load; the candidates are built from it
     assert loaded["variant"] in ("eager", "bf16")

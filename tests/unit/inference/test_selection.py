@@ -150,8 +150,8 @@ def test_auto_with_int8_eligible_serves_without_a_compiler(
     record = {"eligible": ["int8", "bf16", "ort-int8"], "sample": TEXTS[:6], "agreement": {}}
     (model_dir / "variants.json").write_text(json.dumps(record))
     model, tokenizer = variants.load_fp32(str(model_dir))
-    few = functools.partial(selection.choose_by_measurement, latency_calls=3, repeats=1)
-    monkeypatch.setattr(selection, "choose_by_measurement", few)
+    few = functools.partial(selection.measure_variants, latency_calls=3, repeats=1)
+    monkeypatch.setattr(selection, "measure_variants", few)
     call, variant, reason = selection.serving_variant(str(model_dir), model, "auto", tokenizer)
     assert variant == "eager" and reason.startswith("auto, measured at start-up")
     assert f"int8 ({NO_COMPILER})" in reason  # every candidate left out, with why
