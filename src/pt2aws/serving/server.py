@@ -36,8 +36,6 @@ HEALTHY_BODY = b'{\n  "status": "Healthy"\n}\n'
 STARTUP_FAILURE = 3
 #: Seconds a request waits for a worker still loading (SageMaker allows 60 s per request).
 LOAD_WAIT_S = 55.0
-WARMUP_REQUEST = (b'{"inputs": ["warm up"]}', "application/json", "application/json")
-ERROR_CONTENT_TYPE = "text/plain; charset=utf-8"
 
 
 class Reply(NamedTuple):
@@ -49,7 +47,7 @@ class Reply(NamedTuple):
 
     @classmethod
     def error(cls, status: int, message: str) -> Reply:
-        return cls(status, f"{message}\n".encode(), ERROR_CONTENT_TYPE)
+        return cls(status, f"{message}\n".encode(), "text/plain; charset=utf-8")
 
 
 def unmet_requirements(path: str | os.PathLike) -> list[str]:
@@ -127,7 +125,7 @@ class ModelService:
         self.model = _call(self.handler.model_fn, str(self.model_dir))
         if hasattr(self.handler, "model_warmup_fn"):
             _call(self.handler.model_warmup_fn, str(self.model_dir), self.model)
-        reply = self.invoke(*WARMUP_REQUEST)
+        reply = self.invoke(b'{"inputs": ["warm up"]}', "application/json", "application/json")
         if reply.status != 200:
             raise RuntimeError(f"warm-up request answered {reply.status}: {reply.body[:500]!r}")
         self.load_s, self.ready = time.perf_counter() - t0, True
