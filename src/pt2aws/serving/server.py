@@ -1,11 +1,9 @@
 """The serving image's model server: the SageMaker hosting contract on Starlette + uvicorn.
-
 ``<image> serve`` runs the archive's ``code/inference.py`` (else :mod:`pt2aws.serving.handler`)
 with TorchServe's statuses, first body lines and content types (``tests/contract`` checks both).
 ``/ping`` is 200 once a warm-up request answered; a worker whose model fails to load exits 3,
 stopping the server. ``SAGEMAKER_MODEL_SERVER_WORKERS`` processes (default one per vCPU), one
-request at a time each; ``code/requirements.txt`` is checked, never installed.
-"""
+request at a time each; ``code/requirements.txt`` is checked, never installed."""
 
 from __future__ import annotations
 
@@ -113,12 +111,10 @@ class ModelService:
 
     def load(self) -> None:
         """Import the handler, check ``code/requirements.txt``, ``model_fn``, ``model_warmup_fn``
-        if any and a warm-up request, then :attr:`ready`. RuntimeError: the warm-up was not a 200.
-        """
+        if any and a warm-up request, then :attr:`ready`; RuntimeError: the warm-up was no 200."""
         t0 = time.perf_counter()
         requirements = self.model_dir / "code" / "requirements.txt"
-        unmet = unmet_requirements(requirements) if requirements.is_file() else []
-        if unmet:
+        if unmet := unmet_requirements(requirements) if requirements.is_file() else []:
             logger.warning("%s not satisfied by this image, not installed: %s", requirements,
                            "; ".join(unmet))  # fmt: skip
         self.handler = load_handler(self.model_dir)
