@@ -231,7 +231,7 @@ def image_model(contract_model, tmp_path_factory) -> Path:
 def auto_model(image_model, tmp_path_factory) -> Path:
     """The contract model with a ``variants.json`` that makes every recorded variant (int8
     among them) eligible for ``auto``, as the ``make run`` model's archive does."""
-    from pt2aws.inference.selection import RECORDED_VARIANTS
+    from pt2aws.inference.selection import AUTO_CANDIDATES
 
     target = tmp_path_factory.mktemp("auto") / "model"
     shutil.copytree(image_model, target)
@@ -239,8 +239,8 @@ def auto_model(image_model, tmp_path_factory) -> Path:
     record = {
         "target": 0.99,
         "texts": len(texts),
-        "agreement": {v: 1.0 for v in RECORDED_VARIANTS},
-        "eligible": list(RECORDED_VARIANTS),
+        "agreement": {v: 1.0 for v in AUTO_CANDIDATES},
+        "eligible": list(AUTO_CANDIDATES),
         "sample": texts,
         "measured_on": "tests/contract/test_container.py (a written record)",
     }

@@ -152,7 +152,7 @@ def test_the_image_copies_exactly_what_the_server_imports():
         "import sys\n"
         "import pt2aws.serving.server, pt2aws.serving.handler, pt2aws.inference.selection\n"
         "import pt2aws.inference.ort, pt2aws.inference.runtime as runtime\n"
-        "runtime.runtime_settings()\n"
+        "runtime.apply_runtime_settings(torch_threads=False)\n"
         "print('\\n'.join(sorted(m.__file__ for n, m in sys.modules.items() if n.startswith('pt2aws'))))\n"
     )
     src = ROOT / "src"

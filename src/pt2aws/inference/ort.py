@@ -5,9 +5,7 @@ channel, the head fp32): ``model_int8.onnx``. ``export.json`` records the weight
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import importlib.util
 import json
 import logging
 import warnings
@@ -27,13 +25,6 @@ OPSET = 18
 INT8_FP32_NODES = ("classifier",)
 
 
-def onnxruntime_missing() -> str | None:
-    """Why ONNX Runtime variants cannot run here, or None."""
-    if importlib.util.find_spec("onnxruntime") is None:
-        return "onnxruntime is not installed (pip install onnxruntime; the serving image has it)"
-    return None
-
-
 def weights_digest(model_dir: str | Path) -> str:
     """SHA-256 (hex) of the model's ``*.safetensors`` and ``*.bin`` files."""
     digest = hashlib.sha256()
@@ -51,9 +42,9 @@ def onnx_files(model_dir: str | Path, model=None, tokenizer=None) -> dict[str, P
     missing or stale with nothing to export from."""
     folder = Path(model_dir) / ONNX_DIR
     files = {variant: folder / name for variant, name in ONNX_FILES.items()}
-    record = folder / EXPORT_RECORD
+    record, digest = folder / EXPORT_RECORD, weights_digest(model_dir)
     if all(p.is_file() for p in files.values()) and record.is_file():
-        if json.loads(record.read_text()).get("weights_sha256") == weights_digest(model_dir):
+        if json.loads(record.read_text()).get("weights_sha256") == digest:
             return files
         why = f"{folder} was exported from other weights"
     else:
@@ -62,31 +53,18 @@ def onnx_files(model_dir: str | Path, model=None, tokenizer=None) -> dict[str, P
         raise FileNotFoundError(f"{why}: export them where the model is packaged (variant_report "
                                 "with ort-fp32/ort-int8; package ships them in onnx/)")  # fmt: skip
     logger.info("exporting the ONNX Runtime variants to %s (%s)", folder, why)
-    export_variants(model, tokenizer, folder, weights_sha256=weights_digest(model_dir))
+    export_variants(model, tokenizer, folder, weights_sha256=digest)
     return files
 
 
-@contextlib.contextmanager
-def _quiet():
-    """The exporter's tracer warnings and the quantizer's advice are about graphs in general."""
-    previous = logging.root.manager.disable
-    logging.disable(logging.WARNING)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            yield
-    finally:
-        logging.disable(previous)
-
-
-def export_variants(model, tokenizer, folder: str | Path, *, weights_sha256: str = "") -> dict:
-    """``model`` as ``folder/model.onnx`` and ``model_int8.onnx``; returns ``export.json``'s record."""
+def export_variants(model, tokenizer, folder: Path, *, weights_sha256: str) -> None:
+    """``model`` as ``folder/model.onnx`` and ``model_int8.onnx``, recorded in ``export.json``;
+    the exporter's tracer warnings and the quantizer's advice (about graphs in general) hidden."""
     import onnx
     import onnxruntime
     from onnxruntime.quantization import QuantType, quantize_dynamic
     from onnxruntime.transformers import optimizer
 
-    folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     raw = folder / "model.raw.onnx"
     fp32, int8 = (folder / ONNX_FILES[v] for v in ("ort-fp32", "ort-int8"))
@@ -104,29 +82,34 @@ def export_variants(model, tokenizer, folder: str | Path, *, weights_sha256: str
             return self.inner(**dict(zip(names, inputs))).logits
 
     axes = {name: {0: "batch", 1: "sequence"} for name in names}
-    with _quiet(), torch.inference_mode():
-        torch.onnx.export(Logits(model).eval(), tuple(sample[n] for n in names), str(raw),
-                          input_names=names, output_names=["logits"],
-                          dynamic_axes={**axes, "logits": {0: "batch"}}, opset_version=OPSET,
-                          dynamo=False)  # fmt: skip
-        optimized = optimizer.optimize_model(str(raw), model_type="bert", opt_level=1,
-                                             num_heads=int(model.config.num_attention_heads),
-                                             hidden_size=int(model.config.hidden_size))  # fmt: skip
-        fused = sorted(
-            {n.op_type for n in optimized.model.graph.node if n.domain == "com.microsoft"}
-        )
-        optimized.save_model_to_file(str(fp32))
-        raw.unlink()
-        kept = []
-        for node in onnx.load(str(fp32), load_external_data=False).graph.node:
-            if any(k in node.name for k in INT8_FP32_NODES):
-                kept.append(node.name)
-                if node.op_type == "Gemm":  # quantize_dynamic turns a Gemm into <name>_MatMul + Add
-                    kept.append(f"{node.name}_MatMul")
-        # the fused com.microsoft operators defeat ONNX shape inference: their outputs are fp32
-        quantize_dynamic(str(fp32), str(int8), per_channel=True, weight_type=QuantType.QInt8,
-                         nodes_to_exclude=kept,
-                         extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})  # fmt: skip
+    previous = logging.root.manager.disable
+    logging.disable(logging.WARNING)
+    try:
+        with warnings.catch_warnings(action="ignore"), torch.inference_mode():
+            torch.onnx.export(Logits(model).eval(), tuple(sample[n] for n in names), str(raw),
+                              input_names=names, output_names=["logits"],
+                              dynamic_axes={**axes, "logits": {0: "batch"}}, opset_version=OPSET,
+                              dynamo=False)  # fmt: skip
+            optimized = optimizer.optimize_model(str(raw), model_type="bert", opt_level=1,
+                                                 num_heads=int(model.config.num_attention_heads),
+                                                 hidden_size=int(model.config.hidden_size))  # fmt: skip
+            fused = sorted(
+                {n.op_type for n in optimized.model.graph.node if n.domain == "com.microsoft"}
+            )
+            optimized.save_model_to_file(str(fp32))
+            raw.unlink()
+            kept = []
+            for node in onnx.load(str(fp32), load_external_data=False).graph.node:
+                if any(k in node.name for k in INT8_FP32_NODES):
+                    kept.append(node.name)
+                    if node.op_type == "Gemm":  # quantize_dynamic: a Gemm -> <name>_MatMul + Add
+                        kept.append(f"{node.name}_MatMul")
+            # the fused com.microsoft operators defeat ONNX shape inference: their outputs are fp32
+            quantize_dynamic(str(fp32), str(int8), per_channel=True, weight_type=QuantType.QInt8,
+                             nodes_to_exclude=kept,
+                             extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})  # fmt: skip
+    finally:
+        logging.disable(previous)
     record = {
         "weights_sha256": weights_sha256,
         "exporter": f"torch.onnx.export (TorchScript, dynamo=False), torch {torch.__version__}",
@@ -135,14 +118,12 @@ def export_variants(model, tokenizer, folder: str | Path, *, weights_sha256: str
         "onnxruntime": onnxruntime.__version__,
         "fused": fused,
         "int8": {
-            "method": "onnxruntime.quantization.quantize_dynamic",
-            "weights": "int8 per output channel",
-            "activations": "uint8 per tensor, at run time",
+            "method": "onnxruntime.quantization.quantize_dynamic: int8 weights per output "
+            "channel, uint8 activations per tensor at run time",
             "fp32_nodes": kept,
-        },  # fmt: skip
+        },
     }
     (folder / EXPORT_RECORD).write_text(json.dumps(record, indent=1))
-    return record
 
 
 class OrtClassifier:

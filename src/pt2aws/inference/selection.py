@@ -7,7 +7,6 @@ from __future__ import annotations
 import gc
 import json
 import logging
-import statistics
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -17,11 +16,10 @@ from pathlib import Path
 import torch
 
 from pt2aws.env.machine import cpu_name
-from pt2aws.inference.measure import compare_predictors, format_table, interleaved_throughput
+from pt2aws.inference.measure import compare_predictors, format_table
 from pt2aws.inference.variants import (
     COMPILED_VARIANTS,
     ORT_VARIANTS,
-    VARIANTS,
     Classifier,
     build_variant,
     load_fp32,
@@ -32,17 +30,15 @@ from pt2aws.metrics.agreement import AGREEMENT_TARGET, label_agreement
 
 logger = logging.getLogger(__name__)
 
-#: What ``auto`` times by default (``compile``'s one-off compile rarely pays back on a CPU).
-AUTO_CANDIDATES = ("eager", "bf16", "int8", "ort-fp32", "ort-int8")
+#: What ``auto`` weighs against eager, recorded at packaging and timed where it serves
+#: (``compile``'s one-off compile rarely pays back on a CPU).
+AUTO_CANDIDATES = ("bf16", "int8", "ort-fp32", "ort-int8")
 #: How much faster than eager another variant must be (a shared machine's run-to-run noise).
 MARGIN = 0.05
 #: Largest batch-1 median latency, as a multiple of eager's, that ``auto`` accepts.
 MAX_LATENCY_RATIO = 2.0
 #: Batch-1 calls and batch-32 rounds per candidate: medians a slow spell does not move.
 AUTO_LATENCY_CALLS, AUTO_REPEATS = 30, 5
-#: The two fastest are measured again when this close (fraction of samples/s).
-CLOSE = 0.10
-RECORDED_VARIANTS = ("int8", "bf16", "ort-fp32", "ort-int8")
 #: Validation texts the archive carries for the endpoint's start-up measurement.
 SAMPLE_TEXTS = 64
 
@@ -65,37 +61,6 @@ def fastest_agreeing(rows: Sequence[dict], min_agreement: float = AGREEMENT_TARG
     return max(good, key=lambda r: r["samples_per_s"])
 
 
-def pick_variant(rows: Sequence[dict], left_out: dict[str, str] | None = None) -> Choice:
-    """The ``auto`` rule: the fastest row at batch 32 with 99% agreement and a batch-1 p50 within
-    :data:`MAX_LATENCY_RATIO` of eager's, if :data:`MARGIN` faster than eager; the reason names
-    each row failing a test and each ``left_out`` variant, with why. ValueError: no eager row."""
-    eager = next((r for r in rows if r["variant"] == "eager"), None)
-    if eager is None:
-        raise ValueError("choosing a variant needs the eager row: it is the reference")
-    why = dict(left_out or {})
-    for r in rows:
-        if r is not eager and r["agreement"] < AGREEMENT_TARGET:
-            why[r["variant"]] = f"{r['agreement']:.1%} label agreement < {AGREEMENT_TARGET:.0%}"
-        elif r is not eager and r["p50_ms"] > MAX_LATENCY_RATIO * eager["p50_ms"]:
-            why[r["variant"]] = (
-                f"batch-1 p50 {r['p50_ms']:.1f} ms > {MAX_LATENCY_RATIO:g}x eager's "
-                f"{eager['p50_ms']:.1f} ms (medians of {min(r['calls'], eager['calls'])} calls)"
-            )
-    best = max((r for r in rows if r is not eager and r["variant"] not in why),
-               key=lambda r: r["samples_per_s"], default=None)  # fmt: skip
-    gain = best["samples_per_s"] / eager["samples_per_s"] if best else 0.0
-    if gain >= 1 + MARGIN:
-        choice = Choice(best["variant"], f"{gain:.2f}x eager's batch-32 throughput here, "
-                        f"{best['agreement']:.1%} label agreement (>= {AGREEMENT_TARGET:.0%})")  # fmt: skip
-    else:
-        other = f"; best other: {best['variant']} at {gain:.2f}x" if best else ""
-        choice = Choice("eager", f"no variant beats eager by {MARGIN:.0%} here{other}")
-    if why:
-        choice.reason += "; left out: " + "; ".join(f"{v} ({w})" for v, w in why.items())
-    choice.left_out = why
-    return choice
-
-
 @dataclass
 class Measured:
     """``rows`` (:func:`~.measure.compare_predictors`' plus ``setup_s``: build and first batch),
@@ -106,16 +71,34 @@ class Measured:
     built: dict[str, Classifier] = field(repr=False)
 
     def choice(self, left_out: dict[str, str] | None = None) -> Choice:
-        """:func:`pick_variant` on the rows; ``left_out`` and the skipped ones named."""
-        return pick_variant(self.rows, {**(left_out or {}), **self.skipped})
-
-    def keep_only(self, variant: str) -> Classifier:
-        """Free every built variant but ``variant`` (and Dynamo's graphs unless compiled)."""
-        self.built = {variant: self.built[variant]}
-        if variant not in COMPILED_VARIANTS:
-            torch._dynamo.reset()  # the losers' compiled graphs hold their weights
-        gc.collect()
-        return self.built[variant]
+        """The ``auto`` rule: the fastest row at batch 32 with 99% agreement and a batch-1 p50
+        within :data:`MAX_LATENCY_RATIO` of eager's, if :data:`MARGIN` faster than eager; the
+        reason names each row failing a test and each ``left_out`` or skipped variant, with why.
+        ValueError: no eager row."""
+        eager = next((r for r in self.rows if r["variant"] == "eager"), None)
+        if eager is None:
+            raise ValueError("choosing a variant needs the eager row: it is the reference")
+        why, others = {**(left_out or {}), **self.skipped}, [r for r in self.rows if r is not eager]
+        for r in others:
+            if r["agreement"] < AGREEMENT_TARGET:
+                why[r["variant"]] = f"{r['agreement']:.1%} label agreement < {AGREEMENT_TARGET:.0%}"
+            elif r["p50_ms"] > MAX_LATENCY_RATIO * eager["p50_ms"]:
+                calls = min(r["calls"], eager["calls"])
+                why[r["variant"]] = (f"batch-1 p50 {r['p50_ms']:.1f} ms > {MAX_LATENCY_RATIO:g}x "
+                                     f"eager's {eager['p50_ms']:.1f} ms (medians of {calls} calls)")  # fmt: skip
+        best = max((r for r in others if r["variant"] not in why),
+                   key=lambda r: r["samples_per_s"], default=None)  # fmt: skip
+        gain = best["samples_per_s"] / eager["samples_per_s"] if best else 0.0
+        if gain >= 1 + MARGIN:
+            choice = Choice(best["variant"], f"{gain:.2f}x eager's batch-32 throughput here, "
+                            f"{best['agreement']:.1%} label agreement (>= {AGREEMENT_TARGET:.0%})")  # fmt: skip
+        else:
+            other = f"; best other: {best['variant']} at {gain:.2f}x" if best else ""
+            choice = Choice("eager", f"no variant beats eager by {MARGIN:.0%} here{other}")
+        if why:
+            choice.reason += "; left out: " + "; ".join(f"{v} ({w})" for v, w in why.items())
+        choice.left_out = why
+        return choice
 
 
 def measure_variants(model, tokenizer, texts: Sequence[str], variants: Sequence[str], *,
@@ -124,7 +107,7 @@ def measure_variants(model, tokenizer, texts: Sequence[str], variants: Sequence[
                      budget_s: float | None = None, log: Callable[[str], None] | None = None,
                      ) -> Measured:  # fmt: skip
     """Build ``eager`` and ``variants`` from the fp32 ``model``, time them in rounds
-    (:func:`~.measure.compare_predictors`), the two fastest again when within :data:`CLOSE`.
+    (:func:`~.measure.compare_predictors`: the two fastest again when close).
     What cannot run or runs slowly (unless ``include_slow``) or fails to build is skipped with
     why (eager's failure raises); ``budget_s`` is shared equally, builds counted; ``log`` gets
     a line per build and per round."""
@@ -137,18 +120,17 @@ def measure_variants(model, tokenizer, texts: Sequence[str], variants: Sequence[
         try:
             module, call = build_variant(model, variant, device, keep_fp32=True,
                                          model_dir=model_dir, tokenizer=tokenizer)  # fmt: skip
-            built[variant] = Classifier(call, tokenizer, model.config, variant=variant,
-                                        module=module, device=device)  # fmt: skip
-            built[variant].predict_ids(texts[:32])  # compile and first-call costs
+            predictor = Classifier(call, tokenizer, model.config, variant=variant, module=module,
+                                   device=device)  # fmt: skip
+            predictor.predict_ids(texts[:32])  # compile and first-call costs
         except Exception as err:
             if variant == "eager":
                 raise
-            built.pop(variant, None)
             first = (str(err).strip().splitlines() or [""])[0][:200]
             skipped[variant] = f"failed to build here: {type(err).__name__}: {first}"
             logger.warning("variant %s left out: %s", variant, skipped[variant])
             continue
-        setup[variant] = time.perf_counter() - t0
+        built[variant], setup[variant] = predictor, time.perf_counter() - t0
         say(f"{variant}: built in {setup[variant]:.1f} s")
     say(f"timing {len(built)} variants: {latency_calls} batch-1 calls and {repeats} batch-32 "
         "passes each, in rounds" + (f"; {share:.0f} s each at most" if share else ""))  # fmt: skip
@@ -156,34 +138,27 @@ def measure_variants(model, tokenizer, texts: Sequence[str], variants: Sequence[
                               spent=setup, share_s=share, log=say)  # fmt: skip
     for row in rows:
         row["setup_s"] = setup[row["variant"]]
-    good = sorted((r for r in rows if r["agreement"] >= AGREEMENT_TARGET and not r["stopped"]
-                   and (share is None or r["seconds"] < share)), key=lambda r: -r["samples_per_s"])[:2]  # fmt: skip
-    if len(good) == 2 and good[0]["samples_per_s"] <= (1 + CLOSE) * good[1]["samples_per_s"]:
-        say(f"{good[0]['variant']} and {good[1]['variant']} within {CLOSE:.0%}: measured again")
-        fns = {r["variant"]: (lambda p=built[r["variant"]]: p.predict_ids(texts)) for r in good}
-        again = interleaved_throughput(fns, len(texts), repeats)
-        for row in good:
-            row["runs_samples_per_s"] += again[row["variant"]]["runs_samples_per_s"]
-            row["samples_per_s"] = statistics.median(row["runs_samples_per_s"])
     return Measured(rows, skipped, built)
 
 
 def choose_by_measurement(model, tokenizer, texts: Sequence[str], *, model_dir: str | None = None,
-                          candidates: Sequence[str] = AUTO_CANDIDATES, device=None,
-                          latency_calls: int = AUTO_LATENCY_CALLS, repeats: int = AUTO_REPEATS,
+                          candidates: Sequence[str] = AUTO_CANDIDATES, device="cpu",
                           left_out: dict[str, str] | None = None) -> tuple[Choice, Classifier]:  # fmt: skip
     """:func:`measure_variants` of ``candidates`` on ``texts`` (64-128 are plenty), then
-    :func:`pick_variant` (``left_out``: dropped beforehand, with why); the others are freed."""
-    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    :meth:`Measured.choice` (``left_out``: dropped beforehand, with why); the others are freed."""
     measured = measure_variants(model, tokenizer, texts, candidates, model_dir=model_dir,
-                                latency_calls=latency_calls, repeats=repeats, device=device,
-                                log=print)  # fmt: skip
+                                device=device, log=print)  # fmt: skip
     choice = measured.choice(left_out)
     print(format_table(measured.rows), f"auto: {choice.variant} ({choice.reason})", sep="\n")
-    return choice, measured.keep_only(choice.variant)
+    kept = measured.built.pop(choice.variant)
+    measured.built.clear()
+    if choice.variant not in COMPILED_VARIANTS:
+        torch._dynamo.reset()  # the losers' compiled graphs hold their weights
+    gc.collect()
+    return choice, kept
 
 
-def serving_variant(model_dir: str, model, requested: str, tokenizer=None) -> tuple:
+def serving_variant(model_dir: str, model, requested: str, tokenizer) -> tuple:
     """``(callable model, variant, reason)`` an endpoint serves (``PT2AWS_VARIANT``), from the
     fp32 model: ``auto`` measures ``variants.json``'s ``eligible`` (eager without it; ONNX ones
     without their files left out); a named one is built.
@@ -191,40 +166,37 @@ def serving_variant(model_dir: str, model, requested: str, tokenizer=None) -> tu
     Raises:
         ValueError: unknown, not runnable here (bf16 emulated included), ONNX files missing.
     """
-    record = Path(model_dir) / "variants.json"
-    if requested == "auto" and not record.is_file():
-        return model, "eager", "auto: the archive records no variant agreement (variants.json)"
-    if requested not in (*VARIANTS, "auto"):
-        raise ValueError(f"PT2AWS_VARIANT={requested!r}: use auto or one of {', '.join(VARIANTS)}")
-    wanted = json.loads(record.read_text())["eligible"] if requested == "auto" else [requested]
-    absent = {}
-    if set(wanted) & set(ORT_VARIANTS):
-        from pt2aws.inference.ort import onnx_files
-
-        try:
-            onnx_files(model_dir)
-        except FileNotFoundError as err:
-            absent = {v: str(err) for v in wanted if v in ORT_VARIANTS}
     if requested == "auto":
-        from transformers import AutoTokenizer
+        record = Path(model_dir) / "variants.json"
+        if not record.is_file():
+            return model, "eager", "auto: the archive records no variant agreement (variants.json)"
+        saved, absent = json.loads(record.read_text()), {}
+        if set(saved["eligible"]) & set(ORT_VARIANTS):
+            from pt2aws.inference.ort import onnx_files
 
-        tokenizer = tokenizer or AutoTokenizer.from_pretrained(model_dir)
+            try:
+                onnx_files(model_dir)
+            except FileNotFoundError as err:
+                absent = {v: str(err) for v in saved["eligible"] if v in ORT_VARIANTS}
         choice, kept = choose_by_measurement(
-            model, tokenizer, json.loads(record.read_text())["sample"], model_dir=model_dir,
-            candidates=[v for v in wanted if v not in absent], device="cpu", left_out=absent,
+            model, tokenizer, saved["sample"], model_dir=model_dir, device="cpu", left_out=absent,
+            candidates=[v for v in saved["eligible"] if v not in absent],
         )  # fmt: skip
         return kept.model, choice.variant, f"auto, measured at start-up: {choice.reason}"
     slow = require_variant(requested, "cpu", name="PT2AWS_VARIANT=")
-    if absent or (slow and requested == "bf16"):  # bf16 emulated: refused, not slow
-        raise ValueError(f"PT2AWS_VARIANT={requested}: {absent.get(requested, slow)}")
+    if slow and requested == "bf16":  # bf16 emulated: refused, not slow
+        raise ValueError(f"PT2AWS_VARIANT=bf16: {slow}")
     if slow:
         print(f"pt2aws handler: PT2AWS_VARIANT={requested}: {slow}", flush=True)
-    call = build_variant(model, requested, "cpu", model_dir=model_dir)[1]
+    try:
+        call = build_variant(model, requested, "cpu", model_dir=model_dir)[1]
+    except FileNotFoundError as err:  # an ONNX variant packaged without its files
+        raise ValueError(f"PT2AWS_VARIANT={requested}: {err}") from None
     return call, requested, "PT2AWS_VARIANT"
 
 
 def variant_report(model_dir: str, validation_texts: Sequence[str],
-                   variants: Sequence[str] = RECORDED_VARIANTS, *, sample: int = SAMPLE_TEXTS,
+                   variants: Sequence[str] = AUTO_CANDIDATES, *, sample: int = SAMPLE_TEXTS,
                    measured: str | Path | None = None) -> dict:  # fmt: skip
     """``variants.json``: ``{"target", "texts", "agreement": {variant: float}, "source",
     "eligible", "sample", "measured_on"[, "onnx"]}``, each variant's label agreement with fp32
@@ -237,27 +209,21 @@ def variant_report(model_dir: str, validation_texts: Sequence[str],
     if not texts:
         raise ValueError("variant_report needs validation texts (the split is empty)")
     record = json.loads(Path(measured).read_text()) if measured and Path(measured).is_file() else {}
-    known = {}
-    if record.get("agreement_texts", {}).get("count") == len(validation_texts):
-        known = {
-            r["variant"]: r["agreement"] for r in record["variants"] if r["variant"] in variants
-        }
+    same_texts = record.get("agreement_texts", {}).get("count") == len(validation_texts)
+    known = {r["variant"]: r["agreement"] for r in record.get("variants", [])
+             if same_texts and r["variant"] in variants}  # fmt: skip
     model, tokenizer = load_fp32(model_dir)
     todo = [v for v in variants if v not in known]
     reference = Classifier(model, tokenizer, model.config).predict_ids(texts) if todo else None
-    agreement = {}
-    for variant in variants:
-        if variant in known:
-            agreement[variant] = round(known[variant], 6)
-            continue
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
+    for variant in todo:
+        with warnings.catch_warnings(action="ignore"):
             module, _ = build_variant(model, variant, keep_fp32=True, model_dir=model_dir,
                                       tokenizer=tokenizer)  # fmt: skip
         labels = Classifier(module, tokenizer, model.config).predict_ids(texts)
-        agreement[variant] = round(label_agreement(reference, labels), 6)
+        known[variant] = label_agreement(reference, labels)
+    agreement = {v: round(known[v], 6) for v in variants}
     report = {"target": AGREEMENT_TARGET, "texts": len(texts), "agreement": agreement,
-              "source": {v: "notebook 02" if v in known else "measured here" for v in variants},
+              "source": {v: "measured here" if v in todo else "notebook 02" for v in variants},
               "eligible": [v for v, a in agreement.items() if a >= AGREEMENT_TARGET],
               "sample": texts[:sample], "measured_on": cpu_name()}  # fmt: skip
     if set(variants) & set(ORT_VARIANTS):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import importlib.util
 import warnings
 from collections.abc import Sequence
 
@@ -51,26 +52,24 @@ def compiler_missing() -> str | None:
     )
 
 
-def variant_support(variant: str, device: torch.device | str = "cpu") -> tuple[bool, str]:
-    """``(can run on device, why)``, fast or not (:func:`slow_here`); ValueError if unknown."""
+def cannot_run(variant: str, device="cpu", name: str = "variant ") -> str | None:
+    """Why ``variant`` cannot run on ``device`` (None: it can, fast or not: :func:`slow_here`);
+    ValueError ``{name}{variant!r}`` if unknown."""
     if variant not in VARIANTS:
-        raise ValueError(f"variant {variant!r}: choose one of {', '.join(VARIANTS)} or auto")
+        raise ValueError(f"{name}{variant!r}: choose one of {', '.join(VARIANTS)} or auto")
     device = torch.device(device)
     if device.type == "cuda":
         if variant == "bf16" and not torch.cuda.is_bf16_supported():
-            return False, f"{torch.cuda.get_device_name(device)} lacks bf16 (needs Ampere+)"
-        if variant.startswith("int8"):
-            return False, "int8 dynamic quantization runs on CPU only: use bf16 on GPU"
+            return f"{torch.cuda.get_device_name(device)} lacks bf16 (needs Ampere+)"
+        if variant == "int8":
+            return "int8 dynamic quantization runs on CPU only: use bf16 on GPU"
         if variant in ORT_VARIANTS:
-            return False, "the ONNX Runtime variants run on ONNX Runtime's CPU provider only"
-    elif variant in ORT_VARIANTS:
-        from pt2aws.inference.ort import onnxruntime_missing
-
-        if onnxruntime_missing():
-            return False, onnxruntime_missing()
-    elif variant in COMPILED_VARIANTS and compiler_missing():
-        return False, compiler_missing()
-    return True, f"{variant} runs on {device.type}"
+            return "the ONNX Runtime variants run on ONNX Runtime's CPU provider only"
+    elif variant in ORT_VARIANTS and importlib.util.find_spec("onnxruntime") is None:
+        return "onnxruntime is not installed (pip install onnxruntime; the serving image has it)"
+    elif variant in COMPILED_VARIANTS:
+        return compiler_missing()
+    return None
 
 
 def slow_here(variants: Sequence[str], device: torch.device | str = "cpu") -> dict[str, str]:
@@ -93,8 +92,7 @@ def require_variant(
 ) -> str | None:
     """Why ``variant`` runs slowly on ``device`` (None: it does not); ValueError
     ``{name}{variant}: why`` where it is unknown or cannot run there."""
-    ok, why = variant_support(variant, device)
-    if not ok:
+    if why := cannot_run(variant, device, name):
         raise ValueError(f"{name}{variant}: {why}")
     return slow_here([variant], device).get(variant)
 
@@ -105,13 +103,9 @@ def runnable_variants(
     """``variants`` (order kept, once each) split into those to build here and ``{variant: why}``
     for those that cannot run and, unless ``include_slow``, run slowly."""
     variants = list(dict.fromkeys(variants))
-    left_out = {} if include_slow else slow_here(variants, device)
-    for variant in variants:
-        ok, why = variant_support(variant, device)
-        if not ok:
-            left_out[variant] = why
-    kept = [v for v in variants if v not in left_out]
-    return kept, {v: left_out[v] for v in variants if v in left_out}
+    why = {} if include_slow else slow_here(variants, device)
+    why |= {v: reason for v in variants if (reason := cannot_run(v, device))}
+    return [v for v in variants if v not in why], {v: why[v] for v in variants if v in why}
 
 
 def load_fp32(model_dir: str):

@@ -27,25 +27,16 @@ from http import HTTPStatus
 
 import torch
 
-try:  # inside the SageMaker container: the toolkit turns it into a 4xx
-    from sagemaker_inference.errors import GenericInferenceToolkitError
+try:  # inside the SageMaker container the toolkit answers a BaseInferenceToolkitError with its
+    # status, message and phrase; it decodes JSON/CSV as UTF-8 before input_fn and answers bad
+    # bytes with a 500 (sagemaker_inference 1.10.1 transformer.py): emptying its list hands
+    # input_fn the bytes
+    from sagemaker_inference import content_types as _toolkit_types
+    from sagemaker_inference.errors import BaseInferenceToolkitError as _ToolkitError
+
+    _toolkit_types.UTF8_TYPES[:] = []
 except ImportError:
-
-    class GenericInferenceToolkitError(Exception):
-        """Same shape as ``sagemaker_inference.errors.GenericInferenceToolkitError``."""
-
-        def __init__(self, status_code, message=None, phrase=None):
-            self.status_code, self.message, self.phrase = status_code, message, phrase
-            super().__init__(status_code, message, phrase)
-
-
-try:  # the toolkit decodes JSON/CSV as UTF-8 before input_fn and answers bad bytes with a 500
-    # (sagemaker_inference 1.10.1 transformer.py); emptying its list hands input_fn the bytes
-    from sagemaker_inference import content_types as _toolkit_content_types
-
-    _toolkit_content_types.UTF8_TYPES[:] = []
-except ImportError:
-    pass
+    _ToolkitError = Exception
 
 JSON, CSV, TEXT = "application/json", "text/csv", "text/plain"
 MAX_BATCH = 64
@@ -58,12 +49,13 @@ OFFSET_POSITION_MODELS = ("roberta", "xlm-roberta", "camembert", "longformer")
 choose_variant = None
 
 
-class ClientError(GenericInferenceToolkitError):
-    """A client mistake, answered as HTTP ``status`` (400 body, 406 Accept, 413 too many texts,
-    415 Content-Type) with ``message``."""
+class ClientError(_ToolkitError):
+    """A client mistake, answered as HTTP ``status_code`` (400 body, 406 Accept, 413 too many
+    texts, 415 Content-Type) with ``message``."""
 
     def __init__(self, status: int, message: str):
-        super().__init__(status, message, HTTPStatus(status).phrase)
+        self.status_code, self.message, self.phrase = status, message, HTTPStatus(status).phrase
+        Exception.__init__(self, status, message, self.phrase)
 
     def __str__(self) -> str:
         return self.message
@@ -95,14 +87,6 @@ def _decode(body: bytes, content_type: str | None) -> str:
     except (LookupError, UnicodeError, ValueError) as err:  # unknown, or idna/punycode
         why = f"request body cannot be read as {charset!r} ({err}); send UTF-8"
         raise ClientError(400, why) from None
-
-
-def max_batch() -> int:
-    """``PT2AWS_MAX_BATCH`` (texts per request), default 64; ValueError if not a positive int."""
-    raw = os.environ.get("PT2AWS_MAX_BATCH", str(MAX_BATCH))
-    if not raw.strip().isdigit() or int(raw) < 1:
-        raise ValueError(f"PT2AWS_MAX_BATCH={raw!r}: set a positive integer, e.g. 64")
-    return int(raw)
 
 
 def max_tokens(config, tokenizer=None) -> int:
@@ -192,8 +176,10 @@ def input_fn(input_data, content_type, context=None) -> list[str]:
     for i, item in enumerate(texts):  # a JSON "\ud800" escape: no tokenizer reads it
         if bad := re.search("[\ud800-\udfff]", item):
             raise ClientError(400, f"text {i}: unpaired surrogate {bad[0]!r}; send valid Unicode")
-    limit = max_batch()
-    if len(texts) > limit:
+    limit = os.environ.get("PT2AWS_MAX_BATCH", str(MAX_BATCH)).strip()
+    if not limit.isdigit() or int(limit) < 1:  # the server's setting: a 500
+        raise ValueError(f"PT2AWS_MAX_BATCH={limit!r}: set a positive integer, e.g. 64")
+    if len(texts) > int(limit):
         too_many = f"{len(texts)} texts in one request; the limit is {limit} (PT2AWS_MAX_BATCH)"
         raise PayloadTooLargeError(f"{too_many}: split the batch")
     return texts

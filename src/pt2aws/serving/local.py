@@ -136,8 +136,8 @@ def compare_with_handler(model_dir: str | Path, workdir: str | Path, texts: list
                          start: bool = True, latency_calls: int = 10) -> dict:  # fmt: skip
     """Send each kind of request (JSON, CSV, plain text, a 415 and a 400) to our server on
     127.0.0.1 and to the handler in this process, then time ``latency_calls`` one-text requests:
-    ``{"answers", "matches_in_process", "startup_s", "stopped", latency_summary's keys,
-    "requests_per_s"}``, or ``{"answers": [], "skipped": why}``."""
+    ``{"answers", "matches_in_process", "stopped", latency_summary's keys}``, or
+    ``{"answers": [], "skipped": why}``."""
     from pt2aws.inference.measure import latency_summary, time_calls
 
     why = server_missing() if start else "START_SERVER is False"
@@ -162,8 +162,7 @@ def compare_with_handler(model_dir: str | Path, workdir: str | Path, texts: list
         one = json.dumps({"inputs": texts[0]})
         seconds = time_calls(lambda: server.invoke(one), latency_calls)
     check = {"answers": answers, "matches_in_process": all(a["same_as_in_process"] for a in answers),
-             "startup_s": server.startup_s, "stopped": not server.running,
-             **latency_summary(seconds), "requests_per_s": len(seconds) / sum(seconds)}  # fmt: skip
+             "stopped": not server.running, **latency_summary(seconds)}  # fmt: skip
     print(f"same answers as in-process: {check['matches_in_process']}; request p50 "
           f"{check['p50_ms']:.1f} ms; stopped: {check['stopped']}")  # fmt: skip
     return check

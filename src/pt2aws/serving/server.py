@@ -1,11 +1,9 @@
 """The serving image's model server: the SageMaker hosting contract on Starlette + uvicorn.
-
 ``<image> serve`` runs the archive's ``code/inference.py`` (else :mod:`pt2aws.serving.handler`)
 with TorchServe's statuses, first body lines and content types (``tests/contract`` checks both).
 ``/ping`` is 200 once a warm-up request answered; a worker whose model fails to load exits 3,
 stopping the server. ``SAGEMAKER_MODEL_SERVER_WORKERS`` processes (default one per vCPU), one
-request at a time each; ``code/requirements.txt`` is checked, never installed.
-"""
+request at a time each; ``code/requirements.txt`` is checked, never installed."""
 
 from __future__ import annotations
 
@@ -36,8 +34,6 @@ HEALTHY_BODY = b'{\n  "status": "Healthy"\n}\n'
 STARTUP_FAILURE = 3
 #: Seconds a request waits for a worker still loading (SageMaker allows 60 s per request).
 LOAD_WAIT_S = 55.0
-WARMUP_REQUEST = (b'{"inputs": ["warm up"]}', "application/json", "application/json")
-ERROR_CONTENT_TYPE = "text/plain; charset=utf-8"
 
 
 class Reply(NamedTuple):
@@ -49,14 +45,7 @@ class Reply(NamedTuple):
 
     @classmethod
     def error(cls, status: int, message: str) -> Reply:
-        return cls(status, f"{message}\n".encode(), ERROR_CONTENT_TYPE)
-
-
-def resolve_model_dir(model_dir: str | os.PathLike | None = None) -> Path:
-    """``model_dir``, else ``PT2AWS_MODEL_DIR``, else ``$SAGEMAKER_BASE_DIR/model`` (``/opt/ml``)."""
-    if model_dir or os.environ.get("PT2AWS_MODEL_DIR"):
-        return Path(model_dir or os.environ["PT2AWS_MODEL_DIR"])
-    return Path(os.environ.get("SAGEMAKER_BASE_DIR", "/opt/ml")) / "model"
+        return cls(status, f"{message}\n".encode(), "text/plain; charset=utf-8")
 
 
 def unmet_requirements(path: str | os.PathLike) -> list[str]:
@@ -122,19 +111,17 @@ class ModelService:
 
     def load(self) -> None:
         """Import the handler, check ``code/requirements.txt``, ``model_fn``, ``model_warmup_fn``
-        if any and a warm-up request, then :attr:`ready`. RuntimeError: the warm-up was not a 200.
-        """
+        if any and a warm-up request, then :attr:`ready`; RuntimeError: the warm-up was no 200."""
         t0 = time.perf_counter()
         requirements = self.model_dir / "code" / "requirements.txt"
-        unmet = unmet_requirements(requirements) if requirements.is_file() else []
-        if unmet:
+        if unmet := unmet_requirements(requirements) if requirements.is_file() else []:
             logger.warning("%s not satisfied by this image, not installed: %s", requirements,
                            "; ".join(unmet))  # fmt: skip
         self.handler = load_handler(self.model_dir)
         self.model = _call(self.handler.model_fn, str(self.model_dir))
         if hasattr(self.handler, "model_warmup_fn"):
             _call(self.handler.model_warmup_fn, str(self.model_dir), self.model)
-        reply = self.invoke(*WARMUP_REQUEST)
+        reply = self.invoke(b'{"inputs": ["warm up"]}', "application/json", "application/json")
         if reply.status != 200:
             raise RuntimeError(f"warm-up request answered {reply.status}: {reply.body[:500]!r}")
         self.load_s, self.ready = time.perf_counter() - t0, True
@@ -238,13 +225,6 @@ def max_request_bytes() -> int:
     return DEFAULT_MAX_REQUEST_BYTES if mb is None else mb * 1024 * 1024
 
 
-def worker_count(workers: int | None = None) -> int:
-    """``workers``, else ``SAGEMAKER_MODEL_SERVER_WORKERS``, else one per vCPU."""
-    from pt2aws.env.machine import available_cpus
-
-    return workers or _positive("SAGEMAKER_MODEL_SERVER_WORKERS", available_cpus())
-
-
 def _exit_startup_failure(err: BaseException) -> None:
     logger.critical("stopping: the model failed to load (%s: %s)", type(err).__name__, err)
     logging.shutdown()
@@ -258,10 +238,10 @@ def _configure_logging() -> None:
 
 
 def app_from_environment():
-    """uvicorn's app factory in each worker (model from :func:`resolve_model_dir`)."""
+    """uvicorn's app factory in each worker (the model in ``PT2AWS_MODEL_DIR``, set by :func:`main`)."""
     _configure_logging()
     accept = os.environ.get("SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT", "application/json")
-    service = ModelService(resolve_model_dir(), default_accept=accept)
+    service = ModelService(os.environ["PT2AWS_MODEL_DIR"], default_accept=accept)
     return create_app(service, max_request_bytes=max_request_bytes(),
                       on_load_failure=_exit_startup_failure)  # fmt: skip
 
@@ -273,27 +253,31 @@ def main(argv: list[str] | None = None) -> int:
         print("this image serves SageMaker real-time inference: run it as `<image> serve` "
               f"(got {' '.join(argv) or 'no command'!r})", file=sys.stderr)  # fmt: skip
         return 2
+    from pt2aws.env.machine import available_cpus
+
+    base = Path(os.environ.get("SAGEMAKER_BASE_DIR", "/opt/ml"))
     parser = argparse.ArgumentParser(prog="python -m pt2aws.serving.server serve")
     parser.add_argument("--host", default="0.0.0.0")
     parser.add_argument("--port", type=int, default=None, help="0: a free port")
-    parser.add_argument("--model-dir", default=None, help="default: /opt/ml/model")
+    parser.add_argument("--model-dir", type=Path, help="default: PT2AWS_MODEL_DIR, /opt/ml/model",
+                        default=os.environ.get("PT2AWS_MODEL_DIR") or base / "model")  # fmt: skip
     parser.add_argument("--workers", type=int, default=None)
     args = parser.parse_args(argv[1:])
     _configure_logging()
     try:
-        workers = worker_count(args.workers)
+        workers = args.workers or _positive("SAGEMAKER_MODEL_SERVER_WORKERS", available_cpus())
         port = _positive("SAGEMAKER_BIND_TO_PORT", DEFAULT_PORT) if args.port is None else args.port
         max_request_bytes()  # validated once, not in every worker
-        if not (model_dir := resolve_model_dir(args.model_dir).resolve()).is_dir():
+        if not (model_dir := Path(args.model_dir).resolve()).is_dir():
             raise ValueError(f"model folder {model_dir} does not exist (SageMaker extracts "
                              "model.tar.gz to /opt/ml/model; locally pass --model-dir)")  # fmt: skip
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    from pt2aws.inference.runtime import set_runtime_environment
+    from pt2aws.inference.runtime import apply_runtime_settings
 
     os.environ["PT2AWS_MODEL_DIR"] = str(model_dir)  # the workers read it
-    set_runtime_environment(workers)  # before the workers import torch
+    apply_runtime_settings(workers, torch_threads=False)  # before the workers import torch
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # its threads fight OpenMP's
 
     import uvicorn

@@ -117,11 +117,9 @@ def test_emulated_arm64_ignores_the_hosts_cpuinfo(tmp_path, monkeypatch):
 
 
 def test_bf16_int8_and_runtime_decisions_follow_cpu_features(monkeypatch):
-    import platform
-
     import torch
 
-    from pt2aws.inference.runtime import runtime_settings
+    from pt2aws.inference.runtime import apply_runtime_settings
     from pt2aws.inference.variants import runnable_variants
     from pt2aws.train.flags import choose_bf16
 
@@ -135,11 +133,12 @@ def test_bf16_int8_and_runtime_decisions_follow_cpu_features(monkeypatch):
 
     g3 = features_from("aarch64", hardware_from_auxv(*GRAVITON3), environ={}, model="G3")
     monkeypatch.setattr(env, "cpu_features", lambda: g3)
-    monkeypatch.setattr(platform, "machine", lambda: "aarch64")
-    assert runtime_settings()["env"]["DNNL_DEFAULT_FPMATH_MODE"] == "BF16"
+    monkeypatch.setattr(os, "environ", {})  # what it sets is undone afterwards
+    assert apply_runtime_settings(torch_threads=False)["env"]["DNNL_DEFAULT_FPMATH_MODE"] == "BF16"
     g2 = features_from("aarch64", hardware_from_auxv(*GRAVITON2), environ={}, model="G2")
     monkeypatch.setattr(env, "cpu_features", lambda: g2)
-    assert "DNNL_DEFAULT_FPMATH_MODE" not in runtime_settings()["env"]
+    monkeypatch.setattr(os, "environ", {})
+    assert "DNNL_DEFAULT_FPMATH_MODE" not in apply_runtime_settings(torch_threads=False)["env"]
 
 
 def test_caps_reach_torch_in_a_fresh_process():

@@ -47,7 +47,7 @@ def loads(monkeypatch):
 
 
 def test_candidates_are_built_from_the_loaded_model_which_stays_fp32_and_losers_are_freed(
-    smoke_model_dir, loads
+    smoke_model_dir, loads, monkeypatch
 ):
     model, tokenizer = load_fp32(str(smoke_model_dir))
     before = {k: v.clone() for k, v in model.state_dict().items()}
@@ -61,20 +61,22 @@ def test_candidates_are_built_from_the_loaded_model_which_stays_fp32_and_losers_
     assert all(
         after[k].dtype == torch.float32 and torch.equal(after[k], v) for k, v in before.items()
     )
-    losers = [weakref.ref(measured.built["bf16"].module)]
-    kept = measured.keep_only("eager")
+    loser = weakref.ref(measured.built["bf16"].module)
+    measured.rows[1]["agreement"] = 0.0  # bf16 left out: auto keeps eager and frees bf16
+    monkeypatch.setattr(selection, "measure_variants", lambda *args, **kwargs: measured)
+    choice, kept = selection.choose_by_measurement(model, tokenizer, TEXTS[:8])
     gc.collect()
-    assert kept.module is model and kept.model is model
-    assert [ref() for ref in losers] == [None] and list(measured.built) == ["eager"]
+    assert choice.variant == "eager" and kept.module is model and kept.model is model
+    assert loser() is None and measured.built == {}
 
 
 def test_predictor_auto_loads_the_model_once(smoke_model_dir, loads, monkeypatch):
     from pt2aws.inference import predictor as predictor_module
 
-    few = functools.partial(
-        selection.choose_by_measurement, candidates=CANDIDATES, latency_calls=3, repeats=1
-    )
+    few = functools.partial(selection.choose_by_measurement, candidates=CANDIDATES)
     monkeypatch.setattr(predictor_module, "choose_by_measurement", few)
+    quick = functools.partial(selection.measure_variants, latency_calls=3, repeats=1)
+    monkeypatch.setattr(selection, "measure_variants", quick)
     predictor = predictor_module.Predictor(
         str(smoke_model_dir), variant="auto", auto_texts=TEXTS[:8]
     )
@@ -95,8 +97,8 @@ def test_endpoint_auto_loads_the_model_once(smoke_model_dir, loads, tmp_path, mo
     (model_dir / "variants.json").write_text(json.dumps(record))
     monkeypatch.setenv("PT2AWS_VARIANT", "auto")
     monkeypatch.setattr(handler, "choose_variant", selection.serving_variant)  # as the server does
-    few = functools.partial(selection.choose_by_measurement, latency_calls=3, repeats=1)
-    monkeypatch.setattr(selection, "choose_by_measurement", few)
+    few = functools.partial(selection.measure_variants, latency_calls=3, repeats=1)
+    monkeypatch.setattr(selection, "measure_variants", few)
     loaded = handler.model_fn(str(model_dir))
     assert len(loads) == 1  # model_fn's own load; the candidates are built from it
     assert loaded["variant"] in ("eager", "bf16")

@@ -84,6 +84,22 @@ def test_a_predictor_that_reaches_its_share_stops_with_what_it_measured(clock):
     assert by["slow"]["seconds"] == pytest.approx(9.0 + 1.6 + 0.05 + 3 * 0.05 + 1.6, abs=0.1)
 
 
+def test_the_two_fastest_are_measured_again_when_close(clock):
+    """Within 10%: ``repeats`` more passes each, pooled with the first (a noisy pass decides less)."""
+    texts = ["a"] * 32
+    eager, bf16, int8 = Fake(clock, 0.01), Fake(clock, 0.0095), Fake(clock, 0.001, label=0)
+    lines = []
+    rows = measure.compare_predictors({"eager": eager, "bf16": bf16, "int8": int8}, texts,
+                                      latency_calls=2, repeats=3, log=lines.append)  # fmt: skip
+    by = {r["variant"]: r for r in rows}
+    assert "bf16 and eager within 10%: measured again" in lines  # int8 disagrees: not a candidate
+    assert len(by["bf16"]["runs_samples_per_s"]) == len(by["eager"]["runs_samples_per_s"]) == 6
+    assert len(by["int8"]["runs_samples_per_s"]) == 3 and by["bf16"]["stopped"] is None
+    apart = measure.compare_predictors({"eager": eager, "fast": Fake(clock, 0.005)}, texts,
+                                       latency_calls=2, repeats=3)  # fmt: skip
+    assert [len(r["runs_samples_per_s"]) for r in apart] == [3, 3]
+
+
 def test_time_calls(clock):
     fake = Fake(clock, 0.5)
     assert measure.time_calls(lambda: fake.predict_ids(["x"]), 3) == [0.5, 0.5, 0.5]

@@ -92,15 +92,14 @@ def test_predictor_serves_ort_int8(exported):
 def test_ort_support_reasons(monkeypatch):
     import importlib.util
 
-    from pt2aws.inference.variants import variant_support
+    from pt2aws.inference.variants import cannot_run
 
-    assert variant_support("ort-int8", "cpu")[0]
+    assert cannot_run("ort-int8", "cpu") is None
     real = importlib.util.find_spec
     monkeypatch.setattr(
         importlib.util, "find_spec", lambda name: None if name == "onnxruntime" else real(name)
     )
-    ok, why = variant_support("ort-int8", "cpu")
-    assert not ok and "onnxruntime is not installed" in why
+    assert "onnxruntime is not installed" in cannot_run("ort-int8", "cpu")
 
 
 def test_archive_records_ort_agreement_ships_the_files_and_serves_them(

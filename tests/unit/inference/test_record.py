@@ -23,11 +23,11 @@ def _measured():
 
 def _record(**overrides):
     metrics = {"accuracy": 0.86, "f1": 0.85, "f1_per_class": {"negative": 0.84, "positive": 0.86},
-               "confusion_matrix": [[5, 1], [1, 5]], "num_examples": 12}  # fmt: skip
+               "confusion_matrix": [[5, 1], [1, 5]], "num_examples": 12,
+               "majority_baseline_accuracy": 0.5}  # fmt: skip
     measured = _measured()
     kwargs = dict(
         test_metrics=metrics,
-        majority_baseline=0.5,
         measured=measured,
         auto=measured.choice(),
         agreement_texts=256,
@@ -56,16 +56,13 @@ def test_the_record_has_every_key_and_the_best_variants_figures():
         assert f"``{key}``" in record.inference_record.__doc__
 
 
-def test_bf16_fast_math_is_recorded():
-    from pt2aws.inference.runtime import fp32_matmul_mode
-
+def test_bf16_fast_math_is_recorded(monkeypatch):
     rec = _record(runtime={"env": {"DNNL_DEFAULT_FPMATH_MODE": "BF16", "OMP_NUM_THREADS": "4"}})
     assert rec["fp32_matmul"] == "bf16 (DNNL_DEFAULT_FPMATH_MODE=BF16)"
-    assert (
-        fp32_matmul_mode({"ONEDNN_DEFAULT_FPMATH_MODE": "any"})
-        == "bf16 (ONEDNN_DEFAULT_FPMATH_MODE=ANY)"
-    )
-    assert fp32_matmul_mode({"DNNL_DEFAULT_FPMATH_MODE": "STRICT"}) == "fp32"
+    monkeypatch.setenv("ONEDNN_DEFAULT_FPMATH_MODE", "any")  # set before the kernel started
+    assert _record(runtime={})["fp32_matmul"] == "bf16 (ONEDNN_DEFAULT_FPMATH_MODE=ANY)"
+    monkeypatch.setenv("ONEDNN_DEFAULT_FPMATH_MODE", "STRICT")
+    assert _record(runtime={"env": {"DNNL_DEFAULT_FPMATH_MODE": "STRICT"}})["fp32_matmul"] == "fp32"
 
 
 def test_cost_table_and_report_read_the_record(tmp_path):

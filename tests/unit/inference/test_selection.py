@@ -13,10 +13,14 @@ from support.texts import TEXTS
 
 from pt2aws import env
 from pt2aws.inference import selection, variants
-from pt2aws.inference.selection import fastest_agreeing, pick_variant
+from pt2aws.inference.selection import Measured, fastest_agreeing
 
 #: A CPU with native bf16 and no int8 dot products: bf16 is timed, torchao int8 left out.
 BF16_NO_VNNI = fake_cpu("bf16 x86", "x86_64", {"avx2", "avx512f", "avx512_bf16"})
+
+
+def pick_variant(rows, left_out=None):
+    return Measured(rows, {}, {}).choice(left_out)
 
 
 def _row(variant, sps, agreement=1.0, p50=2.0, calls=30):
@@ -67,34 +71,6 @@ def test_the_reason_names_every_candidate_left_out_and_why():
     assert pick_variant(rows).variant == "int8"
 
 
-def test_auto_measures_close_candidates_again(smoke_model_dir, monkeypatch):
-    """Two candidates within 10%: a second set of rounds decides, pooled with the first."""
-
-    def fake_compare(predictors, texts, **kwargs):
-        first = {"eager": 100.0, "bf16": 106.0}
-        return [{**_row(n, first[n]), "stopped": None, "seconds": 1.0,
-                 "runs_samples_per_s": [first[n]]} for n in predictors]  # fmt: skip
-
-    def fake_again(fns, n, repeats):
-        return {
-            name: {"runs_samples_per_s": [100.0 if name == "eager" else 130.0] * repeats}
-            for name in fns
-        }
-
-    monkeypatch.setattr(selection, "compare_predictors", fake_compare)
-    monkeypatch.setattr(selection, "interleaved_throughput", fake_again)
-    monkeypatch.setattr(env, "cpu_features", BF16_NO_VNNI)
-    model, tokenizer = variants.load_fp32(str(smoke_model_dir))
-    lines = []
-    measured = selection.measure_variants(model, tokenizer, TEXTS[:4], ["bf16"], repeats=3,
-                                          log=lines.append)  # fmt: skip
-    rows = {r["variant"]: r for r in measured.rows}
-    assert "bf16 and eager within 10%: measured again" in lines
-    assert rows["bf16"]["runs_samples_per_s"] == [106.0, 130.0, 130.0, 130.0]
-    assert rows["bf16"]["samples_per_s"] == 130.0 and rows["eager"]["samples_per_s"] == 100.0
-    assert lines[0].startswith("eager: built in ") and lines[1].startswith("bf16: built in ")
-
-
 def test_measure_variants_times_what_runs_here_and_reports_each_line(
     smoke_model_dir, monkeypatch, capsys
 ):
@@ -143,22 +119,22 @@ def test_auto_skips_a_candidate_that_fails_to_build(smoke_model_dir, monkeypatch
 
 
 def test_a_named_compiled_variant_is_refused_at_start_with_the_reason(no_compiler, smoke_model_dir):
-    model, _ = variants.load_fp32(str(smoke_model_dir))
+    model, tokenizer = variants.load_fp32(str(smoke_model_dir))
     with pytest.raises(ValueError, match="PT2AWS_VARIANT=int8: torch.compile on a CPU needs"):
-        selection.serving_variant(str(smoke_model_dir), model, "int8")
+        selection.serving_variant(str(smoke_model_dir), model, "int8", tokenizer)
     with pytest.raises(ValueError, match="PT2AWS_VARIANT='fp4'"):
-        selection.serving_variant(str(smoke_model_dir), model, "fp4")
+        selection.serving_variant(str(smoke_model_dir), model, "fp4", tokenizer)
 
 
 def test_a_named_bf16_is_refused_where_emulated_and_int8_served_saying_it_is_slow(
     smoke_model_dir, monkeypatch, capsys
 ):
     monkeypatch.setattr(env, "cpu_features", OLD_X86)
-    model, _ = variants.load_fp32(str(smoke_model_dir))
+    model, tokenizer = variants.load_fp32(str(smoke_model_dir))
     with pytest.raises(ValueError, match=r"PT2AWS_VARIANT=bf16: no native bf16 \(old x86 has no"):
-        selection.serving_variant(str(smoke_model_dir), model, "bf16")
+        selection.serving_variant(str(smoke_model_dir), model, "bf16", tokenizer)
     monkeypatch.setattr(variants, "compiler_missing", lambda: None)
-    _, variant, reason = selection.serving_variant(str(smoke_model_dir), model, "int8")
+    _, variant, reason = selection.serving_variant(str(smoke_model_dir), model, "int8", tokenizer)
     assert (variant, reason) == ("int8", "PT2AWS_VARIANT")
     assert "PT2AWS_VARIANT=int8: no int8 dot products (old x86 has no" in capsys.readouterr().out
 
@@ -173,10 +149,10 @@ def test_auto_with_int8_eligible_serves_without_a_compiler(
     shutil.copytree(smoke_model_dir, model_dir)
     record = {"eligible": ["int8", "bf16", "ort-int8"], "sample": TEXTS[:6], "agreement": {}}
     (model_dir / "variants.json").write_text(json.dumps(record))
-    model, _ = variants.load_fp32(str(model_dir))
-    few = functools.partial(selection.choose_by_measurement, latency_calls=3, repeats=1)
-    monkeypatch.setattr(selection, "choose_by_measurement", few)
-    call, variant, reason = selection.serving_variant(str(model_dir), model, "auto")
+    model, tokenizer = variants.load_fp32(str(model_dir))
+    few = functools.partial(selection.measure_variants, latency_calls=3, repeats=1)
+    monkeypatch.setattr(selection, "measure_variants", few)
+    call, variant, reason = selection.serving_variant(str(model_dir), model, "auto", tokenizer)
     assert variant == "eager" and reason.startswith("auto, measured at start-up")
     assert f"int8 ({NO_COMPILER})" in reason  # every candidate left out, with why
     assert "bf16 (no native bf16 (old x86 has no" in reason

@@ -99,13 +99,11 @@ def test_variant_errors_are_clear(smoke_model_dir):
         Predictor(str(smoke_model_dir), variant="fp8")
     with pytest.raises(ValueError, match="CPU only"):
         Predictor(str(smoke_model_dir), variant="int8", device="cuda")
-    assert variants.variant_support("eager")[0] and variants.variant_support("int8")[0]
-    ok, why = variants.variant_support("int8", "cuda")
-    assert not ok and "CPU only" in why
-    ok, why = variants.variant_support("ort-fp32", "cuda")
-    assert not ok and "CPU provider" in why
-    with pytest.raises(ValueError, match="choose one of"):
-        variants.variant_support("fp8")
+    assert variants.cannot_run("eager") is None and variants.cannot_run("int8") is None
+    assert "CPU only" in variants.cannot_run("int8", "cuda")
+    assert "CPU provider" in variants.cannot_run("ort-fp32", "cuda")
+    with pytest.raises(ValueError, match="variant 'fp8': choose one of"):
+        variants.cannot_run("fp8")
 
 
 def test_compiler_check_finds_this_machines_compiler_and_headers():
@@ -130,9 +128,9 @@ def test_compiler_check_names_what_is_missing(monkeypatch):
 
 def test_compiled_variants_are_not_supported_without_a_compiler(no_compiler):
     for variant in ("int8", "compile"):
-        assert variants.variant_support(variant) == (False, NO_COMPILER)
+        assert variants.cannot_run(variant) == NO_COMPILER
     for variant in ("eager", "bf16", "ort-int8"):  # need no compiler
-        assert variants.variant_support(variant)[0]
+        assert variants.cannot_run(variant) is None
     assert variants.runnable_variants(["eager", "int8"], include_slow=True)[1] == {
         "int8": NO_COMPILER
     }

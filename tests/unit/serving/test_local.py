@@ -16,7 +16,7 @@ def test_our_server_answers_like_the_handler_and_stops(smoke_model_dir, tmp_path
     assert all(a["same_as_in_process"] for a in result["answers"])  # byte for byte
     summary = result
     assert summary["matches_in_process"] is True and summary["stopped"] is True
-    assert summary["calls"] == 3 and summary["p50_ms"] > 0 and summary["requests_per_s"] > 0
+    assert summary["calls"] == 3 and summary["p50_ms"] > 0
     log = (tmp_path / "server.log").read_text()
     assert "listening on http://127.0.0.1:" in log
 

@@ -4,6 +4,7 @@ side of the serving image."""
 from __future__ import annotations
 
 import json
+import os
 import threading
 
 import pytest
@@ -12,7 +13,6 @@ pytest.importorskip("starlette")
 pytest.importorskip("httpx")  # starlette.testclient
 from starlette.testclient import TestClient
 
-from pt2aws.env.machine import available_cpus
 from pt2aws.serving import server
 from pt2aws.serving.server import HEALTHY_BODY, ModelService, Reply, create_app
 
@@ -106,14 +106,7 @@ def test_wrong_method_and_path_are_4xx():
         assert client.get("/models").status_code == 404
 
 
-def test_worker_count_and_payload_limit_settings(monkeypatch):
-    monkeypatch.delenv("SAGEMAKER_MODEL_SERVER_WORKERS", raising=False)
-    assert server.worker_count() == available_cpus()
-    monkeypatch.setenv("SAGEMAKER_MODEL_SERVER_WORKERS", "3")
-    assert server.worker_count() == 3 and server.worker_count(5) == 5
-    monkeypatch.setenv("SAGEMAKER_MODEL_SERVER_WORKERS", "0")
-    with pytest.raises(ValueError, match="SAGEMAKER_MODEL_SERVER_WORKERS='0'"):
-        server.worker_count()
+def test_payload_limit_setting(monkeypatch):
     monkeypatch.delenv("SAGEMAKER_MAX_PAYLOAD_IN_MB", raising=False)
     assert server.max_request_bytes() == 6_553_500
     monkeypatch.setenv("SAGEMAKER_MAX_PAYLOAD_IN_MB", "2")
@@ -128,9 +121,10 @@ def test_main_refuses_other_commands_and_bad_settings(capsys, tmp_path, monkeypa
     assert "`<image> serve`" in capsys.readouterr().err
     assert server.main(["serve", "--model-dir", str(tmp_path / "missing")]) == 2
     assert "does not exist" in capsys.readouterr().err
-    monkeypatch.setenv("SAGEMAKER_MODEL_SERVER_WORKERS", "many")
-    assert server.main(["serve", "--model-dir", str(tmp_path)]) == 2
-    assert "SAGEMAKER_MODEL_SERVER_WORKERS" in capsys.readouterr().err
+    for workers in ("many", "0"):
+        monkeypatch.setenv("SAGEMAKER_MODEL_SERVER_WORKERS", workers)
+        assert server.main(["serve", "--model-dir", str(tmp_path)]) == 2
+        assert f"SAGEMAKER_MODEL_SERVER_WORKERS='{workers}'" in capsys.readouterr().err
 
 
 @pytest.fixture(scope="module")
@@ -184,15 +178,21 @@ def test_an_archive_without_a_handler_is_an_error_when_asked(tmp_path):
         server.load_handler(tmp_path, builtin=False)
 
 
-def test_model_dir_precedence(monkeypatch):
-    for name in ("PT2AWS_MODEL_DIR", "SAGEMAKER_BASE_DIR"):
+def test_model_dir_precedence(monkeypatch, capsys):
+    for name in ("PT2AWS_MODEL_DIR", "SAGEMAKER_BASE_DIR", "SAGEMAKER_MODEL_SERVER_WORKERS"):
         monkeypatch.delenv(name, raising=False)
-    assert str(server.resolve_model_dir()) == "/opt/ml/model"
-    monkeypatch.setenv("SAGEMAKER_BASE_DIR", "/base")
-    assert str(server.resolve_model_dir()) == "/base/model"
-    monkeypatch.setenv("PT2AWS_MODEL_DIR", "/env")
-    assert str(server.resolve_model_dir()) == "/env"
-    assert str(server.resolve_model_dir("/arg")) == "/arg"
+
+    def refused(*flags) -> str:
+        assert server.main(["serve", *flags]) == 2
+        return capsys.readouterr().err
+
+    if not os.path.isdir("/opt/ml/model"):  # the default, outside SageMaker
+        assert "model folder /opt/ml/model does not exist" in refused()
+    monkeypatch.setenv("SAGEMAKER_BASE_DIR", "/no-base")
+    assert "model folder /no-base/model does not exist" in refused()
+    monkeypatch.setenv("PT2AWS_MODEL_DIR", "/no-env")
+    assert "model folder /no-env does not exist" in refused()
+    assert "model folder /no-arg does not exist" in refused("--model-dir", "/no-arg")
 
 
 def test_model_folder_without_config_names_the_archive_layout(tmp_path):
