@@ -16,7 +16,6 @@ from pathlib import Path
 
 from pt2aws.env.cpu import cpu_features
 from pt2aws.env.machine import cpuinfo, is_arm64
-from pt2aws.sizing.catalog import processor_by_cpu_part
 
 PACKAGES = ("transformers", "datasets", "sagemaker", "boto3", "pt2aws")
 #: Free disk below which a note is raised, bytes: the venv (2.5 GB) plus a few runs.
@@ -57,6 +56,7 @@ def cpu_info(features, root: str | Path = "/", machine: str | None = None) -> di
     cores = {(c.get("physical id", "0"), c["core id"]) for c in cpus if "core id" in c}
     logical = len(cpus) or os.cpu_count()
     part = first.get("CPU part") if arm and "flags" not in first else None
+    from pt2aws.sizing.catalog import processor_by_cpu_part  # lazy: the image has no sizing/
     return {
         "cpu_part": part,
         "processor": processor_by_cpu_part(part) if part else None,
