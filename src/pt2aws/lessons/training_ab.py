@@ -216,7 +216,7 @@ def run_variant(variant: Variant, settings: BenchSettings, output_dir, on_step, 
     return figures | {
         "wall_s": time.perf_counter() - started,
         "train_s": records[-1]["train_time_s"],
-        "other_load": max(load, os.getloadavg()[0]) - threads,
+        "other_load": max(0.0, max(load, os.getloadavg()[0]) - threads),
         "stopped_at_budget": stopped,
     }
 
@@ -317,7 +317,7 @@ def table(result: dict):
 
 
 def describe(result: dict) -> str:
-    """What the table measured, and each row whose runs shared a busy machine, by how much."""
+    """What the table measured, and each row whose steps varied or shared a busy machine."""
     s, cpus = result["settings"], result["cpus"]
     lines = [
         f"{result['device']}, torch {result['torch']}: {s['model']}, batch {s['batch_size']} x "
@@ -326,9 +326,9 @@ def describe(result: dict) -> str:
         + (f", {s['budget_s']:.0f} s of training in all" if s.get("budget_s") else "")
     ]
     lines += [
-        f"{row['variant']}: a busy machine: its steady step times varied {row['spread'] or 1:.1f}x "
-        f"within a run, other processes' load average {row['other_load']:.1f} on {cpus} CPUs; "
-        "its speed and ratios can be off by about that much (AB_REPEATS = 3 takes medians)"
+        f"{row['variant']}: its steady step times varied {row['spread'] or 1:.1f}x within a run, "
+        f"other processes' load average {row['other_load']:.1f} on {cpus} CPUs; its speed and "
+        "ratios can be off by about that much (AB_REPEATS = 3 takes medians)"
         for row in result["rows"]
         if _busy(row, cpus)
     ]
