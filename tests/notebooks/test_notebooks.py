@@ -401,3 +401,17 @@ def test_pipeline_trains_on_a_headerless_file_through_the_notebook_parameters(tm
     assert json.loads(saved_config_path(run.train_dir).read_text())["encoding"] == "latin-1"
     inference = json.loads(run.inference_metrics.read_text())
     assert inference["accuracy"] == pytest.approx(train["test_accuracy"], abs=1e-9)
+
+
+def test_no_cell_prints_a_traceback(executed):
+    """A warning or a server's traceback on stderr (a moto action not implemented, say) reaches
+    the learner's screen even where the cell goes on: none in the shared run."""
+    paths = sorted(executed.notebooks_dir.glob("*.ipynb"))
+    assert len(paths) == 4
+    for path in paths:
+        for i, cell in enumerate(json.loads(path.read_text())["cells"]):
+            for out in cell.get("outputs", []):
+                text = "".join(out.get("text", ""))
+                assert "Traceback (most recent call last)" not in text, (
+                    f"{path.name} cell {i}: {text[:300]}"
+                )

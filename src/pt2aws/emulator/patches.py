@@ -1,6 +1,7 @@
 """What moto 5.2.5 lacks for pt2aws, as one table of handlers (:data:`HANDLERS`): botocore's
 instance types, describes without empty dicts (SDK shapes reject them), endpoints answered by a
-model server, ``StopTrainingJob``, a job's model, SageMaker quotas."""
+model server, ``SimulatePrincipalPolicy`` (the SDK's ModelTrainer asks it), ``StopTrainingJob``, a
+job's model, SageMaker quotas."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from functools import partial
 
 from moto.core.exceptions import JsonRESTError
 from moto.core.responses import ActionResult
+from moto.iam.responses import IamResponse
 from moto.s3.models import s3_backends
 from moto.sagemaker import models
 from moto.sagemaker.exceptions import ValidationError
@@ -71,6 +73,15 @@ def invoke_endpoint(self, original):
     payload = {"__type": "ModelError", "message": message, "OriginalStatusCode": status}
     headers = {"Content-Type": "application/json", "x-amzn-ErrorType": "ModelError", "status": 424}
     return 424, headers, json.dumps(payload).encode()
+
+
+def simulate_principal_policy(self, original):
+    results = [
+        {"EvalActionName": action, "EvalResourceName": resource, "EvalDecision": "allowed"}
+        for action in self._get_param("ActionNames", [])
+        for resource in self._get_param("ResourceArns", []) or ["*"]
+    ]
+    return ActionResult({"EvaluationResults": results, "IsTruncated": False})
 
 
 def _training_job(response):
@@ -136,6 +147,7 @@ HANDLERS = {
         "stop_training_job": stop_training_job,
     },
     SageMakerRuntimeResponse: {"invoke_endpoint": invoke_endpoint},
+    IamResponse: {"simulate_principal_policy": simulate_principal_policy},
     ServiceQuotasResponse: {
         "list_service_quotas": partial(quotas, applied_only=True, one=False),
         "list_aws_default_service_quotas": partial(quotas, applied_only=False, one=False),

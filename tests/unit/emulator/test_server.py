@@ -21,6 +21,14 @@ def test_emulator_validates_instance_types_like_aws(emulator):
         )
 
 
+def test_emulator_answers_the_role_check_the_sdks_model_trainer_makes(emulator):
+    iam = emulator.session().client("iam")  # moto raises NotImplementedError (stderr) without it
+    answer = iam.simulate_principal_policy(
+        PolicySourceArn=EMULATOR_ROLE_ARN, ActionNames=["s3:GetObject", "s3:PutObject"]
+    )
+    assert [r["EvalDecision"] for r in answer["EvaluationResults"]] == ["allowed", "allowed"]
+
+
 def test_emulator_restores_environment_and_the_sdks_sts_endpoint():
     from sagemaker.core.helper import session_helper
 
