@@ -57,6 +57,7 @@ def cpu_info(features, root: str | Path = "/", machine: str | None = None) -> di
     logical = len(cpus) or os.cpu_count()
     part = first.get("CPU part") if arm and "flags" not in first else None
     from pt2aws.sizing.catalog import processor_by_cpu_part  # lazy: the image has no sizing/
+
     return {
         "cpu_part": part,
         "processor": processor_by_cpu_part(part) if part else None,
