@@ -191,6 +191,23 @@ def test_01_ab_measures_each_variant_against_baseline_and_trainer(executed):
     assert executed.plot("ab_speed").stat().st_size > 5_000
 
 
+def test_01_training_takes_the_ab_ratio_of_fused_adamw_it_shows_above(executed):
+    """Issue 30: the training cell's ``fused_adamw`` reason repeats the A/B table's ``+fused``
+    ratio (whole training steps), and the choice follows it."""
+    from pt2aws.train.flags import FASTER
+
+    fused_row = next(
+        r for r in json.loads(executed.ab_json.read_text())["rows"] if r["variant"] == "+fused"
+    )
+    chosen = json.loads(executed.train_metrics.read_text())["flags"]["fused_adamw"]
+    ratio = fused_row["vs_baseline"]
+    assert chosen["reason"].startswith(
+        f"measured {ratio:.2f}x the for-loop AdamW's speed here: notebook 01's A/B, +fused vs "
+        "baseline, whole training steps"
+    )
+    assert chosen["enabled"] is (ratio >= FASTER)
+
+
 def test_01_records_what_torch_compile_and_the_parallelisms_did(executed):
     explained = json.loads(executed.explained_json.read_text())
     breaks = explained["graph_breaks"]

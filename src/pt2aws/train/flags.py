@@ -91,9 +91,30 @@ def time_interleaved(arms: dict, what="steps", repeats=3, steps=2) -> tuple[floa
 
 
 def bf16_probe(model, batches: list[dict], fused: bool) -> tuple[float, str]:
-    """Time training steps of copies of ``model`` on ``batches``, fp32 and bf16 (RNG kept)."""
+    """Time training steps of copies of ``model`` on ``batches``, fp32 and bf16 (RNG kept). On a
+    CPU without native bf16, first the forward and backward of a copy of its largest Linear on
+    the first batch's tokens: under half fp32's speed there, no training step is timed (an
+    emulated bf16 step takes many fp32 steps' time)."""
     from pt2aws.train.recipe import prepare_model_and_optimizer, train_step
 
+    if not env.cpu_features().bf16_native:
+        linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+        layer = copy.deepcopy(max(linears, key=lambda m: m.weight.numel()))
+        x = torch.randn(batches[0]["input_ids"].numel(), layer.in_features)
+
+        def call(dtype):
+            def arm(i):
+                with torch.autocast("cpu", dtype=torch.bfloat16, enabled=dtype is not None):
+                    out = layer(x)
+                out.float().sum().backward()
+
+            return arm
+
+        ratio, how = time_interleaved({"fp32": call(None), "bf16": call(1)}, what="Linear calls")
+        if ratio < 0.5:
+            shape = f"{list(x.shape)} x {list(layer.weight.T.shape)}"
+            return ratio, (f"{how} (the model's largest Linear, forward and backward, {shape}); "
+                           "no native bf16 here, so no training step was timed")  # fmt: skip
     arms = {}
     for name, dtype in (("fp32", None), ("bf16", torch.bfloat16)):
         prep = prepare_model_and_optimizer(
@@ -113,7 +134,8 @@ def fused_probe(model) -> tuple[float, str]:
     loop = torch.optim.AdamW(params, foreach=False)
     fused = torch.optim.AdamW(params, fused=True)
     arms = {"for-loop": lambda i: loop.step(), "fused": lambda i: fused.step()}
-    return time_interleaved(arms, what="AdamW steps")
+    ratio, how = time_interleaved(arms, what="AdamW steps")
+    return ratio, f"{how} (the optimizer step alone: a whole training step gains less)"
 
 
 def measured(flag: str, key: str | None, probe, versus: str, unmeasured: Flag) -> Flag:

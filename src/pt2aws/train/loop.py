@@ -202,12 +202,13 @@ class FineTune:
     def _evaluate(self, split: str) -> dict:
         """``{"loss", "accuracy", "f1", "num_examples"}`` of ``split``, each example counted once,
         the same on every rank (rank ``r`` takes ``r, r + world, ...``): mean cross-entropy in
-        nats, accuracy, macro F1. Under FSDP every rank runs as many forwards (padding ones)."""
+        nats, accuracy, macro F1, in batches of similar length (less padding; the scores do not
+        depend on the order). Under FSDP every rank runs as many forwards (padding ones)."""
         from pt2aws.metrics import classification_metrics
 
         info, model, size = self.info, self.prep.module, self.cfg.per_device_eval_batch_size
         examples = self.rows[split]
-        mine = examples[info.rank :: info.world_size]
+        mine = sorted(examples[info.rank :: info.world_size], key=lambda r: len(r["input_ids"]))
         batches = [mine[i : i + size] for i in range(0, len(mine), size)]
         if self.parallelism == "fsdp":
             needed = math.ceil(math.ceil(len(examples) / info.world_size) / size)

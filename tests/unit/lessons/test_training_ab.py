@@ -202,7 +202,10 @@ def test_a_run_s_speed_is_its_batch_over_the_median_steady_step(tmp_path):
     assert few["samples_per_s"] == pytest.approx(32 / 5) and few["warmup_s"] is None
 
 
-def test_a_busy_run_is_named_with_its_spread_and_not_recorded_for_auto(tmp_path, monkeypatch):
+def test_a_busy_run_is_named_with_its_spread_and_recorded_for_auto_with_the_note(
+    tmp_path, monkeypatch
+):
+    """The training's ``auto`` takes the ratio the table shows (issue 30), busy or not."""
     cache = tmp_path / "m.json"
     monkeypatch.setattr(flags, "cache_file", lambda: cache)
     variants = training_ab.choose_variants(only=QUICK)[0]
@@ -217,8 +220,15 @@ def test_a_busy_run_is_named_with_its_spread_and_not_recorded_for_auto(tmp_path,
     assert "load average 1.3 on 2 CPUs" in text and "+bf16:" not in text
     training_ab.record_flags(result, training_ab.BenchSettings(num_threads=1))
     (entries,) = json.loads(cache.read_text()).values()
-    assert set(entries) == {"bf16"} and entries["bf16"]["ratio"] == pytest.approx(0.64)
-    assert entries["bf16"]["how"].startswith("notebook 01's A/B, +bf16 vs baseline")
+    assert set(entries) == {"bf16", "fused_adamw"}
+    assert entries["bf16"]["ratio"] == pytest.approx(0.64)
+    assert entries["fused_adamw"]["ratio"] == pytest.approx(1.1)
+    assert entries["bf16"]["how"] == (
+        "notebook 01's A/B, +bf16 vs baseline, whole training steps, median of 1 run(s)"
+    )
+    assert entries["fused_adamw"]["how"].endswith(
+        "median of 1 run(s) on a busy machine (the note under its table)"
+    )
 
 
 def test_each_run_gets_a_fair_share_of_the_training_budget_left(monkeypatch, tmp_path):

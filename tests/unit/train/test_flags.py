@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import pytest
 import torch
+from support.cpu import OLD_X86, fake_cpu
 
+from pt2aws import env
 from pt2aws.train import flags, loop
 from pt2aws.train.flags import choose_bf16, choose_compile, choose_fused_adamw
 
 CPU = torch.device("cpu")
+NATIVE_BF16 = fake_cpu("AMD EPYC", "x86_64", {"avx2", "avx512f", "avx512_bf16"})
 TINY_RUN = ["--profile", "smoke", "--max_steps", "2", "--max_train_samples", "64"]
 TINY_RUN += ["--max_eval_samples", "16", "--num_threads", "1"]
 
@@ -24,8 +27,9 @@ def cache(tmp_path, monkeypatch):
 @pytest.mark.parametrize(("ratio", "enabled"), [(0.64, False), (1.8, True)])
 def test_bf16_auto_on_cpu_follows_the_measured_training_steps(ratio, enabled, cache, monkeypatch,
                                                               tmp_path):  # fmt: skip
-    """A probe that measures bf16 slower keeps fp32; faster turns bf16 on; the ratio is the
-    reason, whatever this CPU's flags say."""
+    """On a CPU with native bf16, a probe that measures bf16 slower keeps fp32; faster turns
+    bf16 on; the ratio is the reason."""
+    monkeypatch.setattr(env, "cpu_features", NATIVE_BF16)
     timed = []
 
     def probe_result(arms, **kwargs):
@@ -47,6 +51,31 @@ def test_bf16_auto_on_cpu_follows_the_measured_training_steps(ratio, enabled, ca
     again = loop.main([*TINY_RUN, "--output_dir", str(tmp_path / "again")])
     assert len(timed) == 2 and f"cached in {cache}" in again["flags"]["bf16"]["reason"]
     assert again["flags"]["bf16"]["enabled"] is enabled
+
+
+def test_without_native_bf16_one_linear_layer_decides_and_no_training_step_is_timed(
+    cache, monkeypatch, tmp_path
+):
+    """Emulated bf16 (no AVX512-BF16/AMX): the largest Linear forward and backward, timed both
+    ways, at under half fp32's speed keeps fp32 without timing an emulated training step."""
+    monkeypatch.setattr(env, "cpu_features", OLD_X86)
+    timed = []
+
+    def probe_result(arms, **kwargs):
+        timed.append((list(arms), kwargs["what"]))
+        for arm in arms.values():
+            arm(0)
+        return 0.08, f"1 {kwargs['what'][:-1]} each after a warm-up one, far from 1x"
+
+    monkeypatch.setattr(flags, "time_interleaved", probe_result)
+    metrics = loop.main([*TINY_RUN, "--output_dir", str(tmp_path / "run")])
+    bf16 = metrics["flags"]["bf16"]
+    assert timed[1:] == [(["fp32", "bf16"], "Linear calls")]  # after the AdamW probe, no step
+    assert bf16["enabled"] is False and bf16["reason"].startswith("measured 0.08x fp32's speed")
+    assert "the model's largest Linear, forward and backward" in bf16["reason"]
+    assert bf16["reason"].endswith("no native bf16 here, so no training step was timed")
+    fused = metrics["flags"]["fused_adamw"]["reason"]
+    assert fused.endswith("(the optimizer step alone: a whole training step gains less)")
 
 
 class Clock:
