@@ -1,15 +1,20 @@
 """Subprocesses and ports: a free TCP port, a child that dies with its parent and streams its
-output, a process group stopped with everything it started."""
+output (also forked from a Python that imported its modules once), a process group stopped with
+everything it started."""
 
 from __future__ import annotations
 
+import importlib
+import json
 import os
+import runpy
 import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
+import traceback
 from collections import deque
 from pathlib import Path
 
@@ -72,6 +77,93 @@ def stream_child(cmd: list[str], on_line, *, what: str, env=None, timeout_s=None
         why = f"no result within {timeout_s} s" if timed_out.is_set() else f"exit code {code}"
         raise ChildFailedError(f"{what}: {why}; last output:\n{''.join(tail)}")
     return stopped
+
+
+#: Starts the lines a :class:`Forker`'s server writes between the runs' own output.
+_MARK = "\x00pt2aws-fork "
+
+
+class Forker:
+    """A child Python that imports ``preload`` once, then runs each ``python -m <module> <args>``
+    of :meth:`stream` in a fork of itself: a fresh process without the seconds torch and
+    transformers take to import. ``env`` is added to every run's; dies with this process."""
+
+    def __init__(self, preload: list[str], env: dict | None = None):
+        self.preload, self.env, self.proc = preload, env or {}, None
+
+    def __enter__(self) -> Forker:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def stream(self, module: str, args: list[str], on_line, *, what: str, timeout_s=None) -> bool:
+        """:func:`stream_child` for one run of ``module`` with ``args`` (the first starts the
+        server)."""
+        if self.proc is None:
+            code = "from pt2aws.processes import _serve_forks; _serve_forks()"
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", code, *self.preload],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env},
+                preexec_fn=die_with_parent(),
+            )
+        self.proc.stdin.write(json.dumps([module, *args]) + "\n")
+        self.proc.stdin.flush()
+        tail, stopped, pid, code = deque(maxlen=40), False, [], None
+        timed_out = threading.Event()
+        timer = threading.Timer(timeout_s or threading.TIMEOUT_MAX, lambda: timed_out.set() or
+                                (pid and os.kill(pid[0], signal.SIGKILL)))  # fmt: skip
+        timer.start()
+        try:
+            for line in self.proc.stdout:
+                if line.startswith(_MARK):
+                    word, value = line[len(_MARK) :].split()
+                    if word == "exit":
+                        code = int(value)
+                        break
+                    pid.append(int(value))
+                    continue
+                tail.append(line)
+                if not stopped and on_line(line):
+                    stopped = True
+                    os.kill(pid[0], signal.SIGKILL)
+        finally:
+            timer.cancel()
+        if timed_out.is_set() or (code != 0 and not stopped):
+            why = f"no result within {timeout_s} s" if timed_out.is_set() else f"exit code {code}"
+            raise ChildFailedError(f"{what}: {why}; last output:\n{''.join(tail)}")
+        return stopped
+
+
+def _serve_forks() -> None:
+    """A :class:`Forker`'s server: imports ``sys.argv[1:]``, then forks a run per stdin line."""
+    for name in sys.argv[1:]:
+        importlib.import_module(name)
+    for line in sys.stdin:
+        module, *args = json.loads(line)
+        pid = os.fork()
+        if pid == 0:
+            (die_with_parent() or (lambda: None))()
+            print(f"{_MARK}pid {os.getpid()}", flush=True)
+            sys.argv, code = [module, *args], 0
+            try:
+                runpy.run_module(module, run_name="__main__", alter_sys=True)
+            except SystemExit as done:  # sys.exit(): an int, None or a message
+                code = done.code if isinstance(done.code, int) else int(done.code is not None)
+                print(*[done.code] if isinstance(done.code, str) else [], file=sys.stderr)
+            except BaseException:
+                traceback.print_exc()
+                code = 1
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+        print(f"{_MARK}exit {os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])}", flush=True)
 
 
 def stop_process_group(proc: subprocess.Popen, timeout_s: float = 15.0) -> None:

@@ -18,7 +18,7 @@ import torch
 
 from pt2aws.env.machine import available_cpus, cpu_name, default_num_threads
 from pt2aws.inference.variants import slow_here
-from pt2aws.processes import stream_child
+from pt2aws.processes import Forker, stream_child
 from pt2aws.train.progress import PROGRESS_ENV, parse
 
 
@@ -188,13 +188,21 @@ def _figures(records: list[dict], settings: BenchSettings, output_dir: Path | No
     return out
 
 
-def run_variant(variant: Variant, settings: BenchSettings, output_dir, on_step, limit_s=None):
-    """``variant`` once in a fresh process: :func:`_figures`, ``wall_s``, ``train_s``,
-    ``other_load`` (peak load average less its threads), ``stopped_at_budget`` (at ``limit_s``
-    s of training); ``on_step(step)`` per step. RuntimeError: it failed or timed out."""
+#: What every A/B run imports: its server imports it once (:class:`~pt2aws.processes.Forker`);
+#: the profiles' model classes (MiniLM is a BERT).
+PRELOAD = ["pt2aws.train.loop", "pt2aws.lessons.trainer_peer", "transformers.trainer",
+           "transformers.models.bert.modeling_bert", "transformers.models.roberta.modeling_roberta"]  # fmt: skip
+RUN_ENV = {"TOKENIZERS_PARALLELISM": "false", PROGRESS_ENV: "lines"}
+
+
+def run_variant(variant: Variant, settings: BenchSettings, output_dir, on_step, limit_s=None,
+                forker: Forker | None = None):  # fmt: skip
+    """``variant`` once in a fresh process (forked from ``forker``'s, else a new one):
+    :func:`_figures`, ``wall_s``, ``train_s``, ``other_load`` (peak load average less its
+    threads), ``stopped_at_budget`` (at ``limit_s`` s of training); ``on_step(step)`` per step.
+    RuntimeError: it failed or timed out."""
     output_dir, threads = Path(output_dir), settings.num_threads or default_num_threads()
     module = "pt2aws.lessons.trainer_peer" if variant.runner == "trainer" else "pt2aws.train"
-    env = {"TOKENIZERS_PARALLELISM": "false", PROGRESS_ENV: "lines"}
     records, load, started = [], os.getloadavg()[0], time.perf_counter()
 
     def on_line(line: str) -> bool:  # True: stop the run, its budget share is spent
@@ -206,8 +214,12 @@ def run_variant(variant: Variant, settings: BenchSettings, output_dir, on_step, 
             return over and record["step"] < record["total"]
         return False
 
-    cmd = [sys.executable, "-m", module, *settings.train_args(variant, output_dir)]
-    stopped = stream_child(cmd, on_line, what=variant.name, env=env, timeout_s=settings.timeout_s)
+    args, how = settings.train_args(variant, output_dir), {"what": variant.name}
+    if forker:
+        stopped = forker.stream(module, args, on_line, **how, timeout_s=settings.timeout_s)
+    else:
+        cmd = [sys.executable, "-m", module, *args]
+        stopped = stream_child(cmd, on_line, **how, env=RUN_ENV, timeout_s=settings.timeout_s)
     if not records:
         raise RuntimeError(f"{variant.name}: no training step reported")
     figures = _figures(records, settings, None if stopped else output_dir)
@@ -237,29 +249,31 @@ def run_ab(settings: BenchSettings, out_dir, variants, stream=None, on_result=No
     plan = [(r, v) for r in range(settings.repeats) for v in variants]
     started, spent, steps, quiet = time.perf_counter(), 0.0, settings.max_steps, stream is None
     bar = tqdm(total=len(plan) * steps, desc="A/B", unit="step", file=stream, disable=quiet)
-    for i, (r, v) in enumerate(plan):
-        if v.name in failed:
-            continue
-        left = sum(1 for _, w in plan[i:] if w.name not in failed)
-        share = max(settings.budget_s - spent, 0.0) / left if settings.budget_s else None
-        folder = out_dir / v.name.replace(" ", "_").replace("+", "plus_") / str(r)
-        try:
-            run = run_variant(
-                v, settings, folder, lambda s, b=i * steps: bar.update(b + s - bar.n), share
-            )
-            runs[v.name].append(run)
-            spent += run["train_s"]
-            line = f"{v.name:18s} {run['samples_per_s']:7.1f} samples/s, {run['steps']} steps"
-            line += " (stopped at its budget share)" if run["stopped_at_budget"] else ""
-        except RuntimeError as err:
-            failed[v.name], line = str(err), f"{v.name}: FAILED ({str(err).splitlines()[0]})"
-        bar.update((i + 1) * steps - bar.n)
-        if not quiet:
-            bar.write(line, file=stream)
-        result["rows"] = summarize(variants, runs)
-        (out_dir / "ab.json").write_text(json.dumps(result, indent=2, default=str))
-        if on_result is not None:
-            on_result(result)
+    with Forker(PRELOAD, RUN_ENV) as forker:  # on a GPU too: its server starts no CUDA
+        for i, (r, v) in enumerate(plan):
+            if v.name in failed:
+                continue
+            left = sum(1 for _, w in plan[i:] if w.name not in failed)
+            share = max(settings.budget_s - spent, 0.0) / left if settings.budget_s else None
+            folder = out_dir / v.name.replace(" ", "_").replace("+", "plus_") / str(r)
+            try:
+                step = i * steps  # the bar's position when this run starts
+                run = run_variant(
+                    v, settings, folder, lambda s, b=step: bar.update(b + s - bar.n), share, forker
+                )
+                runs[v.name].append(run)
+                spent += run["train_s"]
+                line = f"{v.name:18s} {run['samples_per_s']:7.1f} samples/s, {run['steps']} steps"
+                line += " (stopped at its budget share)" if run["stopped_at_budget"] else ""
+            except RuntimeError as err:
+                failed[v.name], line = str(err), f"{v.name}: FAILED ({str(err).splitlines()[0]})"
+            bar.update((i + 1) * steps - bar.n)
+            if not quiet:
+                bar.write(line, file=stream)
+            result["rows"] = summarize(variants, runs)
+            (out_dir / "ab.json").write_text(json.dumps(result, indent=2, default=str))
+            if on_result is not None:
+                on_result(result)
     bar.update(bar.total - bar.n)
     bar.close()
     if not quiet:

@@ -234,7 +234,7 @@ def test_a_busy_run_is_named_with_its_spread_and_recorded_for_auto_with_the_note
 def test_each_run_gets_a_fair_share_of_the_training_budget_left(monkeypatch, tmp_path):
     shares = []
 
-    def fake_run(variant, settings, output_dir, on_step=None, limit_s=None):
+    def fake_run(variant, settings, output_dir, on_step=None, limit_s=None, forker=None):
         shares.append(limit_s)
         return _run(10.0, steps=12, train_s=5.0, stopped_at_budget=False)  # each trains 5 s
 
