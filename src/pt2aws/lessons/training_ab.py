@@ -54,7 +54,7 @@ FINAL_LOSS_STEPS = 10
 #: or where other processes kept the load average above half the CPUs.
 BUSY_SPREAD = 2.0
 #: Notebook 01's A/B per profile: (steps, warm-up steps, repeats, CPU budget in seconds).
-AB_SCALE = {"smoke": (8, 3, 1, None), "local": (12, 4, 1, 60.0), "full": (60, 15, 3, None)}
+AB_SCALE = {"smoke": (8, 3, 1, None), "local": (10, 2, 1, 60.0), "full": (60, 15, 3, None)}
 
 
 def choose_variants(

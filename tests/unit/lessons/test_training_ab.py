@@ -38,7 +38,7 @@ def test_notebook_settings_take_model_length_and_lr_from_the_profile(monkeypatch
 
     monkeypatch.setattr("torch.cuda.is_available", lambda: False)
     # (steps, warm-up steps (at most a third of the steps), repeats, CPU budget)
-    expected = {"smoke": (8, 2, 1, None), "local": (12, 4, 1, 60.0), "full": (60, 15, 3, None)}
+    expected = {"smoke": (8, 2, 1, None), "local": (10, 2, 1, 60.0), "full": (60, 15, 3, None)}
     for name, (steps, warmup, repeats, budget) in expected.items():
         profile = get_profile(name)
         got = training_ab.notebook_settings(name)
