@@ -156,7 +156,8 @@ def _serve_forks() -> None:
                 runpy.run_module(module, run_name="__main__", alter_sys=True)
             except SystemExit as done:  # sys.exit(): an int, None or a message
                 code = done.code if isinstance(done.code, int) else int(done.code is not None)
-                print(*[done.code] if isinstance(done.code, str) else [], file=sys.stderr)
+                if isinstance(done.code, str):
+                    print(done.code, file=sys.stderr)
             except BaseException:
                 traceback.print_exc()
                 code = 1

@@ -72,3 +72,34 @@ def test_stream_child_streams_lines_stops_early_and_fails_with_its_tail():
     sleep = [sys.executable, "-c", "import time; print('up', flush=True); time.sleep(30)"]
     with pytest.raises(processes.ChildFailedError, match="no result within 0.5 s"):
         processes.stream_child(sleep, lambda line: None, what="sleep", timeout_s=0.5)
+
+
+def test_forker_runs_each_module_in_a_fork_that_streams_stops_and_fails_as_a_new_process(
+    tmp_path,
+):
+    """The A/B's runs: forks of one server that imported ``preload`` once; the same contract as
+    :func:`stream_child` (lines, an early stop, a failure's tail), and a stopped run leaves the
+    server ready for the next."""
+    (tmp_path / "count.py").write_text(
+        "import os, sys, time\n"
+        "print('preloaded', 'json' in sys.modules, os.getpid(), flush=True)\n"
+        "for i in range(int(sys.argv[1])): print(i, flush=True); time.sleep(0.01)\n"
+        "sys.exit(int(sys.argv[2]))\n"
+    )
+    with processes.Forker(["json"], env={"PYTHONPATH": str(tmp_path)}) as forker:
+        lines = []
+        assert forker.stream("count", ["5", "0"], lines.append, what="count") is False
+        first, *numbers = lines
+        assert first.split()[:2] == ["preloaded", "True"] and numbers == [
+            f"{i}\n" for i in range(5)
+        ]
+        assert int(first.split()[2]) != os.getpid()
+        stop = forker.stream("count", ["1000", "0"], lambda line: line == "3\n", what="count")
+        assert stop is True
+        with pytest.raises(processes.ChildFailedError, match="^count: exit code 3") as err:
+            forker.stream("count", ["50", "3"], lambda line: None, what="count")
+        assert str(err.value).splitlines()[-1] == "49"
+        with pytest.raises(processes.ChildFailedError, match="no result within 0.5 s"):
+            forker.stream("count", ["1000", "0"], lambda line: None, what="count", timeout_s=0.5)
+        assert forker.stream("count", ["2", "0"], lines.append, what="count") is False
+    assert forker.proc.poll() is not None  # the server is stopped with the block
