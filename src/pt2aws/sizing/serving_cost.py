@@ -55,16 +55,24 @@ def _point(spec, lengths, batch: int, seconds: float, peak: float) -> tuple[floa
 
 def fit(points, overhead: float | None = None) -> tuple[float, float]:
     """``(overhead s per layer and call, utilisation)`` of :func:`_point` triples, least squares
-    on relative error; ``overhead`` given: only the utilisation; a negative overhead: none."""
+    on relative error with overhead >= 0 and utilisation <= 1 (the fp32 peak); ``overhead``
+    given, or one point: only the utilisation (overhead 0 for one point)."""
     units, work, seconds = (np.asarray(x, dtype=float) for x in zip(*points, strict=True))
-    if overhead is None and len(seconds) > 1:
-        a = np.column_stack([units, work]) / seconds[:, None]
-        c, inverse = np.linalg.lstsq(a, np.ones(len(seconds)), rcond=None)[0]
-        if c >= 0:
-            return float(c), float(1 / inverse)
-    c = max(overhead or 0.0, 0.0)
-    rest, scaled = 1 - c * units / seconds, work / seconds
-    return c, float((scaled**2).sum() / (scaled * rest).sum())
+    a, b = units / seconds, work / seconds  # a x overhead + b / utilisation = 1
+
+    def k_for(c):
+        return max((b * (1 - a * c)).sum() / (b * b).sum(), 1.0)
+
+    def c_for(k):
+        return max((a * (1 - b * k)).sum() / (a * a).sum(), 0.0)
+
+    if overhead is not None or len(seconds) == 1:
+        return overhead or 0.0, 1 / k_for(overhead or 0.0)
+    c, k = np.linalg.lstsq(np.column_stack([a, b]), np.ones(len(a)), rcond=None)[0]
+    if c < 0 or k < 1:  # a bound is active: the better of the two edges
+        edges = [(0.0, k_for(0.0)), (c_for(1.0), 1.0)]
+        c, k = min(edges, key=lambda e: float(((a * e[0] + b * e[1] - 1) ** 2).sum()))
+    return float(c), float(1 / k)
 
 
 def seconds_per_call(f: dict, spec: ModelSpec, tokens: float, peak: float, batch: int = 1):
@@ -193,15 +201,16 @@ def measured_fit(spec: ModelSpec, lengths: list[int], eager: dict, peak: dict, s
         f"measured {measured:.1f}/s and {t1 * 1e3:.1f} ms: predicted / measured "
         f"{rate / measured:.2f} and {p50 / t1:.2f}"
     )
+    above = " (at the fp32 peak, its bound: this machine's batch-1 calls cost more than batching implies)"
     detail = (
         f"{f['overhead_s'] * 1e3:.3g} ms per layer and call + FLOPs / (peak x "
         f"{f['utilisation']:.1%}), fitted to the fp32 eager batch-1 p50 ({t1 * 1e3:.1f} ms, "
         f"{eager['calls']} texts) and batch-{MEASURED_BATCH} throughput ({measured:.1f} texts/s "
-        f"of {np.mean(lengths):.0f} tokens) of {source}"
+        f"of {np.mean(lengths):.0f} tokens) of {source}{above * (f['utilisation'] >= 1)}"
     )
+    label = f"this machine, {source.split(' (')[0]}"
     return {**f, "peak": peak, "prediction_ratios": (rate / measured, p50 / t1), "check": check,
-            "anchor": f"this machine, {source.split(' (')[0]}", "anchor_detail": f"this machine: {detail}; "
-            f"{check}"}  # fmt: skip
+            "anchor": label, "anchor_detail": f"this machine: {detail}; {check}"}  # fmt: skip
 
 
 def local_measurement(run, peak: dict | None = None) -> dict | None:

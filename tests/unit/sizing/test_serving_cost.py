@@ -144,28 +144,45 @@ def test_machine_peak_from_isa_and_clock():
     assert serving_cost.machine_peak([{"processor": "0"}], isa="AVX2") is None  # no clock
 
 
+def test_the_fit_keeps_overhead_at_least_0_and_utilisation_at_most_the_peak():
+    assert serving_cost.fit([(6, 0.01, 0.026), (6, 0.05, 0.106)]) == pytest.approx((1e-3, 0.5))
+    capped = serving_cost.fit([(6, 0.001, 0.2), (48, 0.6, 1.0)])  # batch-1 calls too slow
+    assert capped[1] == 1.0 and capped[0] > 0  # utilisation at its bound, the overhead refitted
+    assert serving_cost.fit([(6, 0.02, 0.04)]) == pytest.approx(
+        (0.0, 0.5)
+    )  # one point: no overhead
+    assert serving_cost.fit([(6, 0.02, 0.04)], overhead=1e-3) == pytest.approx((1e-3, 20 / 34))
+
+
 def test_this_machine_is_its_own_row_and_checks_the_ice_lake_fit():
     peak = {"flops": 150e9, "basis": "test peak", "processor": "x86_64"}
     lengths = [12, 20, 30, 40, 64] * 20  # 100 texts; the first 10 timed one by one
-    eager = {"p50_ms": 15.0, "calls": 10, "samples_per_s": 200.0}
+    made = {"overhead_s": 1e-3, "utilisation": 0.5}  # measurements made from known parameters
+    p50_s = per_call(made, MINILM, 30, peak["flops"])  # the first 10 texts' median: 30 tokens
+    units, work, _ = serving_cost._point(MINILM, lengths, 32, 0.0, peak["flops"])
+    assert units == 6 * 4  # 100 texts: 4 calls of 6 layers
+    rate = 100 / (units * 1e-3 + work / 0.5)
+    eager = {"p50_ms": p50_s * 1e3, "calls": 10, "samples_per_s": rate}
     local = serving_cost.measured_fit(MINILM, lengths, eager, peak, "notebook 02 (m.json)")
-    # two measurements, two parameters: the fit reproduces both
-    one = per_call(local, MINILM, 30, peak["flops"])  # the median of the first 10 texts: 30 tokens
-    assert one == pytest.approx(0.015)
-    units, work, seconds = serving_cost._point(MINILM, lengths, 32, 0.5, peak["flops"])
-    assert units == 6 * 4 and seconds == 0.5  # 100 texts: 4 calls of 6 layers
-    assert units * local["overhead_s"] + work / local["utilisation"] == pytest.approx(0.5)
+    assert (local["overhead_s"], local["utilisation"]) == pytest.approx((1e-3, 0.5))
     ice = serving_cost.family_fit("Ice Lake")  # the check: Ice Lake's fit at this peak
     p50 = per_call(ice, MINILM, 30, peak["flops"])
-    rate = 100 / (units * ice["overhead_s"] + work / ice["utilisation"])
-    assert local["prediction_ratios"] == pytest.approx((rate / 200, p50 / 0.015))
-    assert f"predicted / measured {rate / 200:.2f} and {p50 / 0.015:.2f}" in local["check"]
+    predicted = 100 / (units * ice["overhead_s"] + work / ice["utilisation"])
+    assert local["prediction_ratios"] == pytest.approx((predicted / rate, p50 / p50_s))
+    assert f"predicted / measured {predicted / rate:.2f} and {p50 / p50_s:.2f}" in local["check"]
     assert local["check"].startswith("model check: the Ice Lake fit at this machine's peak")
     row = serving_cost.cost_rows(MINILM, 64, [], local=local)[0]
     assert row["instance"].startswith("this machine (") and row["usd_per_1m"] is None
     assert row["anchor"] == "this machine, notebook 02" and local["check"] in row["anchor_detail"]
-    assert row["inferences_per_s"] == pytest.approx(1 / per_call(local, MINILM, 64, 150e9))
+    assert row["inferences_per_s"] == pytest.approx(1 / per_call(made, MINILM, 64, 150e9))
     assert row["request"] == "1 text of 64 tokens per request, fp32 weights"
+    assert "fp32 peak, its bound" not in row["anchor_detail"]
+    slow = serving_cost.measured_fit(MINILM, lengths, {**eager, "p50_ms": 200.0}, peak, "here")
+    assert slow["utilisation"] == 1.0 and slow["anchor"] == "this machine, here"
+    assert (
+        "(at the fp32 peak, its bound: this machine's batch-1 calls cost more than batching "
+        "implies)" in slow["anchor_detail"]
+    )  # said, not hidden
 
 
 def test_local_measurement_reads_notebook_02s_eager_row(tmp_path, smoke_train_dir):
