@@ -145,7 +145,8 @@ def test_00_recommends_an_instance_and_a_launch_plan(executed):
     }
     assert len({r["inferences_per_s"] for r in rec["inference"]}) == len(rec["inference"])
     c7g = next(r for r in rec["inference"] if r["instance"] == "ml.c7g.xlarge")
-    assert c7g["anchor"] == "AWS-published Graviton3 figure"  # 00 runs before 02: never local
+    assert c7g["anchor"] == "Graviton3 fit, 1 published figure"
+    assert not any(r["instance"].startswith("this machine") for r in rec["inference"])
     assert plan["ec2"]["ami_id"].startswith("ami-")
     for name in ("memory_breakdown.png", "time_vs_cost.png"):
         assert executed.plot(name).stat().st_size > 5_000
@@ -316,15 +317,20 @@ def test_03_deploys_to_emulator_and_leaves_nothing(executed):
     assert result["load_test"]["requests"] > 0 and result["load_test"]["errors"] == 0
     rows = result["cost_table"]
     assert {"ml.c7g.xlarge", "ml.c6i.xlarge"} <= {r["instance"] for r in rows}
-    for r in rows[:-1]:  # USD per 1M = USD/h / (inferences/s * 3600) * 1e6
+    for r in (r for r in rows if r["instance"].startswith("ml.")):  # USD/h / (1/s * 3600) * 1e6
         assert r["usd_per_1m"] == pytest.approx(
             r["usd_per_hour"] / (r["inferences_per_s"] * 3600) * 1e6, rel=1e-9
         )
     c6i = next(r for r in rows if r["instance"] == "ml.c6i.xlarge")
+    assert c6i["anchor"] == "Ice Lake fit, 6 published figures"  # never this machine's
     from pt2aws.sizing.serving_cost import machine_peak
 
-    if machine_peak():  # this machine's peak is known: 02's measurement anchors the x86 rows
-        assert c6i["anchor"] == "this machine, notebook 02"
+    if machine_peak():  # this machine's peak is known: its own row, fitted to notebook 02
+        local = next(r for r in rows if r["anchor"] == "this machine, notebook 02")
+        assert local["usd_per_1m"] is None and "model check: the " in local["anchor_detail"]
+        assert "predicted / measured" in local["anchor_detail"]
+    notes = executed.cost_md.read_text().splitlines()
+    assert notes[-1].startswith(("AWS measured", "These rows disagree"))  # c7g vs c6i, checked
     here = rows[-1]  # the load test on the emulator measured this machine: no price
     assert here["instance"].startswith("this machine") and here["usd_per_1m"] is None
     assert here["inferences_per_s"] == result["load_test"]["throughput_per_s"]
@@ -352,7 +358,7 @@ def test_00_and_03_give_the_same_throughput_and_cost_for_the_same_instance(execu
     in_00 = next(r for r in sized["inference"] if r["instance"] == "ml.c7g.xlarge")
     in_03 = next(r for r in deployed["cost_table"] if r["instance"] == "ml.c7g.xlarge")
     assert {k: in_00[k] for k in in_03} == in_03  # one schema, the same row
-    assert in_03["anchor"] == "AWS-published Graviton3 figure"
+    assert in_03["anchor"] == "Graviton3 fit, 1 published figure"
 
 
 def test_summary_from_executed_run(executed):

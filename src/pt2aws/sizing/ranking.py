@@ -81,24 +81,29 @@ def rank_training(w, mfu=None, overhead_s=DEFAULT_OVERHEAD_S, region=CATALOG_REG
     return rows
 
 
-def rank_inference(model, seq_len=128, region=CATALOG_REGION, prices=None, local=None):
+def rank_inference(model, seq_len=128, region=CATALOG_REGION, prices=None):
     """The priced cost rows of :data:`DEFAULT_INFERENCE_INSTANCES` whose device memory holds the
-    bf16 weights, cheapest first, ``cheapest`` and ``fastest`` (most inferences/s) marked."""
+    bf16 weights, cheapest first, ``cheapest`` and ``fastest`` (most inferences/s) marked; rows
+    without an overhead (:data:`~pt2aws.sizing.serving_cost.UPPER_BOUND`) after them, unmarked."""
     spec = workload.model_spec(model)
     need = workload.inference_memory(spec, seq_len)["total"] / (1 - workload.MEMORY_RESERVE)
     memory = {n: catalog.instance_memory_bytes(n) for n in DEFAULT_INFERENCE_INSTANCES}
     names = [n for n, held in memory.items() if held is None or need <= held]
-    rows = serving_cost.cost_rows(spec, seq_len, names, region=region, prices=prices, local=local)
+    rows = serving_cost.cost_rows(spec, seq_len, names, region=region, prices=prices)
     rows = [r for r in rows if r["usd_per_1m"] is not None]
-    _flag(rows, "usd_per_1m", lambda r: r["inferences_per_s"])
-    return rows
+    bound = [r for r in rows if r["anchor"].endswith(serving_cost.UPPER_BOUND)]
+    ranked = [r for r in rows if r not in bound]
+    for part in (bound, ranked):
+        _flag(part, "usd_per_1m", lambda r: r["inferences_per_s"])
+    for r in bound:
+        r["cheapest"] = r["fastest"] = False
+    return ranked + bound
 
 
-def recommend(w, mfu=None, overhead_s=DEFAULT_OVERHEAD_S, region=CATALOG_REGION, prices=None,
-              local=None) -> dict:  # fmt: skip
+def recommend(w, mfu=None, overhead_s=DEFAULT_OVERHEAD_S, region=CATALOG_REGION, prices=None):
     """Memory, workload class and both rankings of a :class:`~pt2aws.sizing.workload.Workload`
-    (JSON); ``prices``: live serving prices; ``local``: the x86 anchor; ``recommended``: the
-    cheapest priced training row pt2aws runs as is."""
+    (JSON); ``prices``: live serving prices; ``recommended``: the cheapest priced training row
+    pt2aws runs as is."""
     w = dataclasses.replace(w, model=workload.model_spec(w.model))  # the shape, built once
     spec, shape = w.model, (w.micro_batch, w.seq_len, w.precision)
     training = rank_training(w, mfu, overhead_s, region)
@@ -115,7 +120,7 @@ def recommend(w, mfu=None, overhead_s=DEFAULT_OVERHEAD_S, region=CATALOG_REGION,
                    "inference_bf16": workload.inference_memory(spec, w.seq_len)},
         "class": workload.workload_class(spec, *shape),
         "training": training,
-        "inference": rank_inference(spec, w.seq_len, region, prices, local),
+        "inference": rank_inference(spec, w.seq_len, region, prices),
         "recommended": choice and {k: choice[k] for k in ("instance", "nodes", "strategy")},
         "region": region,
         "assumptions": {"mfu": dict.fromkeys(DEFAULT_MFU, mfu) if mfu else DEFAULT_MFU,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from pt2aws.report import markdown_table
-from pt2aws.sizing import catalog, pricing
+from pt2aws.sizing import catalog, pricing, serving_cost
 
 
 def _frame(records: list[dict] | pd.DataFrame) -> pd.DataFrame:
@@ -74,12 +74,14 @@ def cost_frame(rows: list[dict]) -> pd.DataFrame:
 
 
 def cost_notes(rows: list[dict]) -> str:
-    """The lines under a cost table: each anchor's measurement once, each row's arithmetic."""
-    anchors = {}
-    for r in rows:  # an x86 stand-in shares the Graviton3 figure's line
-        anchors.setdefault(r["anchor_detail"], r["anchor"].split(" (stand-in")[0])
-    lines = [f"{anchor}: {detail}" for detail, anchor in anchors.items()]
-    return "\n".join(lines + [f"- {r['instance']}: {r['basis']}; {r['price']}" for r in rows])
+    """The lines under a cost table: the request the estimated rows serve, each fit once, each
+    row's arithmetic, and the published Graviton3 vs x86 comparison beside these rows."""
+    estimated = [r for r in rows if r["anchor"] != "measured: load test"]
+    lines = [f"estimated rows: {q}, each fit in its published configuration (below)"
+             for q in dict.fromkeys(r["request"] for r in estimated)]  # fmt: skip
+    lines += list(dict.fromkeys(r["anchor_detail"] for r in rows))
+    lines += [f"- {r['instance']}: {r['basis']}; {r['price']}" for r in rows]
+    return "\n".join(lines + [serving_cost.published_comparison(rows) or ""]).rstrip()
 
 
 def catalog_frame(region: str = pricing.CATALOG_REGION) -> pd.DataFrame:
@@ -154,7 +156,7 @@ nodes x EC2 on-demand):
 {training_frame(rec, limit).to_string(index=False)}
 {training_summary(rec)}
 
-Serving, cost per 1M requests (estimated; each row's anchor below):
+Serving, cost per 1M requests (estimated: one model, fitted per processor family; the fits below):
 {serving}
 {cost_notes(rows)}
 
