@@ -1,8 +1,7 @@
 """ONNX Runtime int8 export settings side by side: label agreement with fp32 eager, and speed.
 
-Every setting of :mod:`pt2aws.inference.ort` (the defaults, each of ``INT8_CHANGES``, two
-combinations, the optimizer's levels 2 and 99) is built from one export of the model
-(:class:`pt2aws.inference.ort.Builder`), then:
+Each of :data:`pt2aws.inference.ort.INT8_SETTINGS` (what the export chooses between) is made
+from one export of the model (:func:`pt2aws.inference.ort.quantize`), then:
 
 * its labels on the first ``--n-texts`` test texts and on all the validation texts, batched as
   the predictor batches (by length, 32 a batch), against fp32 eager's: agreement, flips, mean
@@ -15,9 +14,9 @@ combinations, the optimizer's levels 2 and 99) is built from one export of the m
   and ``ort-fp32`` on the test texts, interleaved rounds
   (:func:`pt2aws.inference.measure.compare_predictors`).
 
-    python benchmarks/ort_int8.py --model-dir runs/latest/train/model --workdir runs/bench-ort
+    python benchmarks/ort_int8.py --model-dir runs/latest/train/model --workdir runs/bench-ort --speed
     python benchmarks/ort_int8.py --model-dir runs/latest/train/model --workdir runs/bench-ort \\
-        --qemu-cpu EPYC-Rome --settings default,"reduce_range True"   # the same files, AVX2
+        --qemu-cpu EPYC-Rome --settings "int8 weights"   # the same files, AVX2 numerics
 
 Results: ``<workdir>/agreement_<cpu>.json`` and ``speed.json``; write-up in
 ``benchmarks/README.md``. Reported, never asserted.
@@ -32,9 +31,6 @@ import sys
 import warnings
 from pathlib import Path
 
-#: The transformer optimizer's levels beside the export's 1 (``pt2aws.inference.ort``).
-OPT_LEVELS = (2, 99)
-
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -45,19 +41,9 @@ def parse_args(argv):
     parser.add_argument("--qemu-cpu", default="", help="run the agreement under qemu-x86_64 -cpu")
     parser.add_argument("--speed", action="store_true", help="also time them natively")
     parser.add_argument("--threads", type=int, default=1, help="ONNX Runtime threads (agreement)")
+    parser.add_argument("--splits", default="test,validation", help="agreement on these splits")
     parser.add_argument("--agreement-only", action="store_true", help=argparse.SUPPRESS)
     return parser.parse_args(argv)
-
-
-def settings_list() -> dict[str, dict]:
-    """``{name: settings}``: the defaults, each change alone, two combined, the levels."""
-    from pt2aws.inference.ort import DEFAULT_SETTINGS, INT8_CHANGES
-
-    changes = [*INT8_CHANGES, {"weights": "uint8", "fp32": "head+embeddings"},
-               {"reduce_range": True, "fp32": "head+embeddings"},
-               *({"opt_level": level} for level in OPT_LEVELS)]  # fmt: skip
-    named = {" + ".join(f"{k} {v}" for k, v in c.items()): c for c in changes}
-    return {"default": DEFAULT_SETTINGS, **{k: {**DEFAULT_SETTINGS, **c} for k, c in named.items()}}
 
 
 def prepare(args) -> dict:
@@ -66,7 +52,7 @@ def prepare(args) -> dict:
     import torch
 
     from pt2aws.data import load_for_run
-    from pt2aws.inference.ort import Builder
+    from pt2aws.inference import ort
     from pt2aws.inference.variants import Classifier, load_fp32
 
     work = Path(args.workdir)
@@ -92,10 +78,12 @@ def prepare(args) -> dict:
             with torch.inference_mode():
                 arrays[f"{b}/reference"] = model(**batch).logits.float().softmax(-1).numpy()
         np.savez(work / f"{name}.npz", **arrays)
-    with warnings.catch_warnings(action="ignore"), torch.inference_mode():
-        builder = Builder(model, tokenizer, work)
-        files = {"ort-fp32": builder.fp32(1).name}
-        files |= {name: builder.int8(s).name for name, s in settings_list().items()}
+    ort.export_variants(model, tokenizer, work, weights_sha256="")  # model.onnx, as served
+    files = {"ort-fp32": "model.onnx"}
+    with warnings.catch_warnings(action="ignore"):
+        for i, name in enumerate(ort.INT8_SETTINGS):
+            ort.quantize(work / "model.onnx", work / f"int8_{i}.onnx", name)
+            files[name] = f"int8_{i}.onnx"
     index.write_text(json.dumps(files, indent=1))
     return files
 
@@ -113,7 +101,7 @@ def agreement(args, files: dict) -> dict:
             str(work / file), options, providers=["CPUExecutionProvider"]
         )
         inputs, out[name] = [i.name for i in session.get_inputs()], {}
-        for split in ("test", "validation"):
+        for split in args.splits.split(","):
             arrays, flips, dp, count, b = np.load(work / f"{split}.npz"), 0, 0.0, 0, 0
             while f"{b}/idx" in arrays:
                 ids = arrays[f"{b}/input_ids"]
