@@ -45,6 +45,16 @@ def time_calls(fn: Callable[[], object], calls: int) -> list[float]:
     return [_timed(fn) for _ in range(calls)]
 
 
+def speed_ratio(first: Callable[[], object], second: Callable[[], object], rounds=3) -> float:
+    """``second``'s speed over ``first``'s (median seconds per call), side by side in
+    ``rounds`` rounds, alternating which goes first."""
+    times = ([], [])
+    for r in range(rounds):
+        for k in (0, 1)[:: 1 if r % 2 == 0 else -1]:
+            times[k].append(_timed((first, second)[k]))
+    return statistics.median(times[0]) / statistics.median(times[1])
+
+
 def compare_predictors(predictors: dict, texts: Sequence[str], *, latency_calls: int = 10,
                        repeats: int = 3, spent: dict | None = None, share_s: float | None = None,
                        log: Callable[[str], None] | None = None) -> list[dict]:  # fmt: skip
@@ -54,7 +64,8 @@ def compare_predictors(predictors: dict, texts: Sequence[str], *, latency_calls:
     ``repeats`` more when within :data:`CLOSE`. With ``share_s``, a predictor whose seconds
     (``spent``, e.g. its build, plus its calls) reach it stops at :data:`MIN_CALLS` calls and
     :data:`MIN_PASSES` passes. Rows: ``variant``, :func:`latency_summary`'s keys,
-    ``samples_per_s`` (median), ``runs_samples_per_s``, ``agreement``, ``stopped``, ``seconds``.
+    ``samples_per_s`` (median), ``runs_samples_per_s``, ``agreement`` (on ``agreement_texts``),
+    ``stopped``, ``seconds``.
     """
     from pt2aws.metrics.agreement import AGREEMENT_TARGET, label_agreement
 
@@ -113,6 +124,7 @@ def compare_predictors(predictors: dict, texts: Sequence[str], *, latency_calls:
             "samples_per_s": statistics.median(rates[name]),
             "runs_samples_per_s": rates[name],
             "agreement": agreement[name],
+            "agreement_texts": len(texts),
             "stopped": None
             if len(seconds[name]) == latency_calls and len(rates[name]) >= repeats
             else "share of the budget reached",

@@ -1,13 +1,17 @@
 """ONNX Runtime variants (``ort-fp32``, ``ort-int8``), exported once into ``<model>/onnx/``:
 ``torch.onnx.export`` (TorchScript, dynamic axes), the transformer optimizer's portable fusions
-(``opt_level=1``, x86 and Graviton): ``model.onnx``; ``quantize_dynamic`` (int8 weights per
-channel, the head fp32): ``model_int8.onnx``. ``export.json`` records the weights' SHA-256."""
+(``opt_level=1``, x86 and Graviton; levels 2 and 99 measured no faster, benchmarks/README.md):
+``model.onnx``; ``quantize_dynamic`` (weights per channel, the head fp32) with the
+:data:`INT8_SETTINGS` measured best for this CPU's int8 kernels (:func:`choose_int8`):
+``model_int8.onnx``. ``export.json`` records the weights' SHA-256 and the choice."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import logging
+import statistics
+import time
 import warnings
 from pathlib import Path
 from types import SimpleNamespace
@@ -23,6 +27,53 @@ EXPORT_RECORD = "export.json"
 OPSET = 18
 #: ONNX node names containing these stay fp32 in ``ort-int8`` (as ``INT8_FP32_LAYERS``).
 INT8_FP32_NODES = ("classifier",)
+#: ``quantize_dynamic`` settings :func:`choose_int8` weighs, the default first: int8 weights (u8 x
+#: s8 products: on x86 without VNNI their int16 pair sums saturate, onnxruntime's quantization
+#: guide), 7-bit weights (``reduce_range``: "may improve the accuracy ... on non-VNNI machine"),
+#: uint8 weights (u8 x u8 products).
+INT8_SETTINGS = {
+    "int8 weights": {},
+    "7-bit int8 weights (reduce_range)": {"reduce_range": True},
+    "uint8 weights": {"weight_type": "QUInt8"},
+}
+#: Validation texts the settings are measured on, timed in this many interleaved passes.
+PROBE_TEXTS, PROBE_PASSES = 128, 3
+#: A setting replaces the best so far where its mean |delta p| against fp32 is this many times
+#: smaller (labels alone, a handful of flips on 128 texts, cannot rank settings) and it is not
+#: ``FASTER`` slower, or where its mean |delta p| is within this factor and it is ``FASTER``.
+ACCURACY_GAIN, FASTER = 1.25, 1.05
+
+
+def cpu_class() -> str:
+    """The int8 dot products ONNX Runtime's kernels use here (from CPUID: it ignores the caps of
+    :mod:`pt2aws.env.cpu`), e.g. ``"x86_64 AVX2 without VNNI"``."""
+    from pt2aws import env
+
+    features = env.cpu_features()
+    names = {"amx_int8": "AMX-INT8", "avx512_vnni": "AVX512-VNNI", "avx_vnni": "AVX-VNNI",
+             "avx512bw": "AVX-512 without VNNI", "avx2": "AVX2 without VNNI", "i8mm": "I8MM",
+             "asimddp": "SDOT"}  # fmt: skip
+    found = next((name for flag, name in names.items() if flag in features.hardware), "no SIMD")
+    return f"{features.arch} {found}"
+
+
+def choose_int8(figures: dict[str, dict]) -> tuple[str, str]:
+    """``(setting, why)``: the best of :data:`INT8_SETTINGS` by ``figures`` (``{setting:
+    {"mean_abs_dp", "flips", "texts", "samples_per_s"}}`` measured side by side), each setting in
+    turn against the best so far (the first to start)."""
+    names, said = list(figures), []
+    best = names[0]
+    for name in names[1:]:
+        f, b = figures[name], figures[best]
+        accuracy = b["mean_abs_dp"] / max(f["mean_abs_dp"], 1e-9)  # > 1: more accurate
+        speed = f["samples_per_s"] / b["samples_per_s"]
+        kept = (accuracy >= ACCURACY_GAIN and speed >= 1 / FASTER) or (
+            accuracy >= 1 / ACCURACY_GAIN and speed >= FASTER
+        )
+        said.append(f"{name}: {'kept' if kept else 'not kept'}, mean |dp| {1 / accuracy:.2f}x "
+                    f"{best}'s ({f['flips']} flips of {f['texts']}), {speed:.2f}x its speed")  # fmt: skip
+        best = name if kept else best
+    return best, f"{best}, measured on {cpu_class()}: " + "; ".join(said)
 
 
 def weights_digest(model_dir: str | Path) -> str:
@@ -36,10 +87,11 @@ def weights_digest(model_dir: str | Path) -> str:
     return digest.hexdigest()
 
 
-def onnx_files(model_dir: str | Path, model=None, tokenizer=None) -> dict[str, Path]:
+def onnx_files(model_dir: str | Path, model=None, tokenizer=None, texts=None) -> dict[str, Path]:
     """``{"ort-fp32": path, "ort-int8": path}`` in ``model_dir/onnx``, exported from ``model``
-    and ``tokenizer`` first when missing or made from other weights; FileNotFoundError if
-    missing or stale with nothing to export from."""
+    and ``tokenizer`` first when missing or made from other weights (``texts``: validation texts
+    to choose the int8 settings on); FileNotFoundError if missing or stale with nothing to
+    export from."""
     folder = Path(model_dir) / ONNX_DIR
     files = {variant: folder / name for variant, name in ONNX_FILES.items()}
     record, digest = folder / EXPORT_RECORD, weights_digest(model_dir)
@@ -53,16 +105,17 @@ def onnx_files(model_dir: str | Path, model=None, tokenizer=None) -> dict[str, P
         raise FileNotFoundError(f"{why}: export them where the model is packaged (variant_report "
                                 "with ort-fp32/ort-int8; package ships them in onnx/)")  # fmt: skip
     logger.info("exporting the ONNX Runtime variants to %s (%s)", folder, why)
-    export_variants(model, tokenizer, folder, weights_sha256=digest)
+    export_variants(model, tokenizer, folder, weights_sha256=digest, texts=texts)
     return files
 
 
-def export_variants(model, tokenizer, folder: Path, *, weights_sha256: str) -> None:
-    """``model`` as ``folder/model.onnx`` and ``model_int8.onnx``, recorded in ``export.json``;
-    the exporter's tracer warnings and the quantizer's advice (about graphs in general) hidden."""
+def export_variants(model, tokenizer, folder: Path, *, weights_sha256: str, texts=None) -> None:
+    """``model`` as ``folder/model.onnx`` and ``model_int8.onnx``, recorded in ``export.json``:
+    int8 with each of :data:`INT8_SETTINGS`, the one :func:`choose_int8` picks on the first
+    :data:`PROBE_TEXTS` of ``texts`` kept (without texts: the default); the exporter's tracer
+    warnings and the quantizer's advice (about graphs in general) hidden."""
     import onnx
     import onnxruntime
-    from onnxruntime.quantization import QuantType, quantize_dynamic
     from onnxruntime.transformers import optimizer
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -98,18 +151,18 @@ def export_variants(model, tokenizer, folder: Path, *, weights_sha256: str) -> N
             )
             optimized.save_model_to_file(str(fp32))
             raw.unlink()
-            kept = []
-            for node in onnx.load(str(fp32), load_external_data=False).graph.node:
-                if any(k in node.name for k in INT8_FP32_NODES):
-                    kept.append(node.name)
-                    if node.op_type == "Gemm":  # quantize_dynamic: a Gemm -> <name>_MatMul + Add
-                        kept.append(f"{node.name}_MatMul")
-            # the fused com.microsoft operators defeat ONNX shape inference: their outputs are fp32
-            quantize_dynamic(str(fp32), str(int8), per_channel=True, weight_type=QuantType.QInt8,
-                             nodes_to_exclude=kept,
-                             extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})  # fmt: skip
+            texts = [t for t in texts or [] if t.strip()][:PROBE_TEXTS]
+            settings = list(INT8_SETTINGS)[: len(INT8_SETTINGS) if texts else 1]
+            paths = {name: folder / f"int8.{i}.onnx" for i, name in enumerate(settings)}
+            for name, path in paths.items():
+                kept = quantize(fp32, path, name)
     finally:
         logging.disable(previous)
+    figures = _measure_int8(paths, fp32, model.config, tokenizer, texts) if texts else {}
+    chosen, why = choose_int8(figures) if figures else (settings[0], "not measured (no texts)")
+    paths.pop(chosen).replace(int8)
+    for other in paths.values():
+        other.unlink()
     record = {
         "weights_sha256": weights_sha256,
         "exporter": f"torch.onnx.export (TorchScript, dynamo=False), torch {torch.__version__}",
@@ -118,12 +171,64 @@ def export_variants(model, tokenizer, folder: Path, *, weights_sha256: str) -> N
         "onnxruntime": onnxruntime.__version__,
         "fused": fused,
         "int8": {
-            "method": "onnxruntime.quantization.quantize_dynamic: int8 weights per output "
+            "method": f"onnxruntime.quantization.quantize_dynamic: {chosen} per output "
             "channel, uint8 activations per tensor at run time",
+            "settings": chosen,
+            "why": why,
+            "measured": figures,
             "fp32_nodes": kept,
         },
     }
     (folder / EXPORT_RECORD).write_text(json.dumps(record, indent=1))
+
+
+def quantize(fp32: Path, path: Path, setting: str) -> list[str]:
+    """``fp32`` (an optimized ``model.onnx``) as int8 at ``path`` with :data:`INT8_SETTINGS`'s
+    ``setting``, :data:`INT8_FP32_NODES` kept fp32; returns the names of the nodes kept."""
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    kept = []
+    for node in onnx.load(str(fp32), load_external_data=False).graph.node:
+        if any(k in node.name for k in INT8_FP32_NODES):
+            kept.append(node.name)
+            if node.op_type == "Gemm":  # quantize_dynamic: a Gemm -> <name>_MatMul + Add
+                kept.append(f"{node.name}_MatMul")
+    options = INT8_SETTINGS[setting]
+    # the fused com.microsoft operators defeat ONNX shape inference: their outputs are fp32
+    quantize_dynamic(str(fp32), str(path), per_channel=True, nodes_to_exclude=kept,
+                     weight_type=getattr(QuantType, options.get("weight_type", "QInt8")),
+                     reduce_range=options.get("reduce_range", False),
+                     extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})  # fmt: skip
+    return kept
+
+
+def _measure_int8(paths: dict, fp32: Path, config, tokenizer, texts) -> dict[str, dict]:
+    """Each int8 file's ``mean_abs_dp`` (largest class probability change) and label ``flips``
+    against the fp32 file on ``texts``, and ``samples_per_s`` in :data:`PROBE_PASSES`
+    interleaved passes."""
+    from pt2aws.inference.variants import Classifier
+
+    def classifier(path):
+        return Classifier(OrtClassifier(path, config), tokenizer, config)
+
+    reference = classifier(fp32).predict_proba(texts)
+    runs = {name: classifier(path) for name, path in paths.items()}
+    probs, seconds = {}, {name: [] for name in runs}
+    for k in range(PROBE_PASSES):
+        for name in list(runs)[:: 1 if k % 2 == 0 else -1]:
+            start = time.perf_counter()
+            probs[name] = runs[name].predict_proba(texts)
+            seconds[name].append(time.perf_counter() - start)
+    return {
+        name: {
+            "mean_abs_dp": round(float((probs[name] - reference).abs().amax(-1).mean()), 6),
+            "flips": int((probs[name].argmax(-1) != reference.argmax(-1)).sum()),
+            "texts": len(texts),
+            "samples_per_s": round(len(texts) / statistics.median(seconds[name]), 1),
+        }
+        for name in runs
+    }
 
 
 class OrtClassifier:
@@ -140,6 +245,9 @@ class OrtClassifier:
         self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         self.input_names = [i.name for i in self.session.get_inputs()]
         self.config, self.path = config, Path(path)
+        record = self.path.with_name(EXPORT_RECORD)  # an ort-int8 file: how it was made
+        if self.path.name == ONNX_FILES["ort-int8"] and record.is_file():
+            self.settings = json.loads(record.read_text())["int8"].get("why")
 
     def __call__(self, **encoding) -> SimpleNamespace:
         ids = np.asarray(encoding["input_ids"], dtype=np.int64)

@@ -122,17 +122,19 @@ def load_fp32(model_dir: str):
 
 
 def build_variant(model: torch.nn.Module, variant: str, device: torch.device | str = "cpu", *,
-                  keep_fp32: bool = False, model_dir: str | None = None, tokenizer=None):  # fmt: skip
+                  keep_fp32: bool = False, model_dir: str | None = None, tokenizer=None,
+                  texts: Sequence[str] | None = None):  # fmt: skip
     """``(module, callable)``: ``model`` (fp32, eval, CPU) as ``variant`` on ``device``, the
     uncompiled module (or ONNX Runtime session) and what predictions call. ``keep_fp32``: convert
     a copy; ``model_dir``/``tokenizer``: where the ONNX files are or are exported to (else
-    FileNotFoundError)."""
+    FileNotFoundError), ``texts``: validation texts the export measures its settings on."""
     if variant in ORT_VARIANTS:
         from pt2aws.inference.ort import OrtClassifier, onnx_files
 
         if model_dir is None:
             raise FileNotFoundError(f"{variant} needs the model folder with its ONNX files")
-        session = OrtClassifier(onnx_files(model_dir, model, tokenizer)[variant], model.config)
+        files = onnx_files(model_dir, model, tokenizer, texts=texts)
+        session = OrtClassifier(files[variant], model.config)
         return session, session
     if keep_fp32 and variant in IN_PLACE_VARIANTS:
         model = copy.deepcopy(model)

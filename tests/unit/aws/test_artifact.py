@@ -160,13 +160,20 @@ def test_minimal_good_layout_passes_without_smoke_test(tmp_path):
     assert result["members"] == sorted(GOOD) and result["prediction"] is None
 
 
-def test_packaging_records_each_variants_agreement_on_validation_texts(smoke_model_dir, tmp_path):
+def test_packaging_records_each_variants_agreement_on_validation_texts(
+    smoke_model_dir, tmp_path, monkeypatch
+):
     import json
     import tarfile
 
+    from support.cpu import fake_cpu
+
+    from pt2aws import env
     from pt2aws.aws import artifact
     from pt2aws.inference.selection import variant_report
 
+    bf16_cpu = fake_cpu("bf16 x86", "x86_64", {"avx2", "avx512f", "avx512_bf16"})
+    monkeypatch.setattr(env, "cpu_features", bf16_cpu)  # else bf16 is left out, unmeasured
     texts = [SHORT, LONG, "", "ok phone", "the battery died after a day"]
     report = variant_report(str(smoke_model_dir), texts, variants=("bf16",), sample=2)
     assert report["texts"] == 4 and report["sample"] == [SHORT, LONG]  # empty texts left out

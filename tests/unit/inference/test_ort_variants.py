@@ -35,6 +35,12 @@ def test_export_writes_fp32_and_int8_with_a_record(exported):
     }
     record = json.loads((model_dir / "onnx" / "export.json").read_text())
     assert record["weights_sha256"] == ort.weights_digest(model_dir)
+    int8 = record["int8"]  # exported without validation texts: the default, unmeasured
+    assert (int8["settings"], int8["why"], int8["measured"]) == (
+        "int8 weights",
+        "not measured (no texts)",
+        {},
+    )
     assert record["opset"] == ort.OPSET and "dynamo=False" in record["exporter"]
     assert "SkipLayerNormalization" in record["fused"]  # the transformer optimizer ran
     # the classifier head stays fp32; every encoder matmul with a weight is int8
@@ -160,3 +166,46 @@ def test_the_dlc_handler_stands_alone_and_never_imports_onnxruntime(smoke_model_
     )
     windows, modules = out.stdout.strip().splitlines()[-2:]
     assert int(windows) > 1 and modules == "[]"
+
+
+def _figures(dp: float, speed: float) -> dict:
+    return {"mean_abs_dp": dp, "flips": 1, "texts": 128, "samples_per_s": speed}
+
+
+@pytest.mark.parametrize(
+    ("reduce_range", "uint8", "chosen"),
+    [
+        ((0.02, 100.0), (0.06, 130.0), "7-bit int8 weights (reduce_range)"),  # more accurate
+        ((0.04, 100.0), (0.06, 130.0), "int8 weights"),  # faster, but less accurate: not kept
+        ((0.04, 100.0), (0.042, 130.0), "uint8 weights"),  # as accurate and faster
+        ((0.02, 90.0), (0.04, 100.0), "int8 weights"),  # more accurate, but slower: not kept
+    ],
+)
+def test_the_int8_settings_are_a_measured_choice(reduce_range, uint8, chosen):
+    """Issue 31: a setting replaces the default where it measures more accurate and no slower,
+    or as accurate and faster; the reason names each one and its figures."""
+    figures = dict(zip(ort.INT8_SETTINGS, [_figures(0.04, 100.0), _figures(*reduce_range),
+                                           _figures(*uint8)]))  # fmt: skip
+    setting, why = ort.choose_int8(figures)
+    assert setting == chosen and why.startswith(f"{chosen}, measured on {ort.cpu_class()}: ")
+    assert "7-bit int8 weights (reduce_range): " in why and "uint8 weights: " in why
+
+
+def test_the_export_measures_each_setting_on_validation_texts_and_keeps_one(
+    smoke_model_dir, tmp_path
+):
+    model_dir = tmp_path / "model"
+    shutil.copytree(smoke_model_dir, model_dir)
+    model, tokenizer = load_fp32(str(model_dir))
+    ort.onnx_files(model_dir, model, tokenizer, texts=TEXTS)
+    int8 = json.loads((model_dir / "onnx" / "export.json").read_text())["int8"]
+    assert set(int8["measured"]) == set(ort.INT8_SETTINGS) and int8["settings"] in ort.INT8_SETTINGS
+    for figures in int8["measured"].values():
+        assert figures["texts"] == len(TEXTS) and figures["samples_per_s"] > 0
+        assert 0 <= figures["flips"] <= len(TEXTS) and 0 < figures["mean_abs_dp"] < 0.5
+    assert ort.choose_int8(int8["measured"]) == (int8["settings"], int8["why"])
+    assert sorted(p.name for p in (model_dir / "onnx").glob("*.onnx")) == [
+        "model.onnx", "model_int8.onnx"
+    ]  # fmt: skip
+    session = ort.OrtClassifier(model_dir / "onnx" / "model_int8.onnx", model.config)
+    assert session.settings == int8["why"]  # what notebook 02's build line prints

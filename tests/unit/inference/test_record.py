@@ -14,7 +14,8 @@ KEYS = ("accuracy", "f1", "f1_per_class", "confusion_matrix", "num_examples",
 
 
 def _measured():
-    row = {"p50_ms": 2.0, "p90_ms": 3.0, "p99_ms": 4.0, "max_ms": 4.0, "calls": 10}
+    row = {"p50_ms": 2.0, "p90_ms": 3.0, "p99_ms": 4.0, "max_ms": 4.0, "calls": 10,
+           "agreement_texts": 1000}  # fmt: skip
     rows = [{"variant": "eager", **row, "samples_per_s": 100.0, "agreement": 1.0},
             {"variant": "ort-int8", **row, "p50_ms": 1.0, "samples_per_s": 300.0, "agreement": 0.996},
             {"variant": "int8", **row, "samples_per_s": 400.0, "agreement": 0.98}]  # fmt: skip
@@ -45,7 +46,7 @@ def test_the_record_has_every_key_and_the_best_variants_figures():
     assert rec["best_variant"] == "ort-int8" and rec["auto_variant"]["variant"] == "ort-int8"
     assert rec["auto_variant"]["left_out"] == {
         "bf16": "no native bf16",
-        "int8": "98.0% label agreement < 99%",
+        "int8": "98.0% label agreement on 1,000 texts < 99%",
     }
     assert rec["throughput_samples_per_second"] == 300.0 and rec["latency_p50_ms"] == 1.0
     assert rec["agreement_texts"] == {"split": "validation", "count": 256}
