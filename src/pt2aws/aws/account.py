@@ -33,25 +33,15 @@ def check_quota(session, instance_type: str, use: str = "endpoint", needed: int 
     name = quota_name(instance_type, use)
     out = {"name": name, "code": None, "value": None, "source": "unknown", "needed": needed}
     client = session.client("service-quotas", max_attempts=3)
-    try:
+    try:  # each list carries the values (Service Quotas API: ListServiceQuotas)
         found = next(
-            (q for call in ("list_service_quotas", "list_aws_default_service_quotas")
+            (q | {"source": source}
+             for call, source in (("list_service_quotas", "applied"),
+                                  ("list_aws_default_service_quotas", "AWS default"))
              for page in client.get_paginator(call).paginate(ServiceCode="sagemaker")
              for q in page.get("Quotas", []) if q.get("QuotaName") == name),
             None,
         )  # fmt: skip
-        if found is None:
-            reason = f"no quota named {name!r} in Service Quotas (check it in the console)"
-            return {**out, "ok": None, "reason": reason}
-        ask = {"ServiceCode": "sagemaker", "QuotaCode": found["QuotaCode"]}
-        out["code"], out["source"] = found["QuotaCode"], "applied"
-        try:
-            out["value"] = client.get_service_quota(**ask)["Quota"].get("Value")
-        except ClientError as err:
-            if err.response["Error"]["Code"] != "NoSuchResourceException":
-                raise
-            out["value"] = client.get_aws_default_service_quota(**ask)["Quota"].get("Value")
-            out["source"] = "AWS default"
     except (ClientError, BotoCoreError) as err:
         code = getattr(err, "response", {}).get("Error", {}).get("Code", type(err).__name__)
         reason = (
@@ -59,6 +49,10 @@ def check_quota(session, instance_type: str, use: str = "endpoint", needed: int 
             "in AmazonSageMakerFullAccess), or look it up in the Service Quotas console"
         )
         return {**out, "ok": None, "reason": reason}
+    if found is None:
+        reason = f"no quota named {name!r} in Service Quotas (check it in the console)"
+        return {**out, "ok": None, "reason": reason}
+    out |= {"code": found["QuotaCode"], "value": found.get("Value"), "source": found["source"]}
     if out["value"] is not None and out["value"] >= needed:
         return {**out, "ok": True, "reason": ""}
     reason = (

@@ -113,12 +113,10 @@ QUOTA = {
 
 
 def test_no_applied_value_falls_back_to_the_aws_default():
-    """GetServiceQuota may have no applied value (botocore's doc): the default stands."""
+    """ListServiceQuotas may have no applied value (the API reference): the default stands."""
     session, stubber = _stubbed_session(
-        ("list_service_quotas", {"Quotas": []}),  # no applied quota of that name
-        ("list_aws_default_service_quotas", {"Quotas": [QUOTA]}),
-        ("get_service_quota", "NoSuchResourceException"),
-        ("get_aws_default_service_quota", {"Quota": {**QUOTA, "Value": 4.0}}),
+        ("list_service_quotas", {"Quotas": [{**QUOTA, "QuotaName": "another"}]}),
+        ("list_aws_default_service_quotas", {"Quotas": [{**QUOTA, "Value": 4.0}]}),
     )
     quota = account.check_quota(session, "ml.c7g.xlarge", "endpoint", needed=2)
     stubber.assert_no_pending_responses()
