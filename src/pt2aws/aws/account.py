@@ -66,22 +66,21 @@ def check_quota(session, instance_type: str, use: str = "endpoint", needed: int 
 
 def run_cost(region: str, *, endpoint_instance=None, endpoint_instances=1, wait_timeout_s=1800,
              load_test_seconds=30, keep_endpoint=False, training_instance=None, training_count=1,
-             max_runtime_s=None) -> dict:  # fmt: skip
-    """Expected cost (an endpoint :data:`TYPICAL_ENDPOINT_MINUTES`, at most wait + load test + 2
-    min; a job its runtime): ``{"lines", "typical_usd", "worst_usd", "per_hour_kept"}``."""
-    lines, typical, worst, per_hour = [], 0.0, 0.0, None
+             max_runtime_s=None) -> list[str]:  # fmt: skip
+    """The expected cost in lines: an endpoint :data:`TYPICAL_ENDPOINT_MINUTES` (at most wait +
+    load test + 2 min), a job its max runtime."""
+    lines = []
     if endpoint_instance:
         most_min = (wait_timeout_s + load_test_seconds) / 60 + 2
         usd, price = instance_cost(endpoint_instance, "hosting", 1, endpoint_instances, region)
         if price is None:
             lines.append(f"endpoint {endpoint_instance}: no hosting price in the catalog")
-            typical = worst = None
         else:
-            per_hour, typical, worst = usd, usd * TYPICAL_ENDPOINT_MINUTES / 60, usd * most_min / 60
             lines.append(
                 f"endpoint {endpoint_instances} x {endpoint_instance} at {price.describe()}: about "
-                f"{typical:.3f} USD for {TYPICAL_ENDPOINT_MINUTES:g} min (expected), at most "
-                f"{worst:.3f} USD ({most_min:.0f} min: wait timeout + load test + delete)"
+                f"{usd * TYPICAL_ENDPOINT_MINUTES / 60:.3f} USD for {TYPICAL_ENDPOINT_MINUTES:g} "
+                f"min (expected), at most {usd * most_min / 60:.3f} USD ({most_min:.0f} min: wait "
+                "timeout + load test + delete)"
             )
             if keep_endpoint:
                 lines.append(
@@ -89,14 +88,12 @@ def run_cost(region: str, *, endpoint_instance=None, endpoint_instances=1, wait_
                 )
     if training_instance and max_runtime_s:
         bound = training_cost_bound(training_instance, training_count, max_runtime_s, region)
-        worst = None if worst is None or bound["usd"] is None else worst + bound["usd"]
         usd = "an unknown" if bound["usd"] is None else f"{bound['usd']:.2f}"
         lines.append(
             f"training job {training_count} x {training_instance} at {bound['price']}: at most "
             f"{usd} USD ({max_runtime_s / 3600:g} h max runtime)"
         )
-    lines.append(FACTS["not_priced"])
-    return {"lines": lines, "typical_usd": typical, "worst_usd": worst, "per_hour_kept": per_hour}
+    return lines + [FACTS["not_priced"]]
 
 
 def checklist(session, *, autoscaling=False, own_image=False, **run) -> dict:
@@ -159,7 +156,7 @@ def format_checklist(c: dict) -> str:
         mark = {True: "OK", False: "TOO LOW", None: "CHECK"}[q["ok"]]
         lines.append(f"  {mark}: {q['name']} = {value}, needed {q['needed']}")
         lines += [f"    {q['reason']}"] if q["reason"] else []
-    lines += ["expected cost of the run:", *(f"  {line}" for line in c["cost"]["lines"])]
+    lines += ["expected cost of the run:", *(f"  {line}" for line in c["cost"])]
     if c["arm64_build"]:
         lines += ["arm64 image without local Docker:"]
         lines += [f"  {k}: {v}" for k, v in c["arm64_build"].items()]
