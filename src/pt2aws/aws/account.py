@@ -19,9 +19,7 @@ TYPICAL_ENDPOINT_MINUTES = 10.0
 
 
 def quota_name(instance_type: str, use: str = "endpoint") -> str:
-    """``"ml.c7g.xlarge for endpoint usage"`` (Service Quotas' name); ``ValueError``: unknown use."""
-    if use not in QUOTA_USES:
-        raise ValueError(f"use {use!r}: choose one of {', '.join(QUOTA_USES)}")
+    """``"ml.c7g.xlarge for endpoint usage"``: Service Quotas' name for a :data:`QUOTA_USES` use."""
     return f"ml.{instance_type.removeprefix('ml.')} for {QUOTA_USES[use]}"
 
 
@@ -98,10 +96,9 @@ def run_cost(region: str, *, endpoint_instance=None, endpoint_instances=1, wait_
 
 def checklist(session, *, autoscaling=False, own_image=False, **run) -> dict:
     """What notebook 03's endpoint or 01's job needs (``run``: :func:`run_cost`'s keywords):
-    ``{"target", "region", "account", "role", "caller_actions", "execution_role", "quotas",
-    "cost", "arm64_build"}``; ``AwsSetupError``: no or refused credentials, AWS unreachable."""
+    ``{"target", "region", "account", "role", "caller_actions", "quotas", "cost",
+    "arm64_build"}``; ``AwsSetupError``: no or refused credentials, AWS unreachable."""
     account = session.account()
-    cost = run_cost(session.region, **run)
     purposes = ["pass the execution role", "model data in S3", "this checklist and price refresh"]
     quotas = []
     if run.get("endpoint_instance"):
@@ -120,9 +117,8 @@ def checklist(session, *, autoscaling=False, own_image=False, **run) -> dict:
         "account": account,
         "role": session.role_arn or "MISSING: set ROLE_ARN",
         "caller_actions": {p: a for p, a in actions.items() if p.startswith(tuple(purposes))},
-        "execution_role": FACTS["execution_role"],
         "quotas": quotas,
-        "cost": cost,
+        "cost": run_cost(session.region, **run),
         "arm64_build": FACTS["arm64_build"] if own_image else None,
     }
 
@@ -142,7 +138,7 @@ def require_ready(checklist: dict) -> None:
 def format_checklist(c: dict) -> str:
     """The checklist in at most about 30 lines (each IAM purpose on one line)."""
     where = "the emulator (its own quotas, not AWS's)" if c["target"] == "emulator" else "AWS"
-    role = c["execution_role"]
+    role = FACTS["execution_role"]
     lines = [
         f"Real-account checklist: {where}, region {c['region']}, account {c['account']}",
         f"execution role: {c['role']} (trusts {role['trust']}; needs: "
