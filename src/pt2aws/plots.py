@@ -6,6 +6,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
 
 def _save(fig, path: str | Path | None):
     if path is not None:
@@ -17,8 +21,6 @@ def _save(fig, path: str | Path | None):
 def plot_training(log: Sequence[dict], history: Sequence[dict], path: str | Path | None = None):
     """Training loss (nats) per step of ``log`` (``train_log.jsonl`` rows) and validation
     accuracy per epoch of ``history``."""
-    import matplotlib.pyplot as plt
-
     fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(10, 3.5))
     ax_loss.plot([r["step"] for r in log], [r["loss"] for r in log], marker=".")
     ax_loss.set(title="Training loss", xlabel="optimizer step", ylabel="cross-entropy (nats)")
@@ -31,8 +33,6 @@ def plot_training(log: Sequence[dict], history: Sequence[dict], path: str | Path
 
 def plot_confusion_matrix(matrix: Sequence[Sequence[int]], label_names: Sequence[str], path=None):
     """Heat map of confusion counts ``matrix`` (rows true, columns predicted, ``label_names``)."""
-    import matplotlib.pyplot as plt
-    import numpy as np
     from sklearn.metrics import ConfusionMatrixDisplay
 
     fig, ax = plt.subplots(figsize=(4.5, 4))
@@ -46,8 +46,6 @@ def plot_confusion_matrix(matrix: Sequence[Sequence[int]], label_names: Sequence
 
 def plot_bars(values: dict[str, float], *, ylabel: str, title: str, path: str | Path | None = None):
     """A bar per ``{label: value}`` with its value on it (thousands as ``1,290``)."""
-    import matplotlib.pyplot as plt
-
     fig, ax = plt.subplots(figsize=(max(4, 1.2 * len(values)), 3.5))
     bars = ax.bar(list(values), list(values.values()), color="tab:blue")
     ax.bar_label(
@@ -61,8 +59,6 @@ def plot_bars(values: dict[str, float], *, ylabel: str, title: str, path: str | 
 
 def plot_memory_breakdown(rec: dict, path: str | Path | None = None):
     """Stacked bars, GB (1e9 bytes), of a ``ranking.recommend`` result's ``memory``."""
-    import pandas as pd
-
     memory = {
         "training\n(one device)": rec["memory"]["training_one_device"],
         "inference\n(bf16, batch 1)": rec["memory"]["inference_bf16"],
@@ -83,9 +79,6 @@ def plot_time_vs_cost(rec: dict, path: str | Path | None = None):
     """Training time (hours) vs cost (USD) per instance of a ``ranking.recommend`` result,
     log-log. Labelled: the Pareto front, the cheapest of each kind, the recommended; points
     within 4% on both axes share a label, placed at the first corner overlapping no other."""
-    import matplotlib.pyplot as plt
-    import numpy as np
-
     rows = sorted(
         (r for r in rec["training"] if r["cost_usd"]), key=lambda r: (r["time_s"], r["cost_usd"])
     )

@@ -19,9 +19,7 @@ TYPICAL_ENDPOINT_MINUTES = 10.0
 
 
 def quota_name(instance_type: str, use: str = "endpoint") -> str:
-    """``"ml.c7g.xlarge for endpoint usage"`` (Service Quotas' name); ``ValueError``: unknown use."""
-    if use not in QUOTA_USES:
-        raise ValueError(f"use {use!r}: choose one of {', '.join(QUOTA_USES)}")
+    """``"ml.c7g.xlarge for endpoint usage"``: Service Quotas' name for a :data:`QUOTA_USES` use."""
     return f"ml.{instance_type.removeprefix('ml.')} for {QUOTA_USES[use]}"
 
 
@@ -33,25 +31,15 @@ def check_quota(session, instance_type: str, use: str = "endpoint", needed: int 
     name = quota_name(instance_type, use)
     out = {"name": name, "code": None, "value": None, "source": "unknown", "needed": needed}
     client = session.client("service-quotas", max_attempts=3)
-    try:
+    try:  # each list carries the values (Service Quotas API: ListServiceQuotas)
         found = next(
-            (q for call in ("list_service_quotas", "list_aws_default_service_quotas")
+            (q | {"source": source}
+             for call, source in (("list_service_quotas", "applied"),
+                                  ("list_aws_default_service_quotas", "AWS default"))
              for page in client.get_paginator(call).paginate(ServiceCode="sagemaker")
              for q in page.get("Quotas", []) if q.get("QuotaName") == name),
             None,
         )  # fmt: skip
-        if found is None:
-            reason = f"no quota named {name!r} in Service Quotas (check it in the console)"
-            return {**out, "ok": None, "reason": reason}
-        ask = {"ServiceCode": "sagemaker", "QuotaCode": found["QuotaCode"]}
-        out["code"], out["source"] = found["QuotaCode"], "applied"
-        try:
-            out["value"] = client.get_service_quota(**ask)["Quota"].get("Value")
-        except ClientError as err:
-            if err.response["Error"]["Code"] != "NoSuchResourceException":
-                raise
-            out["value"] = client.get_aws_default_service_quota(**ask)["Quota"].get("Value")
-            out["source"] = "AWS default"
     except (ClientError, BotoCoreError) as err:
         code = getattr(err, "response", {}).get("Error", {}).get("Code", type(err).__name__)
         reason = (
@@ -59,6 +47,10 @@ def check_quota(session, instance_type: str, use: str = "endpoint", needed: int 
             "in AmazonSageMakerFullAccess), or look it up in the Service Quotas console"
         )
         return {**out, "ok": None, "reason": reason}
+    if found is None:
+        reason = f"no quota named {name!r} in Service Quotas (check it in the console)"
+        return {**out, "ok": None, "reason": reason}
+    out |= {"code": found["QuotaCode"], "value": found.get("Value"), "source": found["source"]}
     if out["value"] is not None and out["value"] >= needed:
         return {**out, "ok": True, "reason": ""}
     reason = (
@@ -72,22 +64,21 @@ def check_quota(session, instance_type: str, use: str = "endpoint", needed: int 
 
 def run_cost(region: str, *, endpoint_instance=None, endpoint_instances=1, wait_timeout_s=1800,
              load_test_seconds=30, keep_endpoint=False, training_instance=None, training_count=1,
-             max_runtime_s=None) -> dict:  # fmt: skip
-    """Expected cost (an endpoint :data:`TYPICAL_ENDPOINT_MINUTES`, at most wait + load test + 2
-    min; a job its runtime): ``{"lines", "typical_usd", "worst_usd", "per_hour_kept"}``."""
-    lines, typical, worst, per_hour = [], 0.0, 0.0, None
+             max_runtime_s=None) -> list[str]:  # fmt: skip
+    """The expected cost in lines: an endpoint :data:`TYPICAL_ENDPOINT_MINUTES` (at most wait +
+    load test + 2 min), a job its max runtime."""
+    lines = []
     if endpoint_instance:
         most_min = (wait_timeout_s + load_test_seconds) / 60 + 2
         usd, price = instance_cost(endpoint_instance, "hosting", 1, endpoint_instances, region)
         if price is None:
             lines.append(f"endpoint {endpoint_instance}: no hosting price in the catalog")
-            typical = worst = None
         else:
-            per_hour, typical, worst = usd, usd * TYPICAL_ENDPOINT_MINUTES / 60, usd * most_min / 60
             lines.append(
                 f"endpoint {endpoint_instances} x {endpoint_instance} at {price.describe()}: about "
-                f"{typical:.3f} USD for {TYPICAL_ENDPOINT_MINUTES:g} min (expected), at most "
-                f"{worst:.3f} USD ({most_min:.0f} min: wait timeout + load test + delete)"
+                f"{usd * TYPICAL_ENDPOINT_MINUTES / 60:.3f} USD for {TYPICAL_ENDPOINT_MINUTES:g} "
+                f"min (expected), at most {usd * most_min / 60:.3f} USD ({most_min:.0f} min: wait "
+                "timeout + load test + delete)"
             )
             if keep_endpoint:
                 lines.append(
@@ -95,22 +86,19 @@ def run_cost(region: str, *, endpoint_instance=None, endpoint_instances=1, wait_
                 )
     if training_instance and max_runtime_s:
         bound = training_cost_bound(training_instance, training_count, max_runtime_s, region)
-        worst = None if worst is None or bound["usd"] is None else worst + bound["usd"]
         usd = "an unknown" if bound["usd"] is None else f"{bound['usd']:.2f}"
         lines.append(
             f"training job {training_count} x {training_instance} at {bound['price']}: at most "
             f"{usd} USD ({max_runtime_s / 3600:g} h max runtime)"
         )
-    lines.append(FACTS["not_priced"])
-    return {"lines": lines, "typical_usd": typical, "worst_usd": worst, "per_hour_kept": per_hour}
+    return lines + [FACTS["not_priced"]]
 
 
 def checklist(session, *, autoscaling=False, own_image=False, **run) -> dict:
     """What notebook 03's endpoint or 01's job needs (``run``: :func:`run_cost`'s keywords):
-    ``{"target", "region", "account", "role", "caller_actions", "execution_role", "quotas",
-    "cost", "arm64_build"}``; ``AwsSetupError``: no or refused credentials, AWS unreachable."""
+    ``{"target", "region", "account", "role", "caller_actions", "quotas", "cost",
+    "arm64_build"}``; ``AwsSetupError``: no or refused credentials, AWS unreachable."""
     account = session.account()
-    cost = run_cost(session.region, **run)
     purposes = ["pass the execution role", "model data in S3", "this checklist and price refresh"]
     quotas = []
     if run.get("endpoint_instance"):
@@ -129,9 +117,8 @@ def checklist(session, *, autoscaling=False, own_image=False, **run) -> dict:
         "account": account,
         "role": session.role_arn or "MISSING: set ROLE_ARN",
         "caller_actions": {p: a for p, a in actions.items() if p.startswith(tuple(purposes))},
-        "execution_role": FACTS["execution_role"],
         "quotas": quotas,
-        "cost": cost,
+        "cost": run_cost(session.region, **run),
         "arm64_build": FACTS["arm64_build"] if own_image else None,
     }
 
@@ -151,7 +138,7 @@ def require_ready(checklist: dict) -> None:
 def format_checklist(c: dict) -> str:
     """The checklist in at most about 30 lines (each IAM purpose on one line)."""
     where = "the emulator (its own quotas, not AWS's)" if c["target"] == "emulator" else "AWS"
-    role = c["execution_role"]
+    role = FACTS["execution_role"]
     lines = [
         f"Real-account checklist: {where}, region {c['region']}, account {c['account']}",
         f"execution role: {c['role']} (trusts {role['trust']}; needs: "
@@ -165,7 +152,7 @@ def format_checklist(c: dict) -> str:
         mark = {True: "OK", False: "TOO LOW", None: "CHECK"}[q["ok"]]
         lines.append(f"  {mark}: {q['name']} = {value}, needed {q['needed']}")
         lines += [f"    {q['reason']}"] if q["reason"] else []
-    lines += ["expected cost of the run:", *(f"  {line}" for line in c["cost"]["lines"])]
+    lines += ["expected cost of the run:", *(f"  {line}" for line in c["cost"])]
     if c["arm64_build"]:
         lines += ["arm64 image without local Docker:"]
         lines += [f"  {k}: {v}" for k, v in c["arm64_build"].items()]

@@ -92,15 +92,13 @@ def _scaling_target(name: str) -> dict:
     }
 
 
-def enable_autoscaling(session, endpoint_name: str, *, min_instances: int = 1,
-                       max_instances: int = 2, invocations_per_instance: float = 600.0,
-                       scale_in_cooldown_s: int = 300, scale_out_cooldown_s: int = 60) -> str:  # fmt: skip
-    """Target tracking, ``invocations_per_instance`` a minute each (AWS docs, "Automatic scaling of
-    Amazon SageMaker AI models"); the variant's id ``endpoint/<name>/variant/...``; ``ValueError``."""
-    if not 1 <= min_instances <= max_instances or invocations_per_instance <= 0:
+def enable_autoscaling(session, endpoint_name: str, *, min_instances=1, max_instances=2) -> str:
+    """Target tracking at 600 invocations a minute per instance, scale-in cooldown 300 s, out 60 s
+    (AWS docs, "Automatic scaling of Amazon SageMaker AI models"); the variant's id
+    ``endpoint/<name>/variant/...``; ``ValueError``: not 1 <= min <= max."""
+    if not 1 <= min_instances <= max_instances:
         raise ValueError(
-            f"need 1 <= min_instances ({min_instances}) <= max_instances ({max_instances}) and "
-            f"invocations_per_instance > 0 ({invocations_per_instance})"
+            f"need 1 <= min_instances ({min_instances}) <= max_instances ({max_instances})"
         )
     client, where = session.client("application-autoscaling"), _scaling_target(endpoint_name)
     client.register_scalable_target(MinCapacity=min_instances, MaxCapacity=max_instances, **where)
@@ -108,12 +106,12 @@ def enable_autoscaling(session, endpoint_name: str, *, min_instances: int = 1,
         PolicyName=f"{endpoint_name}-invocations",
         PolicyType="TargetTrackingScaling",
         TargetTrackingScalingPolicyConfiguration={
-            "TargetValue": float(invocations_per_instance),
+            "TargetValue": 600.0,
             "PredefinedMetricSpecification": {
                 "PredefinedMetricType": "SageMakerVariantInvocationsPerInstance"
             },
-            "ScaleInCooldown": scale_in_cooldown_s,
-            "ScaleOutCooldown": scale_out_cooldown_s,
+            "ScaleInCooldown": 300,
+            "ScaleOutCooldown": 60,
         },
         **where,
     )

@@ -105,9 +105,8 @@ def dlc_registry(region: str) -> str:
 def check_instance_type(instance_type: str, api: str = "hosting") -> None:
     """``ImageSelectionError`` (``TrainingImageError``) naming the family's sizes unless SageMaker
     ``api`` ("hosting" or "training") offers ``instance_type`` (botocore's enum)."""
-    error, what = (ImageSelectionError, "real-time hosting") if api == "hosting" else (
-        TrainingImageError, "training"
-    )  # fmt: skip
+    error = ImageSelectionError if api == "hosting" else TrainingImageError
+    what = "real-time hosting" if api == "hosting" else "training"
     try:
         family = catalog.instance_family(instance_type)
     except ValueError as err:
@@ -177,7 +176,6 @@ def inference_image_uri(region: str, torch_version: str = INFERENCE_TORCH_VERSIO
             raise
         tag = f"{torch_version}-cpu-{python}-{image['os']}-sagemaker"
         uri = f"{registry}/{image['repository']}:{tag}"
-    check_image_matches_instance(uri, instance_type)
     _warn_if_past(_repository(uri), torch_version)
     return uri
 
@@ -228,11 +226,6 @@ def serving_image(image: str, region: str, instance_type: str, *, image_uri: str
     return {"image": image, "image_uri": uri, "support": found}
 
 
-def is_gpu_instance(instance_type: str) -> bool:
-    """True for instance types with NVIDIA GPUs (``ml.p4d.24xlarge``, ``g5.xlarge`` ...)."""
-    return catalog.instance_family(instance_type) in GPU_TRAINING_FAMILIES
-
-
 def training_image_uri(instance_type: str = DEFAULT_TRAINING_INSTANCE_TYPE,
                        region: str = "us-east-1",
                        pytorch_version: str = TRAINING_TORCH_VERSION) -> str:  # fmt: skip
@@ -263,7 +256,7 @@ def training_image_uri(instance_type: str = DEFAULT_TRAINING_INSTANCE_TYPE,
 def training_image_for(instance_type: str, region: str, dlc_version: str = EC2_DLC_VERSION):
     """``(EC2 training DLC URI, is the GPU image)`` from the fallback table (the SDK lists no EC2
     tags); ``TrainingImageError``, ``ImageSelectionError``."""
-    gpu = is_gpu_instance(instance_type)
+    gpu = catalog.instance_family(instance_type) in GPU_TRAINING_FAMILIES
     if not gpu and catalog.architecture(instance_type) == "arm64":
         raise TrainingImageError(
             f"{instance_type} is an arm64 CPU instance: AWS publishes no arm64 CPU training DLC; "

@@ -117,7 +117,6 @@ class TrainingJobSpec:
     hyperparameters: dict[str, str]
     model_channel: str | None = None
     max_runtime_s: int = DEFAULT_MAX_RUNTIME_S
-    environment: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 def training_job_spec(cfg, *, instance_type=DEFAULT_TRAINING_INSTANCE_TYPE, instance_count=1,
@@ -141,7 +140,6 @@ def training_job_spec(cfg, *, instance_type=DEFAULT_TRAINING_INSTANCE_TYPE, inst
         hyperparameters=hyperparameters_from_config(cfg, **overrides),
         model_channel=model_dir,
         max_runtime_s=max_runtime_s,
-        environment={"TOKENIZERS_PARALLELISM": "false", "HF_HUB_DISABLE_TELEMETRY": "1"},
     )
 
 
@@ -164,7 +162,7 @@ def model_trainer(spec: TrainingJobSpec, *, role_arn, session, bucket, source_di
         compute=Compute(instance_type=spec.instance_type, instance_count=spec.instance_count),
         distributed=Torchrun(process_count_per_node=spec.processes_per_node),
         hyperparameters=spec.hyperparameters,
-        environment=spec.environment,
+        environment={"TOKENIZERS_PARALLELISM": "false", "HF_HUB_DISABLE_TELEMETRY": "1"},
         stopping_condition=StoppingCondition(max_runtime_in_seconds=spec.max_runtime_s),
         output_data_config=OutputDataConfig(s3_output_path=f"s3://{bucket}/{base_job_name}"),
         # S3 prefix defaults to <base_job_name>/<job>/checkpoints

@@ -112,10 +112,9 @@ def stop_training_job(self, original):
     return ActionResult({})
 
 
-def quotas(self, original, *, applied_only: bool, one: bool):
+def quotas(self, original, *, applied_only: bool):
     """The emulator's SageMaker quotas (applied, or every default); other services have none."""
-    asked = json.loads(self.body or "{}")
-    if asked.get("ServiceCode") != "sagemaker":
+    if json.loads(self.body or "{}").get("ServiceCode") != "sagemaker":
         raise NoSuchResource
     found = [
         {"ServiceCode": "sagemaker", "QuotaName": name, "Value": float(value),
@@ -123,12 +122,7 @@ def quotas(self, original, *, applied_only: bool, one: bool):
         for name, (value, applied) in sorted(_state["quotas"].items())
         if applied or not applied_only
     ]  # fmt: skip
-    if not one:
-        return json.dumps({"Quotas": found})
-    quota = next((q for q in found if q["QuotaCode"] == asked.get("QuotaCode")), None)
-    if quota is None:
-        raise NoSuchResource
-    return json.dumps({"Quota": quota})
+    return json.dumps({"Quotas": found})
 
 
 #: moto class -> ``{method: handler}``; each handler gets moto's method (None where moto has
@@ -149,10 +143,8 @@ HANDLERS = {
     SageMakerRuntimeResponse: {"invoke_endpoint": invoke_endpoint},
     IamResponse: {"simulate_principal_policy": simulate_principal_policy},
     ServiceQuotasResponse: {
-        "list_service_quotas": partial(quotas, applied_only=True, one=False),
-        "list_aws_default_service_quotas": partial(quotas, applied_only=False, one=False),
-        "get_service_quota": partial(quotas, applied_only=True, one=True),
-        "get_aws_default_service_quota": partial(quotas, applied_only=False, one=True),
+        "list_service_quotas": partial(quotas, applied_only=True),
+        "list_aws_default_service_quotas": partial(quotas, applied_only=False),
     },
 }
 

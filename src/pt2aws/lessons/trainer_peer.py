@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 
 from pt2aws.env.machine import default_num_threads, peak_memory_bytes
+from pt2aws.rundir import write_json
 from pt2aws.train import loop, throughput
 from pt2aws.train.progress import report
 
@@ -115,11 +116,9 @@ def _write(cfg, flags: dict, losses: list[float], step_times: list[float], sizes
         "pad_fraction": 1 - total[1] / total[2],
         "num_compiles": throughput.num_compiled_graphs() if flags["torch_compile"] else None,
     }
-    out = Path(cfg.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = write_json(Path(cfg.output_dir) / "metrics.json", metrics).parent  # creates the folder
     lines = [json.dumps({"step": i, "loss": loss}) + "\n" for i, loss in enumerate(losses, 1)]
     (out / "train_log.jsonl").write_text("".join(lines))
-    (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
     return metrics
 
 

@@ -40,10 +40,10 @@ def test_checklist_reads_the_quotas_and_prices_the_run_on_the_emulator(session):
     assert "iam:PassRole" in c["caller_actions"]["pass the execution role"][0]
     assert "sagemaker:CreateTrainingJob" in c["caller_actions"]["training job (notebook 01)"]
     assert "pricing:GetProducts" in str(c["caller_actions"]) and c["arm64_build"] is None
-    cost = c["cost"]
-    assert cost["typical_usd"] == pytest.approx(0.1734 * 10 / 60)
-    assert cost["worst_usd"] == pytest.approx(0.1734 * (1830 / 60 + 2) / 60 + 37.688)
-    assert cost["per_hour_kept"] == 0.1734
+    endpoint_cost, _, training_cost, _ = c["cost"]  # 0.1734 USD/h; 37.688 USD/h for 1 h
+    assert f"about {0.1734 * 10 / 60:.3f} USD for 10 min" in endpoint_cost
+    assert f"at most {0.1734 * (1830 / 60 + 2) / 60:.3f} USD" in endpoint_cost
+    assert "at most 37.69 USD (1 h max runtime)" in training_cost
     text = account.format_checklist(c)
     assert len(text.splitlines()) <= 40
     assert "OK: ml.c7g.xlarge for endpoint usage = 2 (applied), needed 1" in text
@@ -58,8 +58,6 @@ def test_an_unknown_quota_and_the_emulators_own_values(session, monkeypatch):
     assert (low["value"], low["ok"]) == (0.0, False)
     unknown = account.check_quota(session, "ml.r8g.24xlarge")
     assert unknown["ok"] is None and "no quota named" in unknown["reason"]
-    with pytest.raises(ValueError, match="choose one of endpoint, training"):
-        account.quota_name("ml.c7g.xlarge", "processing")
     own = account.checklist(session, endpoint_instance="ml.c7g.xlarge", own_image=True)
     assert own["arm64_build"]["codebuild"].endswith("pushes to ECR")
     assert "ecr:PutImage" in own["caller_actions"]["your own image (ECR)"]
@@ -113,12 +111,10 @@ QUOTA = {
 
 
 def test_no_applied_value_falls_back_to_the_aws_default():
-    """GetServiceQuota may have no applied value (botocore's doc): the default stands."""
+    """ListServiceQuotas may have no applied value (the API reference): the default stands."""
     session, stubber = _stubbed_session(
-        ("list_service_quotas", {"Quotas": []}),  # no applied quota of that name
-        ("list_aws_default_service_quotas", {"Quotas": [QUOTA]}),
-        ("get_service_quota", "NoSuchResourceException"),
-        ("get_aws_default_service_quota", {"Quota": {**QUOTA, "Value": 4.0}}),
+        ("list_service_quotas", {"Quotas": [{**QUOTA, "QuotaName": "another"}]}),
+        ("list_aws_default_service_quotas", {"Quotas": [{**QUOTA, "Value": 4.0}]}),
     )
     quota = account.check_quota(session, "ml.c7g.xlarge", "endpoint", needed=2)
     stubber.assert_no_pending_responses()

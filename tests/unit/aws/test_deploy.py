@@ -152,7 +152,7 @@ def test_a_wait_that_times_out_or_fails_is_one_line_and_cleaned_up(emulator, mod
 
 def test_autoscaling_is_set_and_removed(emulator, model_url):
     on = emulator.session()
-    scaling = {"min_instances": 1, "max_instances": 3, "invocations_per_instance": 500}
+    scaling = {"min_instances": 1, "max_instances": 3}
     client = on.client("application-autoscaling")
     with deployed(on, model_url, "pt2aws-scale", autoscaling=scaling) as d:
         (target,) = client.describe_scalable_targets(ServiceNamespace="sagemaker")[
@@ -166,7 +166,7 @@ def test_autoscaling_is_set_and_removed(emulator, model_url):
         ask = {"ServiceNamespace": "sagemaker", "ResourceId": target["ResourceId"]}
         (policy,) = client.describe_scaling_policies(**ask)["ScalingPolicies"]
         tracking = policy["TargetTrackingScalingPolicyConfiguration"]
-        assert policy["PolicyType"] == "TargetTrackingScaling" and tracking["TargetValue"] == 500.0
+        assert policy["PolicyType"] == "TargetTrackingScaling" and tracking["TargetValue"] == 600.0
         metric = tracking["PredefinedMetricSpecification"]["PredefinedMetricType"]
         assert metric == "SageMakerVariantInvocationsPerInstance"
     assert ("scalable_target", "endpoint/pt2aws-scale/variant/AllTraffic") in d.cleanup.deleted

@@ -263,7 +263,8 @@ def test_gpu_families_agree_with_the_catalog_and_botocore():
     assert set(images.NEURON_TRAINING_FAMILIES) <= training_families
     for it in catalog.load_catalog():
         if catalog.availability(it.name)["sagemaker_training"]:
-            assert images.is_gpu_instance(it.name) == (it.kind == "gpu"), it.name
+            gpu = catalog.instance_family(it.name) in images.GPU_TRAINING_FAMILIES
+            assert gpu == (it.kind == "gpu"), it.name
 
 
 CUSTOM = "123456789012.dkr.ecr.us-east-1.amazonaws.com/pt2aws-serve:2026.12"
