@@ -57,22 +57,15 @@ def fit(points, overhead: float | None = None) -> tuple[float, float]:
     """``(overhead s per layer and call, utilisation)`` of :func:`_point` triples, least squares
     on relative error with overhead >= 0 and utilisation <= 1 (the fp32 peak); ``overhead``
     given, or one point: only the utilisation (overhead 0 for one point)."""
+    from scipy.optimize import lsq_linear
+
     units, work, seconds = (np.asarray(x, dtype=float) for x in zip(*points, strict=True))
     a, b = units / seconds, work / seconds  # a x overhead + b / utilisation = 1
-
-    def k_for(c):
-        return max((b * (1 - a * c)).sum() / (b * b).sum(), 1.0)
-
-    def c_for(k):
-        return max((a * (1 - b * k)).sum() / (a * a).sum(), 0.0)
-
-    if overhead is not None or len(seconds) == 1:
-        return overhead or 0.0, 1 / k_for(overhead or 0.0)
-    c, k = np.linalg.lstsq(np.column_stack([a, b]), np.ones(len(a)), rcond=None)[0]
-    if c < 0 or k < 1:  # a bound is active: the better of the two edges
-        edges = [(0.0, k_for(0.0)), (c_for(1.0), 1.0)]
-        c, k = min(edges, key=lambda e: float(((a * e[0] + b * e[1] - 1) ** 2).sum()))
-    return float(c), float(1 / k)
+    if overhead is not None or len(seconds) == 1:  # only 1 / utilisation, at least 1
+        c = overhead or 0.0
+        return c, 1 / max((b * (1 - a * c)).sum() / (b * b).sum(), 1.0)
+    c, k = lsq_linear(np.column_stack([a, b]), np.ones(len(a)), bounds=([0, 1], np.inf)).x
+    return round(float(c), 12), round(float(1 / k), 9)  # at a bound to the solver's tolerance
 
 
 def seconds_per_call(f: dict, spec: ModelSpec, tokens: float, peak: float, batch: int = 1):
