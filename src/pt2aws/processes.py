@@ -86,10 +86,11 @@ _MARK = "\x00pt2aws-fork "
 class Forker:
     """A child Python that imports ``preload`` once, then runs each ``python -m <module> <args>``
     of :meth:`stream` in a fork of itself: a fresh process without the seconds torch and
-    transformers take to import. ``env`` is added to every run's; dies with this process."""
+    transformers take to import. ``env`` is added to every run's; ``tag`` goes on its command
+    line (``ps``, ``pkill -f`` find it and its runs); dies with this process."""
 
-    def __init__(self, preload: list[str], env: dict | None = None):
-        self.preload, self.env, self.proc = preload, env or {}, None
+    def __init__(self, preload: list[str], env: dict | None = None, tag: str = "forker"):
+        self.preload, self.env, self.tag, self.proc = preload, env or {}, str(tag), None
 
     def __enter__(self) -> Forker:
         return self
@@ -105,7 +106,7 @@ class Forker:
         if self.proc is None:
             code = "from pt2aws.processes import _serve_forks; _serve_forks()"
             self.proc = subprocess.Popen(
-                [sys.executable, "-c", code, *self.preload],
+                [sys.executable, "-c", code, self.tag, *self.preload],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
@@ -142,8 +143,8 @@ class Forker:
 
 
 def _serve_forks() -> None:
-    """A :class:`Forker`'s server: imports ``sys.argv[1:]``, then forks a run per stdin line."""
-    for name in sys.argv[1:]:
+    """A :class:`Forker`'s server: imports ``sys.argv[2:]``, then forks a run per stdin line."""
+    for name in sys.argv[2:]:
         importlib.import_module(name)
     for line in sys.stdin:
         module, *args = json.loads(line)

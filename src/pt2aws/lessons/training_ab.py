@@ -249,7 +249,7 @@ def run_ab(settings: BenchSettings, out_dir, variants, stream=None, on_result=No
     plan = [(r, v) for r in range(settings.repeats) for v in variants]
     started, spent, steps, quiet = time.perf_counter(), 0.0, settings.max_steps, stream is None
     bar = tqdm(total=len(plan) * steps, desc="A/B", unit="step", file=stream, disable=quiet)
-    with Forker(PRELOAD, RUN_ENV) as forker:  # on a GPU too: its server starts no CUDA
+    with Forker(PRELOAD, RUN_ENV, tag=out_dir) as forker:  # on a GPU too: its server starts no CUDA
         for i, (r, v) in enumerate(plan):
             if v.name in failed:
                 continue
