@@ -64,12 +64,9 @@ def _recommend(args) -> int:
     shape = {k: getattr(args, k) for k in ("seq_len", "micro_batch") if getattr(args, k)}
     workload = dataclasses.replace(workload, precision=args.precision, **shape)
     live = args.prices == "auto"  # the AWS Price List API where credentials allow, else the table
-    prices, notes = pricing.refresh_prices(
-        _session("aws", args.region) if live else None,
-        ranking.DEFAULT_INFERENCE_INSTANCES,
-        region=args.region,
-        enabled=live,
-    )
+    session = _session("aws", args.region) if live else None
+    instances = ranking.DEFAULT_INFERENCE_INSTANCES
+    prices, notes = pricing.refresh_prices(session, instances, region=args.region, enabled=live)
     rec = ranking.recommend(workload, args.mfu, args.overhead_s, args.region, prices)
     rec["price_notes"], plan, choice = notes, None, rec["recommended"]
     if choice:
@@ -167,9 +164,7 @@ def build_parser() -> ArgumentParser:
     env.add_argument("--json", action="store_true", help="print the report as JSON")
     env.set_defaults(func=_env)
 
-    rec = sub.add_parser(
-        "recommend", help="size a workload: memory, instances by cost, launch plan"
-    )
+    rec = sub.add_parser("recommend", help="size a workload: memory, instance costs, launch plan")
     rec.add_argument("--profile", default="full", choices=PROFILES, help="full: roberta-base")
     for name, kind, default, help in (
         ("--model", str, None, "roberta-base, 70B, 350M, a count (7e9)"),

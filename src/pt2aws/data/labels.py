@@ -27,9 +27,8 @@ def label_key(value: object) -> str | None:
             return None
         if not _NUMBER.match(text):
             return text
-        value = float(text)
     try:
-        number = float(value)  # int, float, numpy and pandas scalars
+        number = float(value)  # a number's text; int, float, numpy and pandas scalars
     except (TypeError, ValueError):
         return None if value is None else str(value).strip() or None
     if math.isnan(number):

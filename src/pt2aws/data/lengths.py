@@ -43,9 +43,8 @@ def choose_max_length(tokenizer, texts: Sequence[str], *, model_max_tokens: int)
     return {"max_length": chosen, "fraction_truncated": cut, "description": description}
 
 
-def sequence_length_record(
-    *, train_max_length: int, model_max_tokens: int, train_lengths: Sequence[int]
-) -> dict:
+def sequence_length_record(*, train_max_length: int, model_max_tokens: int,
+                           train_lengths: Sequence[int]) -> dict:  # fmt: skip
     """Training length beside serving length (the model's limit), the fraction of training texts
     (``train_lengths``: their token counts) cut, and a ``note`` saying what that means."""
     cut = float(np.mean(np.array(train_lengths) > train_max_length))
@@ -59,9 +58,5 @@ def sequence_length_record(
             f"; texts between {train_max_length} and {model_max_tokens} tokens are read whole, "
             "which pretrained models handle well although fine-tuning saw shorter inputs"
         )
-    return {
-        "train_max_length": train_max_length,
-        "serve_max_length": model_max_tokens,
-        "train_fraction_truncated": cut,
-        "note": note + ".",
-    }
+    return {"train_max_length": train_max_length, "serve_max_length": model_max_tokens,
+            "train_fraction_truncated": cut, "note": note + "."}  # fmt: skip

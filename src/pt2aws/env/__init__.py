@@ -85,17 +85,10 @@ def gpu_info() -> list[dict]:
         props = torch.cuda.get_device_properties(i)
         row = next((ln.split() for ln in topo.splitlines() if ln.startswith(f"GPU{i}")), None)
         peers = [j for j in range(count) if j != i and torch.cuda.can_device_access_peer(i, j)]
-        gpus.append(
-            {
-                "index": i,
-                "name": props.name,
-                "memory_bytes": int(props.total_memory),
-                "compute_capability": f"{props.major}.{props.minor}",
-                "bf16": props.major >= 8,
-                "peers": peers,
-                "nvlink": any(c.startswith("NV") for c in row[1 : count + 1]) if row else None,
-            }
-        )
+        nvlink = any(c.startswith("NV") for c in row[1 : count + 1]) if row else None
+        gpus.append({"index": i, "name": props.name, "memory_bytes": int(props.total_memory),
+                     "compute_capability": f"{props.major}.{props.minor}",
+                     "bf16": props.major >= 8, "peers": peers, "nvlink": nvlink})  # fmt: skip
     return gpus
 
 

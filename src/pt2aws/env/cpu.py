@@ -133,15 +133,9 @@ def _probe(machine: str) -> tuple[frozenset[str], str, str]:
     return frozenset((first.get("flags") or "").split()), "/proc/cpuinfo flags", isa
 
 
-def features_from(
-    arch: str,
-    hardware: Iterable[str],
-    *,
-    environ: Mapping[str, str] | None = None,
-    isa: str | None = None,
-    model: str = "CPU",
-    source: str = "given",
-) -> CpuFeatures:
+def features_from(arch: str, hardware: Iterable[str], *, environ: Mapping[str, str] | None = None,
+                  isa: str | None = None, model: str = "CPU",
+                  source: str = "given") -> CpuFeatures:  # fmt: skip
     """The native capabilities of a CPU with ``hardware`` (kernel spelling) under the caps in
     ``environ`` (default ``os.environ``); ``isa`` defaults to what the cap or hardware implies."""
     env = os.environ if environ is None else environ
@@ -236,7 +230,6 @@ def inductor_cache_for_caps(environ: dict | None = None) -> str | None:
     except (KeyError, OSError):
         user = str(os.getuid()) if hasattr(os, "getuid") else "user"
     tag = re.sub(r"[^A-Za-z0-9_.-]+", "_", "_".join(caps).lower())
-    env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(
-        tempfile.gettempdir(), f"torchinductor_{user}_{tag}"
-    )
-    return env["TORCHINDUCTOR_CACHE_DIR"]
+    path = os.path.join(tempfile.gettempdir(), f"torchinductor_{user}_{tag}")
+    env["TORCHINDUCTOR_CACHE_DIR"] = path
+    return path

@@ -50,8 +50,7 @@ choose_variant = None
 
 
 class ClientError(_ToolkitError):
-    """A client mistake, answered as HTTP ``status_code`` (400 body, 406 Accept, 413 too many
-    texts, 415 Content-Type) with ``message``."""
+    """A client mistake (the module's 4xx), answered as HTTP ``status_code`` with ``message``."""
 
     def __init__(self, status: int, message: str):
         self.status_code, self.message, self.phrase = status, message, HTTPStatus(status).phrase
@@ -211,9 +210,7 @@ def classify(texts, tokenizer, model, max_length: int, *, stride: int | None = N
         return probs, spans
     owners = torch.tensor(owner)
     specials = tokenizer.num_special_tokens_to_add()
-    weights = torch.tensor(
-        [max(1, len(r["input_ids"]) - specials) for r in rows], dtype=torch.float32
-    )
+    weights = torch.tensor([max(1, len(r["input_ids"]) - specials) for r in rows]).float()
     total = torch.zeros(n, num_labels).index_add_(0, owners, probs * weights[:, None])
     total /= torch.zeros(n).index_add_(0, owners, weights)[:, None]
     return total, torch.bincount(owners, minlength=n).tolist()

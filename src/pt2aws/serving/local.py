@@ -108,9 +108,8 @@ class LocalServer:
         if not self.running:
             raise ServerError("the local server is not running: call start() first")
         data = body.encode() if isinstance(body, str) else bytes(body)
-        return self.request(
-            "POST", "/invocations", data, {"Content-Type": content_type, "Accept": accept}
-        )
+        headers = {"Content-Type": content_type, "Accept": accept}
+        return self.request("POST", "/invocations", data, headers)
 
     def log_tail(self, lines: int = 40) -> str:
         text = self.log_path.read_text(errors="replace") if self.log_path.is_file() else ""

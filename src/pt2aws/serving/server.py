@@ -133,9 +133,8 @@ class ModelService:
             accept = self.default_accept
         try:
             data = _call(self.handler.input_fn, body, content_type)
-            out = _call(
-                self.handler.output_fn, _call(self.handler.predict_fn, data, self.model), accept
-            )
+            prediction = _call(self.handler.predict_fn, data, self.model)
+            out = _call(self.handler.output_fn, prediction, accept)
         except Exception as err:  # noqa: BLE001 - every failure becomes an HTTP answer
             status = getattr(err, "status_code", None)
             if isinstance(status, int) and 400 <= status < 600:

@@ -69,12 +69,9 @@ def save_checkpoint(
     rng, windows = zip(*all_gather((rng, window), info))
     if info.is_main:
         path.mkdir(parents=True, exist_ok=True)
-        saved = {
-            "scheduler": scheduler.state_dict(),
-            "scaler": prep.scaler.state_dict(),
-            "rng": rng,
-        }
-        saved |= {"windows": windows, "config": cfg.to_dict() | {"world_size": info.world_size}}
+        config = cfg.to_dict() | {"world_size": info.world_size}
+        saved = {"scheduler": scheduler.state_dict(), "scaler": prep.scaler.state_dict()}
+        saved |= {"rng": rng, "windows": windows, "config": config}
         torch.save(dataclasses.asdict(state) | saved, path / TRAINER_STATE)
     model_state, optim_state = get_state_dict(prep.module, prep.optimizer)
     _dcp(dcp.save, {"model": model_state, "optim": optim_state}, path)
@@ -138,9 +135,8 @@ def save_model(prep: Prepared, tokenizer, out_dir: str | Path, info: DistInfo) -
         from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
         from transformers import AutoModelForSequenceClassification
 
-        full = get_model_state_dict(
-            module, options=StateDictOptions(full_state_dict=True, cpu_offload=True)
-        )
+        options = StateDictOptions(full_state_dict=True, cpu_offload=True)
+        full = get_model_state_dict(module, options=options)
         if info.is_main:  # an unsharded copy of the same class: the names are as without FSDP
             module = AutoModelForSequenceClassification.from_config(prep.module.config)
             module.load_state_dict(full, strict=True)

@@ -76,16 +76,8 @@ def all_gather(obj, info: DistInfo) -> list:
     return out
 
 
-def epoch_batches(
-    lengths: list[int],
-    batch_size: int,
-    *,
-    world_size: int = 1,
-    rank: int = 0,
-    seed: int = 0,
-    epoch: int = 0,
-    bucketing: bool = False,
-) -> list[list[int]]:
+def epoch_batches(lengths: list[int], batch_size: int, *, world_size: int = 1, rank: int = 0,
+                  seed: int = 0, epoch: int = 0, bucketing: bool = False) -> list[list[int]]:  # fmt: skip
     """This rank's batches (example indices) for one epoch, as many and as large on every rank:
     ``DistributedSampler``'s, or with ``bucketing`` a seeded permutation sorted by ``lengths``
     within windows of 50 global batches, the batches shuffled, each dealt out over the ranks.

@@ -97,7 +97,7 @@ class StepMonitor:
         path, resumed = Path(self.cfg.output_dir) / "train_log.jsonl", self.state.resumed_from
         if self.info.is_main:
             kept = path.read_text().splitlines() if resumed is not None and path.is_file() else []
-            self.log_file = path.open("w")
+            self.log_file = path.open("w", buffering=1)  # line-buffered: each record lands
             self.log_file.writelines(f"{x}\n" for x in kept if json.loads(x)["step"] <= resumed)
             self._progress()
         self.t0 = time.perf_counter()
@@ -146,11 +146,7 @@ class StepMonitor:
             epoch = round(state.step / self.steps_per_epoch, 4)
             record = {"step": state.step, "epoch": epoch, "loss": loss, "learning_rate": lr}
             if self.log_file:
-                print(
-                    json.dumps(record | {"train_time_s": self.elapsed()}),
-                    file=self.log_file,
-                    flush=True,
-                )
+                print(json.dumps(record | {"train_time_s": self.elapsed()}), file=self.log_file)
         self._progress(loss=loss, train_time_s=self.elapsed())
 
     @contextlib.contextmanager
