@@ -49,40 +49,25 @@ class Profile:
 
 PROFILES: dict[str, Profile] = {
     "smoke": Profile(
-        "smoke",
-        TINY_ROBERTA,
-        num_train_epochs=3,
-        learning_rate=1e-3,
-        max_length=48,
+        "smoke", TINY_ROBERTA, num_train_epochs=3, learning_rate=1e-3, max_length=48,
         suggested_instance="any CPU (ml.t3.medium is enough)",
         description="tiny RoBERTa built offline; checks the plumbing (about 2.5 min for all notebooks)",
-        max_train_samples=800,
-        max_eval_samples=200,
-        max_length_from_data=False,
+        max_train_samples=800, max_eval_samples=200, max_length_from_data=False,
         per_device_eval_batch_size=64,
     ),
     "local": Profile(
-        "local",
-        MINILM_L6,
-        num_train_epochs=2,
-        learning_rate=5e-5,
-        max_length=64,
+        "local", MINILM_L6, num_train_epochs=2, learning_rate=5e-5, max_length=64,
         suggested_instance="ml.m7i.xlarge or any 2+ core CPU",
         description="pretrained MiniLM-L6 from PyPI; a real fine-tune on CPU, no network",
-        max_train_samples=3000,
-        length_bucketing=True,
+        max_train_samples=3000, length_bucketing=True,
     ),
     "full": Profile(
-        "full",
-        "FacebookAI/roberta-base",
-        num_train_epochs=3,
-        learning_rate=2e-5,
-        max_length=128,
+        "full", "FacebookAI/roberta-base", num_train_epochs=3, learning_rate=2e-5, max_length=128,
         suggested_instance="ml.g5.xlarge (1x A10G) or larger; ml.p4d.24xlarge for 8 GPUs",
         description="roberta-base from the Hugging Face hub; needs network and a GPU",
         warmup_ratio=0.06,
     ),
-}
+}  # fmt: skip
 
 
 def get_profile(name: str) -> Profile:

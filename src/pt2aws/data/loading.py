@@ -160,9 +160,8 @@ def _split(frame, names, max_train, max_eval, seed):
             )
 
     label2id = {n: i for i, n in enumerate(names)}
-    features = datasets.Features(
-        {"text": datasets.Value("string"), "label": datasets.ClassLabel(names=list(names))}
-    )
+    label = datasets.ClassLabel(names=list(names))
+    features = datasets.Features({"text": datasets.Value("string"), "label": label})
 
     def stratified(part, **size):
         return train_test_split(part, **size, stratify=part["label"], random_state=seed)

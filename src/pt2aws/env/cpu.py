@@ -141,11 +141,9 @@ def features_from(arch: str, hardware: Iterable[str], *, environ: Mapping[str, s
     env = os.environ if environ is None else environ
     hw, caps = frozenset(hardware), {k: env[k] for k in CAP_VARIABLES if env.get(k)}
     aten = caps.get("ATEN_CPU_CAPABILITY", "").strip().lower()
-    if isa is None:
-        implied = [
-            n for f, n in (("sve", "SVE256"), ("avx512f", "AVX512"), ("avx2", "AVX2")) if f in hw
-        ]
-        isa = aten or (implied + ["DEFAULT"])[0]
+    if isa is None:  # the widest level the hardware has
+        levels = {"sve": "SVE256", "avx512f": "AVX512", "avx2": "AVX2"}
+        isa = aten or next((n for f, n in levels.items() if f in hw), "DEFAULT")
     isa = isa.upper()
     onednn_name = "ONEDNN_MAX_CPU_ISA" if "ONEDNN_MAX_CPU_ISA" in caps else "DNNL_MAX_CPU_ISA"
     onednn, notes = caps.get(onednn_name, "").upper(), []

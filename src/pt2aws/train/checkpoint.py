@@ -97,11 +97,8 @@ def resume(cfg: TrainConfig, info: DistInfo, prep: Prepared, scheduler) -> Train
         return TrainState()
     saved = torch.load(Path(found) / TRAINER_STATE, map_location="cpu", weights_only=False)
     now = cfg.to_dict() | {"world_size": info.world_size}
-    changed = [
-        f"{k}: {v!r} -> {now.get(k)!r}"
-        for k, v in sorted(saved["config"].items())
-        if k not in RESUMABLE_CHANGES and now.get(k) != v
-    ]
+    fixed = {k: v for k, v in saved["config"].items() if k not in RESUMABLE_CHANGES}
+    changed = [f"{k}: {v!r} -> {now.get(k)!r}" for k, v in sorted(fixed.items()) if now.get(k) != v]
     if changed:
         raise ValueError(
             f"cannot resume from {found}: the run changed ({', '.join(changed)}). Use the "
