@@ -101,9 +101,8 @@ def _check_layout(names: set[str]) -> None:
         (not names & set(TOKENIZER_FILES), f"no tokenizer at the root: expected one of "
          f"{TOKENIZER_FILES}; save the tokenizer with the model (tokenizer.save_pretrained(model_dir))"),
     ]  # fmt: skip
-    for failed, message in checks:
-        if failed:
-            raise ArchiveError(message)
+    if message := next((message for failed, message in checks if failed), None):
+        raise ArchiveError(message)
 
 
 def package(

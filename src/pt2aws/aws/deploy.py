@@ -4,6 +4,7 @@ endpoint share one name."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import time
@@ -157,7 +158,7 @@ def _explained(session, name: str, err: BaseException) -> Exception | None:
     return DeploymentError(f"endpoint {name} is {status}: {why} (logs: {logs})")
 
 
-class Cleanup:
+class Cleanup(contextlib.AbstractContextManager):
     """Deletes what the deployment ``name`` created (the S3 archive unless ``keep_model_data``) on
     any exception inside ``with cleanup:`` (re-raised as one line where the fix is known) and on
     :meth:`delete`."""
@@ -165,9 +166,6 @@ class Cleanup:
     def __init__(self, session, name: str, model_data_url: str, *, keep_model_data: bool = False):
         self.session, self.name, self.model_data_url = session, name, model_data_url
         self.keep_model_data, self.deleted, self.model_data_deleted = keep_model_data, [], False
-
-    def __enter__(self) -> Cleanup:
-        return self
 
     def __exit__(self, kind, err, traceback) -> bool:
         if err is None:

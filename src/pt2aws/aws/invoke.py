@@ -62,9 +62,8 @@ class EndpointClient:
                 f"max_payload_bytes {max_payload_bytes:,} exceeds SageMaker's real-time limit of "
                 f"{REALTIME_PAYLOAD_LIMIT_BYTES:,} bytes; use asynchronous inference for larger"
             )
-        self.endpoint_name, self.max_items = endpoint_name, max_items
+        self.endpoint_name, self.max_items, self.requests_sent = endpoint_name, max_items, 0
         self.max_payload_bytes = max_payload_bytes
-        self.requests_sent = 0
         # SageMaker answers or times out within 60 s: read_timeout 70
         self._client = client or session.client(
             "sagemaker-runtime", max_attempts=max_attempts, read_timeout=70

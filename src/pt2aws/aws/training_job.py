@@ -226,8 +226,7 @@ def launch_on(session, cfg, *, work_dir, bucket=None, base_job_name="pt2aws-trai
 
 
 def job_status(job) -> dict:
-    """An SDK ``TrainingJob``'s ``{"name", "status", "failure_reason", "instance_type",
-    "instance_count", "model_artifact_s3"}`` (None: not set)."""
+    """An SDK ``TrainingJob``'s name, status, reason, compute and model (None: not set)."""
     return {
         "name": job.training_job_name,
         "status": job.training_job_status,

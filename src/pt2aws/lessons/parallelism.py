@@ -56,9 +56,8 @@ def _memory(mode: str) -> dict:
             fully_shard(block)  # one unit per layer: all-gathered for its forward, then freed
         fully_shard(model)
         model.to_empty(device="cpu")  # this rank's shards only, then initialised
-        for module in model.modules():
-            if isinstance(module, nn.Linear):
-                module.reset_parameters()
+        for block in model:  # Linear, ReLU
+            block[0].reset_parameters()
         step_model = model
     else:
         model = make_mlp()
