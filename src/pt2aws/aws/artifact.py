@@ -168,12 +168,10 @@ def validate_archive(path: str | Path, *, smoke_test: bool = True) -> dict:
     names = sorted(files)
     _check_layout(set(names))
     return {
-        "members": names,
-        "member_count": len(names),
-        "bytes": path.stat().st_size,
+        "members": names, "member_count": len(names), "bytes": path.stat().st_size,
         "requirements": requirements,
         "prediction": smoke_test_archive(path) if smoke_test else None,
-    }
+    }  # fmt: skip
 
 
 def smoke_test_archive(path: str | Path, texts: list[str] | None = None) -> list[dict]:

@@ -104,18 +104,14 @@ def enable_autoscaling(session, endpoint_name: str, *, min_instances=1, max_inst
     client, where = session.client("application-autoscaling"), _scaling_target(endpoint_name)
     client.register_scalable_target(MinCapacity=min_instances, MaxCapacity=max_instances, **where)
     client.put_scaling_policy(
-        PolicyName=f"{endpoint_name}-invocations",
-        PolicyType="TargetTrackingScaling",
+        PolicyName=f"{endpoint_name}-invocations", PolicyType="TargetTrackingScaling",
         TargetTrackingScalingPolicyConfiguration={
-            "TargetValue": 600.0,
+            "TargetValue": 600.0, "ScaleInCooldown": 300, "ScaleOutCooldown": 60,
             "PredefinedMetricSpecification": {
-                "PredefinedMetricType": "SageMakerVariantInvocationsPerInstance"
-            },
-            "ScaleInCooldown": 300,
-            "ScaleOutCooldown": 60,
+                "PredefinedMetricType": "SageMakerVariantInvocationsPerInstance"},
         },
         **where,
-    )
+    )  # fmt: skip
     return where["ResourceId"]
 
 
@@ -212,31 +208,23 @@ def deployment_record(session, sent: dict, *, image: dict, archive: dict, local_
         session, name, variant["InstanceType"], variant["InitialInstanceCount"]
     )
     return {
-        "target": session.target,
-        "region": session.region,
+        "target": session.target, "region": session.region,
         "instance_type": variant["InstanceType"],
-        "image": image["image"],
-        "image_uri": model["PrimaryContainer"]["Image"],
+        "image": image["image"], "image_uri": model["PrimaryContainer"]["Image"],
         "image_support": image["support"],
         "network_isolation": model["EnableNetworkIsolation"],
         "role_arn": model["ExecutionRoleArn"],
-        "archive_bytes": archive["bytes"],
-        "archive_valid": True,
-        "endpoint_name": name,
-        "model_data_url": model["PrimaryContainer"]["ModelDataUrl"],
-        "requests": sent,
-        "deployed": deployed,
-        "local_predictions": local_predictions,
-        "answer": answer,
+        "archive_bytes": archive["bytes"], "archive_valid": True,
+        "endpoint_name": name, "model_data_url": model["PrimaryContainer"]["ModelDataUrl"],
+        "requests": sent, "deployed": deployed,
+        "local_predictions": local_predictions, "answer": answer,
         "answer_source": session.answered_by(name) if deployed else "not deployed",
         "matches_local": None if answer is None else [a["label"] for a in answer] == labels,
         "load_test": load_test,
-        "deleted": [list(pair) for pair in deleted],
-        "model_data_deleted": model_data_deleted,
-        "left": left,
-        "resources_left": sum(len(v) for v in left.values()),
+        "deleted": [list(pair) for pair in deleted], "model_data_deleted": model_data_deleted,
+        "left": left, "resources_left": sum(len(v) for v in left.values()),
         "kept": kept or None,
-    }
+    }  # fmt: skip
 
 
 def format_record(record: dict) -> str:

@@ -95,16 +95,11 @@ def recompile_table() -> list[dict]:
             for n, length in shapes:
                 compiled(torch.zeros(n, length, dtype=torch.long), torch.ones(n, length))
         cells = sum(n * length for n, length in shapes)  # each text is in one batch
-        rows.append(
-            {
-                "setting": name,
-                "batches": len(batches),
-                "distinct_shapes": len(set(shapes)),
-                "compiles": counter.frame_count,
-                "pad_fraction": 1 - sum(lengths) / cells,
-                "padded_lengths": [length for _, length in shapes],
-            }
-        )
+        rows.append({
+            "setting": name, "batches": len(batches), "distinct_shapes": len(set(shapes)),
+            "compiles": counter.frame_count, "pad_fraction": 1 - sum(lengths) / cells,
+            "padded_lengths": [length for _, length in shapes],
+        })  # fmt: skip
     return rows
 
 

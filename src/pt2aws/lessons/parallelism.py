@@ -67,13 +67,13 @@ def _memory(mode: str) -> dict:
     step_model(x).pow(2).mean().backward()
     optimizer.step()
     state = [t for s in optimizer.state.values() for t in s.values() if torch.is_tensor(t)]
+    peak = _rss("VmHWM")
     return {
         "parameters_bytes": _bytes(model.parameters()),
         "gradients_bytes": _bytes(p.grad for p in model.parameters()),
         "optimizer_state_bytes": _bytes(state),
-        "peak_rss_bytes": _rss("VmHWM"),
-        "peak_rss_increase_bytes": _rss("VmHWM") - start,
-    }
+        "peak_rss_bytes": peak, "peak_rss_increase_bytes": peak - start,
+    }  # fmt: skip
 
 
 def _tensor_parallel(dim: int = 16) -> dict:
@@ -89,13 +89,12 @@ def _tensor_parallel(dim: int = 16) -> dict:
     x = torch.randn(4, dim, generator=torch.Generator().manual_seed(1))
     tp.parallelize_module(mlp, mesh, {"0": tp.ColwiseParallel(), "2": tp.RowwiseParallel()})
     with torch.no_grad():
-        out, expected = mlp(x), whole(x)
-    local = [mlp[i].weight.to_local() for i in (0, 2)]
-    out = out.to_local() if hasattr(out, "to_local") else out
+        out, expected = mlp(x), whole(x)  # out: a plain tensor (RowwiseParallel's default)
+    up, down = (mlp[i].weight.to_local() for i in (0, 2))
     return {
-        "up_weight_local_shape": list(local[0].shape),
+        "up_weight_local_shape": list(up.shape),
         "up_weight_full_shape": list(whole[0].weight.shape),
-        "down_weight_local_shape": list(local[1].shape),
+        "down_weight_local_shape": list(down.shape),
         "down_weight_full_shape": list(whole[2].weight.shape),
         "output_max_abs_diff": float((out - expected).abs().max()),
     }
