@@ -38,14 +38,11 @@ def endpoint_environment(
         arm64=graviton, bf16=has_bf16(instance_type), vcpus=vcpus, processes=workers
     )["env"]
     env = {
-        "SAGEMAKER_PROGRAM": "inference.py",
-        "SAGEMAKER_SUBMIT_DIRECTORY": "/opt/ml/model/code",
-        "SAGEMAKER_CONTAINER_LOG_LEVEL": "20",
-        "SAGEMAKER_MODEL_SERVER_WORKERS": str(workers),
-        "PT2AWS_MAX_BATCH": str(DEFAULT_MAX_ITEMS),
-        "TOKENIZERS_PARALLELISM": "false",
+        "SAGEMAKER_PROGRAM": "inference.py", "SAGEMAKER_SUBMIT_DIRECTORY": "/opt/ml/model/code",
+        "SAGEMAKER_CONTAINER_LOG_LEVEL": "20", "SAGEMAKER_MODEL_SERVER_WORKERS": str(workers),
+        "PT2AWS_MAX_BATCH": str(DEFAULT_MAX_ITEMS), "TOKENIZERS_PARALLELISM": "false",
         **(runtime if graviton else {"OMP_NUM_THREADS": runtime["OMP_NUM_THREADS"]}),
-    }
+    }  # fmt: skip
     if image == "custom":  # the fastest variant the archive records as keeping 99% agreement
         env["PT2AWS_VARIANT"] = "auto"
     return env
@@ -141,8 +138,7 @@ def delete_resources(session, name: str) -> list[tuple[str, str]]:
 
 
 def _explained(session, name: str, err: BaseException) -> Exception | None:
-    """The one-line error for a failed step: the endpoint's status and reason after a wait, else
-    :func:`~pt2aws.aws.session.explain`."""
+    """One line for a failed step: the endpoint's status and reason after a wait, else explain's."""
     from sagemaker.core.utils.exceptions import WaiterError
 
     if not isinstance(err, WaiterError):  # FailedStatusError, TimeoutExceededError
@@ -189,11 +185,10 @@ def kept_endpoint(session, name: str, instance_type: str, instance_count: int = 
     """A kept endpoint's cost per hour and day (catalog price) and the command that deletes it."""
     usd, price = instance_cost(instance_type, "hosting", 1, instance_count, session.region)
     return {
-        "usd_per_hour": usd,
-        "usd_per_day": usd * 24 if usd is not None else None,
+        "usd_per_hour": usd, "usd_per_day": usd * 24 if usd is not None else None,
         "price": price.describe() if price else "no hosting price in pt2aws/sizing/instances.json",
         "cleanup_command": f"pt2aws cleanup --prefix {name} --region {session.region} --yes",
-    }
+    }  # fmt: skip
 
 
 def deployment_record(session, sent: dict, *, image: dict, archive: dict, local_predictions,

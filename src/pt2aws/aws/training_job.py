@@ -130,13 +130,11 @@ def training_job_spec(cfg, *, instance_type=DEFAULT_TRAINING_INSTANCE_TYPE, inst
     )
     return TrainingJobSpec(
         image_uri=training_image_uri(instance_type, region, pytorch_version),
-        instance_type=instance_type,
-        instance_count=instance_count,
+        instance_type=instance_type, instance_count=instance_count,
         processes_per_node=processes_per_node,
         hyperparameters=hyperparameters_from_config(cfg, **overrides),
-        model_channel=model_dir,
-        max_runtime_s=max_runtime_s,
-    )
+        model_channel=model_dir, max_runtime_s=max_runtime_s,
+    )  # fmt: skip
 
 
 def model_trainer(spec: TrainingJobSpec, *, role_arn, session, bucket, source_dir, base_job_name):
@@ -168,8 +166,7 @@ def model_trainer(spec: TrainingJobSpec, *, role_arn, session, bucket, source_di
 
 def training_cost_bound(instance_type: str, instance_count: int, max_runtime_s: int,
                         region: str = "us-east-1") -> dict:  # fmt: skip
-    """Max runtime x instances x hourly price: ``{"usd" (None: no price), "price_verified",
-    "price", "formula"}``."""
+    """Max runtime x instances x hourly price: ``{"usd", "price_verified", "price", "formula"}``."""
     hours = max_runtime_s / 3600
     usd, price = instance_cost(instance_type, "training", hours, instance_count, region)
     return {

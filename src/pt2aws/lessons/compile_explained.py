@@ -137,11 +137,8 @@ def inductor_code(max_lines: int = 40) -> dict:
     lines = "\n".join(codes).splitlines()
     starts = [i for i, line in enumerate(lines) if "async_compile.cpp" in line]
     glimpse = "\n".join(lines[starts[0] if starts else 0 :][:max_lines])
-    return {
-        "kernels": [lines[i].split(" = ")[0] for i in starts],
-        "glimpse": glimpse,
-        "lines": len(lines),
-    }
+    kernels = [lines[i].split(" = ")[0] for i in starts]
+    return {"kernels": kernels, "glimpse": glimpse, "lines": len(lines)}
 
 
 def precision() -> dict:
@@ -150,9 +147,8 @@ def precision() -> dict:
     dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
     out = {"formats": {}, "sum_of_ones": {}, "exp_12": {}, "one_plus_1e-3": {}}
     for name, dtype in dtypes.items():
-        info = torch.finfo(dtype)
         fields = ("bits", "max", "smallest_normal", "eps")
-        out["formats"][name] = {field: getattr(info, field) for field in fields}
+        out["formats"][name] = {field: getattr(torch.finfo(dtype), field) for field in fields}
         total = torch.zeros((), dtype=dtype)
         for _ in range(1000):  # one addition at a time: each rounds to the format
             total = total + 1

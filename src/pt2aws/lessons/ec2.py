@@ -262,9 +262,8 @@ def run_on(session, instance_type, cfg, *, work_dir, instance_ids=None) -> dict:
         DocumentName="AWS-RunShellScript",
         Comment="pt2aws: torchrun -m pt2aws.train in the AWS training DLC",
         Parameters={"commands": commands, "executionTimeout": [str(8 * 3600)]},
-        OutputS3BucketName=bucket,
-        OutputS3KeyPrefix=prefix,
-    )["Command"]
+        OutputS3BucketName=bucket, OutputS3KeyPrefix=prefix,
+    )["Command"]  # fmt: skip
     return where | {
         "target": session.target, "instance_type": instance_type, "image_uri": image,
         "commands": commands, "command_id": sent["CommandId"],

@@ -77,8 +77,7 @@ def _memory(mode: str) -> dict:
 
 
 def _tensor_parallel(dim: int = 16) -> dict:
-    """Column-wise first layer, row-wise second: local and full shapes, and the output's largest
-    difference from the unsplit MLP."""
+    """First layer split column-wise, second row-wise: shapes, and the largest gap to the whole."""
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import parallel as tp
 
