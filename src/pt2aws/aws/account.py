@@ -112,15 +112,12 @@ def checklist(session, *, autoscaling=False, own_image=False, **run) -> dict:
     purposes += ["autoscaling (AUTOSCALING)"] * autoscaling + ["your own image (ECR)"] * own_image
     actions = FACTS["caller_actions"]
     return {
-        "target": session.target,
-        "region": session.region,
-        "account": account,
+        "target": session.target, "region": session.region, "account": account,
         "role": session.role_arn or "MISSING: set ROLE_ARN",
         "caller_actions": {p: a for p, a in actions.items() if p.startswith(tuple(purposes))},
-        "quotas": quotas,
-        "cost": run_cost(session.region, **run),
+        "quotas": quotas, "cost": run_cost(session.region, **run),
         "arm64_build": FACTS["arm64_build"] if own_image else None,
-    }
+    }  # fmt: skip
 
 
 def require_ready(checklist: dict) -> None:

@@ -101,9 +101,8 @@ def _check_layout(names: set[str]) -> None:
         (not names & set(TOKENIZER_FILES), f"no tokenizer at the root: expected one of "
          f"{TOKENIZER_FILES}; save the tokenizer with the model (tokenizer.save_pretrained(model_dir))"),
     ]  # fmt: skip
-    for failed, message in checks:
-        if failed:
-            raise ArchiveError(message)
+    if message := next((message for failed, message in checks if failed), None):
+        raise ArchiveError(message)
 
 
 def package(
@@ -169,12 +168,10 @@ def validate_archive(path: str | Path, *, smoke_test: bool = True) -> dict:
     names = sorted(files)
     _check_layout(set(names))
     return {
-        "members": names,
-        "member_count": len(names),
-        "bytes": path.stat().st_size,
+        "members": names, "member_count": len(names), "bytes": path.stat().st_size,
         "requirements": requirements,
         "prediction": smoke_test_archive(path) if smoke_test else None,
-    }
+    }  # fmt: skip
 
 
 def smoke_test_archive(path: str | Path, texts: list[str] | None = None) -> list[dict]:

@@ -4,6 +4,7 @@ endpoint share one name."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import time
@@ -37,14 +38,11 @@ def endpoint_environment(
         arm64=graviton, bf16=has_bf16(instance_type), vcpus=vcpus, processes=workers
     )["env"]
     env = {
-        "SAGEMAKER_PROGRAM": "inference.py",
-        "SAGEMAKER_SUBMIT_DIRECTORY": "/opt/ml/model/code",
-        "SAGEMAKER_CONTAINER_LOG_LEVEL": "20",
-        "SAGEMAKER_MODEL_SERVER_WORKERS": str(workers),
-        "PT2AWS_MAX_BATCH": str(DEFAULT_MAX_ITEMS),
-        "TOKENIZERS_PARALLELISM": "false",
+        "SAGEMAKER_PROGRAM": "inference.py", "SAGEMAKER_SUBMIT_DIRECTORY": "/opt/ml/model/code",
+        "SAGEMAKER_CONTAINER_LOG_LEVEL": "20", "SAGEMAKER_MODEL_SERVER_WORKERS": str(workers),
+        "PT2AWS_MAX_BATCH": str(DEFAULT_MAX_ITEMS), "TOKENIZERS_PARALLELISM": "false",
         **(runtime if graviton else {"OMP_NUM_THREADS": runtime["OMP_NUM_THREADS"]}),
-    }
+    }  # fmt: skip
     if image == "custom":  # the fastest variant the archive records as keeping 99% agreement
         env["PT2AWS_VARIANT"] = "auto"
     return env
@@ -103,18 +101,14 @@ def enable_autoscaling(session, endpoint_name: str, *, min_instances=1, max_inst
     client, where = session.client("application-autoscaling"), _scaling_target(endpoint_name)
     client.register_scalable_target(MinCapacity=min_instances, MaxCapacity=max_instances, **where)
     client.put_scaling_policy(
-        PolicyName=f"{endpoint_name}-invocations",
-        PolicyType="TargetTrackingScaling",
+        PolicyName=f"{endpoint_name}-invocations", PolicyType="TargetTrackingScaling",
         TargetTrackingScalingPolicyConfiguration={
-            "TargetValue": 600.0,
+            "TargetValue": 600.0, "ScaleInCooldown": 300, "ScaleOutCooldown": 60,
             "PredefinedMetricSpecification": {
-                "PredefinedMetricType": "SageMakerVariantInvocationsPerInstance"
-            },
-            "ScaleInCooldown": 300,
-            "ScaleOutCooldown": 60,
+                "PredefinedMetricType": "SageMakerVariantInvocationsPerInstance"},
         },
         **where,
-    )
+    )  # fmt: skip
     return where["ResourceId"]
 
 
@@ -144,8 +138,7 @@ def delete_resources(session, name: str) -> list[tuple[str, str]]:
 
 
 def _explained(session, name: str, err: BaseException) -> Exception | None:
-    """The one-line error for a failed step: the endpoint's status and reason after a wait, else
-    :func:`~pt2aws.aws.session.explain`."""
+    """One line for a failed step: the endpoint's status and reason after a wait, else explain's."""
     from sagemaker.core.utils.exceptions import WaiterError
 
     if not isinstance(err, WaiterError):  # FailedStatusError, TimeoutExceededError
@@ -157,7 +150,7 @@ def _explained(session, name: str, err: BaseException) -> Exception | None:
     return DeploymentError(f"endpoint {name} is {status}: {why} (logs: {logs})")
 
 
-class Cleanup:
+class Cleanup(contextlib.AbstractContextManager):
     """Deletes what the deployment ``name`` created (the S3 archive unless ``keep_model_data``) on
     any exception inside ``with cleanup:`` (re-raised as one line where the fix is known) and on
     :meth:`delete`."""
@@ -165,9 +158,6 @@ class Cleanup:
     def __init__(self, session, name: str, model_data_url: str, *, keep_model_data: bool = False):
         self.session, self.name, self.model_data_url = session, name, model_data_url
         self.keep_model_data, self.deleted, self.model_data_deleted = keep_model_data, [], False
-
-    def __enter__(self) -> Cleanup:
-        return self
 
     def __exit__(self, kind, err, traceback) -> bool:
         if err is None:
@@ -195,11 +185,10 @@ def kept_endpoint(session, name: str, instance_type: str, instance_count: int = 
     """A kept endpoint's cost per hour and day (catalog price) and the command that deletes it."""
     usd, price = instance_cost(instance_type, "hosting", 1, instance_count, session.region)
     return {
-        "usd_per_hour": usd,
-        "usd_per_day": usd * 24 if usd is not None else None,
+        "usd_per_hour": usd, "usd_per_day": usd * 24 if usd is not None else None,
         "price": price.describe() if price else "no hosting price in pt2aws/sizing/instances.json",
         "cleanup_command": f"pt2aws cleanup --prefix {name} --region {session.region} --yes",
-    }
+    }  # fmt: skip
 
 
 def deployment_record(session, sent: dict, *, image: dict, archive: dict, local_predictions,
@@ -214,31 +203,23 @@ def deployment_record(session, sent: dict, *, image: dict, archive: dict, local_
         session, name, variant["InstanceType"], variant["InitialInstanceCount"]
     )
     return {
-        "target": session.target,
-        "region": session.region,
+        "target": session.target, "region": session.region,
         "instance_type": variant["InstanceType"],
-        "image": image["image"],
-        "image_uri": model["PrimaryContainer"]["Image"],
+        "image": image["image"], "image_uri": model["PrimaryContainer"]["Image"],
         "image_support": image["support"],
         "network_isolation": model["EnableNetworkIsolation"],
         "role_arn": model["ExecutionRoleArn"],
-        "archive_bytes": archive["bytes"],
-        "archive_valid": True,
-        "endpoint_name": name,
-        "model_data_url": model["PrimaryContainer"]["ModelDataUrl"],
-        "requests": sent,
-        "deployed": deployed,
-        "local_predictions": local_predictions,
-        "answer": answer,
+        "archive_bytes": archive["bytes"], "archive_valid": True,
+        "endpoint_name": name, "model_data_url": model["PrimaryContainer"]["ModelDataUrl"],
+        "requests": sent, "deployed": deployed,
+        "local_predictions": local_predictions, "answer": answer,
         "answer_source": session.answered_by(name) if deployed else "not deployed",
         "matches_local": None if answer is None else [a["label"] for a in answer] == labels,
         "load_test": load_test,
-        "deleted": [list(pair) for pair in deleted],
-        "model_data_deleted": model_data_deleted,
-        "left": left,
-        "resources_left": sum(len(v) for v in left.values()),
+        "deleted": [list(pair) for pair in deleted], "model_data_deleted": model_data_deleted,
+        "left": left, "resources_left": sum(len(v) for v in left.values()),
         "kept": kept or None,
-    }
+    }  # fmt: skip
 
 
 def format_record(record: dict) -> str:

@@ -127,8 +127,7 @@ def _repository(image_uri: str) -> str:
 
 
 def check_image_matches_instance(image_uri: str, instance_type: str) -> None:
-    """``ImageSelectionError`` if the DLC ``image_uri`` (its architecture in the repository name)
-    cannot run on ``instance_type``."""
+    """ImageSelectionError if ``image_uri``'s architecture (in its name) is not the instance's."""
     family, arch = catalog.instance_family(instance_type), catalog.architecture(instance_type)
     repository = _repository(image_uri)
     if arch == "arm64" and "huggingface" in repository:
@@ -229,8 +228,7 @@ def serving_image(image: str, region: str, instance_type: str, *, image_uri: str
 def training_image_uri(instance_type: str = DEFAULT_TRAINING_INSTANCE_TYPE,
                        region: str = "us-east-1",
                        pytorch_version: str = TRAINING_TORCH_VERSION) -> str:  # fmt: skip
-    """The SageMaker PyTorch training DLC for ``instance_type`` (the SDK's table, its newest
-    Python); ``TrainingImageError``."""
+    """SageMaker PyTorch training DLC for ``instance_type`` (newest Python); TrainingImageError."""
     from sagemaker.core import image_uris
 
     check_instance_type(instance_type, "training")

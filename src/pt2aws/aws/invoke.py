@@ -62,9 +62,8 @@ class EndpointClient:
                 f"max_payload_bytes {max_payload_bytes:,} exceeds SageMaker's real-time limit of "
                 f"{REALTIME_PAYLOAD_LIMIT_BYTES:,} bytes; use asynchronous inference for larger"
             )
-        self.endpoint_name, self.max_items = endpoint_name, max_items
+        self.endpoint_name, self.max_items, self.requests_sent = endpoint_name, max_items, 0
         self.max_payload_bytes = max_payload_bytes
-        self.requests_sent = 0
         # SageMaker answers or times out within 60 s: read_timeout 70
         self._client = client or session.client(
             "sagemaker-runtime", max_attempts=max_attempts, read_timeout=70
@@ -124,16 +123,11 @@ def load_test(client: EndpointClient, texts: list[str], *, max_requests: int = 2
     with ThreadPoolExecutor(concurrency) as pool:
         for _ in range(concurrency):
             pool.submit(worker)
-    seconds = time.perf_counter() - start
+    seconds, done = time.perf_counter() - start, len(latencies)
     return {
-        "requests": len(latencies),
-        "errors": len(errors),
-        "texts": len(latencies) * batch_size,
-        "seconds": seconds,
-        "concurrency": concurrency,
-        "batch_size": batch_size,
-        "throughput_per_s": len(latencies) * batch_size / seconds,
-        "requests_per_s": len(latencies) / seconds,
+        "requests": done, "errors": len(errors), "texts": done * batch_size, "seconds": seconds,
+        "concurrency": concurrency, "batch_size": batch_size,
+        "throughput_per_s": done * batch_size / seconds, "requests_per_s": done / seconds,
         "latency_ms": latency_summary(latencies) if latencies else None,
-        "stopped_by": "requests" if len(latencies) + len(errors) >= max_requests else "seconds",
-    }
+        "stopped_by": "requests" if done + len(errors) >= max_requests else "seconds",
+    }  # fmt: skip

@@ -76,8 +76,7 @@ class AwsSession:
         )
 
     def account(self) -> str:
-        """The account id (STS); ``AwsSetupError`` (:func:`explain`): no or refused credentials,
-        an unknown profile, AWS unreachable."""
+        """The account id (STS); AwsSetupError: no/refused credentials, unknown profile, offline."""
         from botocore.exceptions import BotoCoreError, ClientError
 
         try:

@@ -57,15 +57,11 @@ def container_overrides(cfg, channel_root: str, output_dir: str, checkpoint_dir:
     from pt2aws.modeling import minilm_path
 
     overrides = {
-        "output_dir": output_dir,
-        "dataset": f"{channel_root}/{DATA_CHANNEL}/{DATA_FILE}",
-        "text_column": "text",
-        "label_column": "label",
-        "header": "auto",  # the prepared file is JSON Lines, UTF-8, whatever the source was
-        "encoding": "utf-8",
-        "checkpoint_dir": checkpoint_dir,  # out of model.tar.gz; a restarted job resumes
-        "resume": "auto",
-    }
+        "output_dir": output_dir, "dataset": f"{channel_root}/{DATA_CHANNEL}/{DATA_FILE}",
+        "text_column": "text", "label_column": "label",
+        "header": "auto", "encoding": "utf-8",  # the prepared file: JSON Lines, whatever the source
+        "checkpoint_dir": checkpoint_dir, "resume": "auto",  # not in model.tar.gz; restarts resume
+    }  # fmt: skip
     name, model_dir = cfg.model_name_or_path, None
     if name == MINILM_L6 or Path(name).is_dir():
         model_dir = minilm_path() if name == MINILM_L6 else str(Path(name).resolve())
@@ -134,13 +130,11 @@ def training_job_spec(cfg, *, instance_type=DEFAULT_TRAINING_INSTANCE_TYPE, inst
     )
     return TrainingJobSpec(
         image_uri=training_image_uri(instance_type, region, pytorch_version),
-        instance_type=instance_type,
-        instance_count=instance_count,
+        instance_type=instance_type, instance_count=instance_count,
         processes_per_node=processes_per_node,
         hyperparameters=hyperparameters_from_config(cfg, **overrides),
-        model_channel=model_dir,
-        max_runtime_s=max_runtime_s,
-    )
+        model_channel=model_dir, max_runtime_s=max_runtime_s,
+    )  # fmt: skip
 
 
 def model_trainer(spec: TrainingJobSpec, *, role_arn, session, bucket, source_dir, base_job_name):
@@ -172,17 +166,15 @@ def model_trainer(spec: TrainingJobSpec, *, role_arn, session, bucket, source_di
 
 def training_cost_bound(instance_type: str, instance_count: int, max_runtime_s: int,
                         region: str = "us-east-1") -> dict:  # fmt: skip
-    """Max runtime x instances x hourly price: ``{"usd" (None: no price), "price_verified",
-    "price", "formula"}``."""
+    """Max runtime x instances x hourly price: ``{"usd", "price_verified", "price", "formula"}``."""
     hours = max_runtime_s / 3600
     usd, price = instance_cost(instance_type, "training", hours, instance_count, region)
     return {
-        "usd": usd if price else None,
-        "price_verified": bool(price and price.verified),
+        "usd": usd, "price_verified": bool(price and price.verified),  # usd None: no price
         "price": price.describe() if price else "no price in pt2aws/sizing/instances.json",
         "formula": f"{hours:g} h x {instance_count} x "
         + (f"{price.usd_per_hour:g} USD/h" if price else "(no price known)"),
-    }
+    }  # fmt: skip
 
 
 def launch_on(session, cfg, *, work_dir, bucket=None, base_job_name="pt2aws-train", **spec_kwargs):
@@ -212,30 +204,25 @@ def launch_on(session, cfg, *, work_dir, bucket=None, base_job_name="pt2aws-trai
     name = trainer.output_data.rstrip("/").split("/")[-3]
     status = job_status(get_job(session, name))
     return {
-        "target": session.target,
-        "region": session.region,
-        "name": name,
+        "target": session.target, "region": session.region, "name": name,
         "spec": dataclasses.asdict(spec),
         "model_artifact_s3": status["model_artifact_s3"]
         or f"s3://{bucket}/{base_job_name}/{name}/output/model.tar.gz",
         "status": status["status"],
-        "cost_bound": training_cost_bound(
-            spec.instance_type, spec.instance_count, spec.max_runtime_s, session.region
-        ),
-    }
+        "cost_bound": training_cost_bound(spec.instance_type, spec.instance_count,
+                                          spec.max_runtime_s, session.region),
+    }  # fmt: skip
 
 
 def job_status(job) -> dict:
-    """An SDK ``TrainingJob``'s ``{"name", "status", "failure_reason", "instance_type",
-    "instance_count", "model_artifact_s3"}`` (None: not set)."""
+    """An SDK ``TrainingJob``'s name, status, reason, compute and model (None: not set)."""
+    compute = job.resource_config
     return {
-        "name": job.training_job_name,
-        "status": job.training_job_status,
+        "name": job.training_job_name, "status": job.training_job_status,
         "failure_reason": job.failure_reason or None,
-        "instance_type": job.resource_config.instance_type,
-        "instance_count": job.resource_config.instance_count,
+        "instance_type": compute.instance_type, "instance_count": compute.instance_count,
         "model_artifact_s3": getattr(job.model_artifacts, "s3_model_artifacts", None),
-    }
+    }  # fmt: skip
 
 
 def get_job(session, name: str):

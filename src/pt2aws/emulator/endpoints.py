@@ -73,8 +73,7 @@ class EndpointServers:
         endpoint.endpoint_status = "InService"
 
     def invoke(self, name: str, body: bytes, asked: dict):
-        """``(status, content_type, body)`` of ``name``'s server (``asked``: the request's
-        headers), or None when none serves it."""
+        """``(status, content_type, body)`` from ``name``'s server (``asked``: headers), or None."""
         served = self._served.get(name)
         if served is None:
             return None

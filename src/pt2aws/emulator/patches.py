@@ -129,16 +129,12 @@ def quotas(self, original, *, applied_only: bool):
 #: none) as its second argument.
 HANDLERS = {
     models.FakeEndpointConfig: {"validate_instance_type": validate_instance_type},
-    models.SageMakerModelBackend: {
-        "create_endpoint": create_endpoint,
-        "delete_endpoint": delete_endpoint,
-    },
+    models.SageMakerModelBackend: {"create_endpoint": create_endpoint,
+                                   "delete_endpoint": delete_endpoint},
     SageMakerResponse: {
-        "describe_model": describe_without_empty,
-        "describe_endpoint_config": describe_without_empty,
-        "describe_endpoint": describe_without_empty,
-        "describe_training_job": describe_training_job,
-        "stop_training_job": stop_training_job,
+        **dict.fromkeys(("describe_model", "describe_endpoint_config", "describe_endpoint"),
+                        describe_without_empty),
+        "describe_training_job": describe_training_job, "stop_training_job": stop_training_job,
     },
     SageMakerRuntimeResponse: {"invoke_endpoint": invoke_endpoint},
     IamResponse: {"simulate_principal_policy": simulate_principal_policy},
@@ -146,7 +142,7 @@ HANDLERS = {
         "list_service_quotas": partial(quotas, applied_only=True),
         "list_aws_default_service_quotas": partial(quotas, applied_only=False),
     },
-}
+}  # fmt: skip
 
 
 def apply() -> None:

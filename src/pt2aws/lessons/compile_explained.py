@@ -29,23 +29,16 @@ class TinyClassifier(nn.Module):
         return self.head((self.embed(input_ids) * weights).sum(1) / weights.sum(1))
 
 
-def step_with_graph_break(model, input_ids, attention_mask, labels):
-    """A training-step fragment with a graph break: Python branches on a tensor's value."""
+def clamped_step(model, input_ids, attention_mask, labels, *, graph_break: bool):
+    """A training-step fragment that clamps the loss at 5: with a Python branch on its value (a
+    graph break), or kept on tensors (``torch.where``: one graph, no break)."""
     logits = model(input_ids, attention_mask)
     loss = F.cross_entropy(logits, labels)
-    if loss.item() > 5.0:  # .item() hands a number to Python: Dynamo must end the graph here
-        loss = loss.clamp(max=5.0)
-    accuracy = (logits.argmax(-1) == labels).float().mean()
-    return loss, accuracy
-
-
-def step_without_graph_break(model, input_ids, attention_mask, labels):
-    """The same computation kept on tensors (``torch.where``): one graph, no break."""
-    logits = model(input_ids, attention_mask)
-    loss = F.cross_entropy(logits, labels)
-    loss = torch.where(loss > 5.0, loss.clamp(max=5.0), loss)
-    accuracy = (logits.argmax(-1) == labels).float().mean()
-    return loss, accuracy
+    if graph_break:  # .item() hands a number to Python: Dynamo must end the graph here
+        loss = loss.clamp(max=5.0) if loss.item() > 5.0 else loss
+    else:
+        loss = torch.where(loss > 5.0, loss.clamp(max=5.0), loss)
+    return loss, (logits.argmax(-1) == labels).float().mean()
 
 
 def graph_breaks() -> dict:
@@ -56,14 +49,13 @@ def graph_breaks() -> dict:
     ids = torch.randint(0, 100, (4, 16), generator=gen)
     labels = torch.randint(0, 2, (4,), generator=gen)
     args = (TinyClassifier().eval(), ids, torch.ones_like(ids), labels)
-    steps = {"with_break": step_with_graph_break, "without_break": step_without_graph_break}
     dynamo_log, out = logging.getLogger("torch._dynamo"), {}
     level = dynamo_log.level
     dynamo_log.setLevel(logging.ERROR)  # the breaks are the lesson: returned, not logged
     try:
-        for name, fn in steps.items():
+        for name, graph_break in (("with_break", True), ("without_break", False)):
             with torch.no_grad():
-                found = torch._dynamo.explain(fn)(*args)
+                found = torch._dynamo.explain(clamped_step)(*args, graph_break=graph_break)
             out[name] = {
                 "graph_count": found.graph_count,
                 "graph_break_count": found.graph_break_count,
@@ -103,16 +95,11 @@ def recompile_table() -> list[dict]:
             for n, length in shapes:
                 compiled(torch.zeros(n, length, dtype=torch.long), torch.ones(n, length))
         cells = sum(n * length for n, length in shapes)  # each text is in one batch
-        rows.append(
-            {
-                "setting": name,
-                "batches": len(batches),
-                "distinct_shapes": len(set(shapes)),
-                "compiles": counter.frame_count,
-                "pad_fraction": 1 - sum(lengths) / cells,
-                "padded_lengths": [length for _, length in shapes],
-            }
-        )
+        rows.append({
+            "setting": name, "batches": len(batches), "distinct_shapes": len(set(shapes)),
+            "compiles": counter.frame_count, "pad_fraction": 1 - sum(lengths) / cells,
+            "padded_lengths": [length for _, length in shapes],
+        })  # fmt: skip
     return rows
 
 
@@ -150,11 +137,8 @@ def inductor_code(max_lines: int = 40) -> dict:
     lines = "\n".join(codes).splitlines()
     starts = [i for i, line in enumerate(lines) if "async_compile.cpp" in line]
     glimpse = "\n".join(lines[starts[0] if starts else 0 :][:max_lines])
-    return {
-        "kernels": [lines[i].split(" = ")[0] for i in starts],
-        "glimpse": glimpse,
-        "lines": len(lines),
-    }
+    kernels = [lines[i].split(" = ")[0] for i in starts]
+    return {"kernels": kernels, "glimpse": glimpse, "lines": len(lines)}
 
 
 def precision() -> dict:
@@ -163,9 +147,8 @@ def precision() -> dict:
     dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
     out = {"formats": {}, "sum_of_ones": {}, "exp_12": {}, "one_plus_1e-3": {}}
     for name, dtype in dtypes.items():
-        info = torch.finfo(dtype)
         fields = ("bits", "max", "smallest_normal", "eps")
-        out["formats"][name] = {field: getattr(info, field) for field in fields}
+        out["formats"][name] = {field: getattr(torch.finfo(dtype), field) for field in fields}
         total = torch.zeros((), dtype=dtype)
         for _ in range(1000):  # one addition at a time: each rounds to the format
             total = total + 1

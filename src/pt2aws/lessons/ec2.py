@@ -54,18 +54,13 @@ def run_instances_request(instance_type: str, image_id: str, count=1, *, name="p
     neuron = row is not None and row.kind in ("trainium", "inferentia")
     volume = {"VolumeSize": 200, "VolumeType": "gp3", "DeleteOnTermination": True}
     request = {
-        "ImageId": image_id,
-        "InstanceType": bare,
-        "MinCount": count,
-        "MaxCount": count,
-        "BlockDeviceMappings": [
-            {"DeviceName": "/dev/sda1" if neuron else "/dev/xvda", "Ebs": volume}  # Ubuntu / AL
-        ],
+        "ImageId": image_id, "InstanceType": bare, "MinCount": count, "MaxCount": count,
+        "BlockDeviceMappings": [  # Ubuntu (Neuron DLAMI) / Amazon Linux root device
+            {"DeviceName": "/dev/sda1" if neuron else "/dev/xvda", "Ebs": volume}],
         "TagSpecifications": [
-            {"ResourceType": "instance", "Tags": [{"Key": "Name", "Value": name}]}
-        ],
+            {"ResourceType": "instance", "Tags": [{"Key": "Name", "Value": name}]}],
         "MetadataOptions": {"HttpTokens": "required"},
-    }
+    }  # fmt: skip
     if row is not None and row.efa and count > 1:
         efa = {"DeviceIndex": 0, "InterfaceType": "efa", "SubnetId": "subnet-REPLACE"}
         request["NetworkInterfaces"] = [efa | {"Groups": [], "DeleteOnTermination": True}]
@@ -108,31 +103,19 @@ def launch_plan(
         serving_image = images.inference_image_uri(region, instance_type=serve) if hosting else None
         support = _support(it)
     return {
-        "target": session.target if session else "none",
-        "region": region,
-        "train_instance": it.name,
-        "nodes": nodes,
-        "ec2": {
-            "ssm_parameter": parameter,
-            "ami_id": ami,
-            "request": request,
-            "dry_run": dry_run(session, request) if ami else None,
-            "dlc_image": dlc,
-        },
+        "target": session.target if session else "none", "region": region,
+        "train_instance": it.name, "nodes": nodes,
+        "ec2": {"ssm_parameter": parameter, "ami_id": ami, "request": request,
+                "dry_run": dry_run(session, request) if ami else None, "dlc_image": dlc},
         "sagemaker_training": {  # no image: not a SageMaker training type, or Neuron
-            "training_image": training_image,
-            "instance_type": trainer,
-            "instance_count": nodes,
+            "training_image": training_image, "instance_type": trainer, "instance_count": nodes,
             "distributed": f"Torchrun(), {it.devices} process(es) per node",
         },
-        "sagemaker_endpoint": {
-            "image_uri": serving_image,
-            "instance_type": serve,
-            "environment": endpoint_environment(serve),
-        },
+        "sagemaker_endpoint": {"image_uri": serving_image, "instance_type": serve,
+                               "environment": endpoint_environment(serve)},
         "support": support,
         "next_steps": _next_steps(it, dlc, training_image, nodes),
-    }
+    }  # fmt: skip
 
 
 def _support(it) -> list[dict]:
@@ -279,15 +262,10 @@ def run_on(session, instance_type, cfg, *, work_dir, instance_ids=None) -> dict:
         DocumentName="AWS-RunShellScript",
         Comment="pt2aws: torchrun -m pt2aws.train in the AWS training DLC",
         Parameters={"commands": commands, "executionTimeout": [str(8 * 3600)]},
-        OutputS3BucketName=bucket,
-        OutputS3KeyPrefix=prefix,
-    )["Command"]
+        OutputS3BucketName=bucket, OutputS3KeyPrefix=prefix,
+    )["Command"]  # fmt: skip
     return where | {
-        "target": session.target,
-        "instance_type": instance_type,
-        "image_uri": image,
-        "commands": commands,
-        "command_id": sent["CommandId"],
-        "instance_ids": sent["InstanceIds"],
-        "status": sent["Status"],
-    }
+        "target": session.target, "instance_type": instance_type, "image_uri": image,
+        "commands": commands, "command_id": sent["CommandId"],
+        "instance_ids": sent["InstanceIds"], "status": sent["Status"],
+    }  # fmt: skip

@@ -56,9 +56,8 @@ def _memory(mode: str) -> dict:
             fully_shard(block)  # one unit per layer: all-gathered for its forward, then freed
         fully_shard(model)
         model.to_empty(device="cpu")  # this rank's shards only, then initialised
-        for module in model.modules():
-            if isinstance(module, nn.Linear):
-                module.reset_parameters()
+        for block in model:  # Linear, ReLU
+            block[0].reset_parameters()
         step_model = model
     else:
         model = make_mlp()
@@ -68,18 +67,17 @@ def _memory(mode: str) -> dict:
     step_model(x).pow(2).mean().backward()
     optimizer.step()
     state = [t for s in optimizer.state.values() for t in s.values() if torch.is_tensor(t)]
+    peak = _rss("VmHWM")
     return {
         "parameters_bytes": _bytes(model.parameters()),
         "gradients_bytes": _bytes(p.grad for p in model.parameters()),
         "optimizer_state_bytes": _bytes(state),
-        "peak_rss_bytes": _rss("VmHWM"),
-        "peak_rss_increase_bytes": _rss("VmHWM") - start,
-    }
+        "peak_rss_bytes": peak, "peak_rss_increase_bytes": peak - start,
+    }  # fmt: skip
 
 
 def _tensor_parallel(dim: int = 16) -> dict:
-    """Column-wise first layer, row-wise second: local and full shapes, and the output's largest
-    difference from the unsplit MLP."""
+    """First layer split column-wise, second row-wise: shapes, and the largest gap to the whole."""
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import parallel as tp
 
@@ -90,13 +88,12 @@ def _tensor_parallel(dim: int = 16) -> dict:
     x = torch.randn(4, dim, generator=torch.Generator().manual_seed(1))
     tp.parallelize_module(mlp, mesh, {"0": tp.ColwiseParallel(), "2": tp.RowwiseParallel()})
     with torch.no_grad():
-        out, expected = mlp(x), whole(x)
-    local = [mlp[i].weight.to_local() for i in (0, 2)]
-    out = out.to_local() if hasattr(out, "to_local") else out
+        out, expected = mlp(x), whole(x)  # out: a plain tensor (RowwiseParallel's default)
+    up, down = (mlp[i].weight.to_local() for i in (0, 2))
     return {
-        "up_weight_local_shape": list(local[0].shape),
+        "up_weight_local_shape": list(up.shape),
         "up_weight_full_shape": list(whole[0].weight.shape),
-        "down_weight_local_shape": list(local[1].shape),
+        "down_weight_local_shape": list(down.shape),
         "down_weight_full_shape": list(whole[2].weight.shape),
         "output_max_abs_diff": float((out - expected).abs().max()),
     }
