@@ -45,16 +45,6 @@ def time_calls(fn: Callable[[], object], calls: int) -> list[float]:
     return [_timed(fn) for _ in range(calls)]
 
 
-def speed_ratio(first: Callable[[], object], second: Callable[[], object], rounds=3) -> float:
-    """``second``'s speed over ``first``'s (median seconds per call), side by side in
-    ``rounds`` rounds, alternating which goes first."""
-    times = ([], [])
-    for r in range(rounds):
-        for k in (0, 1)[:: 1 if r % 2 == 0 else -1]:
-            times[k].append(_timed((first, second)[k]))
-    return statistics.median(times[0]) / statistics.median(times[1])
-
-
 def compare_predictors(predictors: dict, texts: Sequence[str], *, latency_calls: int = 10,
                        repeats: int = 3, spent: dict | None = None, share_s: float | None = None,
                        log: Callable[[str], None] | None = None) -> list[dict]:  # fmt: skip

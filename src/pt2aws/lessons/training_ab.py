@@ -10,7 +10,6 @@ import json
 import os
 import shutil
 import statistics
-import sys
 import time
 from pathlib import Path
 
@@ -18,7 +17,7 @@ import torch
 
 from pt2aws.env.machine import available_cpus, cpu_name, default_num_threads
 from pt2aws.inference.variants import slow_here
-from pt2aws.processes import Forker, stream_child
+from pt2aws.processes import Forker
 from pt2aws.train.progress import PROGRESS_ENV, parse
 
 
@@ -195,9 +194,9 @@ PRELOAD = ["pt2aws.train.loop", "pt2aws.lessons.trainer_peer", "transformers.tra
 RUN_ENV = {"TOKENIZERS_PARALLELISM": "false", PROGRESS_ENV: "lines"}
 
 
-def run_variant(variant: Variant, settings: BenchSettings, output_dir, on_step, limit_s=None,
-                forker: Forker | None = None):  # fmt: skip
-    """``variant`` once in a fresh process (forked from ``forker``'s, else a new one):
+def run_variant(variant: Variant, settings: BenchSettings, output_dir, on_step, limit_s,
+                forker: Forker):  # fmt: skip
+    """``variant`` once in a fresh process, forked from ``forker``'s (imports already done):
     :func:`_figures`, ``wall_s``, ``train_s``, ``other_load`` (peak load average less its
     threads), ``stopped_at_budget`` (at ``limit_s`` s of training); ``on_step(step)`` per step.
     RuntimeError: it failed or timed out."""
@@ -214,12 +213,8 @@ def run_variant(variant: Variant, settings: BenchSettings, output_dir, on_step, 
             return over and record["step"] < record["total"]
         return False
 
-    args, how = settings.train_args(variant, output_dir), {"what": variant.name}
-    if forker:
-        stopped = forker.stream(module, args, on_line, **how, timeout_s=settings.timeout_s)
-    else:
-        cmd = [sys.executable, "-m", module, *args]
-        stopped = stream_child(cmd, on_line, **how, env=RUN_ENV, timeout_s=settings.timeout_s)
+    args = settings.train_args(variant, output_dir)
+    stopped = forker.stream(module, args, on_line, what=variant.name, timeout_s=settings.timeout_s)
     if not records:
         raise RuntimeError(f"{variant.name}: no training step reported")
     figures = _figures(records, settings, None if stopped else output_dir)
