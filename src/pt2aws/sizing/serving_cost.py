@@ -228,17 +228,22 @@ def local_measurement(run, peak: dict | None = None) -> dict | None:
     return measured_fit(spec, lengths, eager, peak, f"notebook 02 ({path})")
 
 
-def _row(name, rate, anchor, basis, region, known=None, here=None, request=None) -> dict:
-    """One cost row, the schema every table shows, for ``rate`` inferences/s; ``here``:
-    ``(processor, arch, vcpus)`` of this machine (not an AWS instance: no price)."""
+def _row(name, rate, anchor, basis, region, known=None, request=None) -> dict:
+    """One cost row, the schema every table shows, for ``rate`` inferences/s of AWS instance
+    ``name``, or of this machine where ``name`` is None (not an AWS instance: no price)."""
     usd = found = None
-    aws = here is None
+    aws = name is not None
     if aws:  # an AWS instance: the catalog's facts, the price's cost
         hours = 1e6 / (rate * 3600)
         usd, found = pricing.instance_cost(name, None, hours, region=region, known=known)
         row = catalog.find(name)
         processor = (row and row.accelerator) or catalog.family_processor(name) or ""
         here = processor, catalog.architecture(name), catalog.instance_vcpus(name)
+    else:
+        from pt2aws.env.machine import cpu_name
+
+        here = cpu_name(), os.uname().machine, os.cpu_count()
+        name = f"this machine ({here[0]}, {here[2]} vCPUs)"
     return {
         "instance": name,
         **dict(zip(("processor", "arch", "vcpus"), here, strict=True)),
@@ -276,13 +281,9 @@ def cost_rows(
         rows.append(_row(name, rate, f, _basis(f, spec, tokens, peak), region, known,
                          request=request))  # fmt: skip
     if local:
-        from pt2aws.env.machine import cpu_name
-
-        here = cpu_name(), os.uname().machine, os.cpu_count()
         rate = 1 / seconds_per_call(local, spec, tokens, local["peak"]["flops"])
         basis = _basis(local, spec, tokens, local["peak"])
-        rows.append(_row(f"this machine ({here[0]}, {here[2]} vCPUs)", rate, local, basis, region,
-                         here=here, request=request))  # fmt: skip
+        rows.append(_row(None, rate, local, basis, region, request=request))
     return rows
 
 
@@ -314,16 +315,12 @@ def load_test_row(record: dict, request_tokens: float, region=CATALOG_REGION, pr
         return None
     what = f"{load['requests']} requests of one text, {request_tokens:.0f} tokens on average"
     if record["target"] == "aws":
-        name, here, how = record["instance_type"], None, f"load test on the endpoint, {what}"
-    else:
-        from pt2aws.env.machine import cpu_name
-
-        here = cpu_name(), os.uname().machine, os.cpu_count()
-        name = f"this machine ({here[0]}, {here[2]} vCPUs)"
-        how = f"load test through {record['answer_source']}, {what}"
+        name, how = record["instance_type"], f"load test on the endpoint, {what}"
+    else:  # the emulator: this machine
+        name, how = None, f"load test through {record['answer_source']}, {what}"
     measured = {"anchor": "measured: load test", "anchor_detail": how}
     known = (prices or {}).get(name)
-    return _row(name, load["throughput_per_s"], measured, how, region, known, here, request=what)
+    return _row(name, load["throughput_per_s"], measured, how, region, known, request=what)
 
 
 def batched_vs_single(metrics_path: str | Path, load_test: dict | None, image: str | None) -> str:
