@@ -83,8 +83,7 @@ def find(name: str) -> InstanceType | None:
 
 def get_instance(name: str) -> InstanceType:
     """The row of ``name``. Raises KeyError naming the known types."""
-    found = find(name)
-    if found is None:
+    if (found := find(name)) is None:
         known = ", ".join(it.name for it in load_catalog())
         raise KeyError(f"{name!r} is not in the catalog ({CATALOG_PATH.name}); known: {known}")
     return found
@@ -132,8 +131,7 @@ def has_bf16(instance_type: str) -> bool:
 def instance_vcpus(instance_type: str) -> int:
     """vCPUs: the catalog row's, else the size rule (``size_vcpus``; an x86 ``medium`` has 2).
     Raises ValueError for another size."""
-    row = find(instance_type)
-    if row:
+    if row := find(instance_type):
         return row.vcpus
     family, size = instance_family(instance_type), instance_type.rsplit(".", 1)[1]
     if size == "medium" and not is_graviton(instance_type):
@@ -145,8 +143,7 @@ def instance_vcpus(instance_type: str) -> int:
 
 def instance_memory_bytes(instance_type: str) -> float | None:
     """Memory of one device: the row's, else vCPUs x the family's RAM per vCPU; None if unknown."""
-    row = find(instance_type)
-    if row:
+    if row := find(instance_type):
         return row.device_memory_bytes
     per_vcpu = data()["memory_gib_per_vcpu"].get(instance_family(instance_type)[0])
     return instance_vcpus(instance_type) * per_vcpu * 2**30 if per_vcpu else None
@@ -163,8 +160,7 @@ def cpu_peak(processor: str, vcpus: int) -> dict:
 def peak_flops(instance_type: str) -> dict | None:
     """Peak FLOP/s of any size of a known family, ``{"flops", "basis"}`` (accelerators' dense
     bf16, else :func:`cpu_peak`); None for an unknown processor."""
-    row = find(instance_type)
-    if row is not None and row.accelerator:
+    if (row := find(instance_type)) and row.accelerator:
         basis = f"{row.accelerator_count} x {row.accelerator} dense bf16"
         return {"flops": row.peak_tflops * 1e12, "basis": basis}
     processor = family_processor(instance_type) or ""
@@ -206,8 +202,6 @@ def botocore_instance_types(api: str) -> frozenset[str]:
 def availability(name: str) -> dict[str, bool]:
     """``{"ec2", "sagemaker_training", "sagemaker_hosting"}``: which APIs accept ``name``."""
     bare = name.removeprefix("ml.")
-    return {
-        "ec2": bare in botocore_instance_types("ec2"),
-        "sagemaker_training": f"ml.{bare}" in botocore_instance_types("training"),
-        "sagemaker_hosting": f"ml.{bare}" in botocore_instance_types("hosting"),
-    }
+    sagemaker = {f"sagemaker_{api}": f"ml.{bare}" in botocore_instance_types(api)
+                 for api in ("training", "hosting")}  # fmt: skip
+    return {"ec2": bare in botocore_instance_types("ec2"), **sagemaker}
