@@ -28,12 +28,9 @@ def _marks(row: dict) -> str:
 
 def training_frame(rec: dict, limit: int | None = None) -> pd.DataFrame:
     """The first ``limit`` training rows of a :func:`~pt2aws.sizing.ranking.recommend` result."""
-    names = {
-        "memory_per_device_gb": "GB/device",
-        "peak_precision": "peak",
-        "time_s": "time",
-        "cost_usd": "USD",
-    }
+    names = dict(
+        memory_per_device_gb="GB/device", peak_precision="peak", time_s="time", cost_usd="USD"
+    )
     columns = ["instance", "accelerators", "nodes", "strategy", *names, "best", "note"]
     rows = rec["training"][:limit]
     frame = pd.DataFrame(rows, columns=columns).rename(columns=names)
@@ -56,21 +53,11 @@ def _usd(usd: float | None):
 
 def cost_frame(rows: list[dict]) -> pd.DataFrame:
     """Serving cost rows (:mod:`pt2aws.sizing.serving_cost`'s schema), the anchor of each."""
-    return _frame(
-        [
-            {
-                "instance": r["instance"],
-                "processor": r["processor"],
-                "vCPUs": r["vcpus"],
-                "inferences/s": round(r["inferences_per_s"], 1),
-                "USD/hour": r["usd_per_hour"],
-                "USD per 1M": _usd(r["usd_per_1m"]),
-                **({"best": _marks(r)} if "cheapest" in r else {}),
-                "anchor": r["anchor"],
-            }
-            for r in rows
-        ]
-    )
+    return _frame([{"instance": r["instance"], "processor": r["processor"], "vCPUs": r["vcpus"],
+                    "inferences/s": round(r["inferences_per_s"], 1), "USD/hour": r["usd_per_hour"],
+                    "USD per 1M": _usd(r["usd_per_1m"]),
+                    **({"best": _marks(r)} if "cheapest" in r else {}), "anchor": r["anchor"]}
+                   for r in rows])  # fmt: skip
 
 
 def cost_notes(rows: list[dict]) -> str:
@@ -91,17 +78,13 @@ def catalog_frame(region: str = pricing.CATALOG_REGION) -> pd.DataFrame:
         price, src = pricing.price(it.name, "ec2", region), it.sources["price"]
         where = f" ({price.region})" if price and price.region != region else ""
         devices = f"{it.accelerator_count} x {it.accelerator}" if it.accelerator else it.cpu
-        records.append(
-            {
-                "instance": it.name,
-                "kind": it.kind,
-                "vCPUs": it.vcpus,
-                "accelerators": devices,
-                "peak TFLOP/s": f"{it.peak_tflops:.4g} {it.peak_precision}",
-                "USD/hour": f"{price.usd_per_hour:g}{where}" if price else "none known",
-                "price source": f"{src['id']} {src['date']}, {'verified' if src['verified'] else 'UNVERIFIED'}",
-            }
-        )
+        mark = "verified" if src["verified"] else "UNVERIFIED"
+        records.append({
+            "instance": it.name, "kind": it.kind, "vCPUs": it.vcpus, "accelerators": devices,
+            "peak TFLOP/s": f"{it.peak_tflops:.4g} {it.peak_precision}",
+            "USD/hour": f"{price.usd_per_hour:g}{where}" if price else "none known",
+            "price source": f"{src['id']} {src['date']}, {mark}",
+        })  # fmt: skip
     return _frame(records)
 
 
