@@ -36,9 +36,8 @@ def plot_confusion_matrix(matrix: Sequence[Sequence[int]], label_names: Sequence
     from sklearn.metrics import ConfusionMatrixDisplay
 
     fig, ax = plt.subplots(figsize=(4.5, 4))
-    ConfusionMatrixDisplay(np.asarray(matrix), display_labels=list(label_names)).plot(
-        ax=ax, colorbar=False, cmap="Blues"
-    )
+    display = ConfusionMatrixDisplay(np.asarray(matrix), display_labels=list(label_names))
+    display.plot(ax=ax, colorbar=False, cmap="Blues")
     ax.set_title("Test set confusion matrix")
     fig.tight_layout()
     return _save(fig, path)
@@ -48,9 +47,8 @@ def plot_bars(values: dict[str, float], *, ylabel: str, title: str, path: str | 
     """A bar per ``{label: value}`` with its value on it (thousands as ``1,290``)."""
     fig, ax = plt.subplots(figsize=(max(4, 1.2 * len(values)), 3.5))
     bars = ax.bar(list(values), list(values.values()), color="tab:blue")
-    ax.bar_label(
-        bars, labels=[f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}" for v in values.values()]
-    )
+    labels = [f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}" for v in values.values()]
+    ax.bar_label(bars, labels=labels)
     ax.set(ylabel=ylabel, title=title)
     ax.tick_params(axis="x", rotation=20)
     fig.tight_layout()

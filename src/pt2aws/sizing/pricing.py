@@ -78,12 +78,7 @@ def table_prices(use: str) -> dict[str, InstancePrice]:
 
 
 def instance_cost(
-    instance_type: str,
-    use: str | None,
-    hours: float,
-    count: int = 1,
-    region: str = CATALOG_REGION,
-    known: InstancePrice | None = None,
+    instance_type: str, use: str | None, hours: float, count=1, region=CATALOG_REGION, known=None
 ) -> tuple[float | None, InstancePrice | None]:
     """``(hours x count x USD/hour, price)``, the price :func:`price`'s or ``known`` (a live one);
     ``(None, None)`` without one. Raises ValueError: hours < 0, count < 1, an unknown ``use``."""

@@ -20,12 +20,8 @@ DEFAULT_MFU = {"gpu": 0.35, "trainium": 0.30, "cpu": 0.10}
 DEFAULT_OVERHEAD_S = 600.0
 #: Notebook 00's serving rows: notebook 03's endpoints, then GPU / Inferentia rows at EC2 prices.
 DEFAULT_INFERENCE_INSTANCES = (
-    *serving_cost.DEFAULT_COMPARISON,
-    "g5.xlarge",
-    "g6.xlarge",
-    "g6e.xlarge",
-    "inf2.xlarge",
-)
+    *serving_cost.DEFAULT_COMPARISON, "g5.xlarge", "g6.xlarge", "g6e.xlarge", "inf2.xlarge"
+)  # fmt: skip
 #: Kinds pt2aws's training runs on as is (CUDA or CPU; Neuron needs a port).
 RUNNABLE_KINDS = ("gpu", "cpu")
 
@@ -109,10 +105,8 @@ def recommend(w, mfu=None, overhead_s=DEFAULT_OVERHEAD_S, region=CATALOG_REGION,
     training = rank_training(w, mfu, overhead_s, region)
     runnable = [r for r in training if r["kind"] in RUNNABLE_KINDS and r["cost_usd"] is not None]
     choice = runnable[0] if runnable else None
-    summary = dataclasses.asdict(w) | {
-        "model": spec.name,
-        "training_flops": training_flops(spec, w),
-    }
+    flops = training_flops(spec, w)
+    summary = dataclasses.asdict(w) | {"model": spec.name, "training_flops": flops}
     return {
         "model": dataclasses.asdict(spec),
         "workload": summary,
