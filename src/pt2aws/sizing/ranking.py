@@ -2,8 +2,7 @@
 
 Training time = ``(6N + 12LdT) x tokens / (nodes x peak x MFU)`` (Kaplan et al. 2020 §2.1), 8/6 of
 it with recomputation; the peak is bf16 on accelerators, fp32 on CPUs. Cost = (time + paid
-start-up) x nodes x EC2 on-demand price. Serving: :mod:`pt2aws.sizing.serving_cost`'s rows.
-"""
+start-up) x nodes x EC2 on-demand price. Serving: :mod:`pt2aws.sizing.serving_cost`'s rows."""
 
 from __future__ import annotations
 

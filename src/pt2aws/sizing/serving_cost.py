@@ -8,8 +8,7 @@ and the one cost-row schema of notebooks 00 and 03 and ``pt2aws recommend``::
 The overhead is per layer and call: at 8 tokens the 6-layer DistilBERT takes 0.55x the 12-layer
 BERT-base's time on the same c6i.2xlarge (the Ice Lake anchors' source). Both parameters are
 fitted by least squares on the relative error (linear in the overhead and 1 / utilisation); a
-family with one published shape takes its overhead from the rule its entry states.
-"""
+family with one published shape takes its overhead from the rule its entry states."""
 
 from __future__ import annotations
 
@@ -70,9 +69,8 @@ def fit(points, overhead: float | None = None) -> tuple[float, float]:
 
 def seconds_per_call(f: dict, spec: ModelSpec, tokens: float, peak: float, batch: int = 1):
     """The model: seconds per call of ``batch`` texts of ``tokens`` under fit ``f``."""
-    return spec.num_layers * f["overhead_s"] + batch * flops_per_request(spec, tokens) / (
-        peak * f["utilisation"]
-    )
+    flops = batch * flops_per_request(spec, tokens)
+    return spec.num_layers * f["overhead_s"] + flops / (peak * f["utilisation"])
 
 
 def _anchor(a: dict) -> tuple[ModelSpec, float, float]:
@@ -175,9 +173,8 @@ def measured_fit(spec: ModelSpec, lengths: list[int], eager: dict, peak: dict, s
     its family fit's prediction of both at ``peak`` beside them, ``prediction_ratios``."""
     median = np.median([flops_per_request(spec, n) for n in lengths[: eager["calls"]]])
     one = (spec.num_layers, median / peak["flops"], eager["p50_ms"] / 1e3)
-    all_ = _point(
-        spec, lengths, MEASURED_BATCH, len(lengths) / eager["samples_per_s"], peak["flops"]
-    )
+    seconds = len(lengths) / eager["samples_per_s"]
+    all_ = _point(spec, lengths, MEASURED_BATCH, seconds, peak["flops"])
     f = dict(zip(("overhead_s", "utilisation"), fit([one, all_]), strict=True))
     stand_ins = catalog.data()["serving_anchors"]["stand_ins"]
     family = stand_ins.get(peak["processor"], peak["processor"])
@@ -277,9 +274,8 @@ def cost_rows(
             continue
         f = row_fit(name)
         rate = 1 / seconds_per_call(f, spec, tokens, peak["flops"])
-        known = (prices or {}).get(name)
-        rows.append(_row(name, rate, f, _basis(f, spec, tokens, peak), region, known,
-                         request=request))  # fmt: skip
+        basis, known = _basis(f, spec, tokens, peak), (prices or {}).get(name)
+        rows.append(_row(name, rate, f, basis, region, known, request=request))
     if local:
         rate = 1 / seconds_per_call(local, spec, tokens, local["peak"]["flops"])
         basis = _basis(local, spec, tokens, local["peak"])

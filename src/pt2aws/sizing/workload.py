@@ -7,8 +7,7 @@ that fits training on an instance, and the workload class of the re:Invent 2022 
   al. 2020, section 3.1), 8 in pure bf16, 16 in fp32; sharding divides it by the shards.
 * Activations per layer, 16-bit: ``s·b·h·(34 + 5·a·s/h)``; with full recomputation ``2·s·b·h``
   per layer plus one layer's (Korthikanti et al., MLSys 2023, 4.1-4.2); fp32 doubles them.
-* Serving: the bf16 weights plus one layer's activations.
-"""
+* Serving: the bf16 weights plus one layer's activations."""
 
 from __future__ import annotations
 
@@ -69,9 +68,8 @@ class ModelSpec:
             model = AutoModelForSequenceClassification.from_config(config)
         total, name = count_parameters(model), name or getattr(config, "_name_or_path", "")
         shape = (config.hidden_size, config.num_hidden_layers, config.num_attention_heads)
-        return cls(
-            name or config.model_type, total, *shape, total - non_embedding_parameters(model)
-        )
+        embedding = total - non_embedding_parameters(model)
+        return cls(name or config.model_type, total, *shape, embedding)
 
     @classmethod
     def from_parameters(cls, parameters: float, name: str | None = None) -> ModelSpec:
