@@ -68,10 +68,8 @@ def _training(train: dict, ab: dict, job: dict) -> list[str]:
         rows = [[key, _fmt(train.get(key))] for key in TRAINING_KEYS]
         if source := (train.get("data") or {}).get("source"):
             rows.insert(0, ["data", f"{source}, classes {', '.join(train.get('label_names', []))}"])
-        flags = [
-            f"{k}={'on' if v['enabled'] else 'off'}" for k, v in train.get("flags", {}).items()
-        ]
-        rows.append(["flags", ", ".join(flags)])
+        flags = {k: "on" if v["enabled"] else "off" for k, v in train.get("flags", {}).items()}
+        rows.append(["flags", ", ".join(f"{k}={v}" for k, v in flags.items())])
         if n := train.get("sequence_length"):
             served = f"train {n['train_max_length']}, serve {n['serve_max_length']} tokens"
             rows.append(["sequence length", served])

@@ -172,13 +172,10 @@ def peak_flops(instance_type: str) -> dict | None:
 def peak_bf16_flops(device_name: str) -> float | None:
     """Dense bf16 FLOP/s of the GPU ``torch.cuda.get_device_name()`` names (the longest matching
     ``device_names`` pattern wins), None if unknown."""
-    matches = [
-        (len(pattern), acc["peak_bf16_tflops"] * 1e12)
-        for acc in data()["accelerators"].values()
-        for pattern in acc.get("device_names", [])
-        if pattern in device_name
-    ]
-    return max(matches)[1] if matches else None
+    matches = [(len(pattern), acc["peak_bf16_tflops"] * 1e12)
+               for acc in data()["accelerators"].values()
+               for pattern in acc.get("device_names", []) if pattern in device_name]  # fmt: skip
+    return max(matches, default=(0, None))[1]
 
 
 _API_SHAPES = {

@@ -64,12 +64,10 @@ def price(instance_type: str, use: str | None = None, region: str = CATALOG_REGI
         usd = regional.get(region, row["price_usd_per_hour"])
         return InstancePrice(bare, usd, catalog.source(row["sources"]["price"]), use, here, region)
     name = "ml." + instance_type.removeprefix("ml.")
-    row = catalog.data()[_TABLES[use]].get(name)
-    if row is None:
+    if (row := catalog.data()[_TABLES[use]].get(name)) is None:
         return None
-    return InstancePrice(
-        name, row["usd_per_hour"], catalog.source(row["source"]), use, asked_region=region
-    )
+    src = catalog.source(row["source"])
+    return InstancePrice(name, row["usd_per_hour"], src, use, asked_region=region)
 
 
 def table_prices(use: str) -> dict[str, InstancePrice]:
@@ -117,12 +115,10 @@ def live_price(client, instance_type: str, use: str, region: str) -> InstancePri
     component, rates = {"hosting": "-Host", "training": "-Train"}.get(use, ""), set()
     for item in items:
         usage = item["product"]["attributes"].get("usagetype", "")  # "USE1-Host:ml.c7g.xlarge"
-        terms = item["terms"].get("OnDemand", {}).values()
-        hourly = [
-            d for t in terms for d in t["priceDimensions"].values() if d["unit"].startswith("Hr")
-        ]
         if usage.split(":")[0].endswith(component):
-            rates |= {(float(d["pricePerUnit"]["USD"]), usage) for d in hourly}
+            for term in item["terms"].get("OnDemand", {}).values():
+                hourly = [d for d in term["priceDimensions"].values() if d["unit"].startswith("Hr")]
+                rates |= {(float(d["pricePerUnit"]["USD"]), usage) for d in hourly}
     rates = sorted(rates)
     if len({usd for usd, _ in rates}) != 1:
         found = ", ".join(f"{usd:g} ({usage})" for usd, usage in rates) or "none"
@@ -136,9 +132,7 @@ def live_price(client, instance_type: str, use: str, region: str) -> InstancePri
     return InstancePrice(instance_type, usd, src, use, region, region)
 
 
-def refresh_prices(
-    session, instance_types, region=None, *, enabled=True
-) -> tuple[dict[str, InstancePrice], list[str]]:
+def refresh_prices(session, instance_types, region=None, *, enabled=True):
     """``({instance: price read now}, [notes])``; the notes say where the prices come from and,
     for each instance left to the table, why."""
     from botocore.config import Config
