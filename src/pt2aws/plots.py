@@ -57,10 +57,8 @@ def plot_bars(values: dict[str, float], *, ylabel: str, title: str, path: str | 
 
 def plot_memory_breakdown(rec: dict, path: str | Path | None = None):
     """Stacked bars, GB (1e9 bytes), of a ``ranking.recommend`` result's ``memory``."""
-    memory = {
-        "training\n(one device)": rec["memory"]["training_one_device"],
-        "inference\n(bf16, batch 1)": rec["memory"]["inference_bf16"],
-    }
+    memory = {"training\n(one device)": rec["memory"]["training_one_device"],
+              "inference\n(bf16, batch 1)": rec["memory"]["inference_bf16"]}  # fmt: skip
     parts = ["weights", "gradients", "optimizer", "activations"]
     table = pd.DataFrame(memory).T.reindex(columns=parts).astype(float).fillna(0) / 1e9
     colors = ["tab:blue", "tab:orange", "tab:red", "tab:green"]
@@ -77,9 +75,8 @@ def plot_time_vs_cost(rec: dict, path: str | Path | None = None):
     """Training time (hours) vs cost (USD) per instance of a ``ranking.recommend`` result,
     log-log. Labelled: the Pareto front, the cheapest of each kind, the recommended; points
     within 4% on both axes share a label, placed at the first corner overlapping no other."""
-    rows = sorted(
-        (r for r in rec["training"] if r["cost_usd"]), key=lambda r: (r["time_s"], r["cost_usd"])
-    )
+    priced = [r for r in rec["training"] if r["cost_usd"]]
+    rows = sorted(priced, key=lambda r: (r["time_s"], r["cost_usd"]))
     xy = np.log10([(r["time_s"] / 3600, r["cost_usd"]) for r in rows])
     fig, ax = plt.subplots(figsize=(8, 5))
     for kind, color in {"gpu": "tab:green", "trainium": "tab:purple", "cpu": "tab:gray"}.items():

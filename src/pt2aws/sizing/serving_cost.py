@@ -103,10 +103,8 @@ def family_fit(family: str) -> dict:
                    for a, (s, p, t) in zip(anchors, shaped, strict=True)]  # fmt: skip
     by_source = {}
     for a, (_, _, t), e in zip(anchors, shaped, f["errors"], strict=True):
-        by_source.setdefault(a["source"], []).append(
-            f"{a['model']} {a['batch']} x {a['tokens']} tokens on {a['instance']} "
-            f"{t * 1e3:.4g} ms: {e:.2f}"
-        )
+        figure = f"{a['model']} {a['batch']} x {a['tokens']} tokens on {a['instance']}"
+        by_source.setdefault(a["source"], []).append(f"{figure} {t * 1e3:.4g} ms: {e:.2f}")
     listed = "; ".join(
         f"{catalog.source(k)['url'].split()[0]} ({catalog.source(k)['date']}): {', '.join(v)}"
         for k, v in by_source.items()
