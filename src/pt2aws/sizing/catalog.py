@@ -150,8 +150,7 @@ def instance_memory_bytes(instance_type: str) -> float | None:
 
 
 def cpu_peak(processor: str, vcpus: int) -> dict:
-    """fp32 peak of ``vcpus`` vCPUs of a ``cpus`` processor: ``{"flops", "basis"}``. Raises
-    KeyError for another processor."""
+    """fp32 peak ``{"flops", "basis"}`` of ``vcpus`` vCPUs of a ``cpus`` entry, else KeyError."""
     per_vcpu = data()["cpus"][processor]["peak_fp32_gflops_per_vcpu"]
     basis = f"{vcpus} vCPUs x {per_vcpu:g} GFLOP/s fp32 ({processor})"
     return {"flops": vcpus * per_vcpu * 1e9, "basis": basis}
@@ -187,8 +186,7 @@ _API_SHAPES = {
 
 @cache
 def botocore_instance_types(api: str) -> frozenset[str]:
-    """Types ``"ec2"`` (bare names), ``"training"`` or ``"hosting"`` (``ml.`` names) accept, from
-    botocore's service models."""
+    """Types ``"ec2"`` (bare names), ``"training"`` or ``"hosting"`` (``ml.``) accept (botocore)."""
     import botocore.session
 
     service, shape = _API_SHAPES[api]

@@ -26,8 +26,7 @@ RUNNABLE_KINDS = ("gpu", "cpu")
 
 
 def training_flops(spec, w) -> float:
-    """``(6N + 12LdT) x tokens`` of :class:`~pt2aws.sizing.workload.Workload` ``w`` (N the
-    non-embedding parameters of ``spec``)."""
+    """``(6N + 12LdT) x tokens`` of workload ``w``, N the non-embedding parameters of ``spec``."""
     n, layers, width = spec.non_embedding_parameters, spec.num_layers, spec.hidden_size
     per_token = training_flops_per_token(n, layers, width, w.seq_len)
     return per_token * w.train_examples * w.seq_len * w.epochs

@@ -147,8 +147,7 @@ def machine_peak(cpus: list[dict] | None = None, isa: str | None = None, vcpus: 
     from pt2aws.env.machine import cpuinfo
 
     info, vcpus = ((cpuinfo() if cpus is None else cpus) or [{}])[0], vcpus or os.cpu_count() or 1
-    graviton = catalog.processor_by_cpu_part(info.get("CPU part", ""))
-    if graviton:
+    if graviton := catalog.processor_by_cpu_part(info.get("CPU part", "")):
         return {**catalog.cpu_peak(graviton[0], vcpus), "processor": graviton[0]}
     if not info.get("cpu MHz"):
         return None
