@@ -11,11 +11,9 @@ from pathlib import Path
 from pt2aws.rundir import RunDir
 
 #: The training figures the summary lists, in order (keys of ``train/metrics.json``).
-TRAINING_KEYS = (
-    *("model_name_or_path", "num_parameters", "world_size", "train_steps", "train_runtime_s"),
-    *("train_samples_per_second", "pad_fraction", "eval_accuracy", "eval_f1", "test_accuracy"),
-    *("test_f1", "majority_baseline_accuracy"),
-)
+TRAINING_KEYS = tuple("""model_name_or_path num_parameters world_size train_steps train_runtime_s
+    train_samples_per_second pad_fraction eval_accuracy eval_f1 test_accuracy test_f1
+    majority_baseline_accuracy""".split())  # fmt: skip
 
 
 def markdown_table(header: Sequence, rows: Iterable[Sequence]) -> list[str]:

@@ -138,8 +138,7 @@ def refresh_prices(session, instance_types, region=None, *, enabled=True):
     from botocore.config import Config
     from botocore.exceptions import BotoCoreError, ClientError
 
-    reason = _why_not(session) if enabled else "price refresh not asked for"
-    if reason:
+    if reason := _why_not(session) if enabled else "price refresh not asked for":
         return {}, [f"prices: the dated table in pt2aws/sizing/instances.json ({reason})"]
     # us-east-1's endpoint answers for every region; an offline machine falls back quickly
     retries = {"mode": "standard", "total_max_attempts": 2}
