@@ -177,11 +177,8 @@ def peak_bf16_flops(device_name: str) -> float | None:
     return max(matches, default=(0, None))[1]
 
 
-_API_SHAPES = {
-    "ec2": ("ec2", "InstanceType"),
-    "training": ("sagemaker", "TrainingInstanceType"),
-    "hosting": ("sagemaker", "ProductionVariantInstanceType"),
-}
+_API_SHAPES = {"ec2": ("ec2", "InstanceType"), "training": ("sagemaker", "TrainingInstanceType"),
+               "hosting": ("sagemaker", "ProductionVariantInstanceType")}  # fmt: skip
 
 
 @cache

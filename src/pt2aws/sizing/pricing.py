@@ -108,9 +108,8 @@ def live_price(client, instance_type: str, use: str, region: str) -> InstancePri
         service = "AmazonSageMaker"
         fields = {"instanceName": f"ml.{bare}", "locationType": "AWS Region", "regionCode": region}
     filters = [{"Type": "TERM_MATCH", "Field": k, "Value": v} for k, v in fields.items()]
-    pages = client.get_paginator("get_products").paginate(
-        ServiceCode=service, Filters=filters, FormatVersion="aws_v1"
-    )
+    paginator = client.get_paginator("get_products")
+    pages = paginator.paginate(ServiceCode=service, Filters=filters, FormatVersion="aws_v1")
     items = [json.loads(item) for page in pages for item in page["PriceList"]]
     component, rates = {"hosting": "-Host", "training": "-Train"}.get(use, ""), set()
     for item in items:
