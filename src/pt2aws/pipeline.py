@@ -14,12 +14,8 @@ from pt2aws.config import PROFILES, TrainConfig
 from pt2aws.errors import ArgumentParser, MissingFileError, run_cli
 from pt2aws.rundir import RunDir
 
-NOTEBOOKS = (
-    "00_instance_setup.ipynb",
-    "01_finetune_multi_gpu.ipynb",
-    "02_local_inference.ipynb",
-    "03_deploy_sagemaker_graviton.ipynb",
-)
+NOTEBOOKS = ("00_instance_setup.ipynb", "01_finetune_multi_gpu.ipynb", "02_local_inference.ipynb",
+             "03_deploy_sagemaker_graviton.ipynb")  # fmt: skip
 #: ``make run`` options that become notebook 01's parameters: option -> (parameter, TrainConfig
 #: field, whose help they show).
 DATA_OPTIONS = {"data": ("DATASET", "dataset"), "model": ("MODEL", "model_name_or_path")} | {
@@ -48,15 +44,9 @@ class _PrefixedStream(io.TextIOBase):
         return len(text)
 
 
-def run_notebooks(
-    run_dir: str | Path,
-    *,
-    profile: str = "local",
-    notebooks: tuple[str, ...] = NOTEBOOKS,
-    extra_parameters: dict | None = None,
-    per_notebook: dict[str, dict] | None = None,
-    stream=None,
-) -> dict[str, float]:
+def run_notebooks(run_dir: str | Path, *, profile: str = "local",
+                  notebooks: tuple[str, ...] = NOTEBOOKS, extra_parameters: dict | None = None,
+                  per_notebook: dict[str, dict] | None = None, stream=None) -> dict[str, float]:  # fmt: skip
     """Execute ``notebooks`` in order into ``run_dir`` with ``PROFILE``, ``RUN_DIR``,
     ``extra_parameters`` and ``per_notebook[name]``; returns seconds per notebook. Cell output
     streams to ``stream`` (default stdout; ``False``: nowhere) prefixed with the notebook's number.

@@ -4,6 +4,7 @@ everything it started."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
@@ -55,7 +56,7 @@ def stream_child(cmd: list[str], on_line, *, what: str, env=None, timeout_s=None
 
 
 def _popen(cmd: list[str], env: dict | None, **kwargs) -> subprocess.Popen:
-    """``cmd`` with ``env`` added, Python unbuffered, stderr into stdout, dying with this process."""
+    """``cmd``, ``env`` added, Python unbuffered, stderr into stdout; it dies with this process."""
     return subprocess.Popen(
         cmd,
         stdout=subprocess.PIPE,
@@ -93,7 +94,7 @@ def _follow(lines, on_line, kill, exit_code, *, what: str, timeout_s) -> bool:
 _MARK = "\x00pt2aws-fork "
 
 
-class Forker:
+class Forker(contextlib.AbstractContextManager):
     """A child Python that imports ``preload`` once, then runs each ``python -m <module> <args>``
     of :meth:`stream` in a fork of itself: a fresh process without the seconds torch and
     transformers take to import. ``env`` is added to every run's; ``tag`` goes on its command
@@ -101,9 +102,6 @@ class Forker:
 
     def __init__(self, preload: list[str], env: dict | None = None, tag: str = "forker"):
         self.preload, self.env, self.tag, self.proc = preload, env or {}, str(tag), None
-
-    def __enter__(self) -> Forker:
-        return self
 
     def __exit__(self, *exc) -> None:
         if self.proc is not None:
@@ -173,10 +171,8 @@ def stop_process_group(proc: subprocess.Popen, timeout_s: float = 15.0) -> None:
     pgid = proc.pid  # start_new_session: the group id is the leader's pid
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            pass
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
             os.killpg(pgid, sig)

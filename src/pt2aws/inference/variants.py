@@ -44,9 +44,7 @@ def compiler_missing() -> str | None:
     else:
         include = Path(sysconfig.get_paths()["include"]) / "Python.h"
         missing = None if include.is_file() else f"{include} is missing: install python3-dev"
-    if missing is None:
-        return None
-    return (
+    return missing and (
         f"torch.compile on a CPU needs a C++ compiler and Python.h, and {missing} (the serving "
         "image has both) or serve eager, bf16 or ort-int8"
     )
