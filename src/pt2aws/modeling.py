@@ -64,9 +64,7 @@ def build_tiny_roberta(tokenizer, label_names: Sequence[str]):
         **(TINY_ROBERTA_SIZES | {"vocab_size": len(tokenizer)}),
         **_label_config(label_names),
         max_position_embeddings=tokenizer.model_max_length + 2,
-        pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
+        **{f"{t}_token_id": getattr(tokenizer, f"{t}_token_id") for t in ("pad", "bos", "eos")},
         problem_type="single_label_classification",
     )
     return RobertaForSequenceClassification(config)

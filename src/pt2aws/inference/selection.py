@@ -213,10 +213,7 @@ def serving_variant(model_dir: str, model, requested: str, tokenizer) -> tuple:
     fp32 model: ``auto`` times ``variants.json``'s ``eligible`` (agreement decided at packaging
     on many texts; the 64 of its ``sample`` only leave out one clearly broken on this machine;
     eager without the file; ONNX ones without their files left out); a named one is built.
-
-    Raises:
-        ValueError: unknown, not runnable here (bf16 emulated included), ONNX files missing.
-    """
+    ValueError: unknown, not runnable here (bf16 emulated included), ONNX files missing."""
     if requested == "auto":
         record = Path(model_dir) / "variants.json"
         if not record.is_file():

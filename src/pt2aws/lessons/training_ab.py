@@ -114,21 +114,18 @@ class BenchSettings:
         """The ``pt2aws.train`` flags of one run of ``variant`` into ``output_dir``."""
         from pt2aws.train.launch import config_to_args
 
+        same = ("max_steps", "max_length", "max_eval_samples", "learning_rate", "seed",
+                "num_threads")  # fmt: skip
         return config_to_args(
             profile="smoke",
             output_dir=str(output_dir),
             model_name_or_path=self.model,
             dataset=self.dataset,
-            max_steps=self.max_steps,
             per_device_train_batch_size=self.batch_size,
-            max_length=self.max_length,
             max_train_samples=self.batch_size * self.max_steps,  # no epoch boundary inside
-            max_eval_samples=self.max_eval_samples,
-            learning_rate=self.learning_rate,
-            seed=self.seed,
             logging_steps=1,
-            num_threads=self.num_threads,
             benchmark_warmup_steps=self.warmup_steps,
+            **{k: getattr(self, k) for k in same},  # the training's flags of the same names
             **{k: getattr(variant, k) for k in (*FLAG_OF.values(), "length_bucketing")},
         )
 
