@@ -109,8 +109,7 @@ class Forker(contextlib.AbstractContextManager):
             self.proc.wait()
 
     def stream(self, module: str, args: list[str], on_line, *, what: str, timeout_s=None) -> bool:
-        """:func:`stream_child` for one run of ``module`` with ``args`` (the first starts the
-        server)."""
+        """:func:`stream_child` for ``python -m <module> <args>`` (the first starts the server)."""
         if self.proc is None:
             code = "from pt2aws.processes import _serve_forks; _serve_forks()"
             cmd = [sys.executable, "-c", code, self.tag, *self.preload]

@@ -135,10 +135,8 @@ def settle_agreement(measured: Measured, pool: Sequence[str], log=None) -> None:
     reference = measured.built["eager"].predict_ids(pool)
     for row in undecided:
         before = measured.agreement(row)[1]
-        row["agreement"] = label_agreement(
-            reference, measured.built[row["variant"]].predict_ids(pool)
-        )
-        row["agreement_texts"] = len(pool)
+        ids = measured.built[row["variant"]].predict_ids(pool)
+        row |= {"agreement": label_agreement(reference, ids), "agreement_texts": len(pool)}
         if log:
             log(f"{row['variant']}: {before}: measured again on all {len(pool):,} validation "
                 f"texts: {measured.agreement(row)[1]}")  # fmt: skip
@@ -275,9 +273,8 @@ def variant_report(model_dir: str, validation_texts: Sequence[str],
         with warnings.catch_warnings(action="ignore"):
             module, _ = build_variant(model, variant, keep_fp32=True, model_dir=model_dir,
                                       tokenizer=tokenizer, texts=texts)  # fmt: skip
-        share = label_agreement(
-            reference, Classifier(module, tokenizer, model.config).predict_ids(texts)
-        )
+        ids = Classifier(module, tokenizer, model.config).predict_ids(texts)
+        share = label_agreement(reference, ids)
         known[variant] = {"agreement": share, "agreement_texts": len(texts)}
     verdicts = {v: judge(known[v]) for v in variants if v in known}
     report = {"target": AGREEMENT_TARGET, "texts": len(texts),

@@ -279,7 +279,6 @@ def run_ab(settings: BenchSettings, out_dir, variants, stream=None, on_result=No
 def summarize(variants: list[Variant], runs: dict[str, list[dict]]) -> list[dict]:
     """Per variant with runs: the median of each figure, ``vs_baseline`` and ``vs_trainer``
     (medians of per-repeat ratios: slow load drifts cancel), the highest ``other_load``, ``n``."""
-
     speeds = {name: [run["samples_per_s"] for run in done] for name, done in runs.items()}
 
     def ratio(name: str, other: str | None) -> float | None:
