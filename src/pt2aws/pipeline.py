@@ -103,9 +103,8 @@ def data_parameters(args) -> dict:
     from pt2aws.data.labels import parse_label_map
     from pt2aws.data.readers import looks_like_path
 
-    params = {
-        name: getattr(args, opt) for opt, (name, _) in DATA_OPTIONS.items() if getattr(args, opt)
-    }
+    given = {name: getattr(args, opt) for opt, (name, _) in DATA_OPTIONS.items()}
+    params = {name: value for name, value in given.items() if value}
     parse_label_map(params.get("LABEL_MAP"))  # fails before any notebook runs
     data = params.get("DATASET")
     if data and Path(data).expanduser().exists():

@@ -56,16 +56,11 @@ def stream_child(cmd: list[str], on_line, *, what: str, env=None, timeout_s=None
 
 
 def _popen(cmd: list[str], env: dict | None, **kwargs) -> subprocess.Popen:
-    """``cmd``, ``env`` added, Python unbuffered, stderr into stdout; it dies with this process."""
-    return subprocess.Popen(
-        cmd,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
-        preexec_fn=die_with_parent(),  # a killed kernel or make run: the child stops too
-        **kwargs,
-    )
+    """``cmd``, ``env`` added, Python unbuffered, stderr into stdout; it dies with this process (a
+    killed kernel or ``make run``: the child stops too)."""
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+                            preexec_fn=die_with_parent(), **kwargs)  # fmt: skip
 
 
 def _follow(lines, on_line, kill, exit_code, *, what: str, timeout_s) -> bool:

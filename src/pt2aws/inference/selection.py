@@ -53,8 +53,7 @@ class Choice:
 
 
 def fastest_agreeing(rows: Sequence[dict], min_agreement: float = AGREEMENT_TARGET) -> dict:
-    """The row with the most ``samples_per_s`` of those with ``agreement >= min_agreement``;
-    ValueError if none."""
+    """The fastest (``samples_per_s``) row with ``agreement >= min_agreement``; ValueError: none."""
     good = [r for r in rows if r["agreement"] >= min_agreement]
     if not good:
         raise ValueError(f"no variant keeps >= {min_agreement:.0%} label agreement with fp32 eager")

@@ -250,9 +250,8 @@ def run_ab(settings: BenchSettings, out_dir, variants, stream=None, on_result=No
             folder = out_dir / v.name.replace(" ", "_").replace("+", "plus_") / str(r)
             try:
                 step = i * steps  # the bar's position when this run starts
-                run = run_variant(
-                    v, settings, folder, lambda s, b=step: bar.update(b + s - bar.n), share, forker
-                )
+                on_step = lambda s, b=step: bar.update(b + s - bar.n)  # noqa: E731
+                run = run_variant(v, settings, folder, on_step, share, forker)
                 runs[v.name].append(run)
                 spent += run["train_s"]
                 line = f"{v.name:18s} {run['samples_per_s']:7.1f} samples/s, {run['steps']} steps"
