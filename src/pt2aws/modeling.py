@@ -12,14 +12,8 @@ from pt2aws.config import MINILM_L6, TINY_ROBERTA
 from pt2aws.errors import ConfigError, MissingFileError
 
 #: ``tiny-roberta``'s sizes (``vocab_size`` caps its trained tokenizer).
-TINY_ROBERTA_SIZES = {
-    "vocab_size": 2000,
-    "hidden_size": 64,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 2,
-    "intermediate_size": 128,
-    "type_vocab_size": 1,
-}
+TINY_ROBERTA_SIZES = {"vocab_size": 2000, "hidden_size": 64, "num_hidden_layers": 2,
+                      "num_attention_heads": 2, "intermediate_size": 128, "type_vocab_size": 1}  # fmt: skip
 
 
 def minilm_path() -> str:
@@ -70,21 +64,14 @@ def build_tiny_roberta(tokenizer, label_names: Sequence[str]):
         **(TINY_ROBERTA_SIZES | {"vocab_size": len(tokenizer)}),
         **_label_config(label_names),
         max_position_embeddings=tokenizer.model_max_length + 2,
-        pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
+        **{f"{t}_token_id": getattr(tokenizer, f"{t}_token_id") for t in ("pad", "bos", "eos")},
         problem_type="single_label_classification",
     )
     return RobertaForSequenceClassification(config)
 
 
-def load_tokenizer_and_model(
-    name: str,
-    label_names: Sequence[str],
-    *,
-    train_texts: Iterable[str] | None = None,
-    max_length: int | None = 128,
-):
+def load_tokenizer_and_model(name: str, label_names: Sequence[str], *,
+                             train_texts: Iterable[str] | None = None, max_length: int | None = 128):  # fmt: skip
     """``(tokenizer, model)`` for ``name`` with a fresh head over ``label_names`` (id order; a
     saved model's head is kept when its labels match), the tokenizer at the model's limit
     (:func:`pt2aws.serving.handler.max_tokens`); ``tiny-roberta`` trains on ``train_texts`` with

@@ -14,12 +14,8 @@ from pt2aws.config import PROFILES, TrainConfig
 from pt2aws.errors import ArgumentParser, MissingFileError, run_cli
 from pt2aws.rundir import RunDir
 
-NOTEBOOKS = (
-    "00_instance_setup.ipynb",
-    "01_finetune_multi_gpu.ipynb",
-    "02_local_inference.ipynb",
-    "03_deploy_sagemaker_graviton.ipynb",
-)
+NOTEBOOKS = ("00_instance_setup.ipynb", "01_finetune_multi_gpu.ipynb", "02_local_inference.ipynb",
+             "03_deploy_sagemaker_graviton.ipynb")  # fmt: skip
 #: ``make run`` options that become notebook 01's parameters: option -> (parameter, TrainConfig
 #: field, whose help they show).
 DATA_OPTIONS = {"data": ("DATASET", "dataset"), "model": ("MODEL", "model_name_or_path")} | {
@@ -48,15 +44,9 @@ class _PrefixedStream(io.TextIOBase):
         return len(text)
 
 
-def run_notebooks(
-    run_dir: str | Path,
-    *,
-    profile: str = "local",
-    notebooks: tuple[str, ...] = NOTEBOOKS,
-    extra_parameters: dict | None = None,
-    per_notebook: dict[str, dict] | None = None,
-    stream=None,
-) -> dict[str, float]:
+def run_notebooks(run_dir: str | Path, *, profile: str = "local",
+                  notebooks: tuple[str, ...] = NOTEBOOKS, extra_parameters: dict | None = None,
+                  per_notebook: dict[str, dict] | None = None, stream=None) -> dict[str, float]:  # fmt: skip
     """Execute ``notebooks`` in order into ``run_dir`` with ``PROFILE``, ``RUN_DIR``,
     ``extra_parameters`` and ``per_notebook[name]``; returns seconds per notebook. Cell output
     streams to ``stream`` (default stdout; ``False``: nowhere) prefixed with the notebook's number.
@@ -113,9 +103,8 @@ def data_parameters(args) -> dict:
     from pt2aws.data.labels import parse_label_map
     from pt2aws.data.readers import looks_like_path
 
-    params = {
-        name: getattr(args, opt) for opt, (name, _) in DATA_OPTIONS.items() if getattr(args, opt)
-    }
+    given = {name: getattr(args, opt) for opt, (name, _) in DATA_OPTIONS.items()}
+    params = {name: value for name, value in given.items() if value}
     parse_label_map(params.get("LABEL_MAP"))  # fails before any notebook runs
     data = params.get("DATASET")
     if data and Path(data).expanduser().exists():

@@ -4,6 +4,7 @@ everything it started."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
@@ -50,30 +51,35 @@ def stream_child(cmd: list[str], on_line, *, what: str, env=None, timeout_s=None
     with this process), each output line to ``on_line``; a true return kills the child. Returns
     whether ``on_line`` stopped it. Raises ChildFailedError (``what``, the last 40 lines): a
     non-zero exit, or ``timeout_s`` seconds passed."""
+    with _popen(cmd, env) as proc:
+        return _follow(proc.stdout, on_line, proc.kill, proc.wait, what=what, timeout_s=timeout_s)
+
+
+def _popen(cmd: list[str], env: dict | None, **kwargs) -> subprocess.Popen:
+    """``cmd``, ``env`` added, Python unbuffered, stderr into stdout; it dies with this process (a
+    killed kernel or ``make run``: the child stops too)."""
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+                            preexec_fn=die_with_parent(), **kwargs)  # fmt: skip
+
+
+def _follow(lines, on_line, kill, exit_code, *, what: str, timeout_s) -> bool:
+    """Each of ``lines`` to ``on_line`` (true: ``kill()``, read no more), ``kill()`` too after
+    ``timeout_s``; then ``exit_code()``. Whether ``on_line`` stopped it; ChildFailedError."""
     tail, stopped, timed_out = deque(maxlen=40), False, threading.Event()
-    with subprocess.Popen(
-        cmd,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
-        preexec_fn=die_with_parent(),  # a killed kernel or make run: the child stops too
-    ) as proc:
-        timer = threading.Timer(
-            timeout_s or threading.TIMEOUT_MAX, lambda: (timed_out.set(), proc.kill())
-        )
-        timer.start()
-        try:
-            for line in proc.stdout:
-                tail.append(line)
-                if on_line(line):
-                    stopped = True
-                    proc.kill()
-                    break
-        finally:
-            timer.cancel()
-        code = proc.wait()
-    if timed_out.is_set() or (code and not stopped):
+    timer = threading.Timer(timeout_s or threading.TIMEOUT_MAX, lambda: (timed_out.set(), kill()))
+    timer.start()
+    try:
+        for line in lines:
+            tail.append(line)
+            if on_line(line):
+                stopped = True
+                kill()
+                break
+    finally:
+        timer.cancel()
+    code = exit_code()
+    if timed_out.is_set() or (code != 0 and not stopped):
         why = f"no result within {timeout_s} s" if timed_out.is_set() else f"exit code {code}"
         raise ChildFailedError(f"{what}: {why}; last output:\n{''.join(tail)}")
     return stopped
@@ -83,7 +89,7 @@ def stream_child(cmd: list[str], on_line, *, what: str, env=None, timeout_s=None
 _MARK = "\x00pt2aws-fork "
 
 
-class Forker:
+class Forker(contextlib.AbstractContextManager):
     """A child Python that imports ``preload`` once, then runs each ``python -m <module> <args>``
     of :meth:`stream` in a fork of itself: a fresh process without the seconds torch and
     transformers take to import. ``env`` is added to every run's; ``tag`` goes on its command
@@ -92,54 +98,39 @@ class Forker:
     def __init__(self, preload: list[str], env: dict | None = None, tag: str = "forker"):
         self.preload, self.env, self.tag, self.proc = preload, env or {}, str(tag), None
 
-    def __enter__(self) -> Forker:
-        return self
-
     def __exit__(self, *exc) -> None:
         if self.proc is not None:
             self.proc.kill()
             self.proc.wait()
 
     def stream(self, module: str, args: list[str], on_line, *, what: str, timeout_s=None) -> bool:
-        """:func:`stream_child` for one run of ``module`` with ``args`` (the first starts the
-        server)."""
+        """:func:`stream_child` for ``python -m <module> <args>`` (the first starts the server)."""
         if self.proc is None:
             code = "from pt2aws.processes import _serve_forks; _serve_forks()"
-            self.proc = subprocess.Popen(
-                [sys.executable, "-c", code, self.tag, *self.preload],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-                env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env},
-                preexec_fn=die_with_parent(),
-            )
+            cmd = [sys.executable, "-c", code, self.tag, *self.preload]
+            self.proc = _popen(cmd, self.env, stdin=subprocess.PIPE)
         self.proc.stdin.write(json.dumps([module, *args]) + "\n")
         self.proc.stdin.flush()
-        tail, stopped, pid, code = deque(maxlen=40), False, [], None
-        timed_out = threading.Event()
-        timer = threading.Timer(timeout_s or threading.TIMEOUT_MAX, lambda: timed_out.set() or
-                                (pid and os.kill(pid[0], signal.SIGKILL)))  # fmt: skip
-        timer.start()
-        try:
+        pid, code = [], [None]
+
+        def run_lines():  # the run's own lines; the server's marks give its pid, then its exit
             for line in self.proc.stdout:
-                if line.startswith(_MARK):
-                    word, value = line[len(_MARK) :].split()
-                    if word == "exit":
-                        code = int(value)
-                        break
-                    pid.append(int(value))
-                    continue
-                tail.append(line)
-                if not stopped and on_line(line):
-                    stopped = True
-                    os.kill(pid[0], signal.SIGKILL)
-        finally:
-            timer.cancel()
-        if timed_out.is_set() or (code != 0 and not stopped):
-            why = f"no result within {timeout_s} s" if timed_out.is_set() else f"exit code {code}"
-            raise ChildFailedError(f"{what}: {why}; last output:\n{''.join(tail)}")
-        return stopped
+                if not line.startswith(_MARK):
+                    yield line
+                elif line.split()[1] == "pid":
+                    pid.append(int(line.split()[2]))
+                else:
+                    code[0] = int(line.split()[2])
+                    return
+
+        def exit_code():
+            for _ in lines:  # after a stop: the killed run's last lines, up to its exit
+                pass
+            return code[0]
+
+        lines = run_lines()
+        kill = lambda: pid and os.kill(pid[0], signal.SIGKILL)  # noqa: E731
+        return _follow(lines, on_line, kill, exit_code, what=what, timeout_s=timeout_s)
 
 
 def _serve_forks() -> None:
@@ -174,10 +165,8 @@ def stop_process_group(proc: subprocess.Popen, timeout_s: float = 15.0) -> None:
     pgid = proc.pid  # start_new_session: the group id is the leader's pid
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            pass
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
             os.killpg(pgid, sig)

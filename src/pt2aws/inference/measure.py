@@ -24,12 +24,8 @@ def latency_summary(seconds: Sequence[float]) -> dict:
     if len(seconds) == 0:
         raise ValueError("latency_summary needs at least one timing")
     ms = 1000.0 * np.asarray(seconds, dtype=float)
-    return {
-        **{f"p{q}_ms": float(np.percentile(ms, q)) for q in LATENCY_PERCENTILES},
-        "mean_ms": float(ms.mean()),
-        "max_ms": float(ms.max()),
-        "calls": len(ms),
-    }
+    percentiles = {f"p{q}_ms": float(np.percentile(ms, q)) for q in LATENCY_PERCENTILES}
+    return percentiles | {"mean_ms": float(ms.mean()), "max_ms": float(ms.max()), "calls": len(ms)}
 
 
 def _timed(fn: Callable[[], object]) -> float:

@@ -36,15 +36,13 @@ class Predictor(Classifier):
         self.variant_reason = f"requested; {slow}" if slow else "requested"
         model, tokenizer = load_fp32(model_dir)
         if variant == "auto":
-            choice, kept = choose_by_measurement(
-                model, tokenizer, auto_texts, model_dir=model_dir, device=device
-            )
+            choice, kept = choose_by_measurement(model, tokenizer, auto_texts,
+                                                 model_dir=model_dir, device=device)  # fmt: skip
             variant, self.variant_reason = choice.variant, choice.reason
             module, call = kept.module, kept.model
         else:
-            module, call = build_variant(
-                model, variant, device, model_dir=model_dir, tokenizer=tokenizer
-            )
+            module, call = build_variant(model, variant, device, model_dir=model_dir,
+                                         tokenizer=tokenizer)  # fmt: skip
         super().__init__(call, tokenizer, model.config, variant=variant, module=module,
                          max_length=max_length, batch_size=batch_size, device=device,
                          long_texts=long_texts)  # fmt: skip

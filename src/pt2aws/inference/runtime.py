@@ -17,11 +17,8 @@ def graviton_settings(*, arm64: bool, bf16: bool, vcpus: int, processes: int = 1
         raise ValueError(f"vcpus ({vcpus}) and processes ({processes}) must be >= 1")
     threads = max(1, vcpus // processes)
     fast_math = arm64 and bf16
-    env = {
-        "LRU_CACHE_CAPACITY": "1024",
-        "THP_MEM_ALLOC_ENABLE": "1",
-        "OMP_NUM_THREADS": str(threads),
-    }
+    env = {"LRU_CACHE_CAPACITY": "1024", "THP_MEM_ALLOC_ENABLE": "1",
+           "OMP_NUM_THREADS": str(threads)}  # fmt: skip
     if fast_math:
         env["DNNL_DEFAULT_FPMATH_MODE"] = "BF16"
     reasons = {

@@ -53,8 +53,7 @@ class Choice:
 
 
 def fastest_agreeing(rows: Sequence[dict], min_agreement: float = AGREEMENT_TARGET) -> dict:
-    """The row with the most ``samples_per_s`` of those with ``agreement >= min_agreement``;
-    ValueError if none."""
+    """The fastest (``samples_per_s``) row with ``agreement >= min_agreement``; ValueError: none."""
     good = [r for r in rows if r["agreement"] >= min_agreement]
     if not good:
         raise ValueError(f"no variant keeps >= {min_agreement:.0%} label agreement with fp32 eager")
@@ -135,10 +134,8 @@ def settle_agreement(measured: Measured, pool: Sequence[str], log=None) -> None:
     reference = measured.built["eager"].predict_ids(pool)
     for row in undecided:
         before = measured.agreement(row)[1]
-        row["agreement"] = label_agreement(
-            reference, measured.built[row["variant"]].predict_ids(pool)
-        )
-        row["agreement_texts"] = len(pool)
+        ids = measured.built[row["variant"]].predict_ids(pool)
+        row |= {"agreement": label_agreement(reference, ids), "agreement_texts": len(pool)}
         if log:
             log(f"{row['variant']}: {before}: measured again on all {len(pool):,} validation "
                 f"texts: {measured.agreement(row)[1]}")  # fmt: skip
@@ -213,10 +210,7 @@ def serving_variant(model_dir: str, model, requested: str, tokenizer) -> tuple:
     fp32 model: ``auto`` times ``variants.json``'s ``eligible`` (agreement decided at packaging
     on many texts; the 64 of its ``sample`` only leave out one clearly broken on this machine;
     eager without the file; ONNX ones without their files left out); a named one is built.
-
-    Raises:
-        ValueError: unknown, not runnable here (bf16 emulated included), ONNX files missing.
-    """
+    ValueError: unknown, not runnable here (bf16 emulated included), ONNX files missing."""
     if requested == "auto":
         record = Path(model_dir) / "variants.json"
         if not record.is_file():
@@ -278,9 +272,8 @@ def variant_report(model_dir: str, validation_texts: Sequence[str],
         with warnings.catch_warnings(action="ignore"):
             module, _ = build_variant(model, variant, keep_fp32=True, model_dir=model_dir,
                                       tokenizer=tokenizer, texts=texts)  # fmt: skip
-        share = label_agreement(
-            reference, Classifier(module, tokenizer, model.config).predict_ids(texts)
-        )
+        ids = Classifier(module, tokenizer, model.config).predict_ids(texts)
+        share = label_agreement(reference, ids)
         known[variant] = {"agreement": share, "agreement_texts": len(texts)}
     verdicts = {v: judge(known[v]) for v in variants if v in known}
     report = {"target": AGREEMENT_TARGET, "texts": len(texts),

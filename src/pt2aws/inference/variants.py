@@ -44,9 +44,7 @@ def compiler_missing() -> str | None:
     else:
         include = Path(sysconfig.get_paths()["include"]) / "Python.h"
         missing = None if include.is_file() else f"{include} is missing: install python3-dev"
-    if missing is None:
-        return None
-    return (
+    return missing and (
         f"torch.compile on a CPU needs a C++ compiler and Python.h, and {missing} (the serving "
         "image has both) or serve eager, bf16 or ort-int8"
     )
@@ -87,9 +85,8 @@ def slow_here(variants: Sequence[str], device: torch.device | str = "cpu") -> di
     return out
 
 
-def require_variant(
-    variant: str, device: torch.device | str = "cpu", name="variant "
-) -> str | None:
+def require_variant(variant: str, device: torch.device | str = "cpu",
+                    name="variant ") -> str | None:  # fmt: skip
     """Why ``variant`` runs slowly on ``device`` (None: it does not); ValueError
     ``{name}{variant}: why`` where it is unknown or cannot run there."""
     if why := cannot_run(variant, device, name):
@@ -97,9 +94,8 @@ def require_variant(
     return slow_here([variant], device).get(variant)
 
 
-def runnable_variants(
-    variants: Sequence[str], device: torch.device | str = "cpu", *, include_slow: bool = False
-) -> tuple[list[str], dict[str, str]]:
+def runnable_variants(variants: Sequence[str], device: torch.device | str = "cpu", *,
+                      include_slow: bool = False) -> tuple[list[str], dict[str, str]]:  # fmt: skip
     """``variants`` (order kept, once each) split into those to build here and ``{variant: why}``
     for those that cannot run and, unless ``include_slow``, run slowly."""
     variants = list(dict.fromkeys(variants))

@@ -114,21 +114,18 @@ class BenchSettings:
         """The ``pt2aws.train`` flags of one run of ``variant`` into ``output_dir``."""
         from pt2aws.train.launch import config_to_args
 
+        same = ("max_steps", "max_length", "max_eval_samples", "learning_rate", "seed",
+                "num_threads")  # fmt: skip
         return config_to_args(
             profile="smoke",
             output_dir=str(output_dir),
             model_name_or_path=self.model,
             dataset=self.dataset,
-            max_steps=self.max_steps,
             per_device_train_batch_size=self.batch_size,
-            max_length=self.max_length,
             max_train_samples=self.batch_size * self.max_steps,  # no epoch boundary inside
-            max_eval_samples=self.max_eval_samples,
-            learning_rate=self.learning_rate,
-            seed=self.seed,
             logging_steps=1,
-            num_threads=self.num_threads,
             benchmark_warmup_steps=self.warmup_steps,
+            **{k: getattr(self, k) for k in same},  # the training's flags of the same names
             **{k: getattr(variant, k) for k in (*FLAG_OF.values(), "length_bucketing")},
         )
 
@@ -253,9 +250,8 @@ def run_ab(settings: BenchSettings, out_dir, variants, stream=None, on_result=No
             folder = out_dir / v.name.replace(" ", "_").replace("+", "plus_") / str(r)
             try:
                 step = i * steps  # the bar's position when this run starts
-                run = run_variant(
-                    v, settings, folder, lambda s, b=step: bar.update(b + s - bar.n), share, forker
-                )
+                on_step = lambda s, b=step: bar.update(b + s - bar.n)  # noqa: E731
+                run = run_variant(v, settings, folder, on_step, share, forker)
                 runs[v.name].append(run)
                 spent += run["train_s"]
                 line = f"{v.name:18s} {run['samples_per_s']:7.1f} samples/s, {run['steps']} steps"
@@ -282,7 +278,6 @@ def run_ab(settings: BenchSettings, out_dir, variants, stream=None, on_result=No
 def summarize(variants: list[Variant], runs: dict[str, list[dict]]) -> list[dict]:
     """Per variant with runs: the median of each figure, ``vs_baseline`` and ``vs_trainer``
     (medians of per-repeat ratios: slow load drifts cancel), the highest ``other_load``, ``n``."""
-
     speeds = {name: [run["samples_per_s"] for run in done] for name, done in runs.items()}
 
     def ratio(name: str, other: str | None) -> float | None:
