@@ -3,7 +3,8 @@
 Each of :data:`pt2aws.inference.ort.INT8_SETTINGS` (what the export chooses between) is made
 from one export of the model (:func:`pt2aws.inference.ort.quantize`), then:
 
-* its labels on the first ``--n-texts`` test texts and on all the validation texts, batched as
+* its labels on the first ``--n-texts`` test texts and on all the validation texts (or
+  ``probe``: the export's first :data:`~pt2aws.inference.ort.PROBE_TEXTS`), batched as
   the predictor batches (by length, 32 a batch), against fp32 eager's: agreement, flips, mean
   |delta p|. With ``--qemu-cpu EPYC-Rome`` this part (ONNX Runtime and numpy only) runs under
   ``qemu-x86_64 -cpu EPYC-Rome``: ONNX Runtime's MLAS picks its kernels from CPUID, so it runs
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import subprocess
 import sys
 import warnings
@@ -41,7 +43,7 @@ def parse_args(argv):
     parser.add_argument("--qemu-cpu", default="", help="run the agreement under qemu-x86_64 -cpu")
     parser.add_argument("--speed", action="store_true", help="also time them natively")
     parser.add_argument("--threads", type=int, default=1, help="ONNX Runtime threads (agreement)")
-    parser.add_argument("--splits", default="test,validation", help="agreement on these splits")
+    parser.add_argument("--splits", default="test,validation", help="of test,validation,probe")
     parser.add_argument("--agreement-only", action="store_true", help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
@@ -62,8 +64,9 @@ def prepare(args) -> dict:
     work.mkdir(parents=True, exist_ok=True)
     model, tokenizer = load_fp32(args.model_dir)
     data = load_for_run(Path(args.model_dir).parent)
-    splits = {"test": list(data.splits["test"]["text"])[: args.n_texts],
-              "validation": list(data.splits["validation"]["text"])}  # fmt: skip
+    validation = list(data.splits["validation"]["text"])
+    splits = {"test": list(data.splits["test"]["text"])[: args.n_texts], "validation": validation,
+              "probe": [t for t in validation if t.strip()][: ort.PROBE_TEXTS]}  # fmt: skip
     limit = Classifier(model, tokenizer, model.config).max_length
     for name, texts in splits.items():  # as serving.handler.classify batches them
         enc = tokenizer(texts, truncation=True, max_length=limit)
@@ -154,7 +157,8 @@ def main(argv: list[str] | None = None) -> dict:
     files = prepare(args)
     wanted = {k: files[k] for k in (args.settings.split(",") if args.settings else files)}
     if args.qemu_cpu:
-        command = ["qemu-x86_64", "-cpu", args.qemu_cpu, sys.executable, __file__, "--agreement-only",
+        qemu = shutil.which("qemu-x86_64") or "qemu-x86_64-static"  # qemu-user(-static)
+        command = [qemu, "-cpu", args.qemu_cpu, sys.executable, __file__, "--agreement-only",
                    *argv_without(sys.argv[1:] if argv is None else argv, "--qemu-cpu", "--speed")]  # fmt: skip
         result = subprocess.run(
             command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
