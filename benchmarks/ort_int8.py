@@ -11,6 +11,8 @@ from one export of the model (:func:`pt2aws.inference.ort.quantize`), then:
   its AVX2 ones (u8 x s8 products through ``vpmaddubsw``, which saturates): the numerics of an
   x86 CPU without VNNI on any x86 host. Emulated CPUID, real AVX2 kernels; about an hour per
   setting on one core, and its timing means nothing;
+* natively (``--per-node``): the default setting with each weighted MatMul in turn kept fp32,
+  its agreement on ``--splits`` (which nodes :data:`~pt2aws.inference.ort.FFN_OUTPUT` names);
 * natively (``--speed``): batch-32 throughput of each setting beside the HF pipeline, eager
   and ``ort-fp32`` on the test texts, interleaved rounds
   (:func:`pt2aws.inference.measure.compare_predictors`).
@@ -19,7 +21,7 @@ from one export of the model (:func:`pt2aws.inference.ort.quantize`), then:
     python benchmarks/ort_int8.py --model-dir runs/latest/train/model --workdir runs/bench-ort \\
         --qemu-cpu EPYC-Rome --settings "int8 weights"   # the same files, AVX2 numerics
 
-Results: ``<workdir>/agreement_<cpu>.json`` and ``speed.json``; write-up in
+Results: ``<workdir>/agreement_<cpu>.json``, ``per_node.json`` and ``speed.json``; write-up in
 ``benchmarks/README.md``. Reported, never asserted.
 """
 
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -42,6 +45,7 @@ def parse_args(argv):
     parser.add_argument("--settings", default="", help="comma-separated names (default: all)")
     parser.add_argument("--qemu-cpu", default="", help="run the agreement under qemu-x86_64 -cpu")
     parser.add_argument("--speed", action="store_true", help="also time them natively")
+    parser.add_argument("--per-node", action="store_true", help="the default, a node fp32 each")
     parser.add_argument("--threads", type=int, default=1, help="ONNX Runtime threads (agreement)")
     parser.add_argument("--splits", default="test,validation", help="of test,validation,probe")
     parser.add_argument("--agreement-only", action="store_true", help=argparse.SUPPRESS)
@@ -123,6 +127,26 @@ def agreement(args, files: dict) -> dict:
     return out
 
 
+def per_node(args, files: dict) -> dict:
+    """The default setting with each weighted MatMul or Gemm in turn kept fp32 too: agreement on
+    ``--splits`` of each (``"none"``: the default itself), which node's int8 error costs most."""
+    import onnx
+
+    from pt2aws.inference import ort
+
+    work, default = Path(args.workdir), next(iter(ort.INT8_SETTINGS))
+    graph = onnx.load(str(work / "model.onnx")).graph
+    weights = {w.name for w in graph.initializer}
+    names = [n.name for n in graph.node
+             if n.op_type in ("MatMul", "Gemm") and weights & set(n.input)]  # fmt: skip
+    out = {"none": files[default]}
+    with warnings.catch_warnings(action="ignore"):
+        for i, name in enumerate(names):
+            ort.quantize(work / "model.onnx", work / f"node_{i}.onnx", default, (re.escape(name),))
+            out[name] = f"node_{i}.onnx"
+    return agreement(args, out)
+
+
 def speed(args, files: dict) -> list[dict]:
     """Each setting beside the HF pipeline, eager and ``ort-fp32``, timed natively."""
     from peers.pipeline import PipelinePredictor
@@ -155,6 +179,10 @@ def main(argv: list[str] | None = None) -> dict:
         wanted = args.settings.split(",") if args.settings else list(files)
         return agreement(args, {k: files[k] for k in wanted})
     files = prepare(args)
+    if args.per_node:  # native only
+        results = per_node(args, files)
+        (work / "per_node.json").write_text(json.dumps(results, indent=1))
+        return {"per_node": results}
     wanted = {k: files[k] for k in (args.settings.split(",") if args.settings else files)}
     if args.qemu_cpu:
         qemu = shutil.which("qemu-x86_64") or "qemu-x86_64-static"  # qemu-user(-static)

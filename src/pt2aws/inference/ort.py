@@ -74,8 +74,9 @@ def choose_int8(figures: dict[str, dict]) -> tuple[str, str]:
     floor = min((f["mean_abs_dp"] for f in fast.values()), default=0)
     close = [n for n, f in fast.items() if f["mean_abs_dp"] <= ACCURACY_GAIN * floor]
     best = max(close, key=lambda n: fast[n]["samples_per_s"]) if close else next(iter(settings))
-    said = [f"{name}: mean |dp| {f['mean_abs_dp']:.4f} ({f['flips']} flips of {f['texts']}), "
-            f"{f['samples_per_s'] / fp32:.2f}x ort-fp32's speed" for name, f in settings.items()]  # fmt: skip
+    said = [f"{name}: mean |dp| {f['mean_abs_dp']:.4f} ({f['flips']} of {f['texts']} labels "
+            f"flipped), {f['samples_per_s'] / fp32:.2f}x ort-fp32's speed"
+            for name, f in settings.items()]  # fmt: skip
     rule = (f"the fastest of those >= {MIN_SPEEDUP}x ort-fp32's speed within {ACCURACY_GAIN}x "
             "of the lowest mean |dp|" if fast else f"none >= {MIN_SPEEDUP}x ort-fp32's speed")  # fmt: skip
     return best, f"{best}, measured on {cpu_class()} ({rule}): " + "; ".join(said)
@@ -186,14 +187,15 @@ def export_variants(model, tokenizer, folder: Path, *, weights_sha256: str, text
     (folder / EXPORT_RECORD).write_text(json.dumps(record, indent=1))
 
 
-def quantize(fp32: Path, path: Path, setting: str) -> list[str]:
+def quantize(fp32: Path, path: Path, setting: str, also: tuple[str, ...] = ()) -> list[str]:
     """``fp32`` (an optimized ``model.onnx``) as int8 at ``path`` with :data:`INT8_SETTINGS`'s
-    ``setting``, :data:`INT8_FP32_NODES` (and the setting's ``fp32_nodes``) kept fp32; returns the names of the nodes kept."""
+    ``setting``, nodes matching :data:`INT8_FP32_NODES`, the setting's ``fp32_nodes`` and
+    ``also`` kept fp32; returns the names of the nodes kept."""
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     options, kept = INT8_SETTINGS[setting], []
-    fp32_nodes = re.compile("|".join([*INT8_FP32_NODES, *options.get("fp32_nodes", ())]))
+    fp32_nodes = re.compile("|".join([*INT8_FP32_NODES, *options.get("fp32_nodes", ()), *also]))
     for node in onnx.load(str(fp32), load_external_data=False).graph.node:
         if fp32_nodes.search(node.name):
             kept.append(node.name)
