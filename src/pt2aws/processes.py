@@ -117,11 +117,12 @@ class Forker(contextlib.AbstractContextManager):
             for line in self.proc.stdout:
                 if not line.startswith(_MARK):
                     yield line
-                elif line.split()[1] == "pid":
-                    pid.append(int(line.split()[2]))
-                else:
-                    code[0] = int(line.split()[2])
+                    continue
+                word, value = line[len(_MARK) :].split()
+                if word == "exit":
+                    code[0] = int(value)
                     return
+                pid.append(int(value))
 
         def exit_code():
             for _ in lines:  # after a stop: the killed run's last lines, up to its exit

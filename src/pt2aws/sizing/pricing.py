@@ -137,7 +137,8 @@ def refresh_prices(session, instance_types, region=None, *, enabled=True):
     from botocore.config import Config
     from botocore.exceptions import BotoCoreError, ClientError
 
-    if reason := _why_not(session) if enabled else "price refresh not asked for":
+    reason = _why_not(session) if enabled else "price refresh not asked for"
+    if reason:
         return {}, [f"prices: the dated table in pt2aws/sizing/instances.json ({reason})"]
     # us-east-1's endpoint answers for every region; an offline machine falls back quickly
     retries = {"mode": "standard", "total_max_attempts": 2}
